@@ -1,0 +1,136 @@
+// Block file v1: the one byte string a block travels as (DESIGN.md §4,
+// docs/block-format.md).
+//
+// A block file is a valid safetensors file: u64 little-endian header length
+// N, N bytes of JSON (padded with spaces to a multiple of 8), then the data
+// section holding tensors `layer_{i}_state_{k}` back to back from offset 0.
+// `__metadata__` records the key, parent, namespace, token count, layout
+// signature, per-layer cache types and meta states, creation time and an
+// XXH3-128 checksum of the data section.
+//
+// EncodeBlock copies each tensor once into one contiguous BlockBuffer.
+// DecodeBlock validates strictly and returns views into the caller's bytes
+// (no copies). Any violation is a Corruption status naming the rule broken;
+// BlockFileError() recovers the machine-readable reason.
+//
+// Thread safety: free functions on caller-owned data.
+#ifndef KVTIER_BLOCK_FILE_H_
+#define KVTIER_BLOCK_FILE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+// Limits a reader enforces before allocating or trusting anything.
+inline constexpr uint64_t kMaxBlockHeaderBytes = 1u << 20;  // 1 MiB of JSON
+inline constexpr size_t kMaxBlockTensors = 65536;
+
+// Owned, move-only bytes of one block file. The storage is 4096-byte
+// aligned (usable with O_DIRECT) and not zero-initialised on Allocate.
+class BlockBuffer {
+ public:
+  BlockBuffer() = default;
+  // kResourceExhausted if the allocation fails.
+  static Result<BlockBuffer> Allocate(size_t size);
+  static Result<BlockBuffer> CopyOf(std::span<const std::byte> bytes);
+
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  std::span<const std::byte> span() const { return {data_.get(), size_}; }
+  std::span<std::byte> mutable_span() { return {data_.get(), size_}; }
+  // Shrinks the logical size (the allocation is kept). REQUIRES: n <= size().
+  void Truncate(size_t n);
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte[], Free> data_;
+  size_t size_ = 0;
+};
+
+// A block file shared read-only between tiers (host entry, pending write).
+using SharedBlock = std::shared_ptr<const BlockBuffer>;
+
+// What `__metadata__` records.
+struct BlockMeta {
+  BlockKey key;
+  BlockKey parent;     // previous block's key; the namespace for block 0
+  BlockKey ns;         // the namespace
+  uint32_t token_count = 0;
+  std::string layout_signature;
+  std::vector<std::string> layer_cache_types;
+  std::vector<std::vector<std::string>> layer_meta_states;
+  int64_t created_at = 0;                // unix seconds
+  std::array<uint8_t, 16> checksum{};    // XXH3-128 of the data section, big-endian
+};
+
+struct EncodeRequest {
+  const ModelLayout* layout = nullptr;  // REQUIRES: layout->Validate().ok()
+  BlockKey key;
+  BlockKey parent;
+  BlockKey ns;
+  uint32_t token_count = 0;  // 0 = layout->block_tokens
+  int64_t created_at = 0;    // unix seconds
+  // One list per layer; empty = each layer's LayerSpec::meta_state.
+  std::vector<std::vector<std::string>> meta_states;
+  // layout->TensorCount() buffers in layer-major order (layer 0 state 0,
+  // layer 0 state 1, ..., layer 1 state 0, ...), each exactly its
+  // TensorSpec::ByteSize() long.
+  std::span<const std::span<const std::byte>> tensors;
+};
+
+// InvalidArgument on a wrong tensor count or size, naming the tensor.
+Result<BlockBuffer> EncodeBlock(const EncodeRequest& req);
+
+// The XXH3-128 checksum of `data` (seed 0), big-endian as `xxhsum -H2` prints.
+std::array<uint8_t, 16> BlockChecksum(std::span<const std::byte> data);
+
+struct DecodeOptions {
+  const BlockKey* expected_key = nullptr;          // if set, metadata key must equal it
+  const std::string* expected_signature = nullptr; // if set, layout_signature must equal it
+  bool verify_checksum = true;
+};
+
+struct TensorView {
+  std::string name;  // layer_{i}_state_{k}
+  uint32_t layer = 0;
+  uint32_t state = 0;
+  DType dtype = DType::kF16;
+  std::vector<uint64_t> shape;
+  std::span<const std::byte> data;  // into the decoded file's bytes
+};
+
+struct DecodedBlock {
+  BlockMeta meta;
+  std::vector<TensorView> tensors;      // in file order
+  uint64_t header_bytes = 0;            // N (JSON length, padded)
+  std::span<const std::byte> data;      // the whole data section
+};
+
+// Validates `file` strictly (see docs/block-format.md) and returns views
+// into it. The views live as long as `file`'s bytes.
+Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOptions& opts);
+
+// Validates only the header, given its first bytes and the file's total
+// size: what a folder scan does without reading the data. `prefix` must hold
+// at least 8 + N bytes (N from the first 8); checks everything except the
+// checksum.
+Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64_t file_size,
+                                       const DecodeOptions& opts);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BLOCK_FILE_H_

@@ -1,0 +1,120 @@
+// ModelLayout: what one cached block of a model holds.
+//
+// A block is `block_tokens` consecutive tokens of every layer's cache state.
+// Per layer, a LayerSpec lists the state tensors stored for a block, each
+// with a dtype and a per-block shape:
+//   - attention:            K [kv_heads, block_tokens, head_dim], V likewise;
+//   - quantized attention:  packed K/V data plus scales and biases;
+//   - sliding window:       K/V plus meta state strings (window size, ...);
+//   - Mamba / linear attn:  conv and ssm state arrays whose shapes do not
+//                           depend on block_tokens;
+// and a model may mix layer kinds. The layout's canonical signature string
+// (see Signature()) decides compatibility: a block is only served to a
+// reader whose signature is equal. docs/block-format.md documents it.
+//
+// Thread safety: immutable values after construction.
+#ifndef KVTIER_LAYOUT_H_
+#define KVTIER_LAYOUT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+class Env;
+
+// Element types, named as safetensors names them.
+enum class DType : uint8_t {
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kI8,
+  kI16,
+  kI32,
+  kI64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kBool,
+  kF8E4M3,
+  kF8E5M2,
+};
+
+// Bytes per element (1, 2, 4 or 8).
+size_t DTypeSize(DType dtype);
+// The safetensors name: "F16", "BF16", ..., "BOOL", "F8_E4M3", "F8_E5M2".
+std::string_view DTypeName(DType dtype);
+// Parses a safetensors dtype name (exact, case-sensitive).
+std::optional<DType> DTypeFromName(std::string_view name);
+
+// One state tensor of a layer, per block.
+struct TensorSpec {
+  std::string role;              // what it is: "keys", "values", "scales", "conv", ...
+  DType dtype = DType::kF16;
+  std::vector<uint64_t> shape;   // per-block shape; every dimension > 0
+  // Elements × dtype size. REQUIRES: the layout passed Validate().
+  uint64_t ByteSize() const;
+};
+
+struct LayerSpec {
+  // Free-form kind recorded in block metadata (`layer_cache_types`):
+  // "attention", "quantized_attention", "sliding_window", "mamba", ...
+  std::string cache_type = "attention";
+  std::vector<TensorSpec> states;  // stored in this order as layer_{i}_state_{k}
+  // Default meta state strings recorded per block (`layer_meta_states`),
+  // e.g. {"window=4096"} for a sliding window. May be empty.
+  std::vector<std::string> meta_state;
+};
+
+struct ModelLayout {
+  std::string name;           // preset or file name; not part of the signature
+  uint32_t block_tokens = 0;  // tokens per block, > 0
+  std::vector<LayerSpec> layers;
+
+  // Sum of all state tensors' bytes: the data section of one block file.
+  uint64_t BlockBytes() const;
+  // Number of state tensors over all layers.
+  size_t TensorCount() const;
+
+  // Canonical, deterministic signature (docs/block-format.md), e.g.
+  //   kvtier-layout-v1;bt=16;L0=attention:keys:F16[2,16,16],values:F16[2,16,16];L1=...
+  // Independent of `name` and of meta_state defaults.
+  std::string Signature() const;
+
+  // OK, or InvalidArgument naming the bad field ("layers[3].states[1].shape[0]
+  // must be > 0"). Checks: block_tokens > 0, at least one layer, each layer
+  // has at least one state, dimensions > 0, byte sizes do not overflow and
+  // the block is at most 4 GiB, roles and cache types are non-empty
+  // [A-Za-z0-9_.-] strings.
+  Status Validate() const;
+
+  // Built-in presets (DESIGN.md §6): "tiny", "qwen2.5-0.5b", "llama3-8b".
+  // block_tokens = 0 uses the preset's default.
+  static Result<ModelLayout> Preset(std::string_view name, uint32_t block_tokens = 0);
+  // Names of the built-in presets.
+  static std::vector<std::string> PresetNames();
+  // A standard attention layout: `layers` layers of K and V, each
+  // [kv_heads, block_tokens, head_dim] of `dtype`.
+  static ModelLayout Attention(std::string name, uint32_t layers, uint32_t kv_heads,
+                               uint32_t head_dim, DType dtype, uint32_t block_tokens);
+  // Parses a layout from JSON text (schema in docs/layouts.md) and validates it.
+  static Result<ModelLayout> FromJson(std::string_view json_text);
+  // Reads and parses a JSON layout file.
+  static Result<ModelLayout> LoadFile(Env* env, const std::string& path);
+  // A preset name, or a path ending in ".json".
+  static Result<ModelLayout> Resolve(Env* env, std::string_view preset_or_path,
+                                     uint32_t block_tokens = 0);
+  // The JSON form FromJson() reads back to an equal layout.
+  std::string ToJson() const;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_LAYOUT_H_

@@ -1,0 +1,83 @@
+// kvtier: the command-line tool (DESIGN.md §6).
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+
+#include "command.h"
+
+namespace kvtier::cli {
+
+std::vector<CommandInfo>& CommandRegistry() {
+  static std::vector<CommandInfo> registry;
+  return registry;
+}
+
+int ReportError(const CommonFlags& flags, const Status& status, int exit_code) {
+  if (flags.json) {
+    PrintJson({{"error", status.message()}, {"code", std::string(StatusCodeName(status.code()))}});
+  }
+  std::cerr << "kvtier: " << status.message() << "\n";
+  return exit_code;
+}
+
+void PrintJson(const nlohmann::json& j) {
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+Result<std::vector<uint32_t>> ParseTokenList(const std::string& text) {
+  std::vector<uint32_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string_view item(text.data() + pos, comma - pos);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\n' || item.front() == '\t' ||
+                             item.front() == '\r'))
+      item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\n' || item.back() == '\t' ||
+                             item.back() == '\r'))
+      item.remove_suffix(1);
+    if (item.empty()) {
+      if (comma == text.size() && !out.empty() && pos == text.size()) break;  // trailing newline
+      return Status::InvalidArgument("empty token id at offset " + std::to_string(pos));
+    }
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || p != item.data() + item.size() || v > UINT32_MAX) {
+      return Status::InvalidArgument("bad token id '" + std::string(item) +
+                                     "' (expected an integer 0..4294967295)");
+    }
+    out.push_back(static_cast<uint32_t>(v));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace kvtier::cli
+
+int main(int argc, char** argv) {
+  using namespace kvtier::cli;
+  CLI::App app{"kvtier: a tiered, persistent KV cache for LLM inference engines"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every subcommand");
+
+  std::vector<std::unique_ptr<CommonFlags>> flags;
+  std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+  for (const auto& cmd : CommandRegistry()) {
+    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+    flags.push_back(std::make_unique<CommonFlags>());
+    sub->add_flag("--json", flags.back()->json, "Print one JSON object on stdout");
+    runners.emplace_back(sub, cmd.setup(sub, flags.back().get()));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  for (auto& [sub, run] : runners) {
+    if (sub->parsed()) return run();
+  }
+  return kExitUsage;
+}
