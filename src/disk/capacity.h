@@ -22,7 +22,7 @@
 #include <functional>
 #include <mutex>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "disk/counters.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
@@ -87,13 +87,13 @@ class Capacity {
   DiskCounters* const counters_;
 
   std::mutex mu_;
-  bool free_valid_ KVTIER_GUARDED_BY(mu_) = false;
-  uint64_t free_bytes_ KVTIER_GUARDED_BY(mu_) = 0;
-  uint64_t free_read_at_us_ KVTIER_GUARDED_BY(mu_) = 0;
-  uint64_t written_since_ KVTIER_GUARDED_BY(mu_) = 0;
-  uint64_t freed_since_ KVTIER_GUARDED_BY(mu_) = 0;
-  uint64_t inflight_bytes_ KVTIER_GUARDED_BY(mu_) = 0;
-  uint64_t inflight_blocks_ KVTIER_GUARDED_BY(mu_) = 0;
+  bool free_valid_ GUARDED_BY(mu_) = false;
+  uint64_t free_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t free_read_at_us_ GUARDED_BY(mu_) = 0;
+  uint64_t written_since_ GUARDED_BY(mu_) = 0;
+  uint64_t freed_since_ GUARDED_BY(mu_) = 0;
+  uint64_t inflight_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t inflight_blocks_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvtier::disk

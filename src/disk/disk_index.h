@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "disk/sqlite_db.h"
 #include "kvtier/block_key.h"
 #include "kvtier/status.h"
@@ -153,8 +153,8 @@ class DiskIndex {
   const std::string path_;
   const IndexOptions options_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<SqliteDb>> free_ KVTIER_GUARDED_BY(mu_);
-  std::unordered_map<std::string, int64_t> sig_ids_ KVTIER_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);
 };
 
 // A pooled connection, returned to the pool when destroyed.

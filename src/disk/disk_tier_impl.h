@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "disk/capacity.h"
 #include "disk/counters.h"
 #include "disk/disk_index.h"
@@ -101,9 +101,9 @@ class DiskTierImpl final : public DiskTier {
 
   std::mutex mu_;  // guards the maintenance thread's state below
   std::condition_variable maintenance_cv_;
-  bool maintenance_stop_ KVTIER_GUARDED_BY(mu_) = false;
-  bool touch_flush_wanted_ KVTIER_GUARDED_BY(mu_) = false;
-  bool reconcile_running_ KVTIER_GUARDED_BY(mu_) = false;
+  bool maintenance_stop_ GUARDED_BY(mu_) = false;
+  bool touch_flush_wanted_ GUARDED_BY(mu_) = false;
+  bool reconcile_running_ GUARDED_BY(mu_) = false;
   std::condition_variable reconcile_cv_;
 };
 

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "disk/disk_index.h"
 
 namespace kvtier::disk {
@@ -40,8 +40,8 @@ class GroupCommitter {
   DiskIndex* const index_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::shared_ptr<Group> open_ KVTIER_GUARDED_BY(mu_);  // collecting rows
-  bool committing_ KVTIER_GUARDED_BY(mu_) = false;
+  std::shared_ptr<Group> open_ GUARDED_BY(mu_);  // collecting rows
+  bool committing_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kvtier::disk

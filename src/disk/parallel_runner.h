@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "kvtier/env.h"
 
 namespace kvtier::disk {
@@ -48,8 +48,8 @@ class ParallelRunner {
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  bool stop_ KVTIER_GUARDED_BY(mu_) = false;
-  std::deque<std::shared_ptr<Job>> jobs_ KVTIER_GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::deque<std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

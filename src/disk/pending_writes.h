@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 
@@ -92,21 +92,21 @@ class PendingWrites {
 
  private:
   std::shared_ptr<PendingBlock> MakeLocked(const BlockKey& key, SharedBlock block)
-      KVTIER_REQUIRES(mu_);
-  void ReleaseLocked(const PendingBlock& p) KVTIER_REQUIRES(mu_);
+      REQUIRES(mu_);
+  void ReleaseLocked(const PendingBlock& p) REQUIRES(mu_);
 
   const uint64_t max_bytes_;
   std::mutex mu_;
   std::condition_variable work_cv_;   // a block was queued, or closed
   std::condition_variable space_cv_;  // bytes were released
   std::condition_variable done_cv_;   // a block finished
-  bool closed_ KVTIER_GUARDED_BY(mu_) = false;
-  uint64_t next_seq_ KVTIER_GUARDED_BY(mu_) = 0;
-  uint64_t bytes_ KVTIER_GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
   std::unordered_map<BlockKey, std::shared_ptr<PendingBlock>, BlockKeyHash> by_key_
-      KVTIER_GUARDED_BY(mu_);
-  std::deque<std::shared_ptr<PendingBlock>> fifo_ KVTIER_GUARDED_BY(mu_);
-  std::set<uint64_t> outstanding_ KVTIER_GUARDED_BY(mu_);  // seqs not finished
+      GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<PendingBlock>> fifo_ GUARDED_BY(mu_);
+  std::set<uint64_t> outstanding_ GUARDED_BY(mu_);  // seqs not finished
 };
 
 }  // namespace kvtier::disk

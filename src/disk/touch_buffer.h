@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "disk/annotations.h"
+#include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
 
 namespace kvtier::disk {
@@ -32,7 +32,7 @@ class TouchBuffer {
 
  private:
   std::mutex mu_;
-  std::unordered_map<BlockKey, int64_t, BlockKeyHash> times_ KVTIER_GUARDED_BY(mu_);
+  std::unordered_map<BlockKey, int64_t, BlockKeyHash> times_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier::disk
