@@ -114,12 +114,12 @@ Status DeleteRow(SqliteDb* db, const BlockKey& key) {
 uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
   uint64_t limit = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
   if (spec.free_bytes != UINT64_MAX) {
-    long double avail = static_cast<long double>(tracked_bytes) + spec.free_bytes;
-    long double disk = std::floor(avail * spec.free_space_fraction);
-    uint64_t disk_limit = disk >= static_cast<long double>(UINT64_MAX)
-                              ? UINT64_MAX
-                              : static_cast<uint64_t>(disk);
-    limit = std::min(limit, disk_limit);
+    // Exact integer arithmetic on the fraction in parts per million.
+    using u128 = unsigned __int128;
+    const u128 ppm = static_cast<u128>(std::llround(spec.free_space_fraction * 1e6));
+    const u128 avail = static_cast<u128>(tracked_bytes) + spec.free_bytes;
+    const u128 disk = avail * ppm / 1'000'000;
+    limit = std::min<u128>(limit, disk) == disk ? static_cast<uint64_t>(disk) : limit;
   }
   return limit;
 }

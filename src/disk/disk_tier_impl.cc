@@ -221,13 +221,14 @@ Status DiskTierImpl::WritePending(const std::shared_ptr<PendingBlock>& p) {
   const uint64_t t0 = env_->NowMicros();
   Status s = WriteAndIndex(*p);
   if (!s.ok()) DiskCounters::Add(counters_.errors);
-  if (pending_->Finish(p)) {
+  if (pending_->Retire(p)) {
     // Erased while being written: remove what was written.
     (void)env_->RemoveFile(layout_.BlockPath(p->key));
     const BlockKey key = p->key;
     (void)index_->Delete(std::span<const BlockKey>(&key, 1));
   }
   counters_.write_latency.Record(env_->NowMicros() - t0);
+  pending_->Release(p);
   return s;
 }
 
