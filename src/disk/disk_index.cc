@@ -415,8 +415,10 @@ Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req
     }
   }
 
+  // Evicting moves bytes from tracked to free: the limit, a fraction of
+  // their sum, is fixed for the whole transaction.
+  const uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
   auto over = [&]() {
-    uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
     bool bytes_over = totals.bytes + req.reserve_bytes > limit;
     bool entries_over = req.limit.max_entries != 0 &&
                         totals.entries + req.reserve_entries > req.limit.max_entries;
@@ -437,7 +439,7 @@ Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req
     }
   }
   out.within_limit = !over();
-  out.effective_limit = EffectiveLimitBytes(req.limit, totals.bytes);
+  out.effective_limit = limit;
   out.after = totals;
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return out;

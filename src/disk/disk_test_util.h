@@ -8,9 +8,12 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -90,6 +93,79 @@ inline uint64_t BlockFolderBytes(const std::string& dir) {
   }
   return total;
 }
+
+// An Env that forwards to another and lets a test move the wall clock,
+// make every wall-clock reading distinct (so LRU order is exact), and fake
+// the free disk space.
+class ControlledEnv final : public Env {
+ public:
+  explicit ControlledEnv(Env* base) : base_(base) {}
+
+  // Moves NowUnixMicros() forward by `us`.
+  void AdvanceUnix(int64_t us) { offset_us_ += us; }
+  // FreeSpace() returns fn() (no function: ask the base Env).
+  void SetFreeSpace(std::function<uint64_t()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_fn_ = std::move(fn);
+  }
+  int64_t free_space_calls() const { return free_calls_.load(); }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& p,
+                                                        const ReadFileOptions& o) override {
+    return base_->OpenForRead(p, o);
+  }
+  Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& p,
+                                                   const WriteFileOptions& o) override {
+    return base_->CreateFile(p, o);
+  }
+  Status RenameFile(const std::string& a, const std::string& b) override {
+    return base_->RenameFile(a, b);
+  }
+  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  Result<FileInfo> Stat(const std::string& p) override { return base_->Stat(p); }
+  Status Chmod(const std::string& p, uint32_t m) override { return base_->Chmod(p, m); }
+  Status CreateDir(const std::string& p, uint32_t m) override { return base_->CreateDir(p, m); }
+  Status RemoveDir(const std::string& p) override { return base_->RemoveDir(p); }
+  Result<std::vector<std::string>> ListDir(const std::string& p) override {
+    return base_->ListDir(p);
+  }
+  Status SyncDir(const std::string& p) override { return base_->SyncDir(p); }
+  Status SyncFileSystem(const std::string& p) override { return base_->SyncFileSystem(p); }
+  Result<uint64_t> FreeSpace(const std::string& p) override {
+    ++free_calls_;
+    std::function<uint64_t()> fn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn = free_fn_;
+    }
+    if (fn) return fn();
+    return base_->FreeSpace(p);
+  }
+  uint64_t NowMicros() override { return base_->NowMicros(); }
+  // Strictly increasing, so every stored block has its own access time.
+  int64_t NowUnixMicros() override {
+    int64_t now = base_->NowUnixMicros() + offset_us_.load();
+    int64_t prev = last_.load();
+    while (true) {
+      int64_t next = now > prev ? now : prev + 1;
+      if (last_.compare_exchange_weak(prev, next)) return next;
+    }
+  }
+  void SleepForMicros(uint64_t us) override { base_->SleepForMicros(us); }
+  int ProcessId() override { return base_->ProcessId(); }
+  bool ProcessAlive(int pid) override { return base_->ProcessAlive(pid); }
+  std::thread StartThread(std::function<void()> fn) override {
+    return base_->StartThread(std::move(fn));
+  }
+
+ private:
+  Env* const base_;
+  std::atomic<int64_t> offset_us_{0};
+  std::atomic<int64_t> last_{0};
+  std::mutex mu_;
+  std::function<uint64_t()> free_fn_;  // guarded by mu_
+  std::atomic<int64_t> free_calls_{0};
+};
 
 inline std::string BlockFilePath(const std::string& dir, const BlockKey& key) {
   std::string hex = key.Hex();
