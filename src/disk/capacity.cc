@@ -120,7 +120,18 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
   KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals());
   LimitSpec spec = Spec();
   uint64_t limit = EffectiveLimitBytes(spec, totals.bytes);
+  const uint64_t configured = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
+  if (limit < configured && totals.bytes + reserve_bytes > limit) {
+    // Free disk space is what binds: never evict on a cached reading (the
+    // disk may have emptied since); read it again first.
+    InvalidateFreeSpace();
+    spec = Spec();
+    limit = EffectiveLimitBytes(spec, totals.bytes);
+  }
   if (bytes > limit) {
+    // A reading taken while the disk was full must not block stores until
+    // it expires: read it again next time.
+    InvalidateFreeSpace();
     return Status::ResourceExhausted("block of " + std::to_string(bytes) +
                                      " bytes exceeds the disk tier's effective limit of " +
                                      std::to_string(limit) + " bytes");

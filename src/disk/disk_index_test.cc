@@ -137,7 +137,9 @@ TEST(DiskIndexTest, RowsPersistAcrossReopenAndPrefixRangesAreExact) {
   BlockKey last{};
   ASSERT_THAT(idx->ForEachRow(
                   [&](const IndexRow& r) {
-                    if (seen > 0) EXPECT_LT(last, r.key);
+                    if (seen > 0) {
+                      EXPECT_LT(last, r.key);
+                    }
                     last = r.key;
                     ++seen;
                   },
