@@ -100,23 +100,23 @@ struct HostTierOptions {
 struct HostTierStats {
   // Gauges.
   uint64_t entries = 0;
-  uint64_t bytes = 0;           // sum of the entries' block sizes
+  uint64_t bytes = 0;  // sum of the entries' block sizes
   uint64_t dirty_entries = 0;
   uint64_t dirty_bytes = 0;
   uint64_t reserved_bytes = 0;  // held by this tier's live Reservations
   // Counters since creation.
-  uint64_t hits = 0;             // Get found the key
-  uint64_t misses = 0;           // Get did not
-  uint64_t puts = 0;             // successful Puts (new keys and replacements)
-  uint64_t replacements = 0;     // successful Puts of a key already present
-  uint64_t rejections = 0;       // Puts refused: block larger than the budget
-  uint64_t put_failures = 0;     // Puts refused: Reservations hold the room
-  uint64_t erases = 0;           // entries removed by Erase
-  uint64_t evictions = 0;        // entries removed to make room, by ShrinkTo or Clear
-  uint64_t dirty_evictions = 0;  // evicted dirty entries handed to the sink
-  uint64_t dirty_dropped = 0;    // evicted dirty entries dropped (no sink)
-  uint64_t sink_errors = 0;      // sink calls that returned an error
-  uint64_t reservations = 0;         // successful Reserve calls
+  uint64_t hits = 0;                  // Get found the key
+  uint64_t misses = 0;                // Get did not
+  uint64_t puts = 0;                  // successful Puts (new keys and replacements)
+  uint64_t replacements = 0;          // successful Puts of a key already present
+  uint64_t rejections = 0;            // Puts refused: block larger than the budget
+  uint64_t put_failures = 0;          // Puts refused: Reservations hold the room
+  uint64_t erases = 0;                // entries removed by Erase
+  uint64_t evictions = 0;             // entries removed to make room, by ShrinkTo or Clear
+  uint64_t dirty_evictions = 0;       // evicted dirty entries handed to the sink
+  uint64_t dirty_dropped = 0;         // evicted dirty entries dropped (no sink)
+  uint64_t sink_errors = 0;           // sink calls that returned an error
+  uint64_t reservations = 0;          // successful Reserve calls
   uint64_t reservation_failures = 0;  // Reserve calls refused
 };
 
@@ -126,8 +126,8 @@ struct HostBudgetStats {
   uint64_t used_bytes = 0;      // entries' bytes over all tiers
   uint64_t reserved_bytes = 0;  // live Reservations over all tiers
   uint64_t entries = 0;
-  uint64_t tiers = 0;           // live HostTiers on the budget
-  uint64_t evictions = 0;       // over all tiers, since creation
+  uint64_t tiers = 0;      // live HostTiers on the budget
+  uint64_t evictions = 0;  // over all tiers, since creation
 };
 
 // A byte budget and global LRU order shared by HostTiers. Create it, pass it

@@ -105,8 +105,7 @@ class BlockIndex {
   Shard& ShardFor(uint64_t hash) const { return shards_[hash >> (64 - kShardBits)]; }
   void Apply(const BlockKey& key, IndexTier tier, int delta);
   static void GrowLocked(Shard& shard, const BlockIndex& index) REQUIRES(shard.mu);
-  static void EraseSlotLocked(Shard& shard, size_t pos, const BlockIndex& index)
-      REQUIRES(shard.mu);
+  static void EraseSlotLocked(Shard& shard, size_t pos, const BlockIndex& index) REQUIRES(shard.mu);
   static TierMask MaskOf(const Slot& slot);
 
   const uint64_t seed_;

@@ -51,8 +51,12 @@ void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredLi
   }
   used_ -= e.bytes;
 
-  Deferred d{o, e.key, std::move(e.block), /*to_sink=*/false,
-             /*notify_removed=*/static_cast<bool>(o->listener), /*notify_added=*/false};
+  Deferred d{o,
+             e.key,
+             std::move(e.block),
+             /*to_sink=*/false,
+             /*notify_removed=*/static_cast<bool>(o->listener),
+             /*notify_added=*/false};
   if (reason == RemoveReason::kEvict) {
     ++s.evictions;
     ++evictions_;
@@ -294,10 +298,9 @@ Status Arena::Reserve(Owner* owner, uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes > capacity_ || reserved_ + bytes > capacity_) {
       ++owner->stats.reservation_failures;
-      return Status::ResourceExhausted(
-          "host budget: cannot reserve " + std::to_string(bytes) + " bytes (" +
-          std::to_string(reserved_) + " of " + std::to_string(capacity_) +
-          " bytes already reserved)");
+      return Status::ResourceExhausted("host budget: cannot reserve " + std::to_string(bytes) +
+                                       " bytes (" + std::to_string(reserved_) + " of " +
+                                       std::to_string(capacity_) + " bytes already reserved)");
     }
     const bool room = MakeRoomLocked(bytes, &actions);
     assert(room);

@@ -50,7 +50,7 @@ struct Owner {
   HostKeyListener listener;
 
   std::unordered_map<BlockKey, EntryList::iterator, BlockKeyHash> map;
-  HostTierStats stats;  // gauges kept up to date here as well
+  HostTierStats stats;    // gauges kept up to date here as well
   uint64_t inflight = 0;  // deferred actions handed out, not yet finished
   bool closed = false;
 };
@@ -109,8 +109,7 @@ class Arena {
 
   // Unlinks `it`, updates every gauge and counter, and queues the calls out
   // it needs (sink for a dirty eviction, listener).
-  void RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out)
-      REQUIRES(mu_);
+  void RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out) REQUIRES(mu_);
   // Evicts from the LRU end until `need` more bytes fit. False if they
   // cannot (only reservations left).
   bool MakeRoomLocked(uint64_t need, DeferredList* out) REQUIRES(mu_);

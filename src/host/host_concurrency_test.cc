@@ -90,8 +90,8 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
           case 0:
           case 1:
           case 2: {
-            const auto state = SplitMix64(rng) % 2 ? HostEntryState::kDirty
-                                                   : HostEntryState::kClean;
+            const auto state =
+                SplitMix64(rng) % 2 ? HostEntryState::kDirty : HostEntryState::kClean;
             if (!tier.Put(key, BlockOf(key, SizeOf(id)), state).ok()) ++errors;
             break;
           }

@@ -109,8 +109,8 @@ Status HostTier::Put(const BlockKey& key, SharedBlock block, HostEntryState stat
     }
     reserved = &reservation->bytes_;
   }
-  KVTIER_RETURN_IF_ERROR(arena().Put(owner_.get(), key, std::move(block),
-                                     state == HostEntryState::kDirty, reserved));
+  KVTIER_RETURN_IF_ERROR(
+      arena().Put(owner_.get(), key, std::move(block), state == HostEntryState::kDirty, reserved));
   // The arena zeroed the reserved bytes; drop the empty reservation's refs.
   if (reserved != nullptr) reservation->Release();
   return Status::Ok();

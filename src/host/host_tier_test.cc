@@ -154,6 +154,17 @@ TEST(HostTier, GetCopiesExactBytesAndReturnsTheSharedBlock) {
   EXPECT_EQ(s.evictions, 0u);
 }
 
+TEST(HostTier, AReaderKeepsItsBlockAfterEviction) {
+  auto tier = MakeTier(1000);
+  PutId(*tier, 1, 1000, kClean);
+  SharedBlock held = std::move(tier->Get(KeyOf(1))).value();
+  ASSERT_NE(held, nullptr);
+  PutId(*tier, 2, 1000, kClean);  // evicts 1
+  EXPECT_FALSE(tier->Contains(KeyOf(1)));
+  EXPECT_TRUE(BlockMatches(KeyOf(1), *held, 1000));
+  EXPECT_EQ(tier->budget()->Stats().used_bytes, 1000u);  // the budget no longer counts it
+}
+
 TEST(HostTier, GetIntoSmallBufferFailsWithoutCountingOrTouching) {
   auto tier = MakeTier(2000);
   PutId(*tier, 1, 1000, kClean);
