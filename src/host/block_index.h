@@ -34,7 +34,7 @@
 #include <span>
 #include <vector>
 
-#include "host/thread_annotations.h"
+#include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
 
 namespace kvtier {

@@ -25,7 +25,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "host/thread_annotations.h"
+#include "core/thread_annotations.h"
 #include "kvtier/host_tier.h"
 
 namespace kvtier::host_internal {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "host/test_blocks.h"
+#include "testing/status_matchers.h"
 
 namespace kvtier {
 namespace {
@@ -19,6 +20,8 @@ namespace {
 using host_testing::BlockMatches;
 using host_testing::BlockOf;
 using host_testing::KeyOf;
+using ::kvtier::testing::IsOk;
+using ::kvtier::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -107,10 +110,10 @@ TEST(HostTierOptions, ValidateNamesTheBadField) {
   HostTierOptions opts;
   opts.capacity_bytes = 0;
   Status s = opts.Validate();
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("capacity_bytes"));
-  EXPECT_EQ(HostTier::Create(opts).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(SharedHostBudget::Create(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(HostTier::Create(opts), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(SharedHostBudget::Create(0), StatusIs(StatusCode::kInvalidArgument));
 
   // With a shared budget the private capacity is ignored.
   opts.shared_budget = MakeBudget(100);
@@ -171,7 +174,7 @@ TEST(HostTier, GetIntoSmallBufferFailsWithoutCountingOrTouching) {
   PutId(*tier, 2, 1000, kClean);
   std::vector<std::byte> small(999);
   auto got = tier->Get(KeyOf(1), small);
-  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(got, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(got.status().message(), ::testing::HasSubstr("999"));
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.hits, 0u);
@@ -255,7 +258,7 @@ TEST(HostTier, RejectsBlockLargerThanTheBudget) {
   auto tier = MakeTier(1000);
   PutId(*tier, 1, 600, kDirty);
   Status s = tier->Put(KeyOf(2), BlockOf(KeyOf(2), 1001), kDirty);
-  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(s, StatusIs(StatusCode::kResourceExhausted));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("1001"));
   HostTierStats st = tier->Stats();
   EXPECT_EQ(st.rejections, 1u);
@@ -266,7 +269,7 @@ TEST(HostTier, RejectsBlockLargerThanTheBudget) {
 
 TEST(HostTier, NullBlockIsInvalidArgument) {
   auto tier = MakeTier(1000);
-  EXPECT_EQ(tier->Put(KeyOf(1), nullptr, kDirty).code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(tier->Put(KeyOf(1), nullptr, kDirty), StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(tier->Stats().puts, 0u);
 }
 
@@ -407,12 +410,12 @@ TEST(HostTier, ReserveHoldsBudgetUntilDropped) {
     EXPECT_FALSE(tier->Contains(KeyOf(2)));
     // Reservations are never evicted: 1001 bytes cannot fit.
     Status s = tier->Put(KeyOf(4), BlockOf(KeyOf(4), 1001), kClean);
-    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+    EXPECT_THAT(s, StatusIs(StatusCode::kResourceExhausted));
     EXPECT_EQ(tier->Stats().put_failures, 1u);
     EXPECT_TRUE(tier->Contains(KeyOf(3)));  // a failed put evicts nothing
 
     auto r2 = tier->Reserve(1001);
-    EXPECT_EQ(r2.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_THAT(r2, StatusIs(StatusCode::kResourceExhausted));
   }
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.reserved_bytes, 0u);
@@ -427,8 +430,8 @@ TEST(HostTier, ReserveHoldsBudgetUntilDropped) {
 
 TEST(HostTier, ReserveRejectsZeroAndOversize) {
   auto tier = MakeTier(3000);
-  EXPECT_EQ(tier->Reserve(0).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(tier->Reserve(3001).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(tier->Reserve(0), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(tier->Reserve(3001), StatusIs(StatusCode::kResourceExhausted));
   EXPECT_EQ(tier->Stats().reservation_failures, 1u);
   EXPECT_EQ(tier->Stats().reservations, 0u);
 }
@@ -436,7 +439,7 @@ TEST(HostTier, ReserveRejectsZeroAndOversize) {
 TEST(HostTier, ReservationConvertsIntoAnEntry) {
   auto tier = MakeTier(3000);
   auto r = std::move(tier->Reserve(1000)).value();
-  ASSERT_TRUE(tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r).ok());
+  ASSERT_THAT(tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r), IsOk());
   EXPECT_TRUE(r.empty());
   HostBudgetStats b = tier->budget()->Stats();
   EXPECT_EQ(b.used_bytes, 1000u);
@@ -460,11 +463,11 @@ TEST(HostTier, FailedConversionKeepsTheReservation) {
   auto r = std::move(tier->Reserve(1000)).value();
   auto other = std::move(tier->Reserve(2000)).value();
   Status s = tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1500), kClean, &r);
-  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(s, StatusIs(StatusCode::kResourceExhausted));
   EXPECT_EQ(r.bytes(), 1000u);
   EXPECT_EQ(tier->budget()->Stats().reserved_bytes, 3000u);
   // The exact size fits in its own reservation.
-  ASSERT_TRUE(tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r).ok());
+  ASSERT_THAT(tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r), IsOk());
   EXPECT_EQ(tier->budget()->Stats().reserved_bytes, 2000u);
 }
 
@@ -474,7 +477,7 @@ TEST(HostTier, ReservationOfAnotherTierIsRejected) {
   auto y = MakeSharedTier(budget);
   auto r = std::move(x->Reserve(1000)).value();
   Status s = y->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(r.bytes(), 1000u);
   EXPECT_FALSE(y->Contains(KeyOf(1)));
 }
