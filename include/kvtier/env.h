@@ -71,6 +71,9 @@ struct WriteFileOptions {
   uint32_t permissions = 0600;  // mode bits for a newly created file
   // O_EXCL: fail with kIOError(EEXIST) if the path exists.
   bool exclusive = true;
+  // WriteFileAtomic only: fsync the temp file before the rename and the
+  // folder after it, so the new content survives a power loss. Default off.
+  bool sync = false;
 };
 
 class Env {
@@ -126,7 +129,10 @@ class Env {
   // Reads a whole regular file, refusing symlinks, FIFOs, folders and files
   // larger than `max_bytes` (kInvalidArgument / kResourceExhausted).
   Result<std::vector<std::byte>> ReadWholeFile(const std::string& path, uint64_t max_bytes);
-  // Writes `data` to `path` through a unique temp file and a rename.
+  // Writes `data` to `path` through a unique temp file
+  // ("<path>.tmp.<pid>.<n>", same folder) and a rename that replaces `path`.
+  // `opts.exclusive` is ignored (the temp is always created exclusively);
+  // `opts.sync` adds the fsyncs. On failure the temp file is removed.
   Status WriteFileAtomic(const std::string& path, std::span<const std::byte> data,
                          const WriteFileOptions& opts);
 };
