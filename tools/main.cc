@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
   CLI::App app{"kvtier: a tiered, persistent KV cache for LLM inference engines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
+  // DESIGN.md §6: bad input gives a one-line error (CLI11's default adds a
+  // second "Run with --help" line).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "kvtier: " + std::string(e.what()) + " (see --help)\n";
+  });
 
   std::vector<std::unique_ptr<CommonFlags>> flags;
   std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
