@@ -530,6 +530,18 @@ TEST(LayoutExamplesTest, DocsExamplesLoad) {
             "L4-5=mamba:conv:BF16[3,1024],ssm:F32[16,64,16]");
 }
 
+TEST(LayoutExamplesTest, DocsShowTheActualSignatures) {
+  const std::string doc = ReadSourceFile("docs/layouts.md");
+  ASSERT_FALSE(doc.empty()) << "docs/layouts.md not found (KVTIER_SOURCE_DIR)";
+  EXPECT_THAT(doc, HasSubstr("tiny:\n" + ModelLayout::Preset("tiny")->Signature() + "\n"));
+  EXPECT_THAT(doc,
+              HasSubstr("llama3-8b:\n" + ModelLayout::Preset("llama3-8b")->Signature() + "\n"));
+  ModelLayout hybrid = *ModelLayout::FromJson(ReadSourceFile("docs/examples/hybrid.json"));
+  EXPECT_THAT(doc, HasSubstr("docs/examples/hybrid.json:\n" + hybrid.Signature() + "\n"));
+  EXPECT_THAT(doc, HasSubstr("360448 bytes"));
+  EXPECT_EQ(hybrid.BlockBytes(), 360448u);
+}
+
 // LoadFile and Resolve read through the POSIX Env.
 class LayoutFileTest : public ::testing::Test {
  protected:
