@@ -1,12 +1,13 @@
 // Env helpers built on the virtual calls, shared by every Env, and the error
 // helpers of core/env_error.h.
+#include "kvtier/env.h"
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
 #include "core/env_error.h"
-#include "kvtier/env.h"
 
 namespace kvtier {
 
@@ -24,11 +25,16 @@ Status PathError(std::string_view op, std::string_view path, int err) {
 
 std::string_view FileTypeName(FileType type) {
   switch (type) {
-    case FileType::kRegular: return "regular file";
-    case FileType::kDirectory: return "folder";
-    case FileType::kSymlink: return "symlink";
-    case FileType::kFifo: return "FIFO";
-    case FileType::kOther: return "special file";
+    case FileType::kRegular:
+      return "regular file";
+    case FileType::kDirectory:
+      return "folder";
+    case FileType::kSymlink:
+      return "symlink";
+    case FileType::kFifo:
+      return "FIFO";
+    case FileType::kOther:
+      return "special file";
   }
   return "special file";
 }
@@ -61,8 +67,7 @@ Result<std::vector<std::byte>> Env::ReadWholeFile(const std::string& path, uint6
   KVTIER_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
   if (info.type != FileType::kRegular) {
     return Status::InvalidArgument("refusing to read " + path + ": it is a " +
-                                   std::string(FileTypeName(info.type)) +
-                                   ", not a regular file");
+                                   std::string(FileTypeName(info.type)) + ", not a regular file");
   }
   auto too_big = [&](uint64_t size) {
     return Status::ResourceExhausted("refusing to read " + path + ": it is " +

@@ -45,8 +45,8 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) override {
     size_t done = 0;
     while (done < dst.size()) {
-      ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done,
-                          static_cast<off_t>(offset + done));
+      ssize_t n =
+          ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
         // An unaligned buffer, offset or length under O_DIRECT: drop to
@@ -212,8 +212,7 @@ class PosixEnv final : public Env {
       // stat, not lstat: a symlink to a folder is a usable folder.
       struct stat st;
       if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::Ok();
-      return Status(StatusCode::kIOError, "mkdir " + path + ": exists and is not a folder",
-                    EEXIST);
+      return Status(StatusCode::kIOError, "mkdir " + path + ": exists and is not a folder", EEXIST);
     }
     if (::chmod(path.c_str(), mode) != 0) return PathError("chmod", path, errno);
     return Status::Ok();

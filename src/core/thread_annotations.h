@@ -1,0 +1,19 @@
+// Clang thread-safety annotations (no-ops on other compilers). Mark each
+// mutex-guarded member GUARDED_BY(mu_); helpers that need the lock end in
+// `Locked` and carry REQUIRES(mu_).
+#ifndef KVTIER_CORE_THREAD_ANNOTATIONS_H_
+#define KVTIER_CORE_THREAD_ANNOTATIONS_H_
+
+#if defined(__clang__)
+#define KVTIER_THREAD_ANNOTATION_(x) __attribute__((x))
+#else
+#define KVTIER_THREAD_ANNOTATION_(x)
+#endif
+
+#define GUARDED_BY(x) KVTIER_THREAD_ANNOTATION_(guarded_by(x))
+#define PT_GUARDED_BY(x) KVTIER_THREAD_ANNOTATION_(pt_guarded_by(x))
+#define REQUIRES(...) KVTIER_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
+#define EXCLUDES(...) KVTIER_THREAD_ANNOTATION_(locks_excluded(__VA_ARGS__))
+#define ACQUIRED_AFTER(...) KVTIER_THREAD_ANNOTATION_(acquired_after(__VA_ARGS__))
+
+#endif  // KVTIER_CORE_THREAD_ANNOTATIONS_H_
