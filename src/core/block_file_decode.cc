@@ -179,18 +179,18 @@ Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
 Status CheckLayout(const internal::ParsedHeader& header, const BlockMeta& meta,
                    const ModelLayout& layout) {
   if (header.layers != layout.layers.size()) {
-    return Reject(BlockFileError::kLayoutMismatch, "file has " + Str(header.layers) +
-                                                       " layers, layout has " +
-                                                       Str(layout.layers.size()));
+    return Reject(
+        BlockFileError::kLayoutMismatch,
+        "file has " + Str(header.layers) + " layers, layout has " + Str(layout.layers.size()));
   }
   size_t i = 0;
   for (size_t l = 0; l < layout.layers.size(); ++l) {
     const auto& states = layout.layers[l].states;
     for (size_t k = 0; k < states.size(); ++k, ++i) {
       if (i >= header.tensors.size() || header.tensors[i].view.layer != l) {
-        return Reject(BlockFileError::kLayoutMismatch,
-                      "layer " + Str(l) + " has fewer states than the layout's " +
-                          Str(states.size()));
+        return Reject(
+            BlockFileError::kLayoutMismatch,
+            "layer " + Str(l) + " has fewer states than the layout's " + Str(states.size()));
       }
       const TensorView& v = header.tensors[i].view;
       if (v.dtype != states[k].dtype || v.shape != states[k].shape) {
@@ -200,14 +200,13 @@ Status CheckLayout(const internal::ParsedHeader& header, const BlockMeta& meta,
     }
     if (i < header.tensors.size() && header.tensors[i].view.layer == l) {
       return Reject(BlockFileError::kLayoutMismatch,
-                    "layer " + Str(l) + " has more states than the layout's " +
-                        Str(states.size()));
+                    "layer " + Str(l) + " has more states than the layout's " + Str(states.size()));
     }
   }
   if (meta.token_count > layout.block_tokens) {
-    return Reject(BlockFileError::kLayoutMismatch,
-                  "token_count " + Str(meta.token_count) + " exceeds the layout's block_tokens " +
-                      Str(layout.block_tokens));
+    return Reject(BlockFileError::kLayoutMismatch, "token_count " + Str(meta.token_count) +
+                                                       " exceeds the layout's block_tokens " +
+                                                       Str(layout.block_tokens));
   }
   return Status::Ok();
 }
@@ -223,14 +222,13 @@ Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
   }
   std::string_view json(reinterpret_cast<const char*>(prefix.data()) + 8, need - 8);
   if (const void* nul = std::memchr(json.data(), 0, json.size()); nul != nullptr) {
-    return Reject(BlockFileError::kHeaderNul,
-                  "NUL byte in the header at byte " +
-                      Str(8 + static_cast<const char*>(nul) - json.data()));
+    return Reject(
+        BlockFileError::kHeaderNul,
+        "NUL byte in the header at byte " + Str(8 + static_cast<const char*>(nul) - json.data()));
   }
   size_t bad = 0;
   if (!internal::IsStrictUtf8(json, &bad)) {
-    return Reject(BlockFileError::kHeaderNotUtf8,
-                  "header is not UTF-8 at byte " + Str(8 + bad));
+    return Reject(BlockFileError::kHeaderNotUtf8, "header is not UTF-8 at byte " + Str(8 + bad));
   }
   internal::ParsedHeader header;
   KVTIER_RETURN_IF_ERROR(internal::ParseSafetensorsHeader(json, file_size - need, &header));
@@ -270,14 +268,13 @@ Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes,
   }
   uint64_t n = LoadLe64(first_bytes.data());
   if (n > kMaxBlockHeaderBytes) {
-    return Reject(BlockFileError::kHeaderTooLarge, "header length " + Str(n) +
-                                                       " exceeds the limit of " +
-                                                       Str(kMaxBlockHeaderBytes));
+    return Reject(BlockFileError::kHeaderTooLarge,
+                  "header length " + Str(n) + " exceeds the limit of " + Str(kMaxBlockHeaderBytes));
   }
   if (n > file_size - 8) {
-    return Reject(BlockFileError::kHeaderPastEof, "header length " + Str(n) +
-                                                      " runs past the end of a " +
-                                                      Str(file_size) + "-byte file");
+    return Reject(
+        BlockFileError::kHeaderPastEof,
+        "header length " + Str(n) + " runs past the end of a " + Str(file_size) + "-byte file");
   }
   if (n % 8 != 0) {
     return Reject(BlockFileError::kHeaderMisaligned,

@@ -89,13 +89,11 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   const uint32_t token_count = req.token_count == 0 ? layout.block_tokens : req.token_count;
   if (token_count > layout.block_tokens) {
     return Status::InvalidArgument("token_count " + std::to_string(token_count) +
-                                   " exceeds block_tokens " +
-                                   std::to_string(layout.block_tokens));
+                                   " exceeds block_tokens " + std::to_string(layout.block_tokens));
   }
   if (!req.meta_states.empty() && req.meta_states.size() != layers) {
     return Status::InvalidArgument("meta_states has " + std::to_string(req.meta_states.size()) +
-                                   " lists, the layout has " + std::to_string(layers) +
-                                   " layers");
+                                   " lists, the layout has " + std::to_string(layers) + " layers");
   }
   const std::string signature = layout.Signature();
   KVTIER_RETURN_IF_ERROR(CheckText("layout signature", signature));
@@ -105,8 +103,8 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   std::string meta_states = "[";
   for (size_t l = 0; l < layers; ++l) {
     const LayerSpec& spec = layout.layers[l];
-    KVTIER_RETURN_IF_ERROR(CheckText("layers[" + std::to_string(l) + "].cache_type",
-                                     spec.cache_type));
+    KVTIER_RETURN_IF_ERROR(
+        CheckText("layers[" + std::to_string(l) + "].cache_type", spec.cache_type));
     if (l > 0) {
       cache_types.push_back(',');
       meta_states.push_back(',');
@@ -126,8 +124,7 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   meta_states.push_back(']');
 
   std::string h;
-  h.reserve(512 + signature.size() + cache_types.size() + meta_states.size() +
-            tensor_count * 96);
+  h.reserve(512 + signature.size() + cache_types.size() + meta_states.size() + tensor_count * 96);
   h.append("{\"__metadata__\":{");
   AppendField("kvtier_format", &h);
   h.append("\"1\",");

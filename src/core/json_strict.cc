@@ -47,7 +47,7 @@ bool IsStrictUtf8(std::string_view text, size_t* bad_offset) {
       cp = (cp << 6) | (s[i + k] & 0x3F);
     }
     if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return fail(i);  // overlong
-    if (cp >= 0xD800 && cp <= 0xDFFF) return fail(i);                              // surrogate
+    if (cp >= 0xD800 && cp <= 0xDFFF) return fail(i);                            // surrogate
     if (cp > 0x10FFFF) return fail(i);
     i += len;
   }
@@ -67,8 +67,8 @@ class Parser {
     if (!ParseValue(0)) return false;
     SkipWhitespace();
     if (pos_ != text_.size()) {
-      return Fail(JsonErrorKind::kTrailing, "unexpected '" + Printable(text_[pos_]) +
-                                                "' after the end of the JSON value");
+      return Fail(JsonErrorKind::kTrailing,
+                  "unexpected '" + Printable(text_[pos_]) + "' after the end of the JSON value");
     }
     return true;
   }
@@ -126,7 +126,8 @@ class Parser {
   }
 
   bool ParseLiteral(std::string_view word, JsonKind kind) {
-    if (text_.substr(pos_, word.size()) != word) return Syntax("bad literal, expected " + std::string(word));
+    if (text_.substr(pos_, word.size()) != word)
+      return Syntax("bad literal, expected " + std::string(word));
     pos_ += word.size();
     Close(AddNode(kind));
     return true;
@@ -146,13 +147,15 @@ class Parser {
     }
     if (pos_ < text_.size() && text_[pos_] == '.') {
       ++pos_;
-      if (pos_ >= text_.size() || !IsDigit(text_[pos_])) return Syntax("bad number: no digits after '.'");
+      if (pos_ >= text_.size() || !IsDigit(text_[pos_]))
+        return Syntax("bad number: no digits after '.'");
       while (pos_ < text_.size() && IsDigit(text_[pos_])) ++pos_;
     }
     if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
       ++pos_;
       if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (pos_ >= text_.size() || !IsDigit(text_[pos_])) return Syntax("bad number: no exponent digits");
+      if (pos_ >= text_.size() || !IsDigit(text_[pos_]))
+        return Syntax("bad number: no exponent digits");
       while (pos_ < text_.size() && IsDigit(text_[pos_])) ++pos_;
     }
     uint32_t n = AddNode(JsonKind::kNumber);
@@ -240,14 +243,30 @@ class Parser {
       if (pos_ >= text_.size()) return Syntax("unterminated escape");
       char e = text_[pos_++];
       switch (e) {
-        case '"': arena_->push_back('"'); break;
-        case '\\': arena_->push_back('\\'); break;
-        case '/': arena_->push_back('/'); break;
-        case 'b': arena_->push_back('\b'); break;
-        case 'f': arena_->push_back('\f'); break;
-        case 'n': arena_->push_back('\n'); break;
-        case 'r': arena_->push_back('\r'); break;
-        case 't': arena_->push_back('\t'); break;
+        case '"':
+          arena_->push_back('"');
+          break;
+        case '\\':
+          arena_->push_back('\\');
+          break;
+        case '/':
+          arena_->push_back('/');
+          break;
+        case 'b':
+          arena_->push_back('\b');
+          break;
+        case 'f':
+          arena_->push_back('\f');
+          break;
+        case 'n':
+          arena_->push_back('\n');
+          break;
+        case 'r':
+          arena_->push_back('\r');
+          break;
+        case 't':
+          arena_->push_back('\t');
+          break;
         case 'u': {
           size_t esc_at = pos_ - 2;
           uint32_t cp;
@@ -283,7 +302,8 @@ class Parser {
     }
     ++pos_;  // closing quote
     uint32_t n = AddNode(JsonKind::kString);
-    (*nodes_)[n].text = std::string_view(arena_->data() + arena_start, arena_->size() - arena_start);
+    (*nodes_)[n].text =
+        std::string_view(arena_->data() + arena_start, arena_->size() - arena_start);
     Close(n);
     return true;
   }
@@ -335,7 +355,8 @@ class Parser {
       if (text_[pos_] != '"') return Syntax("expected a string key in object");
       if (!ParseString()) return false;
       SkipWhitespace();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return Syntax("expected ':' after object key");
+      if (pos_ >= text_.size() || text_[pos_] != ':')
+        return Syntax("expected ':' after object key");
       ++pos_;
       SkipWhitespace();
       if (!ParseValue(depth)) return false;
@@ -422,13 +443,27 @@ void AppendJsonString(std::string_view s, std::string* out) {
     out->append(s.data() + run, i - run);
     run = i + 1;
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
       default:
         out->append("\\u00");
         out->push_back(kHex[c >> 4]);

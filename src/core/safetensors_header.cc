@@ -42,13 +42,19 @@ bool ParseTensorName(std::string_view name, uint32_t* layer, uint32_t* state) {
 
 std::string_view KindName(JsonKind kind) {
   switch (kind) {
-    case JsonKind::kNull: return "null";
+    case JsonKind::kNull:
+      return "null";
     case JsonKind::kFalse:
-    case JsonKind::kTrue: return "a boolean";
-    case JsonKind::kNumber: return "a number";
-    case JsonKind::kString: return "a string";
-    case JsonKind::kArray: return "an array";
-    case JsonKind::kObject: return "an object";
+    case JsonKind::kTrue:
+      return "a boolean";
+    case JsonKind::kNumber:
+      return "a number";
+    case JsonKind::kString:
+      return "a string";
+    case JsonKind::kArray:
+      return "an array";
+    case JsonKind::kObject:
+      return "an object";
   }
   return "?";
 }
@@ -75,16 +81,17 @@ Status ParseEntry(const JsonDocument& doc, uint32_t entry, HeaderTensor* t) {
     }
   }
   if (dtype_node == 0 || shape_node == 0 || offsets_node == 0) {
-    return Reject(BlockFileError::kBadTensorEntry,
-                  "tensor " + name + " lacks " +
-                      (dtype_node == 0 ? "dtype" : shape_node == 0 ? "shape" : "data_offsets"));
+    return Reject(BlockFileError::kBadTensorEntry, "tensor " + name + " lacks " +
+                                                       (dtype_node == 0   ? "dtype"
+                                                        : shape_node == 0 ? "shape"
+                                                                          : "data_offsets"));
   }
 
   const JsonNode& d = doc.node(dtype_node);
   if (d.kind != JsonKind::kString) {
-    return Reject(BlockFileError::kBadTensorEntry, "tensor " + name + " dtype is " +
-                                                       std::string(KindName(d.kind)) +
-                                                       ", not a string");
+    return Reject(
+        BlockFileError::kBadTensorEntry,
+        "tensor " + name + " dtype is " + std::string(KindName(d.kind)) + ", not a string");
   }
   std::optional<DType> dtype = DTypeFromName(d.text);
   if (!dtype) {
@@ -94,8 +101,8 @@ Status ParseEntry(const JsonDocument& doc, uint32_t entry, HeaderTensor* t) {
 
   const JsonNode& s = doc.node(shape_node);
   if (s.kind != JsonKind::kArray) {
-    return Reject(BlockFileError::kBadShape,
-                  "tensor " + name + " shape is " + std::string(KindName(s.kind)) + ", not an array");
+    return Reject(BlockFileError::kBadShape, "tensor " + name + " shape is " +
+                                                 std::string(KindName(s.kind)) + ", not an array");
   }
   if (s.count > kMaxTensorRank) {
     return Reject(BlockFileError::kBadShape, "tensor " + name + " has " + Str(s.count) +
@@ -111,10 +118,10 @@ Status ParseEntry(const JsonDocument& doc, uint32_t entry, HeaderTensor* t) {
     const JsonNode& n = doc.node(dim);
     std::optional<uint64_t> v = JsonUint64(n);
     if (!v || *v == 0) {
-      std::string what = n.kind == JsonKind::kNumber ? Quote(n.text) : std::string(KindName(n.kind));
+      std::string what =
+          n.kind == JsonKind::kNumber ? Quote(n.text) : std::string(KindName(n.kind));
       return Reject(BlockFileError::kBadShape, "tensor " + name + " shape[" + Str(dim_index) +
-                                                   "] is " + what +
-                                                   ", not an integer >= 1");
+                                                   "] is " + what + ", not an integer >= 1");
     }
     // Overflow at any step is final: a later factor cannot make it right,
     // and a product that wrapped to 0 must not pass as an empty tensor.
@@ -149,12 +156,10 @@ Status ParseEntry(const JsonDocument& doc, uint32_t entry, HeaderTensor* t) {
   return Status::Ok();
 }
 
-Status CheckTensorTable(std::vector<HeaderTensor>* tensors, uint64_t data_size,
-                        uint32_t* layers) {
+Status CheckTensorTable(std::vector<HeaderTensor>* tensors, uint64_t data_size, uint32_t* layers) {
   if (tensors->empty()) return Reject(BlockFileError::kMissingTensor, "no tensors");
   std::sort(tensors->begin(), tensors->end(), [](const HeaderTensor& a, const HeaderTensor& b) {
-    return a.view.layer != b.view.layer ? a.view.layer < b.view.layer
-                                        : a.view.state < b.view.state;
+    return a.view.layer != b.view.layer ? a.view.layer < b.view.layer : a.view.state < b.view.state;
   });
   // Dense names: layer_0_state_0 first, then either the next state of the
   // same layer or state 0 of the next layer.
@@ -188,8 +193,8 @@ Status CheckTensorTable(std::vector<HeaderTensor>* tensors, uint64_t data_size,
     }
     if (t.end - t.begin != t.bytes) {
       return Reject(BlockFileError::kShapeSizeMismatch,
-                    "tensor " + name + " shape needs " + Str(t.bytes) + " bytes, data_offsets span " +
-                        Str(t.end - t.begin));
+                    "tensor " + name + " shape needs " + Str(t.bytes) +
+                        " bytes, data_offsets span " + Str(t.end - t.begin));
     }
     if (i == 0 && t.begin != 0) {
       return Reject(BlockFileError::kFirstOffsetNonzero,
@@ -201,19 +206,21 @@ Status CheckTensorTable(std::vector<HeaderTensor>* tensors, uint64_t data_size,
     }
     if (t.begin < cursor) {
       return Reject(BlockFileError::kOffsetsOverlap, "tensor " + name + " starts at " +
-                                                         Str(t.begin) + ", before the previous "
-                                                         "tensor ends at " + Str(cursor));
+                                                         Str(t.begin) +
+                                                         ", before the previous "
+                                                         "tensor ends at " +
+                                                         Str(cursor));
     }
     cursor = t.end;
   }
   if (cursor < data_size) {
-    return Reject(BlockFileError::kTrailingBytes, "data section has " + Str(data_size) +
-                                                      " bytes, tensors end at " + Str(cursor));
+    return Reject(BlockFileError::kTrailingBytes,
+                  "data section has " + Str(data_size) + " bytes, tensors end at " + Str(cursor));
   }
   if (cursor > data_size) {
-    return Reject(BlockFileError::kDataTruncated, "tensors end at " + Str(cursor) +
-                                                      ", data section has only " +
-                                                      Str(data_size) + " bytes");
+    return Reject(
+        BlockFileError::kDataTruncated,
+        "tensors end at " + Str(cursor) + ", data section has only " + Str(data_size) + " bytes");
   }
   return Status::Ok();
 }
@@ -225,11 +232,21 @@ Status ParseSafetensorsHeader(std::string_view json, uint64_t data_size, ParsedH
   if (!out->doc.Parse(json, kHeaderMaxDepth, &err)) {
     BlockFileError reason = BlockFileError::kJsonSyntax;
     switch (err.kind) {
-      case JsonErrorKind::kSyntax: reason = BlockFileError::kJsonSyntax; break;
-      case JsonErrorKind::kTrailing: reason = BlockFileError::kJsonTrailing; break;
-      case JsonErrorKind::kTooDeep: reason = BlockFileError::kJsonTooDeep; break;
-      case JsonErrorKind::kDuplicateKey: reason = BlockFileError::kDuplicateKey; break;
-      case JsonErrorKind::kNul: reason = BlockFileError::kHeaderNul; break;
+      case JsonErrorKind::kSyntax:
+        reason = BlockFileError::kJsonSyntax;
+        break;
+      case JsonErrorKind::kTrailing:
+        reason = BlockFileError::kJsonTrailing;
+        break;
+      case JsonErrorKind::kTooDeep:
+        reason = BlockFileError::kJsonTooDeep;
+        break;
+      case JsonErrorKind::kDuplicateKey:
+        reason = BlockFileError::kDuplicateKey;
+        break;
+      case JsonErrorKind::kNul:
+        reason = BlockFileError::kHeaderNul;
+        break;
     }
     return Reject(reason, "header JSON at byte " + Str(err.offset) + ": " + err.message);
   }
@@ -250,8 +267,8 @@ Status ParseSafetensorsHeader(std::string_view json, uint64_t data_size, ParsedH
     }
   }
   if (tensor_count > kMaxBlockTensors) {
-    return Reject(BlockFileError::kTooManyTensors, Str(tensor_count) + " tensors (at most " +
-                                                       Str(kMaxBlockTensors) + ")");
+    return Reject(BlockFileError::kTooManyTensors,
+                  Str(tensor_count) + " tensors (at most " + Str(kMaxBlockTensors) + ")");
   }
 
   out->tensors.resize(tensor_count);

@@ -88,8 +88,7 @@ std::vector<std::vector<std::byte>> MakeBlockTensors(const ModelLayout& layout,
 }
 
 Result<BlockBuffer> MakeBlockFile(const ModelLayout& layout, const BlockKey& key,
-                                  const BlockKey& parent, const BlockKey& ns,
-                                  int64_t created_at) {
+                                  const BlockKey& parent, const BlockKey& ns, int64_t created_at) {
   std::vector<std::vector<std::byte>> tensors = MakeBlockTensors(layout, key);
   std::vector<std::span<const std::byte>> spans(tensors.begin(), tensors.end());
   EncodeRequest req;
