@@ -2,12 +2,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
+
+#include "kvtier/env.h"
 
 namespace kvtier {
 namespace {
@@ -524,6 +528,105 @@ TEST(LayoutExamplesTest, DocsExamplesLoad) {
             "key_biases:F16[4,128,2],values:U32[4,128,8],value_scales:F16[4,128,2],"
             "value_biases:F16[4,128,2];"
             "L4-5=mamba:conv:BF16[3,1024],ssm:F32[16,64,16]");
+}
+
+TEST(LayoutExamplesTest, DocsShowTheActualSignatures) {
+  const std::string doc = ReadSourceFile("docs/layouts.md");
+  ASSERT_FALSE(doc.empty()) << "docs/layouts.md not found (KVTIER_SOURCE_DIR)";
+  EXPECT_THAT(doc, HasSubstr("tiny:\n" + ModelLayout::Preset("tiny")->Signature() + "\n"));
+  EXPECT_THAT(doc,
+              HasSubstr("llama3-8b:\n" + ModelLayout::Preset("llama3-8b")->Signature() + "\n"));
+  ModelLayout hybrid = *ModelLayout::FromJson(ReadSourceFile("docs/examples/hybrid.json"));
+  EXPECT_THAT(doc, HasSubstr("docs/examples/hybrid.json:\n" + hybrid.Signature() + "\n"));
+  EXPECT_THAT(doc, HasSubstr("360448 bytes"));
+  EXPECT_EQ(hybrid.BlockBytes(), 360448u);
+}
+
+// LoadFile and Resolve read through the POSIX Env.
+class LayoutFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvtier_layout_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const std::string& f : files_) unlink(f.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << text;
+    files_.push_back(path);
+    return path;
+  }
+  std::string dir_;
+  std::vector<std::string> files_;
+};
+
+TEST_F(LayoutFileTest, LoadFileReadsExamples) {
+  const char* src = std::getenv("KVTIER_SOURCE_DIR");
+  const std::string path = std::string(src ? src : ".") + "/docs/examples/hybrid.json";
+  Result<ModelLayout> l = ModelLayout::LoadFile(Env::Default(), path);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(*l, *ModelLayout::FromJson(ReadSourceFile("docs/examples/hybrid.json")));
+  EXPECT_EQ(l->name, "hybrid-example");
+}
+
+TEST_F(LayoutFileTest, NameDefaultsToFileStem) {
+  ModelLayout tiny = *ModelLayout::Preset("tiny");
+  tiny.name = "";
+  const std::string path = Write("my-model.json", tiny.ToJson());
+  Result<ModelLayout> l = ModelLayout::LoadFile(Env::Default(), path);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->name, "my-model");
+  EXPECT_EQ(l->Signature(), tiny.Signature());
+}
+
+TEST_F(LayoutFileTest, Errors) {
+  const std::string missing = dir_ + "/missing.json";
+  Result<ModelLayout> l = ModelLayout::LoadFile(Env::Default(), missing);
+  ASSERT_FALSE(l.ok());
+  EXPECT_TRUE(l.status().IsNotFound()) << l.status().ToString();
+  EXPECT_THAT(l.status().message(), HasSubstr(missing));
+
+  const std::string bad = Write("bad.json", R"({"block_tokens": 4, "layers": [1]})");
+  l = ModelLayout::LoadFile(Env::Default(), bad);
+  ASSERT_FALSE(l.ok());
+  EXPECT_TRUE(l.status().IsInvalidArgument());
+  EXPECT_EQ(l.status().message(),
+            bad + ": layout JSON: layers[0]: must be an object, got a non-negative integer");
+
+  l = ModelLayout::LoadFile(Env::Default(), dir_);
+  ASSERT_FALSE(l.ok());
+  EXPECT_THAT(l.status().message(), HasSubstr(dir_));
+
+  l = ModelLayout::LoadFile(Env::Default(), Write("big.json", std::string((1 << 20) + 1, ' ')));
+  ASSERT_FALSE(l.ok());
+  EXPECT_TRUE(l.status().IsResourceExhausted()) << l.status().ToString();
+}
+
+TEST_F(LayoutFileTest, Resolve) {
+  Env* env = Env::Default();
+  EXPECT_EQ(*ModelLayout::Resolve(env, "tiny"), *ModelLayout::Preset("tiny"));
+  EXPECT_EQ(*ModelLayout::Resolve(env, "llama3-8b", 64), *ModelLayout::Preset("llama3-8b", 64));
+  Result<ModelLayout> unknown = ModelLayout::Resolve(env, "tiny.jso");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown layout preset 'tiny.jso'"));
+
+  const std::string path = Write("hybrid.json", ReadSourceFile("docs/examples/hybrid.json"));
+  Result<ModelLayout> l = ModelLayout::Resolve(env, path, 128);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(
+      *l,
+      *ModelLayout::FromJson(ReadSourceFile("docs/examples/hybrid.json"))->WithBlockTokens(128));
+  EXPECT_EQ(l->BlockBytes(), 2 * (131072 + 65536 + 20480) + 143360);
+  EXPECT_EQ(ModelLayout::Resolve(env, path)->block_tokens, 64u);
+  // 3392 bytes per token in the token-sized tensors: 4 GiB is passed well before 2^31 tokens.
+  Result<ModelLayout> big = ModelLayout::Resolve(env, path, 1u << 31);
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(big.status().IsInvalidArgument());
+  EXPECT_THAT(big.status().message(), HasSubstr("with block_tokens 2147483648: layers"));
 }
 
 }  // namespace
