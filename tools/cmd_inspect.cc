@@ -38,6 +38,18 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return out + "]";
 }
 
+// The status message without the "block file rejected [reason]: " marker
+// (the reason is printed on its own).
+std::string Detail(const Status& s) {
+  const std::string& m = s.message();
+  constexpr std::string_view kMarker = "block file rejected [";
+  size_t at = m.find(kMarker);
+  if (at == std::string::npos) return m;
+  size_t close = m.find("]: ", at);
+  if (close == std::string::npos) return m;
+  return m.substr(0, at) + m.substr(close + 3);
+}
+
 struct InspectArgs {
   std::string path;
 };
@@ -54,9 +66,9 @@ int Run(const InspectArgs& a, const CommonFlags& flags) {
       PrintJson({{"path", a.path},
                  {"ok", false},
                  {"reason", reason},
-                 {"message", block.status().message()}});
+                 {"message", Detail(block.status())}});
     } else {
-      std::cout << a.path << ": invalid: " << reason << ": " << block.status().message() << "\n";
+      std::cout << a.path << ": invalid: " << reason << ": " << Detail(block.status()) << "\n";
     }
     return kExitFailure;
   }

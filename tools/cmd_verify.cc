@@ -76,6 +76,18 @@ Result<Expectations> BuildExpectations(const VerifyArgs& a) {
   return e;
 }
 
+// The status message without the "block file rejected [reason]: " marker
+// (the reason is printed on its own).
+std::string Detail(const Status& s) {
+  const std::string& m = s.message();
+  constexpr std::string_view kMarker = "block file rejected [";
+  size_t at = m.find(kMarker);
+  if (at == std::string::npos) return m;
+  size_t close = m.find("]: ", at);
+  if (close == std::string::npos) return m;
+  return m.substr(0, at) + m.substr(close + 3);
+}
+
 // A folder argument will mean a cache folder once the disk tier lands
 // (tools/cache_verify.cc); until then it is one more non-regular file.
 FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
@@ -100,7 +112,7 @@ FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
   Result<std::vector<std::byte>> bytes = env->ReadWholeFile(path, kMaxBlockFileBytes);
   if (!bytes.ok()) {
     const Status& s = bytes.status();
-    v.reason = s.IsInvalidArgument()      ? "not_regular_file"  // replaced since the Stat
+    v.reason = s.IsInvalidArgument()     ? "not_regular_file"  // replaced since the Stat
                : s.IsResourceExhausted() ? "file_too_large"
                : s.IsNotFound()          ? "not_found"
                                          : "io_error";
@@ -110,8 +122,9 @@ FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
   Result<DecodedBlock> block = DecodeBlock(*bytes, expect.Options());
   if (!block.ok()) {
     BlockFileError reason = BlockFileErrorOf(block.status());
-    v.reason = reason == BlockFileError::kNone ? "invalid" : std::string(BlockFileErrorName(reason));
-    v.message = block.status().message();
+    v.reason =
+        reason == BlockFileError::kNone ? "invalid" : std::string(BlockFileErrorName(reason));
+    v.message = Detail(block.status());
   }
   return v;
 }
