@@ -113,19 +113,31 @@ nlohmann::json DiskStatsToJson(const DiskTierStats& s) {
   return j;
 }
 
-std::string DiskStatsToPrometheus(const DiskTierStats& s, std::string_view prefix) {
+std::string DiskStatsToPrometheus(const DiskTierStats& s, std::string_view prefix,
+                                  PrometheusParts parts) {
   std::ostringstream out;
   const std::string p(prefix);
-  for (const auto& [name, v] : Counters(s)) {
-    out << "# TYPE " << p << "_" << name << "_total counter\n";
-    out << p << "_" << name << "_total " << v << "\n";
+  const bool all = parts == PrometheusParts::kAll;
+  if (all) {
+    for (const auto& [name, v] : Counters(s)) {
+      out << "# TYPE " << p << "_" << name << "_total counter\n";
+      out << p << "_" << name << "_total " << v << "\n";
+    }
   }
   for (const auto& [name, v] : Gauges(s)) {
+    if (!all && (std::string_view(name) == "queue_bytes" || std::string_view(name) == "queue_blocks" ||
+                 std::string_view(name) == "reconcile_running" ||
+                 std::string_view(name) == "effective_max_bytes" ||
+                 std::string_view(name) == "configured_max_bytes")) {
+      continue;  // properties of a running tier, not of the folder
+    }
     out << "# TYPE " << p << "_" << name << " gauge\n";
     out << p << "_" << name << " " << v << "\n";
   }
-  Histogram(out, p + "_load_latency_seconds", s.load_latency);
-  Histogram(out, p + "_write_latency_seconds", s.write_latency);
+  if (all) {
+    Histogram(out, p + "_load_latency_seconds", s.load_latency);
+    Histogram(out, p + "_write_latency_seconds", s.write_latency);
+  }
   out << "# TYPE " << p << "_signature_blocks gauge\n";
   for (const SignatureUsage& u : s.per_signature) {
     out << p << "_signature_blocks{signature=\"" << Label(u.signature) << "\",compatible=\""

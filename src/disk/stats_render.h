@@ -15,8 +15,14 @@ namespace kvtier::disk {
 
 nlohmann::json HistogramToJson(const LatencyHistogram& h);
 nlohmann::json DiskStatsToJson(const DiskTierStats& s);
+enum class PrometheusParts {
+  kAll,         // counters, gauges, histograms, per-signature gauges
+  kFolderOnly,  // what the folder itself says: gauges of the index and files
+};
+
 // Metric names are `<prefix>_<counter>`; counters end in `_total`.
-std::string DiskStatsToPrometheus(const DiskTierStats& s, std::string_view prefix = "kvtier_disk");
+std::string DiskStatsToPrometheus(const DiskTierStats& s, std::string_view prefix = "kvtier_disk",
+                                  PrometheusParts parts = PrometheusParts::kAll);
 
 }  // namespace kvtier::disk
 
