@@ -236,6 +236,9 @@ class BlockPool {
   virtual void SetActiveSequences(std::span<const uint64_t> seqs) = 0;
   // Lower priorities are evicted first under EvictionPolicy::kPriority.
   virtual Status SetPriority(uint64_t seq, uint8_t priority) = 0;
+  // Evicts `seq` now, active or not (a scheduler preempting it): offloaded
+  // exactly as under slot pressure. kFailedPrecondition in dense mode.
+  virtual Status Evict(uint64_t seq) = 0;
   // Ids evicted since the last call, in eviction order.
   virtual std::vector<uint64_t> DrainEvicted() = 0;
 

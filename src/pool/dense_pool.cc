@@ -210,6 +210,10 @@ Status DensePool::SetPriority(uint64_t id, uint8_t priority) {
   return Status::Ok();
 }
 
+Status DensePool::Evict(uint64_t seq) {
+  return Status::FailedPrecondition("dense mode does not evict");
+}
+
 bool DensePool::HasSequence(uint64_t id) const {
   std::lock_guard lock(mu_);
   return seqs_.count(id) != 0;

@@ -40,6 +40,7 @@ class DensePool final : public BlockPool {
   Status Remove(uint64_t seq) override;
   void SetActiveSequences(std::span<const uint64_t> seqs) override;
   Status SetPriority(uint64_t seq, uint8_t priority) override;
+  Status Evict(uint64_t seq) override;
   std::vector<uint64_t> DrainEvicted() override { return {}; }
   bool HasSequence(uint64_t seq) const override;
   Result<size_t> Length(uint64_t seq) const override;

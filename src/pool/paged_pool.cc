@@ -112,14 +112,16 @@ Status PagedPool::MakeWritableLocked(uint64_t seq_id, Sequence& seq, size_t bloc
   return Status::Ok();
 }
 
+Status PagedPool::NotFoundLocked(uint64_t id) const {
+  if (offloaded_.count(id) != 0) {
+    return Status::NotFound(SeqName(id) + " was evicted; Allocate restores it");
+  }
+  return Status::NotFound(SeqName(id) + " not found");
+}
+
 Result<PagedPool::Sequence*> PagedPool::FindReadyLocked(uint64_t id) {
   auto it = seqs_.find(id);
-  if (it == seqs_.end()) {
-    if (offloaded_.count(id) != 0) {
-      return Status::NotFound(SeqName(id) + " was evicted; Allocate restores it");
-    }
-    return Status::NotFound(SeqName(id) + " not found");
-  }
+  if (it == seqs_.end()) return NotFoundLocked(id);
   if (it->second.loading) {
     return Status::FailedPrecondition(SeqName(id) + " has a load in flight; call WaitLoaded");
   }
@@ -349,6 +351,19 @@ Status PagedPool::SetPriority(uint64_t id, uint8_t priority) {
   return Status::NotFound(SeqName(id) + " not found");
 }
 
+Status PagedPool::Evict(uint64_t id) {
+  std::vector<PendingStore> stores;
+  {
+    std::lock_guard lock(mu_);
+    KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+    OffloadLocked(id, *seq);
+    seqs_.erase(id);
+    stores = TakePendingStoresLocked();
+  }
+  FlushStores(std::move(stores));
+  return Status::Ok();
+}
+
 std::vector<uint64_t> PagedPool::DrainEvicted() {
   std::lock_guard lock(mu_);
   std::vector<uint64_t> out;
@@ -367,14 +382,14 @@ bool PagedPool::HasSequence(uint64_t id) const {
 Result<size_t> PagedPool::Length(uint64_t id) const {
   std::lock_guard lock(mu_);
   auto it = seqs_.find(id);
-  if (it == seqs_.end()) return Status::NotFound(SeqName(id) + " not found");
+  if (it == seqs_.end()) return NotFoundLocked(id);
   return it->second.tokens.size();
 }
 
 Result<std::vector<uint32_t>> PagedPool::BlockTable(uint64_t id) const {
   std::lock_guard lock(mu_);
   auto it = seqs_.find(id);
-  if (it == seqs_.end()) return Status::NotFound(SeqName(id) + " not found");
+  if (it == seqs_.end()) return NotFoundLocked(id);
   if (it->second.loading) {
     return Status::FailedPrecondition(SeqName(id) + " has a load in flight; call WaitLoaded");
   }

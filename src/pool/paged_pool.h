@@ -64,6 +64,7 @@ class PagedPool final : public BlockPool {
   Status Remove(uint64_t seq) override;
   void SetActiveSequences(std::span<const uint64_t> seqs) override;
   Status SetPriority(uint64_t seq, uint8_t priority) override;
+  Status Evict(uint64_t seq) override;
   std::vector<uint64_t> DrainEvicted() override;
   bool HasSequence(uint64_t seq) const override;
   Result<size_t> Length(uint64_t seq) const override;
@@ -137,6 +138,7 @@ class PagedPool final : public BlockPool {
   // The slot no longer holds a keyed block: leaves the index, not cached.
   void ForgetBlockLocked(uint32_t slot) REQUIRES(mu_);
   void IndexLocked(uint32_t slot, const BlockKey& key) REQUIRES(mu_);
+  Status NotFoundLocked(uint64_t seq) const REQUIRES(mu_);
   Result<Sequence*> FindReadyLocked(uint64_t seq) REQUIRES(mu_);
   void TruncateLocked(Sequence& seq, size_t length) REQUIRES(mu_);
   void PublishLocked(Sequence& seq, size_t block) REQUIRES(mu_);
