@@ -26,30 +26,39 @@ void PrintJson(const nlohmann::json& j) {
 }
 
 Result<std::vector<uint32_t>> ParseTokenList(const std::string& text) {
+  // Ids are separated by commas and/or whitespace (token files hold one id a
+  // line or comma lists). Empty or blank text is zero tokens; a comma with no
+  // id before it is an error; one trailing comma is allowed.
+  auto is_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
   std::vector<uint32_t> out;
+  const size_t n = text.size();
   size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string_view item(text.data() + pos, comma - pos);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\n' || item.front() == '\t' ||
-                             item.front() == '\r'))
-      item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\n' || item.back() == '\t' ||
-                             item.back() == '\r'))
-      item.remove_suffix(1);
-    if (item.empty()) {
-      if (comma == text.size() && !out.empty() && pos == text.size()) break;  // trailing newline
-      return Status::InvalidArgument("empty token id at offset " + std::to_string(pos));
+  bool after_comma = false;
+  while (true) {
+    while (pos < n && is_space(text[pos])) ++pos;
+    if (pos == n) break;
+    if (text[pos] == ',') {
+      if (out.empty() || after_comma) {
+        return Status::InvalidArgument("empty token id at offset " + std::to_string(pos));
+      }
+      after_comma = true;
+      ++pos;
+      continue;
     }
+    const size_t start = pos;
+    while (pos < n && text[pos] != ',' && !is_space(text[pos])) ++pos;
+    std::string_view item(text.data() + start, pos - start);
     uint64_t v = 0;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (ec != std::errc() || p != item.data() + item.size() || v > UINT32_MAX) {
-      return Status::InvalidArgument("bad token id '" + std::string(item) +
-                                     "' (expected an integer 0..4294967295)");
+      return Status::InvalidArgument("bad token id '" + std::string(item.substr(0, 40)) +
+                                     "' at offset " + std::to_string(start) +
+                                     " (expected an integer 0..4294967295)");
     }
     out.push_back(static_cast<uint32_t>(v));
-    pos = comma + 1;
+    after_comma = false;
   }
   return out;
 }
@@ -61,6 +70,11 @@ int main(int argc, char** argv) {
   CLI::App app{"kvtier: a tiered, persistent KV cache for LLM inference engines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
+  // DESIGN.md §6: bad input gives a one-line error (CLI11's default adds a
+  // second "Run with --help" line).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "kvtier: " + std::string(e.what()) + " (see --help)\n";
+  });
 
   std::vector<std::unique_ptr<CommonFlags>> flags;
   std::vector<std::pair<CLI::App*, std::function<int()>>> runners;

@@ -11,7 +11,7 @@
 // EncodeBlock copies each tensor once into one contiguous BlockBuffer.
 // DecodeBlock validates strictly and returns views into the caller's bytes
 // (no copies). Any violation is a Corruption status naming the rule broken;
-// BlockFileError() recovers the machine-readable reason.
+// BlockFileErrorOf() recovers the machine-readable reason.
 //
 // Thread safety: free functions on caller-owned data.
 #ifndef KVTIER_BLOCK_FILE_H_
@@ -102,6 +102,10 @@ struct DecodeOptions {
   const BlockKey* expected_key = nullptr;          // if set, metadata key must equal it
   const std::string* expected_signature = nullptr; // if set, layout_signature must equal it
   bool verify_checksum = true;
+  // If set, the tensors must be exactly this layout's (layer count, states
+  // per layer, dtypes, shapes) and token_count at most its block_tokens.
+  // The signature string is only compared through expected_signature.
+  const ModelLayout* expected_layout = nullptr;
 };
 
 struct TensorView {
@@ -124,12 +128,68 @@ struct DecodedBlock {
 // into it. The views live as long as `file`'s bytes.
 Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOptions& opts);
 
+// Given at least the first 8 bytes of a file of `file_size` bytes, returns
+// 8 + N, the number of bytes DecodeBlockHeader needs, after checking N
+// against kMaxBlockHeaderBytes and the file size (Corruption otherwise).
+Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes,
+                                        uint64_t file_size);
+
 // Validates only the header, given its first bytes and the file's total
 // size: what a folder scan does without reading the data. `prefix` must hold
 // at least 8 + N bytes (N from the first 8); checks everything except the
 // checksum.
 Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                        const DecodeOptions& opts);
+
+// Which rule a rejected block file broke. DecodeBlock and DecodeBlockHeader
+// return Corruption statuses that carry one of these (kNone never appears
+// in a rejection); BlockFileErrorOf() recovers it, also after WithContext().
+// docs/block-format.md lists the rules in the order they are checked.
+enum class BlockFileError : uint8_t {
+  kNone = 0,               // not a block-file rejection (or OK)
+  kFileTooShort,           // fewer than 8 bytes
+  kHeaderTooLarge,         // N > kMaxBlockHeaderBytes
+  kHeaderPastEof,          // 8 + N > file size
+  kHeaderMisaligned,       // 8 + N not a multiple of 8
+  kHeaderNul,              // a NUL byte (raw or \u0000) in the header
+  kHeaderNotUtf8,          // invalid, overlong or surrogate UTF-8
+  kJsonSyntax,             // not JSON (truncated, bad token, bad escape)
+  kJsonTrailing,           // something other than whitespace after the JSON value
+  kJsonTooDeep,            // nesting deeper than the header ever needs
+  kDuplicateKey,           // a key repeated in any object
+  kHeaderNotObject,        // the top-level value is not an object
+  kTooManyTensors,         // more than kMaxBlockTensors tensor entries
+  kBadTensorName,          // a name other than layer_{i}_state_{k}
+  kBadTensorEntry,         // entry not {dtype, shape, data_offsets} of the right types
+  kUnknownDType,           // dtype not a known safetensors name
+  kBadShape,               // shape not an array of integers >= 1 (or too many dims)
+  kShapeOverflow,          // elements x dtype size overflows 64 bits
+  kBadOffsets,             // data_offsets not two non-negative integers
+  kMissingTensor,          // names not dense: layers 0..L-1, states 0..S-1 each
+  kOffsetsReversed,        // end < begin
+  kShapeSizeMismatch,      // end - begin != elements x dtype size
+  kFirstOffsetNonzero,     // the first tensor does not start at 0
+  kOffsetsGap,             // a tensor starts after the previous one ends
+  kOffsetsOverlap,         // a tensor starts before the previous one ends
+  kTrailingBytes,          // the data section is longer than the last offset
+  kDataTruncated,          // the data section is shorter than the last offset
+  kMissingMetadata,        // no __metadata__ entry
+  kMetadataNotStrings,     // __metadata__ not an object of string -> string
+  kUnsupportedFormat,      // kvtier_format missing or not "1"
+  kMetadataMissingField,   // a required metadata field is absent
+  kMetadataBadField,       // a required metadata field has a bad value
+  kLayoutMismatch,         // tensors differ from DecodeOptions::expected_layout
+  kKeyMismatch,            // metadata key != DecodeOptions::expected_key
+  kSignatureMismatch,      // layout_signature != DecodeOptions::expected_signature
+  kChecksumMismatch,       // XXH3-128 of the data section != metadata checksum
+};
+
+// Snake-case name of a reason, e.g. "checksum_mismatch" (used in messages,
+// `kvtier verify` output and tests/corpus/expected.json).
+std::string_view BlockFileErrorName(BlockFileError error);
+// The reason a Corruption status from DecodeBlock/DecodeBlockHeader carries;
+// kNone for OK and for any other status.
+BlockFileError BlockFileErrorOf(const Status& status);
 
 }  // namespace kvtier
 

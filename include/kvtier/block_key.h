@@ -56,8 +56,9 @@ struct NamespaceOptions {
 
 class KeyChain {
  public:
-  // InvalidArgument if model_id or layout_signature is empty, not UTF-8, or
-  // block_tokens is 0.
+  // InvalidArgument if model_id or layout_signature is empty, model_id,
+  // layout_signature or adapter_id is not UTF-8, a field is longer than
+  // 4294967295 bytes, or block_tokens is 0.
   static Result<KeyChain> Create(const NamespaceOptions& opts);
 
   const BlockKey& ns() const { return ns_; }

@@ -10,7 +10,8 @@
 //                           depend on block_tokens;
 // and a model may mix layer kinds. The layout's canonical signature string
 // (see Signature()) decides compatibility: a block is only served to a
-// reader whose signature is equal. docs/block-format.md documents it.
+// reader whose signature is equal. docs/layouts.md documents the JSON schema
+// and the signature grammar.
 //
 // Thread safety: immutable values after construction.
 #ifndef KVTIER_LAYOUT_H_
@@ -59,8 +60,15 @@ struct TensorSpec {
   std::string role;              // what it is: "keys", "values", "scales", "conv", ...
   DType dtype = DType::kF16;
   std::vector<uint64_t> shape;   // per-block shape; every dimension > 0
+  // Index of the dimension that equals the layout's block_tokens (the token
+  // axis), or -1 if the shape does not depend on block_tokens (Mamba/linear
+  // attention state). WithBlockTokens() rescales this dimension. Not part of
+  // the signature, which describes bytes only.
+  int32_t token_dim = -1;
   // Elements × dtype size. REQUIRES: the layout passed Validate().
   uint64_t ByteSize() const;
+
+  bool operator==(const TensorSpec&) const = default;
 };
 
 struct LayerSpec {
@@ -71,6 +79,8 @@ struct LayerSpec {
   // Default meta state strings recorded per block (`layer_meta_states`),
   // e.g. {"window=4096"} for a sliding window. May be empty.
   std::vector<std::string> meta_state;
+
+  bool operator==(const LayerSpec&) const = default;
 };
 
 struct ModelLayout {
@@ -83,17 +93,28 @@ struct ModelLayout {
   // Number of state tensors over all layers.
   size_t TensorCount() const;
 
-  // Canonical, deterministic signature (docs/block-format.md), e.g.
-  //   kvtier-layout-v1;bt=16;L0=attention:keys:F16[2,16,16],values:F16[2,16,16];L1=...
-  // Independent of `name` and of meta_state defaults.
+  // Canonical, deterministic signature (grammar in docs/layouts.md), e.g.
+  //   kvtier-layout-v1;bt=16;L0-1=attention:keys:F16[2,16,16],values:F16[2,16,16]
+  // where a run of consecutive equal layers is written once as L<first>-<last>.
+  // Independent of `name`, token_dim and meta_state defaults.
   std::string Signature() const;
 
   // OK, or InvalidArgument naming the bad field ("layers[3].states[1].shape[0]
   // must be > 0"). Checks: block_tokens > 0, at least one layer, each layer
   // has at least one state, dimensions > 0, byte sizes do not overflow and
   // the block is at most 4 GiB, roles and cache types are non-empty
-  // [A-Za-z0-9_.-] strings.
+  // [A-Za-z0-9_.-] strings of at most 64 bytes, roles are unique within a
+  // layer, shapes have 1 to 8 dimensions, a token_dim names a dimension equal
+  // to block_tokens, meta states are UTF-8 of at most 1024 bytes, and there
+  // are at most 4096 layers and 4096 state tensors.
   Status Validate() const;
+
+  // A copy with block_tokens = `block_tokens` and every token dimension
+  // (TensorSpec::token_dim) set to it; validated. `block_tokens` = 0 or equal
+  // to the current value returns an unchanged copy.
+  Result<ModelLayout> WithBlockTokens(uint32_t block_tokens) const;
+
+  bool operator==(const ModelLayout&) const = default;
 
   // Built-in presets (DESIGN.md §6): "tiny", "qwen2.5-0.5b", "llama3-8b".
   // block_tokens = 0 uses the preset's default.
@@ -108,7 +129,8 @@ struct ModelLayout {
   static Result<ModelLayout> FromJson(std::string_view json_text);
   // Reads and parses a JSON layout file.
   static Result<ModelLayout> LoadFile(Env* env, const std::string& path);
-  // A preset name, or a path ending in ".json".
+  // A preset name, or a path ending in ".json". A non-zero `block_tokens`
+  // overrides the layout's own (WithBlockTokens()).
   static Result<ModelLayout> Resolve(Env* env, std::string_view preset_or_path,
                                      uint32_t block_tokens = 0);
   // The JSON form FromJson() reads back to an equal layout.

@@ -1,0 +1,271 @@
+// HostTier and SharedHostBudget: the RAM tier of kvtier.
+//
+// A HostTier keeps block files (SharedBlock, DESIGN.md §4) in RAM, keyed by
+// BlockKey, under a byte budget in least-recently-used order. Each entry is
+// dirty (its bytes are not on disk yet) or clean. Tiers never call each
+// other: when the budget forces a dirty entry out, the HostTier hands it to
+// the eviction sink its owner supplied (TieredCache wires that to the disk
+// tier); a clean entry is simply dropped. Without a sink the tier is
+// hot-only: dirty evictions are dropped and counted.
+//
+// The budget is a SharedHostBudget. A HostTier either creates a private one
+// (HostTierOptions::capacity_bytes) or joins one shared by several tiers in
+// the process (for example one tier per loaded model). All tiers on a budget
+// share one global LRU order: making room for one tier may evict another
+// tier's least recently used entries (calling that tier's sink for its dirty
+// ones). The budget is charged with entries' bytes plus outstanding
+// Reservations, and never exceeds its capacity.
+//
+// Mapping to seed 000's SharedHotCacheBudget: put = HostTier::Put,
+// touch = HostTier::Get, forget = HostTier::Erase, forget owner =
+// HostTier::Clear or destroying the HostTier, shrink with protected keys =
+// SharedHostBudget::ShrinkTo, clear all owners = SharedHostBudget::ClearAll.
+//
+// Ownership: entries are shared read-only (SharedBlock); a caller that holds
+// a SharedBlock keeps those bytes alive after the entry is evicted, outside
+// the budget. A HostTier holds its budget alive (shared_ptr); a Reservation
+// holds the budget alive until it is dropped.
+//
+// Thread safety: every method of HostTier, SharedHostBudget and Reservation
+// may be called from any thread. All tiers of one budget share a single
+// mutex inside the budget (there is no second lock, so no lock order to
+// keep). Sinks and key listeners are never called while that mutex is
+// held: evictions are collected under it and handed out after it is
+// released, on the thread whose call caused them, before that call returns.
+// They may run concurrently with each other and may call back into any
+// HostTier. Destroying a HostTier waits for the sink and listener calls
+// already handed out for its entries to return; it must not be destroyed
+// from inside its own sink or listener.
+#ifndef KVTIER_HOST_TIER_H_
+#define KVTIER_HOST_TIER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+namespace host_internal {
+class Arena;
+struct Owner;
+}  // namespace host_internal
+
+// Whether an entry's bytes are already stored in a lower tier.
+enum class HostEntryState : uint8_t {
+  kDirty,  // only in RAM: eviction hands it to the sink (write-back)
+  kClean,  // a lower tier has it: eviction drops it
+};
+
+// A key entering or leaving a tier (for a key → tier index).
+enum class KeyPresence : uint8_t { kAdded, kRemoved };
+
+// Receives each dirty entry the budget evicts. The returned Status is only
+// counted (HostTierStats::sink_errors): the entry has already left RAM.
+using HostEvictionSink = std::function<Status(const BlockKey& key, SharedBlock block)>;
+
+// Told each time a key enters or leaves the tier. Calls for different
+// threads' operations may arrive out of order, but per key the tier applies
+// events strictly alternating kAdded / kRemoved, so a listener that keeps a
+// signed count per key (+1 added, -1 removed) converges to the truth once
+// the calls in flight have returned.
+using HostKeyListener = std::function<void(const BlockKey& key, KeyPresence change)>;
+
+class SharedHostBudget;
+
+struct HostTierOptions {
+  // Bytes of RAM for a private budget. Ignored when `shared_budget` is set.
+  // Must be > 0 then. Default: 1 GiB.
+  uint64_t capacity_bytes = uint64_t{1} << 30;
+  // Join this budget (and its global LRU order) instead of creating a
+  // private one. Default: none.
+  std::shared_ptr<SharedHostBudget> shared_budget;
+  // Where evicted dirty entries go (the disk tier). Empty = hot-only mode:
+  // dirty evictions are dropped and counted. Default: empty.
+  HostEvictionSink eviction_sink;
+  // Told of every key added to or removed from this tier. Default: empty.
+  HostKeyListener key_listener;
+
+  // OK, or InvalidArgument naming the bad field.
+  Status Validate() const;
+};
+
+// Counters of one HostTier. Gauges are the state at the time of the call.
+struct HostTierStats {
+  // Gauges.
+  uint64_t entries = 0;
+  uint64_t bytes = 0;  // sum of the entries' block sizes
+  uint64_t dirty_entries = 0;
+  uint64_t dirty_bytes = 0;
+  uint64_t reserved_bytes = 0;  // held by this tier's live Reservations
+  // Counters since creation.
+  uint64_t hits = 0;                  // Get found the key
+  uint64_t misses = 0;                // Get did not
+  uint64_t puts = 0;                  // successful Puts (new keys and replacements)
+  uint64_t replacements = 0;          // successful Puts of a key already present
+  uint64_t rejections = 0;            // Puts refused: block larger than the budget
+  uint64_t put_failures = 0;          // Puts refused: Reservations hold the room
+  uint64_t erases = 0;                // entries removed by Erase
+  uint64_t evictions = 0;             // entries removed to make room, by ShrinkTo or Clear
+  uint64_t dirty_evictions = 0;       // evicted dirty entries handed to the sink
+  uint64_t dirty_dropped = 0;         // evicted dirty entries dropped (no sink)
+  uint64_t sink_errors = 0;           // sink calls that returned an error
+  uint64_t reservations = 0;          // successful Reserve calls
+  uint64_t reservation_failures = 0;  // Reserve calls refused
+};
+
+// Gauges and counters of a whole budget (all its tiers).
+struct HostBudgetStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;      // entries' bytes over all tiers
+  uint64_t reserved_bytes = 0;  // live Reservations over all tiers
+  uint64_t entries = 0;
+  uint64_t tiers = 0;      // live HostTiers on the budget
+  uint64_t evictions = 0;  // over all tiers, since creation
+};
+
+// A byte budget and global LRU order shared by HostTiers. Create it, pass it
+// in HostTierOptions::shared_budget to each tier. It outlives its tiers
+// (they hold it); dropping a tier releases that tier's share at once.
+//
+// Thread safety: see the file comment.
+class SharedHostBudget {
+ public:
+  // InvalidArgument if capacity_bytes is 0.
+  static Result<std::shared_ptr<SharedHostBudget>> Create(uint64_t capacity_bytes);
+
+  SharedHostBudget(const SharedHostBudget&) = delete;
+  SharedHostBudget& operator=(const SharedHostBudget&) = delete;
+
+  uint64_t capacity_bytes() const;
+  // Evicts entries of any tier in global LRU order until the entries' bytes
+  // are ≤ target_bytes, skipping keys in `protected_keys` (in every tier).
+  // Dirty victims go to their tier's sink. Returns the bytes evicted; it may
+  // stop above target when only protected entries remain.
+  uint64_t ShrinkTo(uint64_t target_bytes, std::span<const BlockKey> protected_keys = {});
+  // Clears every tier on the budget, as HostTier::Clear does. Returns the
+  // number of entries removed.
+  uint64_t ClearAll();
+  HostBudgetStats Stats() const;
+
+ private:
+  friend class HostTier;
+  explicit SharedHostBudget(std::shared_ptr<host_internal::Arena> arena);
+  std::shared_ptr<host_internal::Arena> arena_;
+};
+
+// The RAM tier. See the file comment for ownership and thread safety.
+class HostTier {
+ public:
+  // Budget held for a block that is not an entry yet (a disk read in
+  // flight). It counts against the capacity until it is dropped, released,
+  // or converted into an entry by Put. Move-only; an empty Reservation
+  // (default-constructed or moved-from) holds nothing.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept;
+    Reservation& operator=(Reservation&& other) noexcept;
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+    ~Reservation();
+
+    uint64_t bytes() const { return bytes_; }
+    bool empty() const { return bytes_ == 0; }
+    // Gives the bytes back to the budget now.
+    void Release();
+
+   private:
+    friend class HostTier;
+    std::shared_ptr<host_internal::Arena> arena_;
+    std::shared_ptr<host_internal::Owner> owner_;
+    uint64_t bytes_ = 0;
+  };
+
+  // A dirty entry, as DirtyEntries returns it.
+  struct DirtyEntry {
+    BlockKey key;
+    SharedBlock block;
+  };
+
+  // InvalidArgument if the options are invalid.
+  static Result<std::unique_ptr<HostTier>> Create(HostTierOptions options);
+
+  HostTier(const HostTier&) = delete;
+  HostTier& operator=(const HostTier&) = delete;
+  // Releases this tier's share of the budget: its entries are dropped
+  // without calling the sink or the key listener (call Clear first to write
+  // dirty entries back). Waits for sink and listener calls in flight for
+  // this tier's entries (see the file comment).
+  ~HostTier();
+
+  // Stores `block` under `key` as the most recently used entry, replacing
+  // any entry of this key (the new state wins). Evicts in global LRU order
+  // to make room; the entry being replaced is never the victim. With
+  // `reservation` (from this tier's Reserve), its bytes are converted into
+  // the entry: on success it becomes empty; on failure it is unchanged.
+  // ResourceExhausted if the block is larger than the budget's capacity
+  // (counted as a rejection) or if Reservations hold the room it needs.
+  // InvalidArgument if `block` is null or the reservation is another
+  // tier's.
+  Status Put(const BlockKey& key, SharedBlock block, HostEntryState state,
+             Reservation* reservation = nullptr);
+
+  // On a hit: marks the entry most recently used and returns it; when `dst`
+  // is not empty, also copies the block's bytes into its front (the rest of
+  // `dst` is left alone). On a miss: returns nullptr. InvalidArgument if
+  // `dst` is not empty and is smaller than the block (nothing is copied or
+  // counted then).
+  Result<SharedBlock> Get(const BlockKey& key, std::span<std::byte> dst = {});
+
+  // Whether the key is present. Neither touches the LRU order nor counts.
+  bool Contains(const BlockKey& key) const;
+
+  // Marks the entry clean after its bytes reached a lower tier. Keys name
+  // content, so any entry for `key` holds the bytes that were written.
+  // Returns true if a dirty entry became clean.
+  bool MarkClean(const BlockKey& key);
+
+  // Drops the entry (no sink call). Returns true if it was present.
+  bool Erase(const BlockKey& key);
+
+  // Evicts this tier's entries in LRU order until this tier holds ≤
+  // target_bytes, skipping `protected_keys`. Dirty victims go to the sink.
+  // Returns the bytes evicted.
+  uint64_t ShrinkTo(uint64_t target_bytes, std::span<const BlockKey> protected_keys = {});
+
+  // Evicts every entry of this tier (dirty ones go to the sink). Returns
+  // the number of entries removed.
+  uint64_t Clear();
+
+  // Holds `bytes` of budget for a block about to be loaded, evicting in
+  // global LRU order to make room. InvalidArgument if bytes is 0;
+  // ResourceExhausted if bytes exceed the capacity or other Reservations
+  // hold the room (counted as a reservation failure).
+  Result<Reservation> Reserve(uint64_t bytes);
+
+  // Up to `limit` dirty entries, least recently used first: what a flush
+  // writes to disk (then calls MarkClean).
+  std::vector<DirtyEntry> DirtyEntries(size_t limit = SIZE_MAX) const;
+
+  HostTierStats Stats() const;
+  // The budget this tier draws from (its private one or the shared one).
+  const std::shared_ptr<SharedHostBudget>& budget() const { return budget_; }
+
+ private:
+  HostTier(std::shared_ptr<SharedHostBudget> budget, std::shared_ptr<host_internal::Owner> owner);
+  host_internal::Arena& arena() const;
+
+  std::shared_ptr<SharedHostBudget> budget_;
+  std::shared_ptr<host_internal::Owner> owner_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_HOST_TIER_H_

@@ -1,0 +1,140 @@
+// Block-file rejection reasons: names, and carrying them in a Status.
+#include <array>
+#include <string>
+
+#include "core/block_file_internal.h"
+#include "kvtier/block_file.h"
+
+namespace kvtier {
+
+namespace {
+
+constexpr std::string_view kRejectPrefix = "block file rejected [";
+
+struct ReasonName {
+  BlockFileError error;
+  std::string_view name;
+};
+
+constexpr std::array kReasonNames = {
+    ReasonName{BlockFileError::kNone, "none"},
+    ReasonName{BlockFileError::kFileTooShort, "file_too_short"},
+    ReasonName{BlockFileError::kHeaderTooLarge, "header_too_large"},
+    ReasonName{BlockFileError::kHeaderPastEof, "header_past_eof"},
+    ReasonName{BlockFileError::kHeaderMisaligned, "header_misaligned"},
+    ReasonName{BlockFileError::kHeaderNul, "header_nul"},
+    ReasonName{BlockFileError::kHeaderNotUtf8, "header_not_utf8"},
+    ReasonName{BlockFileError::kJsonSyntax, "json_syntax"},
+    ReasonName{BlockFileError::kJsonTrailing, "json_trailing"},
+    ReasonName{BlockFileError::kJsonTooDeep, "json_too_deep"},
+    ReasonName{BlockFileError::kDuplicateKey, "duplicate_key"},
+    ReasonName{BlockFileError::kHeaderNotObject, "header_not_object"},
+    ReasonName{BlockFileError::kTooManyTensors, "too_many_tensors"},
+    ReasonName{BlockFileError::kBadTensorName, "bad_tensor_name"},
+    ReasonName{BlockFileError::kBadTensorEntry, "bad_tensor_entry"},
+    ReasonName{BlockFileError::kUnknownDType, "unknown_dtype"},
+    ReasonName{BlockFileError::kBadShape, "bad_shape"},
+    ReasonName{BlockFileError::kShapeOverflow, "shape_overflow"},
+    ReasonName{BlockFileError::kBadOffsets, "bad_offsets"},
+    ReasonName{BlockFileError::kMissingTensor, "missing_tensor"},
+    ReasonName{BlockFileError::kOffsetsReversed, "offsets_reversed"},
+    ReasonName{BlockFileError::kShapeSizeMismatch, "shape_size_mismatch"},
+    ReasonName{BlockFileError::kFirstOffsetNonzero, "first_offset_nonzero"},
+    ReasonName{BlockFileError::kOffsetsGap, "offsets_gap"},
+    ReasonName{BlockFileError::kOffsetsOverlap, "offsets_overlap"},
+    ReasonName{BlockFileError::kTrailingBytes, "trailing_bytes"},
+    ReasonName{BlockFileError::kDataTruncated, "data_truncated"},
+    ReasonName{BlockFileError::kMissingMetadata, "missing_metadata"},
+    ReasonName{BlockFileError::kMetadataNotStrings, "metadata_not_strings"},
+    ReasonName{BlockFileError::kUnsupportedFormat, "unsupported_format"},
+    ReasonName{BlockFileError::kMetadataMissingField, "metadata_missing_field"},
+    ReasonName{BlockFileError::kMetadataBadField, "metadata_bad_field"},
+    ReasonName{BlockFileError::kLayoutMismatch, "layout_mismatch"},
+    ReasonName{BlockFileError::kKeyMismatch, "key_mismatch"},
+    ReasonName{BlockFileError::kSignatureMismatch, "signature_mismatch"},
+    ReasonName{BlockFileError::kChecksumMismatch, "checksum_mismatch"},
+};
+
+}  // namespace
+
+std::string_view BlockFileErrorName(BlockFileError error) {
+  for (const auto& r : kReasonNames) {
+    if (r.error == error) return r.name;
+  }
+  return "unknown";
+}
+
+BlockFileError BlockFileErrorOf(const Status& status) {
+  if (!status.IsCorruption()) return BlockFileError::kNone;
+  const std::string& m = status.message();
+  size_t at = m.find(kRejectPrefix);
+  if (at == std::string::npos) return BlockFileError::kNone;
+  size_t start = at + kRejectPrefix.size();
+  size_t close = m.find(']', start);
+  if (close == std::string::npos) return BlockFileError::kNone;
+  std::string_view name(m.data() + start, close - start);
+  for (const auto& r : kReasonNames) {
+    if (r.name == name) return r.error;
+  }
+  return BlockFileError::kNone;
+}
+
+namespace internal {
+
+Status Reject(BlockFileError reason, std::string_view detail) {
+  std::string msg(kRejectPrefix);
+  msg += BlockFileErrorName(reason);
+  msg += "]: ";
+  msg += detail;
+  return Status::Corruption(std::move(msg));
+}
+
+void HexLower(const uint8_t* bytes, size_t n, char* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kHex[bytes[i] >> 4];
+    out[2 * i + 1] = kHex[bytes[i] & 15];
+  }
+}
+
+bool ParseHexLower(std::string_view hex, uint8_t* bytes, size_t n) {
+  if (hex.size() != 2 * n) return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    int hi = digit(hex[2 * i]);
+    int lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+std::string Quote(std::string_view text, size_t max_chars) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  size_t shown = 0;
+  for (char ch : text) {
+    if (shown == max_chars) {
+      out += "...";
+      break;
+    }
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7F || c == '"' || c == '\\') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+    ++shown;
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace internal
+}  // namespace kvtier

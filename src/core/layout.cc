@@ -1,0 +1,341 @@
+// ModelLayout: sizes, signature, validation and the built-in presets.
+// JSON parsing lives in layout_json.cc, file loading in layout_file.cc.
+#include "kvtier/layout.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "core/layout_internal.h"
+
+namespace kvtier {
+namespace internal {
+
+bool IsValidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const unsigned char* end = p + s.size();
+  while (p < end) {
+    unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    uint32_t min;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07, min = 0x10000;
+    } else {
+      return false;  // a continuation byte or 0xF8..0xFF as a lead byte
+    }
+    if (static_cast<size_t>(end - p) < len) return false;
+    for (size_t i = 1; i < len; ++i) {
+      if ((p[i] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    p += len;
+  }
+  return true;
+}
+
+bool IsValidName(std::string_view s) {
+  if (s.empty() || s.size() > kMaxNameBytes) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+  });
+}
+
+namespace {
+
+// Quotes a user-supplied string for an error message, cut to a sane length.
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 80;
+  std::string out = "'";
+  out.append(s.substr(0, kMax));
+  if (s.size() > kMax) out += "...";
+  out += "'";
+  return out;
+}
+
+std::string NameRule() {
+  return "a non-empty string of [A-Za-z0-9_.-], at most " + std::to_string(kMaxNameBytes) +
+         " bytes";
+}
+
+}  // namespace
+
+Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_view path,
+                     uint64_t* bytes) {
+  const std::string p(path);
+  if (!IsValidName(layer.cache_type)) {
+    return Status::InvalidArgument(p + ".cache_type must be " + NameRule() + ", got " +
+                                   Quote(layer.cache_type));
+  }
+  if (layer.states.empty()) {
+    return Status::InvalidArgument(p + ".states must list at least one state tensor");
+  }
+  if (layer.states.size() > kMaxTensors) {
+    return Status::InvalidArgument(p + ".states has " + std::to_string(layer.states.size()) +
+                                   " entries; at most " + std::to_string(kMaxTensors) + " allowed");
+  }
+  uint64_t layer_bytes = 0;
+  for (size_t k = 0; k < layer.states.size(); ++k) {
+    const TensorSpec& t = layer.states[k];
+    const std::string tp = p + ".states[" + std::to_string(k) + "]";
+    if (!IsValidName(t.role)) {
+      return Status::InvalidArgument(tp + ".role must be " + NameRule() + ", got " + Quote(t.role));
+    }
+    for (size_t j = 0; j < k; ++j) {
+      if (layer.states[j].role == t.role) {
+        return Status::InvalidArgument(tp + ".role " + Quote(t.role) + " repeats " + p +
+                                       ".states[" + std::to_string(j) + "].role");
+      }
+    }
+    const size_t elem = DTypeSize(t.dtype);
+    if (elem == 0) {
+      return Status::InvalidArgument(tp + ".dtype is not a known dtype (value " +
+                                     std::to_string(static_cast<int>(t.dtype)) + ")");
+    }
+    if (t.shape.empty() || t.shape.size() > kMaxRank) {
+      return Status::InvalidArgument(tp + ".shape must have 1 to " + std::to_string(kMaxRank) +
+                                     " dimensions, got " + std::to_string(t.shape.size()));
+    }
+    uint64_t n = elem;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      const uint64_t dim = t.shape[d];
+      if (dim == 0) {
+        return Status::InvalidArgument(tp + ".shape[" + std::to_string(d) + "] must be > 0");
+      }
+      // n * dim <= kMaxBlockBytes keeps every product far from overflow.
+      if (dim > kMaxBlockBytes / n) {
+        return Status::InvalidArgument(tp +
+                                       ".shape: the tensor's byte size exceeds the 4 GiB "
+                                       "block limit (dimension " +
+                                       std::to_string(d) + " = " + std::to_string(dim) + ")");
+      }
+      n *= dim;
+    }
+    if (t.token_dim < -1 || t.token_dim >= static_cast<int32_t>(t.shape.size())) {
+      return Status::InvalidArgument(tp + ".token_dim must be -1 or a dimension index below " +
+                                     std::to_string(t.shape.size()) + ", got " +
+                                     std::to_string(t.token_dim));
+    }
+    if (t.token_dim >= 0 && t.shape[t.token_dim] != block_tokens) {
+      return Status::InvalidArgument(tp + ".shape[" + std::to_string(t.token_dim) +
+                                     "] is the token dimension and must equal "
+                                     "block_tokens (" +
+                                     std::to_string(block_tokens) + "), got " +
+                                     std::to_string(t.shape[t.token_dim]));
+    }
+    layer_bytes += n;
+    if (layer_bytes > kMaxBlockBytes) {
+      return Status::InvalidArgument(p +
+                                     ".states: the layer's byte size exceeds the 4 GiB "
+                                     "block limit");
+    }
+  }
+  for (size_t m = 0; m < layer.meta_state.size(); ++m) {
+    const std::string& s = layer.meta_state[m];
+    if (s.size() > kMaxMetaStateBytes || !IsValidUtf8(s)) {
+      return Status::InvalidArgument(p + ".meta_state[" + std::to_string(m) +
+                                     "] must be UTF-8 of at most " +
+                                     std::to_string(kMaxMetaStateBytes) + " bytes");
+    }
+  }
+  *bytes = layer_bytes;
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+uint64_t TensorSpec::ByteSize() const {
+  uint64_t n = DTypeSize(dtype);
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+uint64_t ModelLayout::BlockBytes() const {
+  uint64_t total = 0;
+  for (const LayerSpec& layer : layers) {
+    for (const TensorSpec& t : layer.states) total += t.ByteSize();
+  }
+  return total;
+}
+
+size_t ModelLayout::TensorCount() const {
+  size_t n = 0;
+  for (const LayerSpec& layer : layers) n += layer.states.size();
+  return n;
+}
+
+namespace {
+
+// The part of a layer the signature covers: cache type, roles, dtypes, shapes.
+bool SameSignedContent(const LayerSpec& a, const LayerSpec& b) {
+  if (a.cache_type != b.cache_type || a.states.size() != b.states.size()) return false;
+  for (size_t k = 0; k < a.states.size(); ++k) {
+    const TensorSpec& x = a.states[k];
+    const TensorSpec& y = b.states[k];
+    if (x.role != y.role || x.dtype != y.dtype || x.shape != y.shape) return false;
+  }
+  return true;
+}
+
+void AppendLayerBody(const LayerSpec& layer, std::string* out) {
+  out->append(layer.cache_type);
+  out->push_back(':');
+  for (size_t k = 0; k < layer.states.size(); ++k) {
+    const TensorSpec& t = layer.states[k];
+    if (k > 0) out->push_back(',');
+    out->append(t.role);
+    out->push_back(':');
+    out->append(DTypeName(t.dtype));
+    out->push_back('[');
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d > 0) out->push_back(',');
+      out->append(std::to_string(t.shape[d]));
+    }
+    out->push_back(']');
+  }
+}
+
+}  // namespace
+
+std::string ModelLayout::Signature() const {
+  std::string out = "kvtier-layout-v1;bt=";
+  out.append(std::to_string(block_tokens));
+  size_t i = 0;
+  while (i < layers.size()) {
+    size_t last = i;
+    while (last + 1 < layers.size() && SameSignedContent(layers[i], layers[last + 1])) ++last;
+    out.append(";L");
+    out.append(std::to_string(i));
+    if (last > i) {
+      out.push_back('-');
+      out.append(std::to_string(last));
+    }
+    out.push_back('=');
+    AppendLayerBody(layers[i], &out);
+    i = last + 1;
+  }
+  return out;
+}
+
+Status ModelLayout::Validate() const {
+  if (block_tokens == 0) return Status::InvalidArgument("block_tokens must be > 0");
+  if (layers.empty()) return Status::InvalidArgument("layers must list at least one layer");
+  if (layers.size() > internal::kMaxLayers) {
+    return Status::InvalidArgument("layers has " + std::to_string(layers.size()) +
+                                   " entries; at most " + std::to_string(internal::kMaxLayers) +
+                                   " allowed");
+  }
+  uint64_t total = 0;
+  size_t tensors = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    uint64_t bytes = 0;
+    KVTIER_RETURN_IF_ERROR(internal::ValidateLayer(layers[i], block_tokens,
+                                                   "layers[" + std::to_string(i) + "]", &bytes));
+    total += bytes;  // each term <= 4 GiB, checked each step: cannot overflow
+    tensors += layers[i].states.size();
+    if (total > internal::kMaxBlockBytes) {
+      return Status::InvalidArgument(
+          "layers: the block's byte size exceeds the 4 GiB limit "
+          "(reached at layers[" +
+          std::to_string(i) + "])");
+    }
+    if (tensors > internal::kMaxTensors) {
+      return Status::InvalidArgument("layers: more than " + std::to_string(internal::kMaxTensors) +
+                                     " state tensors in all (reached at layers[" +
+                                     std::to_string(i) + "])");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<ModelLayout> ModelLayout::WithBlockTokens(uint32_t new_block_tokens) const {
+  ModelLayout out = *this;
+  if (new_block_tokens != 0 && new_block_tokens != block_tokens) {
+    out.block_tokens = new_block_tokens;
+    for (LayerSpec& layer : out.layers) {
+      for (TensorSpec& t : layer.states) {
+        if (t.token_dim >= 0 && static_cast<size_t>(t.token_dim) < t.shape.size()) {
+          t.shape[t.token_dim] = new_block_tokens;
+        }
+      }
+    }
+  }
+  KVTIER_RETURN_IF_ERROR(out.Validate());
+  return out;
+}
+
+ModelLayout ModelLayout::Attention(std::string name, uint32_t layers, uint32_t kv_heads,
+                                   uint32_t head_dim, DType dtype, uint32_t block_tokens) {
+  ModelLayout out;
+  out.name = std::move(name);
+  out.block_tokens = block_tokens;
+  LayerSpec layer;
+  layer.cache_type = "attention";
+  for (const char* role : {"keys", "values"}) {
+    TensorSpec t;
+    t.role = role;
+    t.dtype = dtype;
+    t.shape = {kv_heads, block_tokens, head_dim};
+    t.token_dim = 1;
+    layer.states.push_back(std::move(t));
+  }
+  out.layers.assign(layers, layer);
+  return out;
+}
+
+namespace {
+
+struct PresetInfo {
+  const char* name;
+  uint32_t layers;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  DType dtype;
+  uint32_t block_tokens;  // default
+};
+
+// DESIGN.md §6.
+constexpr std::array<PresetInfo, 3> kPresets = {{
+    {"tiny", 2, 2, 16, DType::kF16, 16},
+    {"qwen2.5-0.5b", 24, 2, 64, DType::kBF16, 256},
+    {"llama3-8b", 32, 8, 128, DType::kBF16, 256},
+}};
+
+}  // namespace
+
+std::vector<std::string> ModelLayout::PresetNames() {
+  std::vector<std::string> names;
+  for (const PresetInfo& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+Result<ModelLayout> ModelLayout::Preset(std::string_view name, uint32_t block_tokens) {
+  for (const PresetInfo& p : kPresets) {
+    if (name != p.name) continue;
+    ModelLayout layout = Attention(p.name, p.layers, p.kv_heads, p.head_dim, p.dtype,
+                                   block_tokens != 0 ? block_tokens : p.block_tokens);
+    Status s = layout.Validate();
+    if (!s.ok()) return s.WithContext("layout preset '" + std::string(name) + "'");
+    return layout;
+  }
+  std::string known;
+  for (const PresetInfo& p : kPresets) {
+    if (!known.empty()) known += ", ";
+    known += p.name;
+  }
+  std::string shown(name.substr(0, 80));
+  return Status::InvalidArgument("unknown layout preset '" + shown + "' (known: " + known +
+                                 "; or a path ending in .json)");
+}
+
+}  // namespace kvtier

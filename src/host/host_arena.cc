@@ -1,0 +1,350 @@
+#include "host/host_arena.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace kvtier::host_internal {
+
+void Arena::AddOwner(Owner* owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++owners_;
+}
+
+void Arena::CloseOwner(Owner* owner) {
+  std::vector<SharedBlock> dropped;  // freed after unlocking
+  std::unique_lock<std::mutex> lock(mu_);
+  owner->closed = true;
+  dropped.reserve(owner->map.size());
+  for (auto& [key, it] : owner->map) {
+    used_ -= it->bytes;
+    dropped.push_back(std::move(it->block));
+    lru_.erase(it);
+  }
+  owner->map.clear();
+  owner->stats.entries = 0;
+  owner->stats.bytes = 0;
+  owner->stats.dirty_entries = 0;
+  owner->stats.dirty_bytes = 0;
+  --owners_;
+  idle_cv_.wait(lock, [owner] { return owner->inflight == 0; });
+  lock.unlock();
+  dropped.clear();
+}
+
+void Arena::QueueLocked(DeferredList* out, Deferred d) {
+  if (d.to_sink || d.notify_added || d.notify_removed) ++d.owner->inflight;
+  out->push_back(std::move(d));
+}
+
+void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out) {
+  Entry& e = *it;
+  Owner* o = e.owner;
+  HostTierStats& s = o->stats;
+  s.entries -= 1;
+  s.bytes -= e.bytes;
+  if (e.dirty) {
+    s.dirty_entries -= 1;
+    s.dirty_bytes -= e.bytes;
+  }
+  used_ -= e.bytes;
+
+  Deferred d{o,
+             e.key,
+             std::move(e.block),
+             /*to_sink=*/false,
+             /*notify_removed=*/static_cast<bool>(o->listener),
+             /*notify_added=*/false};
+  if (reason == RemoveReason::kEvict) {
+    ++s.evictions;
+    ++evictions_;
+    if (e.dirty) {
+      if (o->sink) {
+        d.to_sink = true;
+        ++s.dirty_evictions;
+      } else {
+        ++s.dirty_dropped;
+      }
+    }
+  } else {
+    ++s.erases;
+  }
+  o->map.erase(e.key);
+  lru_.erase(it);
+  QueueLocked(out, std::move(d));
+}
+
+bool Arena::MakeRoomLocked(uint64_t need, DeferredList* out) {
+  while (used_ + reserved_ + need > capacity_ && !lru_.empty()) {
+    RemoveLocked(lru_.begin(), RemoveReason::kEvict, out);
+  }
+  return used_ + reserved_ + need <= capacity_;
+}
+
+void Arena::Run(DeferredList& actions) {
+  if (actions.empty()) return;
+  // Sink errors per action, settled under the lock below.
+  std::vector<uint8_t> failed(actions.size(), 0);
+  bool any_call = false;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    Deferred& a = actions[i];
+    // Sink before the removal notice: the lower tier has the key before the
+    // index hears that this tier lost it, so a Match never sees a gap.
+    if (a.to_sink) {
+      any_call = true;
+      Status s = a.owner->sink(a.key, std::move(a.block));
+      failed[i] = s.ok() ? 0 : 1;
+    }
+    if (a.notify_removed) {
+      any_call = true;
+      a.owner->listener(a.key, KeyPresence::kRemoved);
+    }
+    if (a.notify_added) {
+      any_call = true;
+      a.owner->listener(a.key, KeyPresence::kAdded);
+    }
+    a.block.reset();
+  }
+  if (!any_call) {
+    actions.clear();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  bool wake = false;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    Deferred& a = actions[i];
+    if (!a.to_sink && !a.notify_added && !a.notify_removed) continue;
+    a.owner->stats.sink_errors += failed[i];
+    if (--a.owner->inflight == 0 && a.owner->closed) wake = true;
+  }
+  if (wake) idle_cv_.notify_all();
+  actions.clear();
+}
+
+Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dirty,
+                  uint64_t* reserved_bytes) {
+  const uint64_t bytes = block->size();
+  // The list node is built before locking; it is spliced in under the lock.
+  EntryList node;
+  node.push_back(Entry{owner, key, std::move(block), bytes, dirty});
+  SharedBlock replaced;  // freed after unlocking
+  DeferredList actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t from_reservation = reserved_bytes != nullptr ? *reserved_bytes : 0;
+    if (bytes > capacity_) {
+      ++owner->stats.rejections;
+      return Status::ResourceExhausted("block of " + std::to_string(bytes) +
+                                       " bytes is larger than the host budget of " +
+                                       std::to_string(capacity_) + " bytes");
+    }
+    // Every entry except the one replaced may be evicted; only
+    // reservations (less the one converted here) cannot.
+    if (reserved_ - from_reservation + bytes > capacity_) {
+      ++owner->stats.put_failures;
+      return Status::ResourceExhausted(
+          "host budget: " + std::to_string(reserved_ - from_reservation) + " of " +
+          std::to_string(capacity_) + " bytes are reserved for loads; no room for a block of " +
+          std::to_string(bytes) + " bytes");
+    }
+    reserved_ -= from_reservation;
+    owner->stats.reserved_bytes -= from_reservation;
+    if (reserved_bytes != nullptr) *reserved_bytes = 0;
+
+    HostTierStats& s = owner->stats;
+    auto found = owner->map.find(key);
+    EntryList parked;  // the entry being replaced, out of the victims' way
+    if (found != owner->map.end()) {
+      Entry& old = *found->second;
+      used_ -= old.bytes;
+      s.bytes -= old.bytes;
+      if (old.dirty) {
+        s.dirty_entries -= 1;
+        s.dirty_bytes -= old.bytes;
+      }
+      parked.splice(parked.begin(), lru_, found->second);
+    }
+    const bool room = MakeRoomLocked(bytes, &actions);
+    assert(room);
+    (void)room;
+
+    EntryList::iterator it;
+    if (!parked.empty()) {
+      it = parked.begin();
+      replaced = std::move(it->block);
+      *it = std::move(node.front());
+      lru_.splice(lru_.end(), parked);
+      ++s.replacements;
+    } else {
+      it = node.begin();
+      lru_.splice(lru_.end(), node);
+      owner->map.emplace(key, it);
+      s.entries += 1;
+      if (owner->listener) {
+        QueueLocked(&actions, Deferred{owner, key, nullptr, false, false, true});
+      }
+    }
+    used_ += bytes;
+    s.bytes += bytes;
+    if (dirty) {
+      s.dirty_entries += 1;
+      s.dirty_bytes += bytes;
+    }
+    ++s.puts;
+  }
+  Run(actions);
+  return Status::Ok();
+}
+
+Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+  SharedBlock block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = owner->map.find(key);
+    if (found == owner->map.end()) {
+      ++owner->stats.misses;
+      return SharedBlock();
+    }
+    EntryList::iterator it = found->second;
+    if (!dst.empty() && dst.size() < it->bytes) {
+      return Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
+                                     " bytes is smaller than the block of " +
+                                     std::to_string(it->bytes) + " bytes");
+    }
+    lru_.splice(lru_.end(), lru_, it);
+    ++owner->stats.hits;
+    block = it->block;
+  }
+  if (!dst.empty()) std::memcpy(dst.data(), block->data(), block->size());
+  return block;
+}
+
+bool Arena::Contains(const Owner* owner, const BlockKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return owner->map.count(key) != 0;
+}
+
+bool Arena::MarkClean(Owner* owner, const BlockKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto found = owner->map.find(key);
+  if (found == owner->map.end() || !found->second->dirty) return false;
+  Entry& e = *found->second;
+  e.dirty = false;
+  owner->stats.dirty_entries -= 1;
+  owner->stats.dirty_bytes -= e.bytes;
+  return true;
+}
+
+bool Arena::Erase(Owner* owner, const BlockKey& key) {
+  DeferredList actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = owner->map.find(key);
+    if (found == owner->map.end()) return false;
+    RemoveLocked(found->second, RemoveReason::kErase, &actions);
+  }
+  Run(actions);
+  return true;
+}
+
+uint64_t Arena::ShrinkTo(Owner* owner, uint64_t target_bytes, const KeySet& protected_keys) {
+  uint64_t freed = 0;
+  DeferredList actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto total = [&]() { return owner != nullptr ? owner->stats.bytes : used_; };
+    auto it = lru_.begin();
+    while (total() > target_bytes && it != lru_.end()) {
+      if ((owner != nullptr && it->owner != owner) || protected_keys.count(it->key) != 0) {
+        ++it;
+        continue;
+      }
+      auto next = std::next(it);
+      freed += it->bytes;
+      RemoveLocked(it, RemoveReason::kEvict, &actions);
+      it = next;
+    }
+  }
+  Run(actions);
+  return freed;
+}
+
+uint64_t Arena::Clear(Owner* owner) {
+  uint64_t removed = 0;
+  DeferredList actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lru_.begin();
+    while (it != lru_.end()) {
+      if (owner != nullptr && it->owner != owner) {
+        ++it;
+        continue;
+      }
+      auto next = std::next(it);
+      RemoveLocked(it, RemoveReason::kEvict, &actions);
+      ++removed;
+      it = next;
+    }
+  }
+  Run(actions);
+  return removed;
+}
+
+Status Arena::Reserve(Owner* owner, uint64_t bytes) {
+  DeferredList actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > capacity_ || reserved_ + bytes > capacity_) {
+      ++owner->stats.reservation_failures;
+      return Status::ResourceExhausted("host budget: cannot reserve " + std::to_string(bytes) +
+                                       " bytes (" + std::to_string(reserved_) + " of " +
+                                       std::to_string(capacity_) + " bytes already reserved)");
+    }
+    const bool room = MakeRoomLocked(bytes, &actions);
+    assert(room);
+    (void)room;
+    reserved_ += bytes;
+    owner->stats.reserved_bytes += bytes;
+    ++owner->stats.reservations;
+  }
+  Run(actions);
+  return Status::Ok();
+}
+
+void Arena::Release(Owner* owner, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  assert(reserved_ >= bytes && owner->stats.reserved_bytes >= bytes);
+  reserved_ -= bytes;
+  owner->stats.reserved_bytes -= bytes;
+}
+
+std::vector<HostTier::DirtyEntry> Arena::DirtyEntries(const Owner* owner, size_t limit) const {
+  std::vector<HostTier::DirtyEntry> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  out.reserve(std::min<size_t>(limit, owner->stats.dirty_entries));
+  for (auto it = lru_.begin(); it != lru_.end() && out.size() < limit; ++it) {
+    if (it->owner == owner && it->dirty) out.push_back({it->key, it->block});
+  }
+  return out;
+}
+
+HostTierStats Arena::OwnerStats(const Owner* owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return owner->stats;
+}
+
+HostBudgetStats Arena::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  HostBudgetStats s;
+  s.capacity_bytes = capacity_;
+  s.used_bytes = used_;
+  s.reserved_bytes = reserved_;
+  s.entries = lru_.size();
+  s.tiers = owners_;
+  s.evictions = evictions_;
+  return s;
+}
+
+}  // namespace kvtier::host_internal

@@ -1,0 +1,303 @@
+#!/usr/bin/python3
+"""`kvtier key` against an independent hashlib implementation of block key v1.
+
+Runs the CLI over seeded random inputs (model ids, signatures, block sizes,
+salts, adapters, extras, token counts with partial blocks and zero tokens,
+--tokens and --tokens-file, text and --json output, --layout presets and
+JSON files) and compares stdout byte for byte with what
+tests/block_key_vectors.py computes. Then checks that bad input exits 2 with
+a one-line error and nothing on stdout.
+
+    /usr/bin/python3 tests/block_key_test.py --cli build/dev/kvtier [--seed N] [--cases N]
+
+Prints "N passed, M failed" last and exits non-zero on any failure.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from block_key_vectors import chain, ns_key  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# --- Layout signatures (docs/layouts.md), written from the documented grammar.
+
+PRESETS = {  # name: (layers, kv_heads, head_dim, dtype, default block_tokens)
+    "tiny": (2, 2, 16, "F16", 16),
+    "qwen2.5-0.5b": (24, 2, 64, "BF16", 256),
+    "llama3-8b": (32, 8, 128, "BF16", 256),
+}
+
+
+def preset_layers(name, bt):
+    layers, heads, dim, dtype, _ = PRESETS[name]
+    layer = ("attention", [("keys", dtype, [heads, bt, dim]), ("values", dtype, [heads, bt, dim])])
+    return [layer] * layers
+
+
+def json_layers(path, bt_override):
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    bt = bt_override or doc["block_tokens"]
+    layers = []
+    for entry in doc["layers"]:
+        states = [(s["role"], s["dtype"], [bt if d == "T" else d for d in s["shape"]])
+                  for s in entry["states"]]
+        layers += [(entry["cache_type"], states)] * entry.get("repeat", 1)
+    return bt, layers
+
+
+def signature(bt, layers):
+    def body(layer):
+        cache_type, states = layer
+        return cache_type + ":" + ",".join(
+            "%s:%s[%s]" % (role, dtype, ",".join(str(d) for d in shape))
+            for role, dtype, shape in states)
+
+    out = "kvtier-layout-v1;bt=%d" % bt
+    i = 0
+    while i < len(layers):
+        j = i
+        while j + 1 < len(layers) and layers[j + 1] == layers[i]:
+            j += 1
+        out += ";L%d%s=%s" % (i, "" if j == i else "-%d" % j, body(layers[i]))
+        i = j + 1
+    return out
+
+
+# --- Random inputs.
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:;=[],"
+UNICODE = "\u00e9\u00df\u4e2d\u6587\u03b1\u20ac\U0001F600"
+
+
+def rand_text(rng, lo, hi, unicode_ok=True):
+    n = rng.randint(lo, hi)
+    chars = ALPHABET + (UNICODE if unicode_ok else "")
+    s = "".join(rng.choice(chars) for _ in range(n))
+    return s
+
+
+def rand_tokens(rng, bt):
+    kind = rng.random()
+    if kind < 0.1:
+        count = 0
+    elif kind < 0.25:
+        count = rng.randint(1, bt - 1) if bt > 1 else 0  # partial block only
+    else:
+        count = rng.randint(0, 5) * bt + rng.randint(0, bt - 1)
+        count = min(count, 5000)
+    big = rng.random() < 0.3
+    return [rng.randint(0, 2**32 - 1) if big else rng.randint(0, 200000) for _ in range(count)]
+
+
+def format_tokens_file(rng, tokens):
+    seps = [",", ", ", " ", "\n", "\t", " ,\n", "\r\n"]
+    out = ""
+    for i, t in enumerate(tokens):
+        out += (rng.choice(seps) if i else rng.choice(["", " ", "\n"])) + str(t)
+    return out + rng.choice(["", "\n", " \n", ","] if tokens else ["", "\n", " \n"])
+
+
+class Runner:
+    def __init__(self, cli):
+        self.cli = cli
+        self.passed = 0
+        self.failed = 0
+
+    def run(self, args):
+        return subprocess.run([self.cli, "key"] + args, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=REPO, timeout=60)
+
+    def fail(self, what, detail):
+        self.failed += 1
+        print("FAIL %s: %s" % (what, detail))
+
+    def expect_keys(self, what, args, ns, keys, as_json):
+        r = self.run(args + (["--json"] if as_json else []))
+        if as_json:
+            want = ('{"namespace":"%s","keys":[%s]}\n' % (
+                ns.hex(), ",".join('"%s"' % k.hex() for k in keys))).encode()
+        else:
+            want = "".join(k.hex() + "\n" for k in keys).encode()
+        if r.returncode != 0 or r.stdout != want:
+            self.fail(what, "args=%r rc=%d\n  got  %r\n  want %r\n  stderr %r" % (
+                args, r.returncode, r.stdout[:300], want[:300], r.stderr[:300]))
+            return
+        if as_json:
+            obj = json.loads(r.stdout)
+            if sorted(obj) != ["keys", "namespace"]:
+                self.fail(what, "JSON fields %r" % sorted(obj))
+                return
+        self.passed += 1
+
+    def expect_usage_error(self, what, args, code="InvalidArgument"):
+        """Exit 2, one stderr line "kvtier: ...". stdout: nothing, or with --json
+        the {"error", "code"} object (argument-parser errors come before --json
+        is known, so those print nothing on stdout)."""
+        for as_json in (False, True):
+            r = self.run(args + (["--json"] if as_json else []))
+            err_lines = r.stderr.decode("utf-8", "replace").splitlines()
+            ok = r.returncode == 2 and len(err_lines) == 1 and err_lines[0].startswith("kvtier: ")
+            if ok and r.stdout != b"":
+                ok = as_json
+                if ok:
+                    try:
+                        obj = json.loads(r.stdout)
+                        ok = (sorted(obj) == ["code", "error"] and obj["code"] == code
+                              and r.stdout.count(b"\n") == 1)
+                    except ValueError:
+                        ok = False
+            if not ok:
+                self.fail(what, "args=%r json=%s rc=%d stdout=%r stderr=%r" % (
+                    args, as_json, r.returncode, r.stdout[:200], r.stderr[:300]))
+                return
+        self.passed += 1
+
+
+def random_cases(runner, rng, count, tmp):
+    for case in range(count):
+        bt = rng.choice([1, 2, 3, 4, 7, 16, 32, 64, 100, 128, 255, 256, 257, 512])
+        model = rand_text(rng, 1, 40)
+        salt = rand_text(rng, 1, 24) if rng.random() < 0.4 else ""
+        adapter = rand_text(rng, 1, 24) if rng.random() < 0.3 else ""
+        extra = rand_text(rng, 1, 24) if rng.random() < 0.3 else ""
+        args = ["--model", model]
+        mode = rng.random()
+        if mode < 0.6:
+            sig = rand_text(rng, 1, 120)
+            args += ["--signature", sig, "--block-tokens", str(bt)]
+        elif mode < 0.8:
+            preset = rng.choice(sorted(PRESETS))
+            if rng.random() < 0.5:
+                bt = PRESETS[preset][4]
+                args += ["--layout", preset]
+            else:
+                args += ["--layout", preset, "--block-tokens", str(bt)]
+            sig = signature(bt, preset_layers(preset, bt))
+        else:
+            name = rng.choice(["hybrid", "quantized", "sliding_window", "mamba"])
+            path = "docs/examples/%s.json" % name
+            override = rng.choice([0, bt])
+            bt, layers = json_layers(os.path.join(REPO, path), override)
+            args += ["--layout", path] + (["--block-tokens", str(override)] if override else [])
+            sig = signature(bt, layers)
+        if salt:
+            args += ["--salt", salt]
+        if adapter:
+            args += ["--adapter", adapter]
+        if extra:
+            args += ["--extra", extra]
+        tokens = rand_tokens(rng, bt)
+        if rng.random() < 0.5:
+            args += ["--tokens", ",".join(str(t) for t in tokens)]
+        else:
+            path = os.path.join(tmp, "tokens_%d.txt" % case)
+            with open(path, "w") as f:
+                f.write(format_tokens_file(rng, tokens))
+            args += ["--tokens-file", path]
+        ns = ns_key(model, sig, bt, salt.encode(), adapter, extra.encode())
+        runner.expect_keys("random case %d" % case, args, ns, chain(ns, tokens, bt),
+                           rng.random() < 0.5)
+
+
+def fixed_cases(runner, tmp):
+    # Whitespace-only and empty token input is zero tokens.
+    ns = ns_key("m", "s", 4)
+    runner.expect_keys("empty --tokens", ["--model", "m", "--signature", "s", "--block-tokens",
+                                          "4", "--tokens", ""], ns, [], True)
+    blank = os.path.join(tmp, "blank.txt")
+    with open(blank, "w") as f:
+        f.write(" \n\t\n")
+    runner.expect_keys("blank --tokens-file", ["--model", "m", "--signature", "s",
+                                               "--block-tokens", "4", "--tokens-file", blank],
+                       ns, [], False)
+    # The documented vector "basic" (docs/block-key.md).
+    toks = list(range(1, 11))
+    runner.expect_keys("basic vector", ["--model", "m", "--signature", "s", "--block-tokens", "4",
+                                        "--tokens", "1,2,3,4,5,6,7,8,9,10"],
+                       ns, chain(ns, toks, 4), True)
+
+
+def bad_input_cases(runner, tmp):
+    base = ["--model", "m", "--signature", "s", "--block-tokens", "4"]
+    bad_json = os.path.join(tmp, "bad_layout.json")
+    with open(bad_json, "w") as f:
+        f.write('{"block_tokens": 4, "layers": [{"cache_type": "a", "states": '
+                '[{"role": "k", "dtype": "F17", "shape": [1]}]}]}')
+    bad_tokens_file = os.path.join(tmp, "bad_tokens.txt")
+    with open(bad_tokens_file, "w") as f:
+        f.write("1 2 three\n")
+    cases = [
+        ("no --model", ["--signature", "s", "--block-tokens", "4", "--tokens", "1"]),
+        ("empty --model", ["--model", "", "--signature", "s", "--block-tokens", "4",
+                           "--tokens", "1"]),
+        ("no signature or layout", ["--model", "m", "--block-tokens", "4", "--tokens", "1"]),
+        ("signature and layout", base + ["--layout", "tiny", "--tokens", "1"]),
+        ("empty signature", ["--model", "m", "--signature", "", "--block-tokens", "4",
+                             "--tokens", "1"]),
+        ("no --block-tokens", ["--model", "m", "--signature", "s", "--tokens", "1"]),
+        ("--block-tokens 0", ["--model", "m", "--signature", "s", "--block-tokens", "0",
+                              "--tokens", "1"]),
+        ("--block-tokens -4", ["--model", "m", "--signature", "s", "--block-tokens", "-4",
+                               "--tokens", "1"]),
+        ("--block-tokens 4.5", ["--model", "m", "--signature", "s", "--block-tokens", "4.5",
+                                "--tokens", "1"]),
+        ("--block-tokens 2^32", ["--model", "m", "--signature", "s", "--block-tokens",
+                                 "4294967296", "--tokens", "1"]),
+        ("no tokens", base),
+        ("tokens and tokens-file", base + ["--tokens", "1", "--tokens-file", bad_tokens_file]),
+        ("bad token", base + ["--tokens", "1,x,3"]),
+        ("negative token", base + ["--tokens", "1,-2"]),
+        ("token too big", base + ["--tokens", "4294967296"]),
+        ("double comma", base + ["--tokens", "1,,2"]),
+        ("leading comma", base + ["--tokens", ",1"]),
+        ("missing tokens file", base + ["--tokens-file", os.path.join(tmp, "nope.txt")]),
+        ("tokens file is a folder", base + ["--tokens-file", tmp]),
+        ("bad tokens file", base + ["--tokens-file", bad_tokens_file]),
+        ("unknown preset", ["--model", "m", "--layout", "llama3-70b", "--tokens", "1"]),
+        ("bad layout file", ["--model", "m", "--layout", bad_json, "--tokens", "1"]),
+        ("missing layout file", ["--model", "m", "--layout", os.path.join(tmp, "x.json"),
+                                 "--tokens", "1"]),
+        ("layout too large", ["--model", "m", "--layout", "llama3-8b", "--block-tokens",
+                              "40000", "--tokens", "1"]),
+        ("unknown flag", base + ["--tokens", "1", "--bogus"]),
+        ("repeated flag", base + ["--tokens", "1", "--salt", "a", "--salt", "b"]),
+        ("positional", base + ["--tokens", "1", "extra-arg"]),
+    ]
+    for what, args in cases:
+        runner.expect_usage_error(what, args, "NotFound" if what.startswith("missing") else
+                                  "InvalidArgument")
+    # Arguments that are not UTF-8 (argv is bytes).
+    for what, flag in (("model not UTF-8", "--model"), ("adapter not UTF-8", "--adapter")):
+        args = ["--model", "m", "--signature", "s", "--block-tokens", "4", "--tokens", "1"]
+        args += [flag, os.fsdecode(b"a\xffb")] if flag == "--adapter" else []
+        if flag == "--model":
+            args[1] = os.fsdecode(b"a\xffb")
+        runner.expect_usage_error(what, args)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True, help="path to the kvtier binary")
+    ap.add_argument("--seed", type=int, default=20240611)
+    ap.add_argument("--cases", type=int, default=60)
+    opts = ap.parse_args()
+    runner = Runner(os.path.abspath(opts.cli))
+    rng = random.Random(opts.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        random_cases(runner, rng, opts.cases, tmp)
+        fixed_cases(runner, tmp)
+        bad_input_cases(runner, tmp)
+    print("seed %d" % opts.seed)
+    print("%d passed, %d failed" % (runner.passed, runner.failed))
+    return 1 if runner.failed or runner.passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
