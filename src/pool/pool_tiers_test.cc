@@ -50,8 +50,7 @@ class PoolTiersTest : public ::testing::Test {
   }
 
   std::unique_ptr<BlockPool> Make(BlockBackingStore* store, uint32_t total_blocks = 16,
-                                  StorePolicy policy = StorePolicy::kOnFill,
-                                  bool retain = true) {
+                                  StorePolicy policy = StorePolicy::kOnFill, bool retain = true) {
     PoolOptions o = TestOptions(layout_, total_blocks);
     o.store = store;
     o.store_policy = policy;
