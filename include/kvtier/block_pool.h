@@ -166,15 +166,18 @@ struct AllocateInfo {
 // One state tensor of a packed view: [A, length, B] contiguous, host memory.
 struct PackedTensor {
   DType dtype = DType::kF16;
-  std::vector<uint64_t> shape;  // {A, length, B}
-  BlockBuffer data;             // exactly A × length × B elements
+  std::vector<uint64_t> shape;      // {A, length, B}
+  std::span<const std::byte> data;  // exactly A × length × B elements
 };
 
-// A layer's K/V for tokens [0, length), contiguous per state.
+// A layer's K/V for tokens [0, length), contiguous per state. The view owns
+// its bytes (`storage`, possibly larger than the data); when the last
+// shared_ptr to it goes, the pool reuses them for a later view.
 struct PackedLayerView {
   uint32_t layer = 0;
   size_t length = 0;
   std::vector<PackedTensor> states;
+  std::vector<BlockBuffer> storage;  // behind states[k].data
 };
 
 // Where a state tensor of a layer lies in a slot (for paged-attention

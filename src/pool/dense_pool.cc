@@ -27,7 +27,9 @@ uint64_t DensePool::Storage::Bytes(const PoolGeometry& geo) const {
 }
 
 DensePool::DensePool(PoolOptions options, PoolGeometry geo)
-    : options_(std::move(options)), geo_(std::move(geo)) {}
+    : options_(std::move(options)),
+      geo_(std::move(geo)),
+      packed_bin_(std::make_shared<PackedBufferBin>(geo_.tensor_count())) {}
 
 Result<DensePool::Storage> DensePool::NewStorage(size_t capacity) const {
   Storage s;
@@ -248,12 +250,13 @@ Result<std::shared_ptr<const PackedLayerView>> DensePool::PackedLayer(uint64_t i
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindLocked(id));
   if (seq->packed[layer] != nullptr) return seq->packed[layer];
   const size_t len = seq->tokens.size();
-  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<PackedLayerView> view, NewPackedView(geo_, layer, len));
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<PackedLayerView> view,
+                          NewPackedView(geo_, layer, len, packed_bin_));
   const auto& states = geo_.layer(layer);
   for (size_t k = 0; k < states.size(); ++k) {
     const StateGeometry& g = states[k];
     for (uint64_t h = 0; h < g.a; ++h) {
-      std::memcpy(view->states[k].data.data() + h * len * g.row_bytes,
+      std::memcpy(view->storage[k].data() + h * len * g.row_bytes,
                   seq->storage.tensors[layer][k].data() + h * seq->storage.capacity * g.row_bytes,
                   len * g.row_bytes);
     }

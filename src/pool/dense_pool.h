@@ -77,6 +77,8 @@ class DensePool final : public BlockPool {
   const PoolOptions options_;
   const PoolGeometry geo_;
 
+  // Lock order: mu_, then packed_bin_'s own mutex.
+  const std::shared_ptr<PackedBufferBin> packed_bin_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Sequence> seqs_ GUARDED_BY(mu_);
   std::vector<Storage> free_list_ GUARDED_BY(mu_);

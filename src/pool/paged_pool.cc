@@ -23,6 +23,7 @@ PagedPool::PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain)
       chain_(std::move(chain)),
       signature_(options_.layout.Signature()),
       env_(options_.env != nullptr ? options_.env : Env::Default()),
+      packed_bin_(std::make_shared<PackedBufferBin>(geo_.tensor_count())),
       arena_(options_.memory != nullptr ? options_.memory : NewHostSlotMemory(), geo_.block_bytes(),
              options_.total_blocks, options_.chunk_blocks),
       alloc_(options_.total_blocks),
@@ -419,7 +420,8 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
   if (seq->packed[layer] != nullptr) return seq->packed[layer];
   const size_t len = seq->tokens.size(), t = geo_.block_tokens();
-  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<PackedLayerView> view, NewPackedView(geo_, layer, len));
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<PackedLayerView> view,
+                          NewPackedView(geo_, layer, len, packed_bin_));
   SlotMemory* mem = arena_.memory();
   const auto& states = geo_.layer(layer);
   for (size_t b = 0; b * t < len; ++b) {
@@ -429,8 +431,8 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
       const StateGeometry& g = states[k];
       mem->Copy(
           CopyDirection::kSlotToHost,
-          Copy2D{view->states[k].data.data() + b * t * g.row_bytes, len * g.row_bytes,
-                 base + g.offset, t * g.row_bytes, n * g.row_bytes, static_cast<size_t>(g.a)});
+          Copy2D{view->storage[k].data() + b * t * g.row_bytes, len * g.row_bytes, base + g.offset,
+                 t * g.row_bytes, n * g.row_bytes, static_cast<size_t>(g.a)});
     }
   }
   seq->packed[layer] = view;

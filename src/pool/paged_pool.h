@@ -166,6 +166,8 @@ class PagedPool final : public BlockPool {
   const std::string signature_;
   Env* const env_;
 
+  // Lock order: mu_, then packed_bin_'s own mutex.
+  const std::shared_ptr<PackedBufferBin> packed_bin_;
   mutable std::mutex mu_;
   std::condition_variable loaded_cv_;  // a load finished
   std::condition_variable jobs_cv_;    // jobs_ grew or stopping_

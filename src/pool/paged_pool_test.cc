@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "kvtier/block_pool.h"
@@ -352,7 +353,25 @@ TEST_F(PagedPoolTest, PackedViewIsCachedUntilTheSequenceChanges) {
   ASSERT_THAT(v2, IsOk());
   EXPECT_NE(*v2, *v1);
   EXPECT_EQ((*v2)->length, 8u);
-  EXPECT_EQ((*v1)->length, 7u);  // the caller's old view is untouched
+  // The caller's old view is untouched.
+  EXPECT_EQ((*v1)->length, 7u);
+  std::vector<std::byte> want = kv_.Packed(a, 7, 0, 1);
+  ASSERT_EQ((*v1)->states[1].data.size(), want.size());
+  EXPECT_EQ(std::memcmp((*v1)->states[1].data.data(), want.data(), want.size()), 0);
+  EXPECT_TRUE(kv_.Check(pool_.get(), 1, b));
+
+  // Once no one holds a view, its buffers serve the next one.
+  std::set<const std::byte*> released;
+  for (const auto* v : {&*v1, &*v2}) {
+    for (const PackedTensor& t : (*v)->states) released.insert(t.data.data());
+  }
+  v1 = Status::NotFound("dropped");
+  v2 = Status::NotFound("dropped");
+  b.push_back(4);
+  ASSERT_THAT(kv_.Write(pool_.get(), 1, b, 8, 9, AppendMode::kToken), IsOk());
+  auto v3 = pool_->PackedLayer(1, 0);
+  ASSERT_THAT(v3, IsOk());
+  EXPECT_EQ(released.count((*v3)->states[0].data.data()), 1u);
   EXPECT_TRUE(kv_.Check(pool_.get(), 1, b));
 }
 

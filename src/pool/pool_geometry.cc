@@ -1,5 +1,6 @@
 #include "pool/pool_geometry.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kvtier::pool_internal {
@@ -137,17 +138,53 @@ Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k,
   return c;
 }
 
-Result<std::shared_ptr<PackedLayerView>> NewPackedView(const PoolGeometry& geo, uint32_t layer,
-                                                       size_t length) {
-  auto view = std::make_shared<PackedLayerView>();
+Result<BlockBuffer> PackedBufferBin::Take(size_t bytes) {
+  {
+    std::lock_guard lock(mu_);
+    size_t best = free_.size();
+    for (size_t i = 0; i < free_.size(); ++i) {
+      const size_t have = free_[i].size();
+      if (have >= bytes && have <= std::max<size_t>(2 * bytes, 4096) &&
+          (best == free_.size() || have < free_[best].size())) {
+        best = i;
+      }
+    }
+    if (best != free_.size()) {
+      BlockBuffer out = std::move(free_[best]);
+      free_[best] = std::move(free_.back());
+      free_.pop_back();
+      return out;
+    }
+  }
+  // Room for 1/8 more (and the rest of the last page, which the allocation
+  // has anyway), so a view that grows by a token per step reuses it.
+  const size_t paged = (bytes + 4095) / 4096 * 4096;
+  return BlockBuffer::Allocate(std::max(bytes + bytes / 8, paged));
+}
+
+void PackedBufferBin::Give(BlockBuffer buffer) {
+  std::lock_guard lock(mu_);
+  if (free_.size() < max_buffers_) free_.push_back(std::move(buffer));
+}
+
+Result<std::shared_ptr<PackedLayerView>> NewPackedView(
+    const PoolGeometry& geo, uint32_t layer, size_t length,
+    const std::shared_ptr<PackedBufferBin>& bin) {
+  std::shared_ptr<PackedLayerView> view(new PackedLayerView, [bin](PackedLayerView* v) {
+    for (BlockBuffer& b : v->storage) bin->Give(std::move(b));
+    delete v;
+  });
   view->layer = layer;
   view->length = length;
   for (const StateGeometry& g : geo.layer(layer)) {
+    const size_t bytes = g.a * length * g.row_bytes;
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer buf, bin->Take(bytes));
     PackedTensor t;
     t.dtype = g.dtype;
     t.shape = {g.a, length, g.b};
-    KVTIER_ASSIGN_OR_RETURN(t.data, BlockBuffer::Allocate(g.a * length * g.row_bytes));
+    t.data = std::span<const std::byte>(buf.data(), bytes);
     view->states.push_back(std::move(t));
+    view->storage.push_back(std::move(buf));
   }
   return view;
 }

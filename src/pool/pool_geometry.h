@@ -13,9 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "kvtier/block_allocator.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/layout.h"
@@ -73,10 +75,33 @@ Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req);
 Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k, size_t p, size_t n,
                   std::byte* dst, size_t head_pitch);
 
+// Buffers of packed views that nobody holds any more, kept for the next
+// views so that a view per decode step does not cost fresh memory (page
+// faults). Holds at most `max_buffers`; a buffer is reused for a request of
+// at most its size and at least half of it (any request, for a page).
+//
+// Thread safety: thread-safe; its mutex is taken after the pool's (never
+// the other way round) or alone, by a view's last owner.
+class PackedBufferBin {
+ public:
+  explicit PackedBufferBin(size_t max_buffers) : max_buffers_(max_buffers) {}
+  // A buffer whose size() is at least `bytes`, or kResourceExhausted.
+  Result<BlockBuffer> Take(size_t bytes);
+  void Give(BlockBuffer buffer);
+
+ private:
+  const size_t max_buffers_;
+  std::mutex mu_;
+  std::vector<BlockBuffer> free_ GUARDED_BY(mu_);
+};
+
 // Builds a packed view of `layer` for `length` tokens with its buffers
-// allocated, not filled; kResourceExhausted if allocation fails.
+// allocated from `bin` (not filled): write through storage[k].data(). When
+// its last owner drops it, the buffers go back to `bin`.
+// kResourceExhausted if allocation fails.
 Result<std::shared_ptr<PackedLayerView>> NewPackedView(const PoolGeometry& geo, uint32_t layer,
-                                                       size_t length);
+                                                       size_t length,
+                                                       const std::shared_ptr<PackedBufferBin>& bin);
 
 }  // namespace kvtier::pool_internal
 

@@ -166,7 +166,7 @@ class KvOracle {
       }
       for (uint32_t k = 0; k < states(l); ++k) {
         std::vector<std::byte> want = Packed(tokens, tokens.size(), l, k);
-        const BlockBuffer& got = (*view)->states[k].data;
+        std::span<const std::byte> got = (*view)->states[k].data;
         if (got.size() != want.size() ||
             (!want.empty() && std::memcmp(got.data(), want.data(), want.size()) != 0)) {
           return ::testing::AssertionFailure()
