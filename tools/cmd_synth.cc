@@ -176,8 +176,8 @@ std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {
       ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   app->add_option("--model", a->model, "Model id for the keys (default \"synth\")");
   a->tokens_opt = app->add_option("--tokens", a->tokens, "Token ids: 1,2,3");
-  a->tokens_file_opt =
-      app->add_option("--tokens-file", a->tokens_file, "File of token ids separated by commas");
+  a->tokens_file_opt = app->add_option("--tokens-file", a->tokens_file,
+                                       "File of token ids separated by commas or whitespace");
   a->random_opt = app->add_option("--random", a->random, "Make N pseudo-random token ids");
   a->seed_opt = app->add_option("--seed", a->seed, "Seed for --random (default 0)");
   a->out_opt = app->add_option("--out", a->out, "Write DIR/<key hex>.safetensors per block");
