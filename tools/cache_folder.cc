@@ -158,11 +158,18 @@ Result<std::vector<GcItem>> PlanGc(const std::string& dir, const GcRequest& req)
   const int64_t now_us = env->NowUnixMicros();
   uint64_t total = 0;
   for (const CacheEntry& e : entries) total += e.bytes;
+  std::unordered_set<BlockKey, BlockKeyHash> on_disk;
+  for (const auto& f : scan.blocks) on_disk.insert(*f.key);
   auto remove = [&](const CacheEntry& e, const char* reason) {
     if (!gone.insert(e.key).second) return;
-    plan.push_back({layout.BlockPath(e.key), reason, e.bytes});
+    const bool has_file = on_disk.count(e.key) > 0;
+    plan.push_back({layout.BlockPath(e.key), has_file ? reason : "missing_file",
+                    has_file ? e.bytes : 0});
     total -= std::min(total, e.bytes);
   };
+  for (const CacheEntry& e : entries) {
+    if (on_disk.count(e.key) == 0) remove(e, "missing_file");
+  }
   if (req.retention_seconds) {
     for (const CacheEntry& e : entries) {
       if (e.created_at_us < now_us - *req.retention_seconds * 1'000'000) remove(e, "expired");
@@ -210,7 +217,7 @@ Result<uint64_t> ApplyGc(const std::string& dir, const std::vector<GcItem>& plan
     }
     if (!s.ok() && !s.IsNotFound()) return s.WithContext("gc");
     if (item.reason == "over_budget" || item.reason == "expired" ||
-        item.reason == "other_layout") {
+        item.reason == "other_layout" || item.reason == "missing_file") {
       // The row goes after the file: a crash between leaves a row without a
       // file (a miss), never an orphan file.
       std::string name = item.path.substr(item.path.rfind('/') + 1);

@@ -78,7 +78,9 @@ struct GcRequest {
 };
 struct GcItem {
   std::string path;
-  std::string reason;  // over_budget, expired, other_layout, quarantined, dead_temp, foreign
+  // missing_file (a row whose file is gone), expired, other_layout,
+  // over_budget, quarantined, dead_temp, foreign
+  std::string reason;
   uint64_t bytes = 0;
 };
 Result<std::vector<GcItem>> PlanGc(const std::string& dir, const GcRequest& req);

@@ -34,7 +34,7 @@
 #include <iostream>
 #include <thread>
 
-#include "bench_command.h"
+#include "command.h"
 #include "disk/folder_layout.h"
 #include "disk/quarantine.h"
 #include "kvtier/block_key.h"
@@ -404,5 +404,6 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
 }
 
 }  // namespace
-KVTIER_BENCH(disk, "disk", "Disk tier write/read vs raw files on the same disk", SetupBenchDisk);
+KVTIER_SUBCOMMAND(bench_disk, "bench", "disk", "Disk tier write/read vs raw files on the same disk",
+                  SetupBenchDisk);
 }  // namespace kvtier::cli

@@ -4,7 +4,8 @@
 //                 [--drop-other-layouts (--layout P | --signature S)]
 //                 [--keep-quarantine] [--dry-run] [--json]
 //
-// Removes, in this order: blocks written more than S seconds ago (expired);
+// Removes, in this order: index rows whose file is gone (missing_file);
+// blocks written more than S seconds ago (expired);
 // with --drop-other-layouts, blocks of every signature but the given one
 // (other_layout); least-recently-accessed blocks of any layout until the
 // index holds at most N bytes (over_budget); quarantined files (unless

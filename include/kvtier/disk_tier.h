@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -83,6 +84,12 @@ class DiskTier {
   virtual bool Contains(const BlockKey& key) = 0;
   // The byte size of the block Contains() would report, or nullopt.
   virtual std::optional<uint64_t> SizeOf(const BlockKey& key) = 0;
+
+  // Calls fn(key, size) for every indexed block of this tier's signature, in
+  // key order (pending writes not included), e.g. to seed an in-memory
+  // index. Reads the index in batches; blocks added or removed meanwhile may
+  // or may not be seen. The callback must not call back into the tier.
+  virtual Status ForEachKey(const std::function<void(const BlockKey&, uint64_t)>& fn) = 0;
 
   // Reads the block into `dst` (one copy) and verifies it. Returns its size,
   // or nullopt on a miss (absent, other signature, expired, file gone,

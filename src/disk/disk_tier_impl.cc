@@ -443,6 +443,15 @@ std::optional<uint64_t> DiskTierImpl::SizeOf(const BlockKey& key) {
 
 bool DiskTierImpl::Contains(const BlockKey& key) { return SizeOf(key).has_value(); }
 
+Status DiskTierImpl::ForEachKey(const std::function<void(const BlockKey&, uint64_t)>& fn) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::ForEachKey: the tier is closed");
+  }
+  return index_->ForEachRow([&](const IndexRow& r) {
+    if (r.sig_id == sig_id_) fn(r.key, r.size);
+  });
+}
+
 Result<bool> DiskTierImpl::Erase(const BlockKey& key) {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::Erase: the tier is closed");

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "disk/disk_test_util.h"
@@ -333,6 +334,31 @@ TEST(DiskTierTest, LoadManyReadsEachKeyIntoItsBuffer) {
   auto mismatch = tier->LoadMany(keys, std::span(dsts).first(3));
   ASSERT_EQ(mismatch.size(), 20u);
   EXPECT_THAT(mismatch[0], StatusIs(StatusCode::kInvalidArgument, HasSubstr("20 keys but 3")));
+}
+
+TEST(DiskTierTest, ForEachKeyListsThisLayoutsIndexedBlocks) {
+  TempDir dir;
+  ModelLayout other = ModelLayout::Preset("tiny", 32).value();
+  {
+    auto t2 = OpenOrDie(TestOptions(dir.path(), other));
+    ASSERT_THAT(t2->Store(TestBlockKey(50), MakeTestBlock(other, TestBlockKey(50))), IsOk());
+  }
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  std::set<BlockKey> want;
+  for (uint64_t i = 0; i < 5; ++i) {
+    ASSERT_THAT(tier->Store(TestBlockKey(i), MakeTestBlock(i)), IsOk());
+    want.insert(TestBlockKey(i));
+  }
+  ASSERT_THAT(tier->Flush(), IsOk());
+  std::set<BlockKey> got;
+  uint64_t bytes = 0;
+  ASSERT_THAT(tier->ForEachKey([&](const BlockKey& k, uint64_t size) {
+    got.insert(k);
+    bytes += size;
+  }),
+              IsOk());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(bytes, 5 * MakeTestBlock(0)->size());
 }
 
 TEST(DiskTierTest, StoringAKeyTwiceWritesItOnce) {
