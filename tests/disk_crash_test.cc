@@ -63,6 +63,10 @@ struct KillCase {
   bool fsync;
 };
 
+void PrintTo(const KillCase& c, std::ostream* os) {
+  *os << "point " << static_cast<int>(c.point) << (c.fsync ? " fsync" : " checksum");
+}
+
 class DiskKillPointTest : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(DiskKillPointTest, CrashAtThePointLosesAtMostTheBlockInFlight) {

@@ -126,6 +126,8 @@ struct WriteFault {
   const char* name;
 };
 
+void PrintTo(const WriteFault& f, std::ostream* os) { *os << f.name; }
+
 class DiskWriteFaultTest : public ::testing::TestWithParam<WriteFault> {};
 
 TEST_P(DiskWriteFaultTest, FailedStoreIsNeverVisibleAndLeavesNoFile) {
