@@ -30,15 +30,15 @@ inline constexpr int kExitSetup = 4;
 inline constexpr int kExitStoreError = 5;
 
 struct ChildParams {
-  std::string mode;                  // store_loop | kill_point | share
-  std::string dir;                   // cache folder
-  uint64_t seed = 0;                 // key space / randomness
-  uint64_t max_bytes = 0;            // DiskTierOptions::max_bytes (0 = default)
-  bool fsync = false;                // Durability::kFsync
-  int kill_point = -1;               // DiskKillPoint as int (kill_point mode)
-  int kill_at = 1;                   // ... at its kill_at-th arrival
-  uint64_t ops = 0;                  // share: operations
-  uint64_t keys = 0;                 // share: size of the shared key space
+  std::string mode;        // store_loop | kill_point | share
+  std::string dir;         // cache folder
+  uint64_t seed = 0;       // key space / randomness
+  uint64_t max_bytes = 0;  // DiskTierOptions::max_bytes (0 = default)
+  bool fsync = false;      // Durability::kFsync
+  int kill_point = -1;     // DiskKillPoint as int (kill_point mode)
+  int kill_at = 1;         // ... at its kill_at-th arrival
+  uint64_t ops = 0;        // share: operations
+  uint64_t keys = 0;       // share: size of the shared key space
   uint32_t writer_threads = 1;
 };
 

@@ -39,10 +39,10 @@ enum class Damage {
   kBitFlip,
   kTruncate,
   kAppend,
-  kSwap,          // exchanged with the next damaged block's file
-  kOtherBlock,    // a valid block of another key under this name
-  kOtherLayout,   // this key's block, but of another layout
-  kForeign,       // random bytes of the same size
+  kSwap,         // exchanged with the next damaged block's file
+  kOtherBlock,   // a valid block of another key under this name
+  kOtherLayout,  // this key's block, but of another layout
+  kForeign,      // random bytes of the same size
   kDelete,
   kNone,
 };
@@ -138,8 +138,7 @@ TEST_P(DiskCorruptionTest, EveryDamagedBlockIsAMissAndEveryIntactOneIsExact) {
     ASSERT_THAT(r, IsOk());
     if (damage[i] == Damage::kNone) {
       ASSERT_TRUE(r->has_value()) << i;
-      EXPECT_THAT(CheckBlockFile(std::span(buf).first(**r), TinyLayout(), TestBlockKey(i)),
-                  IsOk());
+      EXPECT_THAT(CheckBlockFile(std::span(buf).first(**r), TinyLayout(), TestBlockKey(i)), IsOk());
       continue;
     }
     ++damaged;

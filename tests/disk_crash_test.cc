@@ -2,14 +2,13 @@
 // with SIGKILL at random moments (100 times) and at each whitebox kill point;
 // after every kill the folder reopens with a sound index and every block it
 // serves is exactly the block its key names.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "disk/disk_test_util.h"
 #include "disk_child.h"

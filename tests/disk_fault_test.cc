@@ -81,7 +81,7 @@ TEST(DiskFaultTest, RealEnospcOnASmallTmpfsFailsCleanlyAndRecovers) {
   const std::string cache = dir.Sub("mnt/cache");
   DiskTierOptions o = TestOptions(cache);
   o.writer_threads = 1;
-  o.max_bytes = 0;  // only the disk bounds it
+  o.max_bytes = 0;                             // only the disk bounds it
   o.free_space_ttl_micros = 3'600'000'000ull;  // keep the stale reading until ENOSPC
   auto tier = DiskTier::Open(o, Env::Default());
   ASSERT_THAT(tier, IsOk());

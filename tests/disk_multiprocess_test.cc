@@ -3,6 +3,7 @@
 // test freezes them (SIGSTOP) at random moments and measures the folder: it
 // never holds more than the budget plus one block per writer. No child ever
 // reads wrong bytes, and afterwards the folder is consistent.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,8 +11,6 @@
 #include <chrono>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "disk/disk_test_util.h"
 #include "disk_child.h"

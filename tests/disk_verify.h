@@ -21,12 +21,12 @@
 namespace kvtier::disk_test {
 
 struct FolderReport {
-  std::set<BlockKey> served;     // keys whose block loaded and checked out
-  uint64_t block_files = 0;      // block files after the reconcile
-  uint64_t temp_files = 0;       // temp files after the reconcile
-  uint64_t rows = 0;             // index rows after the reconcile
-  uint64_t quarantined = 0;      // files the reopened tier quarantined
-  uint64_t wrong = 0;            // loads that returned bytes that fail the check
+  std::set<BlockKey> served;  // keys whose block loaded and checked out
+  uint64_t block_files = 0;   // block files after the reconcile
+  uint64_t temp_files = 0;    // temp files after the reconcile
+  uint64_t rows = 0;          // index rows after the reconcile
+  uint64_t quarantined = 0;   // files the reopened tier quarantined
+  uint64_t wrong = 0;         // loads that returned bytes that fail the check
 };
 
 inline std::string IndexIntegrity(const std::string& dir) {

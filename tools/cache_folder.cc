@@ -1,10 +1,11 @@
 // Reading cache folders for the CLI: index, scan, garbage collection.
+#include "cache_folder.h"
+
 #include <algorithm>
 #include <charconv>
 #include <tuple>
 #include <unordered_set>
 
-#include "cache_folder.h"
 #include "disk/folder_layout.h"
 #include "disk/quarantine.h"
 #include "kvtier/env.h"
@@ -34,12 +35,18 @@ Result<uint64_t> ParseByteCount(const std::string& text) {
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   std::string_view rest(p, text.data() + text.size() - p);
   int shift = 0;
-  if (rest == "K" || rest == "KiB") shift = 10;
-  else if (rest == "M" || rest == "MiB") shift = 20;
-  else if (rest == "G" || rest == "GiB") shift = 30;
-  else if (rest == "T" || rest == "TiB") shift = 40;
-  else if (!rest.empty()) ec = std::errc::invalid_argument;
-  if (text.empty() || ec != std::errc() || p == text.data() || (shift > 0 && (v >> (64 - shift)) != 0)) {
+  if (rest == "K" || rest == "KiB")
+    shift = 10;
+  else if (rest == "M" || rest == "MiB")
+    shift = 20;
+  else if (rest == "G" || rest == "GiB")
+    shift = 30;
+  else if (rest == "T" || rest == "TiB")
+    shift = 40;
+  else if (!rest.empty())
+    ec = std::errc::invalid_argument;
+  if (text.empty() || ec != std::errc() || p == text.data() ||
+      (shift > 0 && (v >> (64 - shift)) != 0)) {
     return Status::InvalidArgument("expected a byte count like 1073741824 or 512M, got '" +
                                    text.substr(0, 40) + "'");
   }
@@ -163,8 +170,8 @@ Result<std::vector<GcItem>> PlanGc(const std::string& dir, const GcRequest& req)
   auto remove = [&](const CacheEntry& e, const char* reason) {
     if (!gone.insert(e.key).second) return;
     const bool has_file = on_disk.count(e.key) > 0;
-    plan.push_back({layout.BlockPath(e.key), has_file ? reason : "missing_file",
-                    has_file ? e.bytes : 0});
+    plan.push_back(
+        {layout.BlockPath(e.key), has_file ? reason : "missing_file", has_file ? e.bytes : 0});
     total -= std::min(total, e.bytes);
   };
   for (const CacheEntry& e : entries) {
@@ -216,8 +223,8 @@ Result<uint64_t> ApplyGc(const std::string& dir, const std::vector<GcItem>& plan
       s = env->RemoveFile(item.path);
     }
     if (!s.ok() && !s.IsNotFound()) return s.WithContext("gc");
-    if (item.reason == "over_budget" || item.reason == "expired" ||
-        item.reason == "other_layout" || item.reason == "missing_file") {
+    if (item.reason == "over_budget" || item.reason == "expired" || item.reason == "other_layout" ||
+        item.reason == "missing_file") {
       // The row goes after the file: a crash between leaves a row without a
       // file (a miss), never an orphan file.
       std::string name = item.path.substr(item.path.rfind('/') + 1);

@@ -21,9 +21,9 @@
 //               end of that background reconcile.
 // --drop-caches drops the page cache (root) before each read and the reopen,
 // so reads are cold. --direct-io makes the tier read with O_DIRECT
-// (DiskTierOptions::direct_io_reads); the raw side reads buffered. The phases run --rounds times (default 2), alternating
-// which side goes first, and each side's best round is reported. --block-bytes N uses a one-tensor U8 layout whose data
-// section is N bytes.
+// (DiskTierOptions::direct_io_reads); the raw side reads buffered. The phases run --rounds times
+// (default 2), alternating which side goes first, and each side's best round is reported.
+// --block-bytes N uses a one-tensor U8 layout whose data section is N bytes.
 //   --json: {"blocks","block_bytes","write_GBps","read_GBps","reopen_s","reconcile_s",
 //   "raw_write_GBps","raw_read_GBps","write_ratio","read_ratio",
 //   "durability","threads","drop_caches"}
@@ -98,8 +98,10 @@ Status DropCaches() {
   std::ofstream f("/proc/sys/vm/drop_caches");
   f << "3\n";
   f.flush();
-  if (!f) return Status::FailedPrecondition("--drop-caches: cannot write /proc/sys/vm/drop_caches "
-                                            "(needs root)");
+  if (!f)
+    return Status::FailedPrecondition(
+        "--drop-caches: cannot write /proc/sys/vm/drop_caches "
+        "(needs root)");
   return Status::Ok();
 }
 
@@ -189,15 +191,14 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   } else if (a.durability == "fsync") {
     durability = Durability::kFsync;
   } else {
-    return ReportError(flags,
-                       Status::InvalidArgument("--durability: expected checksum or fsync"));
+    return ReportError(flags, Status::InvalidArgument("--durability: expected checksum or fsync"));
   }
   const uint64_t est = a.blocks * (layout->BlockBytes() + 4096);
   const uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   if (est > ram / 2) {
-    return ReportError(flags, Status::InvalidArgument(
-                                  "--blocks: the blocks would need " + std::to_string(est) +
-                                  " bytes of RAM, more than half of this machine's"));
+    return ReportError(
+        flags, Status::InvalidArgument("--blocks: the blocks would need " + std::to_string(est) +
+                                       " bytes of RAM, more than half of this machine's"));
   }
   if (a.drop_caches) {
     Status s = DropCaches();
@@ -217,8 +218,8 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   std::vector<SharedBlock> blocks(keys.size());
   Status gen = Parallel(a.threads, keys.size(), [&](size_t i) -> Status {
     const BlockKey& parent = i == 0 ? chain->ns() : keys[i - 1];
-    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, MakeBlockFile(*layout, keys[i], parent, chain->ns(),
-                                                         1'700'000'000));
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b,
+                            MakeBlockFile(*layout, keys[i], parent, chain->ns(), 1'700'000'000));
     blocks[i] = std::make_shared<const BlockBuffer>(std::move(b));
     return Status::Ok();
   });
@@ -268,7 +269,8 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o, env));
     KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(cache_dir));
     auto t0 = Clock::now();
-    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(tier->Store(keys[i], blocks[i]));
+    for (size_t i = 0; i < keys.size(); ++i)
+      KVTIER_RETURN_IF_ERROR(tier->Store(keys[i], blocks[i]));
     KVTIER_RETURN_IF_ERROR(tier->Flush());
     KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(cache_dir));
     double secs = Seconds(t0, Clock::now());

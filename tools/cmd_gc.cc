@@ -54,14 +54,14 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
   if (!ref.ok()) return ReportError(flags, ref.status());
   if (a.drop_other_layouts) {
     if (!*ref) {
-      return ReportError(flags, Status::InvalidArgument(
-                                    "--drop-other-layouts needs --layout or --signature (the "
-                                    "layout to keep)"));
+      return ReportError(
+          flags, Status::InvalidArgument("--drop-other-layouts needs --layout or --signature (the "
+                                         "layout to keep)"));
     }
     req.keep_signature = **ref;
   } else if (*ref) {
-    return ReportError(flags, Status::InvalidArgument(
-                                  "--layout/--signature only go with --drop-other-layouts"));
+    return ReportError(
+        flags, Status::InvalidArgument("--layout/--signature only go with --drop-other-layouts"));
   }
   req.quarantine = !a.keep_quarantine;
   auto plan = PlanGc(a.dir, req);
@@ -85,8 +85,8 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
                {"bytes_freed", a.dry_run ? 0 : freed}});
   } else {
     for (const GcItem& item : *plan) {
-      std::cout << (a.dry_run ? "would remove  " : "removed  ") << item.reason << "  "
-                << item.bytes << "  " << item.path << "\n";
+      std::cout << (a.dry_run ? "would remove  " : "removed  ") << item.reason << "  " << item.bytes
+                << "  " << item.path << "\n";
     }
     std::cout << plan->size() << " entries, " << (a.dry_run ? planned_bytes : freed) << " bytes"
               << (a.dry_run ? " (dry run)" : " freed") << "\n";
@@ -112,5 +112,6 @@ std::function<int()> SetupGc(CLI::App* app, const CommonFlags* flags) {
 }
 
 }  // namespace
-KVTIER_COMMAND(gc, "gc", "Remove expired, over-budget, other-layout and quarantined files", SetupGc);
+KVTIER_COMMAND(gc, "gc", "Remove expired, over-budget, other-layout and quarantined files",
+               SetupGc);
 }  // namespace kvtier::cli

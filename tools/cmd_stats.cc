@@ -30,7 +30,8 @@ struct StatsArgs {
 
 int Run(const StatsArgs& a, const CommonFlags& flags) {
   if (a.prometheus && flags.json) {
-    return ReportError(flags, Status::InvalidArgument("give at most one of --json or --prometheus"));
+    return ReportError(flags,
+                       Status::InvalidArgument("give at most one of --json or --prometheus"));
   }
   auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
                                 a.signature_opt->count() > 0);
@@ -108,9 +109,10 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupStats(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<StatsArgs>();
   app->add_option("dir", a->dir, "Cache folder")->required();
-  a->layout_opt = app->add_option("--layout", a->layout, "Count blocks compatible with this layout");
-  a->signature_opt = app->add_option("--signature", a->signature,
-                                     "Count blocks compatible with this signature");
+  a->layout_opt =
+      app->add_option("--layout", a->layout, "Count blocks compatible with this layout");
+  a->signature_opt =
+      app->add_option("--signature", a->signature, "Count blocks compatible with this signature");
   app->add_flag("--prometheus", a->prometheus, "Print Prometheus text exposition");
   return [a, flags] { return Run(*a, *flags); };
 }

@@ -86,7 +86,9 @@ class FolderTarget : public BlockTarget {
 class CacheTarget : public BlockTarget {
  public:
   explicit CacheTarget(std::unique_ptr<CacheSynthSink> sink) : sink_(std::move(sink)) {}
-  Status Put(const BlockKey& key, const BlockBuffer& file) override { return sink_->Put(key, file); }
+  Status Put(const BlockKey& key, const BlockBuffer& file) override {
+    return sink_->Put(key, file);
+  }
   CacheSynthSink* sink() { return sink_.get(); }
 
  private:

@@ -56,14 +56,14 @@ namespace kvtier {
 
 // What one reconcile pass found and did.
 struct ReconcileReport {
-  uint64_t files_seen = 0;       // block files found on disk
-  uint64_t adopted = 0;          // files with no row that got one
-  uint64_t rows_dropped = 0;     // rows whose file was gone
-  uint64_t temps_removed = 0;    // temp files of dead writers removed
-  uint64_t quarantined = 0;      // foreign or unreadable files moved away
+  uint64_t files_seen = 0;          // block files found on disk
+  uint64_t adopted = 0;             // files with no row that got one
+  uint64_t rows_dropped = 0;        // rows whose file was gone
+  uint64_t temps_removed = 0;       // temp files of dead writers removed
+  uint64_t quarantined = 0;         // foreign or unreadable files moved away
   uint64_t quarantine_removed = 0;  // quarantined files past their retention
-  uint64_t evicted = 0;          // blocks removed to get under the limit
-  uint64_t expired = 0;          // blocks removed by retention
+  uint64_t evicted = 0;             // blocks removed to get under the limit
+  uint64_t expired = 0;             // blocks removed by retention
 };
 
 class DiskTier {

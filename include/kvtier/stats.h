@@ -62,41 +62,41 @@ struct SignatureUsage {
 // tier opened; gauges describe the shared folder as its index records it.
 struct DiskTierStats {
   // Counters (this process, since Open).
-  uint64_t saves = 0;                // Store() calls accepted (queued or written inline)
-  uint64_t saves_persisted = 0;      // blocks renamed into place and indexed
-  uint64_t saves_deduplicated = 0;   // stores skipped: already queued or on disk
-  uint64_t loads = 0;                // Load() lookups (LoadMany counts each key)
-  uint64_t hits = 0;                 // loads served verified bytes
-  uint64_t hits_pending = 0;         // ... of which from the pending-write buffer
-  uint64_t misses = 0;               // loads that served nothing (any reason)
-  uint64_t incompatible_misses = 0;  // ... because the block has another signature
-  uint64_t evictions = 0;            // block files removed to respect the limit
-  uint64_t expired = 0;              // block files removed by retention
-  uint64_t unlink_failures = 0;      // evictions whose unlink failed (row kept)
-  uint64_t errors = 0;               // failed writes, index calls, renames
-  uint64_t inline_writes = 0;        // stores written on the caller's thread (queue full)
-  uint64_t drops = 0;                // stores dropped under OnPressure::kDrop
-  uint64_t quarantined = 0;          // files moved to quarantine/ (bad, foreign)
-  uint64_t bytes_written = 0;        // block bytes persisted
-  uint64_t bytes_read = 0;           // block bytes served
-  uint64_t reconcile_passes = 0;     // completed reconcile passes
-  uint64_t reconcile_adopted = 0;    // files with no row that got a row
+  uint64_t saves = 0;                    // Store() calls accepted (queued or written inline)
+  uint64_t saves_persisted = 0;          // blocks renamed into place and indexed
+  uint64_t saves_deduplicated = 0;       // stores skipped: already queued or on disk
+  uint64_t loads = 0;                    // Load() lookups (LoadMany counts each key)
+  uint64_t hits = 0;                     // loads served verified bytes
+  uint64_t hits_pending = 0;             // ... of which from the pending-write buffer
+  uint64_t misses = 0;                   // loads that served nothing (any reason)
+  uint64_t incompatible_misses = 0;      // ... because the block has another signature
+  uint64_t evictions = 0;                // block files removed to respect the limit
+  uint64_t expired = 0;                  // block files removed by retention
+  uint64_t unlink_failures = 0;          // evictions whose unlink failed (row kept)
+  uint64_t errors = 0;                   // failed writes, index calls, renames
+  uint64_t inline_writes = 0;            // stores written on the caller's thread (queue full)
+  uint64_t drops = 0;                    // stores dropped under OnPressure::kDrop
+  uint64_t quarantined = 0;              // files moved to quarantine/ (bad, foreign)
+  uint64_t bytes_written = 0;            // block bytes persisted
+  uint64_t bytes_read = 0;               // block bytes served
+  uint64_t reconcile_passes = 0;         // completed reconcile passes
+  uint64_t reconcile_adopted = 0;        // files with no row that got a row
   uint64_t reconcile_rows_dropped = 0;   // rows whose file was gone
   uint64_t reconcile_temps_removed = 0;  // temp files of dead writers removed
-  LatencyHistogram load_latency;     // Load() of a hit, µs
-  LatencyHistogram write_latency;    // one block's write + rename + commit, µs
+  LatencyHistogram load_latency;         // Load() of a hit, µs
+  LatencyHistogram write_latency;        // one block's write + rename + commit, µs
 
   // Gauges.
   uint64_t queue_bytes = 0;   // bytes of blocks queued or being written
   uint64_t queue_blocks = 0;  // blocks queued or being written
   bool reconcile_running = false;
-  uint64_t entries = 0;       // indexed block files, all signatures
-  uint64_t bytes = 0;         // their bytes
+  uint64_t entries = 0;             // indexed block files, all signatures
+  uint64_t bytes = 0;               // their bytes
   uint64_t compatible_entries = 0;  // ... of this tier's signature
   uint64_t compatible_bytes = 0;
-  uint64_t configured_max_bytes = 0;  // DiskTierOptions::max_bytes (0 = none)
-  uint64_t effective_max_bytes = 0;   // the limit in force now
-  uint64_t quarantine_files = 0;      // files in quarantine/
+  uint64_t configured_max_bytes = 0;          // DiskTierOptions::max_bytes (0 = none)
+  uint64_t effective_max_bytes = 0;           // the limit in force now
+  uint64_t quarantine_files = 0;              // files in quarantine/
   std::vector<SignatureUsage> per_signature;  // sorted by signature
 };
 

@@ -145,9 +145,9 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
     if (options_->test_kill_hook) {
       hook = [this] { options_->test_kill_hook(DiskKillPoint::kMidEviction); };
     }
-    KVTIER_ASSIGN_OR_RETURN(
-        EvictOutcome out,
-        index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }, hook));
+    KVTIER_ASSIGN_OR_RETURN(EvictOutcome out,
+                            index_->Evict(
+                                req, [this](const BlockKey& k) { return UnlinkBlock(k); }, hook));
     Account(out);
   }
   return reservation;
@@ -161,9 +161,8 @@ Result<EvictOutcome> Capacity::EnforceLimit() {
     reserve_blocks = inflight_blocks_;
   }
   EvictRequest req = MakeRequest(Spec(), reserve_bytes, reserve_blocks, /*max_victims=*/0);
-  KVTIER_ASSIGN_OR_RETURN(
-      EvictOutcome out,
-      index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }));
+  KVTIER_ASSIGN_OR_RETURN(EvictOutcome out,
+                          index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }));
   Account(out);
   return out;
 }

@@ -38,7 +38,9 @@ class Capacity {
    public:
     Reservation() = default;
     Reservation(Capacity* owner, uint64_t bytes) : owner_(owner), bytes_(bytes) {}
-    Reservation(Reservation&& o) noexcept : owner_(o.owner_), bytes_(o.bytes_) { o.owner_ = nullptr; }
+    Reservation(Reservation&& o) noexcept : owner_(o.owner_), bytes_(o.bytes_) {
+      o.owner_ = nullptr;
+    }
     Reservation& operator=(Reservation&& o) noexcept;
     ~Reservation() { Release(); }
     void Release();

@@ -58,7 +58,8 @@ constexpr std::string_view kSigInsert =
     "INSERT INTO signatures(signature) VALUES(?1) ON CONFLICT(signature) DO NOTHING";
 constexpr std::string_view kSigText = "SELECT signature FROM signatures WHERE id = ?1";
 constexpr std::string_view kRange =
-    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key >= ?1 AND key <= ?2";
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key >= ?1 AND "
+    "key <= ?2";
 constexpr std::string_view kAfter =
     "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key > ?1 "
     "ORDER BY key LIMIT ?2";
@@ -138,8 +139,8 @@ Result<std::unique_ptr<SqliteDb>> DiskIndex::OpenConnection() {
     }
     return db.status();
   }
-  KVTIER_RETURN_IF_ERROR(
-      (*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
+  KVTIER_RETURN_IF_ERROR((*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL"
+                                                               : "PRAGMA synchronous=NORMAL"));
   return std::move(db).value();
 }
 
@@ -154,7 +155,8 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
     KVTIER_ASSIGN_OR_RETURN(bool row, jm->Step());
     std::string mode = row ? jm->ColumnText(0) : "";
     if (mode != "wal") {
-      return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode + ")");
+      return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode +
+                              ")");
     }
   }
   KVTIER_ASSIGN_OR_RETURN(int64_t version, db->QueryInt("PRAGMA user_version"));
@@ -351,7 +353,8 @@ Result<std::vector<IndexRow>> DiskIndex::RowsWithPrefix(uint8_t prefix) {
 
 Status DiskIndex::ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch) {
   constexpr std::string_view kFirst =
-      "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks ORDER BY key LIMIT ?1";
+      "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks ORDER BY key LIMIT "
+      "?1";
   std::optional<BlockKey> after;
   while (true) {
     std::vector<IndexRow> rows;
@@ -426,8 +429,8 @@ Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req
   const uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
   auto over = [&]() {
     bool bytes_over = totals.bytes + req.reserve_bytes > limit;
-    bool entries_over = req.limit.max_entries != 0 &&
-                        totals.entries + req.reserve_entries > req.limit.max_entries;
+    bool entries_over =
+        req.limit.max_entries != 0 && totals.entries + req.reserve_entries > req.limit.max_entries;
     return bytes_over || entries_over;
   };
   uint64_t failures_before = out.unlink_failures;

@@ -2,11 +2,11 @@
 //
 // One row per block file: key (32-byte blob), layout signature (an id into
 // the `signatures` table), file size, creation and last-access times (unix
-// µs) and the hash of the file's header (header_hash.h). Triggers keep per-signature block and byte totals in the
-// `signatures` table inside the same transaction as the row change, so every
-// process sharing the folder reads the same accounting with one small query.
-// WAL mode; every write is one BEGIN IMMEDIATE transaction; SQLITE_BUSY is
-// waited on for busy_timeout_ms, then reported as kUnavailable.
+// µs) and the hash of the file's header (header_hash.h). Triggers keep per-signature block and byte
+// totals in the `signatures` table inside the same transaction as the row change, so every process
+// sharing the folder reads the same accounting with one small query. WAL mode; every write is one
+// BEGIN IMMEDIATE transaction; SQLITE_BUSY is waited on for busy_timeout_ms, then reported as
+// kUnavailable.
 //
 // Connections come from a pool: a call takes one (opening a new one outside
 // the lock when none is free), uses it without any lock held, and returns it.
@@ -58,8 +58,8 @@ struct SignatureTotals {
 
 // The inputs of the effective byte limit.
 struct LimitSpec {
-  uint64_t max_bytes = 0;       // configured; 0 = none
-  uint64_t max_entries = 0;     // configured; 0 = none
+  uint64_t max_bytes = 0;    // configured; 0 = none
+  uint64_t max_entries = 0;  // configured; 0 = none
   double free_space_fraction = 0.99;
   uint64_t free_bytes = UINT64_MAX;  // free disk bytes; UINT64_MAX = unknown
 };
@@ -76,8 +76,8 @@ struct EvictRequest {
 };
 
 struct EvictOutcome {
-  uint64_t evicted = 0;          // removed for the limit
-  uint64_t expired = 0;          // removed for retention
+  uint64_t evicted = 0;  // removed for the limit
+  uint64_t expired = 0;  // removed for retention
   uint64_t bytes_freed = 0;
   uint64_t unlink_failures = 0;  // rows kept because their file would not go
   bool within_limit = false;     // rows + reserve fit the limit afterwards

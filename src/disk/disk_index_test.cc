@@ -153,7 +153,8 @@ TEST(DiskIndexTest, EvictRemovesLeastRecentlyAccessedUntilWithinLimit) {
   auto idx = OpenIndex(dir.Sub("index.sqlite"));
   int64_t sig = *idx->SignatureId("s");
   std::vector<IndexRow> rows;
-  for (uint64_t i = 0; i < 10; ++i) rows.push_back(Row(i, sig, 100, 1000 - static_cast<int64_t>(i)));
+  for (uint64_t i = 0; i < 10; ++i)
+    rows.push_back(Row(i, sig, 100, 1000 - static_cast<int64_t>(i)));
   ASSERT_THAT(idx->Upsert(rows), IsOk());  // key 9 is the oldest
   std::vector<BlockKey> unlinked;
   EvictRequest req;

@@ -33,7 +33,8 @@ DiskTierOptions Good() {
 TEST(DiskTierOptionsTest, DefaultsAreValidOnceRequiredFieldsAreSet) {
   EXPECT_THAT(Good().Validate(), IsOk());
   DiskTierOptions o;
-  EXPECT_THAT(o.Validate(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("DiskTierOptions.dir")));
+  EXPECT_THAT(o.Validate(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("DiskTierOptions.dir")));
   EXPECT_EQ(o.max_bytes, 10ull << 30);
   EXPECT_EQ(o.file_permissions, 0600u);
   EXPECT_EQ(o.dir_permissions, 0700u);
@@ -76,10 +77,10 @@ TEST(DiskTierOptionsTest, EachBadFieldIsNamed) {
 
 TEST(DiskTierOptionsTest, DefaultQueueBytesFollowsRam) {
   EXPECT_EQ(DefaultDiskQueueBytes(0), 64ull << 20);
-  EXPECT_EQ(DefaultDiskQueueBytes(16ull << 30), (16ull << 30) / 10);   // 10%
+  EXPECT_EQ(DefaultDiskQueueBytes(16ull << 30), (16ull << 30) / 10);        // 10%
   EXPECT_EQ(DefaultDiskQueueBytes(256ull << 20), 64ull << 20);              // floor
   EXPECT_EQ(DefaultDiskQueueBytes(128ull << 20), (128ull << 20) / 10 * 3);  // 30% cap
-  EXPECT_EQ(DefaultDiskQueueBytes(1ull << 40), 8ull << 30);                // ceiling
+  EXPECT_EQ(DefaultDiskQueueBytes(1ull << 40), 8ull << 30);                 // ceiling
   EXPECT_EQ(DefaultDiskQueueBytes(1ull << 30), (1ull << 30) / 10);
 }
 
@@ -149,8 +150,7 @@ TEST(PendingWritesTest, WaitingStoreGetsRoomWhenAWriterFinishes) {
     q.Retire(p);
     q.Release(p);
   });
-  EXPECT_EQ(q.Enqueue(TestBlockKey(2), Block(100), 60'000'000),
-            PendingWrites::AddOutcome::kQueued);
+  EXPECT_EQ(q.Enqueue(TestBlockKey(2), Block(100), 60'000'000), PendingWrites::AddOutcome::kQueued);
   writer.join();
 }
 
@@ -229,13 +229,13 @@ TEST(LatencyHistogramTest, BucketsPercentilesAndMerge) {
   EXPECT_EQ(h.Count(), 7u);
   EXPECT_EQ(h.SumMicros(), 1110u);
   EXPECT_EQ(h.MaxMicros(), 1000u);
-  EXPECT_EQ(h.BucketCount(0), 1u);  // 0
-  EXPECT_EQ(h.BucketCount(1), 1u);  // 1
-  EXPECT_EQ(h.BucketCount(2), 2u);  // 2, 3
-  EXPECT_EQ(h.BucketCount(3), 1u);  // 4..7
-  EXPECT_EQ(h.BucketCount(7), 1u);  // 64..127
-  EXPECT_EQ(h.BucketCount(10), 1u);  // 512..1023
-  EXPECT_EQ(h.PercentileMicros(50), 3u);    // 4th of 7 samples is in [2, 4)
+  EXPECT_EQ(h.BucketCount(0), 1u);            // 0
+  EXPECT_EQ(h.BucketCount(1), 1u);            // 1
+  EXPECT_EQ(h.BucketCount(2), 2u);            // 2, 3
+  EXPECT_EQ(h.BucketCount(3), 1u);            // 4..7
+  EXPECT_EQ(h.BucketCount(7), 1u);            // 64..127
+  EXPECT_EQ(h.BucketCount(10), 1u);           // 512..1023
+  EXPECT_EQ(h.PercentileMicros(50), 3u);      // 4th of 7 samples is in [2, 4)
   EXPECT_EQ(h.PercentileMicros(100), 1000u);  // capped at the max
   LatencyHistogram copy = h;
   copy.Merge(h);

@@ -57,7 +57,9 @@ class DiskReconcileTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary)
         .write(reinterpret_cast<const char*>(b->data()), static_cast<std::streamsize>(b->size()));
   }
-  std::string Subdir(uint64_t i) { return fs::path(BlockFilePath(dir_.path(), TestBlockKey(i))).parent_path(); }
+  std::string Subdir(uint64_t i) {
+    return fs::path(BlockFilePath(dir_.path(), TestBlockKey(i))).parent_path();
+  }
   size_t QuarantineCount() {
     size_t n = 0;
     for (auto& e : fs::directory_iterator(dir_.Sub("quarantine"))) {
@@ -169,7 +171,8 @@ TEST_F(DiskReconcileTest, ForeignEntriesAreQuarantinedAndNeverServed) {
   fs::create_directories(Subdir(3));
   std::ofstream(sub + "/notes.txt") << "hello";
   std::ofstream(Subdir(3) + "/" + upper + ".safetensors") << "x";
-  fs::create_symlink(BlockFilePath(dir_.path(), TestBlockKey(2)), sub1 + "/" + hex1 + ".safetensors");
+  fs::create_symlink(BlockFilePath(dir_.path(), TestBlockKey(2)),
+                     sub1 + "/" + hex1 + ".safetensors");
   std::string hex4 = TestBlockKey(4).Hex();
   fs::create_directories(Subdir(4));
   ASSERT_EQ(mkfifo((Subdir(4) + "/" + hex4 + ".safetensors").c_str(), 0600), 0);

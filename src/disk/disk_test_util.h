@@ -64,7 +64,9 @@ inline SharedBlock MakeTestBlock(const ModelLayout& layout, const BlockKey& key)
   return std::make_shared<const BlockBuffer>(std::move(buf).value());
 }
 
-inline SharedBlock MakeTestBlock(uint64_t i) { return MakeTestBlock(TinyLayout(), TestBlockKey(i)); }
+inline SharedBlock MakeTestBlock(uint64_t i) {
+  return MakeTestBlock(TinyLayout(), TestBlockKey(i));
+}
 
 // Options for a test folder: tiny layout, no background reconcile unless
 // asked, short flush interval.

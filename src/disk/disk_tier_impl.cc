@@ -52,7 +52,8 @@ Status DiskTierImpl::CreateFolder(const std::string& path) {
   auto info = env_->Stat(path);
   if (info.ok()) {
     if (info->type != FileType::kDirectory) {
-      return Status::InvalidArgument("DiskTierOptions.dir: " + path + " exists and is not a folder");
+      return Status::InvalidArgument("DiskTierOptions.dir: " + path +
+                                     " exists and is not a folder");
     }
     return Status::Ok();
   }
@@ -250,9 +251,9 @@ Status DiskTierImpl::CheckStoreHeader(const BlockKey& key, const BlockBuffer& bl
   opts.verify_checksum = false;
   auto decoded = DecodeBlockHeader(block.span(), block.size(), opts);
   if (!decoded.ok()) {
-    return Status::InvalidArgument("DiskTier::Store: block " + key.Hex() +
-                                   " is not a block file of this tier: " +
-                                   decoded.status().message());
+    return Status::InvalidArgument(
+        "DiskTier::Store: block " + key.Hex() +
+        " is not a block file of this tier: " + decoded.status().message());
   }
   return Status::Ok();
 }
@@ -281,9 +282,8 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
     if (options_.on_pressure == OnPressure::kDrop) {
       DiskCounters::Add(counters_.drops);
       return Status::ResourceExhausted("DiskTier::Store: write queue full (" +
-                                       std::to_string(pending_->max_bytes()) +
-                                       " bytes); block " + key.Hex() +
-                                       " dropped (on_pressure=drop)");
+                                       std::to_string(pending_->max_bytes()) + " bytes); block " +
+                                       key.Hex() + " dropped (on_pressure=drop)");
     }
   }
   bool closed = false;
@@ -540,8 +540,8 @@ Result<ReconcileReport> DiskTierImpl::Reconcile() {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::Reconcile: the tier is closed");
   }
-  Reconciler::Parts parts{&options_, env_, &layout_, index_.get(),
-                          quarantine_.get(), capacity_.get(), &counters_};
+  Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
+                          capacity_.get(), &counters_};
   return Reconciler(parts).Run(stop_);
 }
 
@@ -557,8 +557,8 @@ void DiskTierImpl::MaintenanceLoop() {
     run_reconcile = reconcile_running_;
   }
   if (run_reconcile) {
-    Reconciler::Parts parts{&options_, env_, &layout_, index_.get(),
-                            quarantine_.get(), capacity_.get(), &counters_};
+    Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
+                            capacity_.get(), &counters_};
     if (!Reconciler(parts).Run(stop_).ok()) DiskCounters::Add(counters_.errors);
     std::lock_guard<std::mutex> lock(mu_);
     reconcile_running_ = false;

@@ -325,9 +325,9 @@ TEST(DiskTierTest, LoadManyReadsEachKeyIntoItsBuffer) {
       continue;
     }
     ASSERT_TRUE(results[i]->has_value()) << i;
-    EXPECT_THAT(CheckBlockFile(std::span(bufs[i]).first(**results[i]), TinyLayout(),
-                               TestBlockKey(i)),
-                IsOk());
+    EXPECT_THAT(
+        CheckBlockFile(std::span(bufs[i]).first(**results[i]), TinyLayout(), TestBlockKey(i)),
+        IsOk());
   }
   EXPECT_EQ(tier->Stats().hits, 10u);
   EXPECT_EQ(tier->Stats().misses, 10u);

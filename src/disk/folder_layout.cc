@@ -55,8 +55,8 @@ std::string FolderLayout::BlockPath(const BlockKey& key) const {
 }
 
 std::string FolderLayout::TempPath(const BlockKey& key, int pid, uint64_t counter) const {
-  return JoinPath(Subdir(key.bytes[0]), key.Hex() + std::string(kTempMarker) +
-                                            std::to_string(pid) + "." + std::to_string(counter));
+  return JoinPath(Subdir(key.bytes[0]), key.Hex() + std::string(kTempMarker) + std::to_string(pid) +
+                                            "." + std::to_string(counter));
 }
 
 std::string FolderLayout::QuarantinePath(std::string_view original, int64_t unix_s, int pid,

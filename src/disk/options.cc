@@ -1,7 +1,7 @@
+#include "kvtier/options.h"
+
 #include <algorithm>
 #include <cmath>
-
-#include "kvtier/options.h"
 
 namespace kvtier {
 namespace {

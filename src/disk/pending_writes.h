@@ -94,8 +94,7 @@ class PendingWrites {
   uint64_t max_bytes() const { return max_bytes_; }
 
  private:
-  std::shared_ptr<PendingBlock> MakeLocked(const BlockKey& key, SharedBlock block)
-      REQUIRES(mu_);
+  std::shared_ptr<PendingBlock> MakeLocked(const BlockKey& key, SharedBlock block) REQUIRES(mu_);
   void ReleaseLocked(const PendingBlock& p) REQUIRES(mu_);
 
   const uint64_t max_bytes_;
@@ -106,8 +105,7 @@ class PendingWrites {
   bool closed_ GUARDED_BY(mu_) = false;
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
-  std::unordered_map<BlockKey, std::shared_ptr<PendingBlock>, BlockKeyHash> by_key_
-      GUARDED_BY(mu_);
+  std::unordered_map<BlockKey, std::shared_ptr<PendingBlock>, BlockKeyHash> by_key_ GUARDED_BY(mu_);
   std::deque<std::shared_ptr<PendingBlock>> fifo_ GUARDED_BY(mu_);
   std::set<uint64_t> outstanding_ GUARDED_BY(mu_);  // seqs not finished
 };

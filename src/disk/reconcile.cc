@@ -147,8 +147,8 @@ Status Reconciler::TopLevel(ReconcileReport* report) {
     if (name.size() == 2) {
       auto key = BlockKey::FromHex(name + std::string(62, '0'));
       auto info = p_.env->Stat(path);
-      is_subdir = key && name == HexByte(key->bytes[0]) && info.ok() &&
-                  info->type == FileType::kDirectory;
+      is_subdir =
+          key && name == HexByte(key->bytes[0]) && info.ok() && info->type == FileType::kDirectory;
     }
     if (!is_subdir && p_.quarantine->Move(path, name).ok()) ++report->quarantined;
   }
@@ -166,8 +166,7 @@ Result<ReconcileReport> Reconciler::Run(const std::atomic<bool>& stop) {
   report.evicted += out.evicted;
   report.expired += out.expired;
   if (p_.options->quarantine_retention_seconds > 0) {
-    int64_t cutoff =
-        p_.env->NowUnixMicros() / 1'000'000 - p_.options->quarantine_retention_seconds;
+    int64_t cutoff = p_.env->NowUnixMicros() / 1'000'000 - p_.options->quarantine_retention_seconds;
     report.quarantine_removed += p_.quarantine->RemoveOlderThan(cutoff);
   }
   DiskCounters::Add(p_.counters->reconcile_passes);

@@ -83,9 +83,9 @@ nlohmann::json HistogramToJson(const LatencyHistogram& h) {
   for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
     if (h.BucketCount(i) == 0) continue;
     uint64_t upper = LatencyHistogram::BucketUpperMicros(i);
-    buckets.push_back({{"lt_us", upper == UINT64_MAX ? nlohmann::json(nullptr)
-                                                     : nlohmann::json(upper)},
-                       {"count", h.BucketCount(i)}});
+    buckets.push_back(
+        {{"lt_us", upper == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(upper)},
+         {"count", h.BucketCount(i)}});
   }
   return {{"count", h.Count()},
           {"sum_us", h.SumMicros()},
@@ -125,10 +125,11 @@ std::string DiskStatsToPrometheus(const DiskTierStats& s, std::string_view prefi
     }
   }
   for (const auto& [name, v] : Gauges(s)) {
-    if (!all && (std::string_view(name) == "queue_bytes" || std::string_view(name) == "queue_blocks" ||
-                 std::string_view(name) == "reconcile_running" ||
-                 std::string_view(name) == "effective_max_bytes" ||
-                 std::string_view(name) == "configured_max_bytes")) {
+    if (!all &&
+        (std::string_view(name) == "queue_bytes" || std::string_view(name) == "queue_blocks" ||
+         std::string_view(name) == "reconcile_running" ||
+         std::string_view(name) == "effective_max_bytes" ||
+         std::string_view(name) == "configured_max_bytes")) {
       continue;  // properties of a running tier, not of the folder
     }
     out << "# TYPE " << p << "_" << name << " gauge\n";
