@@ -100,6 +100,23 @@ Status DiskTierImpl::Init() {
   KVTIER_RETURN_IF_ERROR(CreateFolder(options_.dir));
   KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.BlocksDir()));
   KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.QuarantineDir()));
+  // All 256 subfolders up front (a few hundred mkdir calls, EEXIST on a
+  // reopen), so writes never pay for creating one (and, in kFsync mode, for
+  // syncing blocks/ after it).
+  for (int prefix = 0; prefix < 256; ++prefix) {
+    const std::string sub = layout_.Subdir(static_cast<uint8_t>(prefix));
+    if (NeedsChmod(options_.dir_permissions, 0700)) {
+      KVTIER_RETURN_IF_ERROR(CreateFolder(sub));  // chmods only what it creates
+    } else {
+      KVTIER_RETURN_IF_ERROR(env_->CreateDir(sub, options_.dir_permissions));
+    }
+    subdir_ready_[prefix].store(true, std::memory_order_relaxed);
+  }
+  if (options_.durability == Durability::kFsync) {
+    // The folders must survive a power cut before any block in them can.
+    KVTIER_RETURN_IF_ERROR(env_->SyncDir(layout_.BlocksDir()));
+    KVTIER_RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+  }
   quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
   KVTIER_RETURN_IF_ERROR(OpenIndex());
   KVTIER_ASSIGN_OR_RETURN(sig_id_, index_->SignatureId(options_.layout_signature));
