@@ -2,7 +2,7 @@
 //
 //   kvtier synth --layout P [--block-tokens B] [--model M]
 //                (--tokens 1,2,3 | --tokens-file F | --random N [--seed S])
-//                --out DIR
+//                (--out DIR | --cache DIR [--check])
 //
 // Keys come from KeyChain (model id M, default "synth"; the layout's
 // signature and block size); each full block's content is the deterministic
@@ -13,14 +13,15 @@
 // Prints {"blocks","present","missing","wrong"}; for --out, present counts
 // the files written. Exit 0 iff every block was written, 2 on bad input.
 //
-// Extension point: `--cache DIR [--check]` (the disk tier) adds a
-// BlockTarget that stores into a cache folder, and a check pass that loads
-// every key back through the tier and counts present / missing / wrong
-// (CheckBlockFile) — see MakeTarget() and Run().
+// --cache DIR stores every block into a disk-tier cache folder (created if
+// needed) through a DiskTier (tools/cache_synth.cc); --check then loads every
+// key back through the tier and counts present / missing / wrong
+// (CheckBlockFile) instead of counting what was written.
 #include <charconv>
 #include <iostream>
 #include <memory>
 
+#include "cache_folder.h"
 #include "command.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
@@ -43,11 +44,14 @@ struct SynthArgs {
   uint64_t random = 0;
   uint64_t seed = 0;
   std::string out;
+  std::string cache;
+  bool check = false;
   CLI::Option* tokens_opt = nullptr;
   CLI::Option* tokens_file_opt = nullptr;
   CLI::Option* random_opt = nullptr;
   CLI::Option* seed_opt = nullptr;
   CLI::Option* out_opt = nullptr;
+  CLI::Option* cache_opt = nullptr;
 };
 
 // The counts every target reports.
@@ -76,6 +80,17 @@ class FolderTarget : public BlockTarget {
 
  private:
   std::string dir_;
+};
+
+// --cache DIR: stored through a DiskTier into a cache folder.
+class CacheTarget : public BlockTarget {
+ public:
+  explicit CacheTarget(std::unique_ptr<CacheSynthSink> sink) : sink_(std::move(sink)) {}
+  Status Put(const BlockKey& key, const BlockBuffer& file) override { return sink_->Put(key, file); }
+  CacheSynthSink* sink() { return sink_.get(); }
+
+ private:
+  std::unique_ptr<CacheSynthSink> sink_;
 };
 
 uint64_t Mix(uint64_t z) {
@@ -120,9 +135,15 @@ Result<std::vector<uint32_t>> ReadTokens(const SynthArgs& a) {
   return tokens;
 }
 
-Result<std::unique_ptr<BlockTarget>> MakeTarget(const SynthArgs& a) {
-  // `--cache DIR [--check]` will add its target here.
-  if (a.out_opt->count() == 0) return Status::InvalidArgument("--out DIR is required");
+Result<std::unique_ptr<BlockTarget>> MakeTarget(const SynthArgs& a, const ModelLayout& layout) {
+  const bool out = a.out_opt->count() > 0, cache = a.cache_opt->count() > 0;
+  if (out == cache) return Status::InvalidArgument("give exactly one of --out DIR or --cache DIR");
+  if (a.check && !cache) return Status::InvalidArgument("--check only goes with --cache");
+  if (cache) {
+    auto sink = CacheSynthSink::Open(a.cache, layout);
+    if (!sink.ok()) return sink.status().WithContext("--cache");
+    return std::unique_ptr<BlockTarget>(std::make_unique<CacheTarget>(std::move(sink).value()));
+  }
   Status s = Env::Default()->CreateDirs(a.out, 0755);
   if (!s.ok()) return s.WithContext("--out");
   return std::unique_ptr<BlockTarget>(std::make_unique<FolderTarget>(a.out));
@@ -139,7 +160,7 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
   if (!chain.ok()) return ReportError(flags, chain.status());
   Result<std::vector<uint32_t>> tokens = ReadTokens(a);
   if (!tokens.ok()) return ReportError(flags, tokens.status());
-  Result<std::unique_ptr<BlockTarget>> target = MakeTarget(a);
+  Result<std::unique_ptr<BlockTarget>> target = MakeTarget(a, *layout);
   if (!target.ok()) return ReportError(flags, target.status());
 
   const std::vector<BlockKey> keys = chain->KeysFor(*tokens);
@@ -155,6 +176,16 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
     ++counts.present;
   }
   counts.missing = counts.blocks - counts.present;
+  if (auto* cache = dynamic_cast<CacheTarget*>(target->get())) {
+    Status s = cache->sink()->Finish();
+    if (!s.ok()) return ReportError(flags, s, kExitFailure);
+    if (a.check) {
+      CacheSynthSink::CheckCounts c = cache->sink()->Check(keys);
+      counts.present = c.present;
+      counts.missing = c.missing;
+      counts.wrong = c.wrong;
+    }
+  }
 
   if (flags.json) {
     PrintJson({{"blocks", counts.blocks},
@@ -181,6 +212,8 @@ std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {
   a->random_opt = app->add_option("--random", a->random, "Make N pseudo-random token ids");
   a->seed_opt = app->add_option("--seed", a->seed, "Seed for --random (default 0)");
   a->out_opt = app->add_option("--out", a->out, "Write DIR/<key hex>.safetensors per block");
+  a->cache_opt = app->add_option("--cache", a->cache, "Store the blocks into a cache folder");
+  app->add_flag("--check", a->check, "With --cache: load every block back and check it");
   return [a, flags] { return Run(*a, *flags); };
 }
 

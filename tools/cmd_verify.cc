@@ -1,6 +1,9 @@
 // `kvtier verify PATH...`: checks block files (DESIGN.md §6).
 //
-// Each PATH must be a regular file (symlinks are not followed); it is read
+// A PATH that is a disk-tier cache folder is checked as a whole
+// (tools/cache_verify.cc): every block file as below, with the key its name
+// gives, against its index row; foreign entries and rows whose file is gone
+// are failures too. Any other PATH must be a regular file (symlinks are not followed); it is read
 // whole and decoded with every check of docs/block-format.md, plus the
 // expected key (--key) and layout (--signature, or --layout which also pins
 // every tensor's dtype and shape). Exit 0 iff every file is valid, 1 if any
@@ -12,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "cache_folder.h"
 #include "command.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
@@ -88,8 +92,7 @@ std::string Detail(const Status& s) {
   return m.substr(0, at) + m.substr(close + 3);
 }
 
-// A folder argument will mean a cache folder once the disk tier lands
-// (tools/cache_verify.cc); until then it is one more non-regular file.
+// A folder that is not a cache folder is one more non-regular file.
 FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
   FileVerdict v{path, "", ""};
   Env* env = Env::Default();
@@ -137,6 +140,23 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
   verdicts.reserve(a.paths.size());
   bool all_ok = true;
   for (const std::string& path : a.paths) {
+    auto info = Env::Default()->Stat(path);
+    if (info.ok() && info->type == FileType::kDirectory && IsCacheFolder(path)) {
+      CacheVerifyOptions co;
+      if (expect->signature) co.signature = &*expect->signature;
+      if (expect->layout) co.layout = &*expect->layout;
+      auto folder = VerifyCacheFolder(path, co);
+      if (!folder.ok()) {
+        verdicts.push_back({path, "io_error", folder.status().message()});
+        all_ok = false;
+        continue;
+      }
+      for (CacheFileVerdict& v : *folder) {
+        all_ok = all_ok && v.reason.empty();
+        verdicts.push_back({std::move(v.path), std::move(v.reason), std::move(v.message)});
+      }
+      continue;
+    }
     verdicts.push_back(VerifyFile(path, *expect));
     all_ok = all_ok && verdicts.back().reason.empty();
   }
@@ -164,7 +184,7 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
 
 std::function<int()> SetupVerify(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<VerifyArgs>();
-  app->add_option("paths", a->paths, "Block files to check")->required();
+  app->add_option("paths", a->paths, "Block files or cache folders to check")->required();
   a->key_opt = app->add_option("--key", a->key, "Key (64 hex digits) every file must hold");
   a->signature_opt =
       app->add_option("--signature", a->signature, "Layout signature every file must have");

@@ -1,0 +1,414 @@
+// `kvtier bench disk`: the disk tier against the raw limit of the same disk
+// (DESIGN.md §6).
+//
+//   kvtier bench disk --dir D (--layout P | --block-bytes N) --blocks M
+//                     [--threads T] [--durability checksum|fsync]
+//                     [--drop-caches] [--direct-io] [--rounds R] [--keep]
+//                     [--json]
+//
+// In one run, with the same M block files (generated in RAM first) and T
+// threads on both sides:
+//   raw write   T threads write each file to a temp name in its hashed
+//               subfolder, close and rename it (kFsync: fsync the file
+//               before the rename and the folder after it, as the tier
+//               does), then one syncfs;
+//   our write   Store() of every block (T writer threads), Flush(), syncfs;
+//   raw read    T threads open, pread the whole file, close;
+//   our read    T threads Load() from a reopened tier, every block
+//               verified (structure, key, signature, checksum);
+//   reopen      time from Open() of the folder to the first hit served
+//               (the reconcile continues in the background), and to the
+//               end of that background reconcile.
+// --drop-caches drops the page cache (root) before each read and the reopen,
+// so reads are cold. --direct-io makes the tier read with O_DIRECT
+// (DiskTierOptions::direct_io_reads); the raw side reads buffered. The phases run --rounds times (default 2), alternating
+// which side goes first, and each side's best round is reported. --block-bytes N uses a one-tensor U8 layout whose data
+// section is N bytes.
+//   --json: {"blocks","block_bytes","write_GBps","read_GBps","reopen_s","reconcile_s",
+//   "raw_write_GBps","raw_read_GBps","write_ratio","read_ratio",
+//   "durability","threads","drop_caches"}
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "command.h"
+#include "disk/folder_layout.h"
+#include "disk/quarantine.h"
+#include "kvtier/block_key.h"
+#include "kvtier/disk_tier.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "testing/block_generator.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct BenchDiskArgs {
+  std::string dir;
+  std::string layout;
+  uint64_t block_bytes = 0;
+  uint64_t blocks = 0;
+  uint32_t threads = 4;
+  std::string durability = "checksum";
+  bool drop_caches = false;
+  bool keep = false;
+  uint32_t rounds = 2;
+  bool direct_io = false;
+  CLI::Option* layout_opt = nullptr;
+  CLI::Option* block_bytes_opt = nullptr;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+Result<ModelLayout> BenchLayout(const BenchDiskArgs& a) {
+  const bool has_layout = a.layout_opt->count() > 0;
+  const bool has_bytes = a.block_bytes_opt->count() > 0;
+  if (has_layout == has_bytes) {
+    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
+  }
+  if (has_layout) return ModelLayout::Resolve(Env::Default(), a.layout);
+  if (a.block_bytes == 0 || a.block_bytes > (uint64_t{4} << 30)) {
+    return Status::InvalidArgument("--block-bytes: must be 1..4294967296");
+  }
+  ModelLayout l;
+  l.name = "bytes";
+  l.block_tokens = 1;
+  LayerSpec layer;
+  layer.cache_type = "raw";
+  TensorSpec t;
+  t.role = "bytes";
+  t.dtype = DType::kU8;
+  t.shape = {a.block_bytes};
+  layer.states.push_back(t);
+  l.layers.push_back(layer);
+  KVTIER_RETURN_IF_ERROR(l.Validate());
+  return l;
+}
+
+Status DropCaches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  f.flush();
+  if (!f) return Status::FailedPrecondition("--drop-caches: cannot write /proc/sys/vm/drop_caches "
+                                            "(needs root)");
+  return Status::Ok();
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads (i ≡ thread mod threads);
+// returns the first error.
+Status Parallel(uint32_t threads, size_t n, const std::function<Status(size_t)>& fn) {
+  std::vector<std::thread> pool;
+  std::vector<Status> errors(threads);
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (size_t i = t; i < n; i += threads) {
+        Status s = fn(i);
+        if (!s.ok()) {
+          errors[t] = s;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (Status& s : errors) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+struct Figures {
+  double write_s = 0, read_s = 0, raw_write_s = 0, raw_read_s = 0, reopen_s = 0, reconcile_s = 0;
+};
+
+// The raw side's hashed subfolders, made before the clock starts.
+Status MakeRawFolders(Env* env, const std::string& root) {
+  disk::FolderLayout layout(root);
+  KVTIER_RETURN_IF_ERROR(env->CreateDirs(layout.BlocksDir(), 0700));
+  for (int p = 0; p < 256; ++p) {
+    KVTIER_RETURN_IF_ERROR(env->CreateDir(layout.Subdir(static_cast<uint8_t>(p)), 0700));
+  }
+  return env->SyncFileSystem(root);
+}
+
+Status RawWrite(Env* env, const std::string& root, const std::vector<BlockKey>& keys,
+                const std::vector<SharedBlock>& blocks, uint32_t threads, bool fsync) {
+  disk::FolderLayout layout(root);
+  std::atomic<uint64_t> counter{0};
+  return Parallel(threads, keys.size(), [&](size_t i) -> Status {
+    const std::string final_path = layout.BlockPath(keys[i]);
+    const std::string tmp = layout.TempPath(keys[i], env->ProcessId(), counter++);
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->CreateFile(tmp, {}));
+    KVTIER_RETURN_IF_ERROR(f->Append(blocks[i]->span()));
+    if (fsync) KVTIER_RETURN_IF_ERROR(f->Sync());
+    KVTIER_RETURN_IF_ERROR(f->Close());
+    KVTIER_RETURN_IF_ERROR(env->RenameFile(tmp, final_path));
+    if (fsync) KVTIER_RETURN_IF_ERROR(env->SyncDir(layout.Subdir(keys[i].bytes[0])));
+    return Status::Ok();
+  });
+}
+
+Status RawRead(Env* env, const std::string& root, const std::vector<BlockKey>& keys,
+               uint64_t max_size, uint32_t threads) {
+  disk::FolderLayout layout(root);
+  std::vector<BlockBuffer> bufs;
+  for (uint32_t t = 0; t < threads; ++t) {
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(max_size));
+    bufs.push_back(std::move(b));
+  }
+  return Parallel(threads, keys.size(), [&](size_t i) -> Status {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
+                            env->OpenForRead(layout.BlockPath(keys[i]), {}));
+    BlockBuffer& buf = bufs[i % threads];
+    KVTIER_ASSIGN_OR_RETURN(size_t n, f->ReadAt(0, buf.mutable_span().first(f->size())));
+    if (n != f->size()) return Status::IOError("short read of " + layout.BlockPath(keys[i]), 0);
+    return Status::Ok();
+  });
+}
+
+int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
+  Env* env = Env::Default();
+  auto layout = BenchLayout(a);
+  if (!layout.ok()) return ReportError(flags, layout.status());
+  if (a.blocks == 0) return ReportError(flags, Status::InvalidArgument("--blocks: must be > 0"));
+  if (a.threads == 0 || a.threads > 256) {
+    return ReportError(flags, Status::InvalidArgument("--threads: must be 1..256"));
+  }
+  Durability durability;
+  if (a.durability == "checksum") {
+    durability = Durability::kChecksum;
+  } else if (a.durability == "fsync") {
+    durability = Durability::kFsync;
+  } else {
+    return ReportError(flags,
+                       Status::InvalidArgument("--durability: expected checksum or fsync"));
+  }
+  const uint64_t est = a.blocks * (layout->BlockBytes() + 4096);
+  const uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (est > ram / 2) {
+    return ReportError(flags, Status::InvalidArgument(
+                                  "--blocks: the blocks would need " + std::to_string(est) +
+                                  " bytes of RAM, more than half of this machine's"));
+  }
+  if (a.drop_caches) {
+    Status s = DropCaches();
+    if (!s.ok()) return ReportError(flags, s);
+  }
+
+  // The blocks: a key chain over pseudo-random tokens, generator content.
+  NamespaceOptions ns;
+  ns.model_id = "bench-disk";
+  ns.layout_signature = layout->Signature();
+  ns.block_tokens = layout->block_tokens;
+  auto chain = KeyChain::Create(ns);
+  if (!chain.ok()) return ReportError(flags, chain.status());
+  std::vector<uint32_t> tokens(a.blocks * layout->block_tokens);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 2654435761u);
+  const std::vector<BlockKey> keys = chain->KeysFor(tokens);
+  std::vector<SharedBlock> blocks(keys.size());
+  Status gen = Parallel(a.threads, keys.size(), [&](size_t i) -> Status {
+    const BlockKey& parent = i == 0 ? chain->ns() : keys[i - 1];
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, MakeBlockFile(*layout, keys[i], parent, chain->ns(),
+                                                         1'700'000'000));
+    blocks[i] = std::make_shared<const BlockBuffer>(std::move(b));
+    return Status::Ok();
+  });
+  if (!gen.ok()) return ReportError(flags, gen, kExitFailure);
+  uint64_t total = 0, max_size = 0;
+  for (const auto& b : blocks) {
+    total += b->size();
+    max_size = std::max<uint64_t>(max_size, b->size());
+  }
+
+  const std::string tag = std::to_string(env->ProcessId());
+  const std::string raw_dir = JoinPath(a.dir, "bench-raw." + tag);
+  const std::string cache_dir = JoinPath(a.dir, "bench-cache." + tag);
+  auto cleanup = [&] {
+    if (a.keep) return;
+    (void)disk::RemoveTree(env, raw_dir, 4);
+    (void)disk::RemoveTree(env, cache_dir, 4);
+  };
+  auto fail = [&](const Status& s) {
+    cleanup();
+    return ReportError(flags, s, kExitFailure);
+  };
+  Status mk = env->CreateDirs(a.dir, 0700);
+  if (!mk.ok()) return ReportError(flags, mk.WithContext("--dir"));
+
+  DiskTierOptions o;
+  o.dir = cache_dir;
+  o.layout_signature = layout->Signature();
+  o.max_bytes = 0;  // the disk alone bounds it: nothing is evicted
+  o.writer_threads = a.threads;
+  o.read_threads = a.threads;
+  o.durability = durability;
+  o.direct_io_reads = a.direct_io;
+  const bool fsync = durability == Durability::kFsync;
+
+  // Each phase returns its seconds. Writes start from an empty folder.
+  auto raw_write = [&]() -> Result<double> {
+    (void)disk::RemoveTree(env, raw_dir, 4);
+    KVTIER_RETURN_IF_ERROR(MakeRawFolders(env, raw_dir));
+    auto t0 = Clock::now();
+    KVTIER_RETURN_IF_ERROR(RawWrite(env, raw_dir, keys, blocks, a.threads, fsync));
+    KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(raw_dir));
+    return Seconds(t0, Clock::now());
+  };
+  auto our_write = [&]() -> Result<double> {
+    (void)disk::RemoveTree(env, cache_dir, 4);
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o, env));
+    KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(cache_dir));
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(tier->Store(keys[i], blocks[i]));
+    KVTIER_RETURN_IF_ERROR(tier->Flush());
+    KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(cache_dir));
+    double secs = Seconds(t0, Clock::now());
+    DiskTierStats st = tier->Stats();
+    if (st.saves_persisted != keys.size()) {
+      return Status::Internal("the tier persisted " + std::to_string(st.saves_persisted) + " of " +
+                              std::to_string(keys.size()) + " blocks");
+    }
+    KVTIER_RETURN_IF_ERROR(tier->Close());
+    return secs;
+  };
+  auto raw_read = [&]() -> Result<double> {
+    if (a.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    auto t0 = Clock::now();
+    KVTIER_RETURN_IF_ERROR(RawRead(env, raw_dir, keys, max_size, a.threads));
+    return Seconds(t0, Clock::now());
+  };
+  auto our_read = [&]() -> Result<double> {
+    DiskTierOptions ro = o;
+    ro.reconcile_on_open = false;  // a reconcile pass would compete with the reads
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(ro, env));
+    if (a.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    // T threads, each loading its share into its own buffer: the access
+    // pattern of the raw side.
+    std::vector<BlockBuffer> bufs;
+    for (uint32_t t = 0; t < a.threads; ++t) {
+      KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(max_size));
+      bufs.push_back(std::move(b));
+    }
+    std::atomic<uint64_t> hits{0};
+    auto t0 = Clock::now();
+    KVTIER_RETURN_IF_ERROR(Parallel(a.threads, keys.size(), [&](size_t i) -> Status {
+      auto r = tier->Load(keys[i], bufs[i % a.threads].mutable_span());
+      if (!r.ok()) return r.status();
+      if (r->has_value()) ++hits;
+      return Status::Ok();
+    }));
+    double secs = Seconds(t0, Clock::now());
+    if (hits.load() != keys.size()) {
+      return Status::Internal("only " + std::to_string(hits.load()) + " of " +
+                              std::to_string(keys.size()) + " blocks read back");
+    }
+    KVTIER_RETURN_IF_ERROR(tier->Close());
+    return secs;
+  };
+
+  // Rounds alternate which side goes first (the disk's state carries over
+  // from one phase to the next); each side's best round counts.
+  Figures fig;
+  fig.write_s = fig.raw_write_s = fig.read_s = fig.raw_read_s = 1e30;
+  auto best = [](double* slot, const Result<double>& r) -> Status {
+    if (!r.ok()) return r.status();
+    *slot = std::min(*slot, *r);
+    return Status::Ok();
+  };
+  for (uint32_t round = 0; round < a.rounds; ++round) {
+    Status s = Status::Ok();
+    if (round % 2 == 0) {
+      if (s.ok()) s = best(&fig.raw_write_s, raw_write()).WithContext("raw write");
+      if (s.ok()) s = best(&fig.write_s, our_write()).WithContext("write");
+      if (s.ok()) s = best(&fig.raw_read_s, raw_read()).WithContext("raw read");
+      if (s.ok()) s = best(&fig.read_s, our_read()).WithContext("read");
+    } else {
+      if (s.ok()) s = best(&fig.write_s, our_write()).WithContext("write");
+      if (s.ok()) s = best(&fig.raw_write_s, raw_write()).WithContext("raw write");
+      if (s.ok()) s = best(&fig.read_s, our_read()).WithContext("read");
+      if (s.ok()) s = best(&fig.raw_read_s, raw_read()).WithContext("raw read");
+    }
+    if (!s.ok()) return fail(s);
+  }
+
+  // Reopen: from Open() to the first hit, reconcile running behind it.
+  Status s = Status::Ok();
+  if (a.drop_caches && !(s = DropCaches()).ok()) return fail(s);
+  {
+    auto buf = BlockBuffer::Allocate(max_size);
+    if (!buf.ok()) return fail(buf.status());
+    auto t0 = Clock::now();
+    auto tier = DiskTier::Open(o, env);
+    if (!tier.ok()) return fail(tier.status());
+    auto r = (*tier)->Load(keys[keys.size() / 2], buf->mutable_span());
+    fig.reopen_s = Seconds(t0, Clock::now());
+    if (!r.ok() || !r->has_value()) return fail(Status::Internal("reopen: the first load missed"));
+    (*tier)->WaitForBackgroundReconcile();
+    fig.reconcile_s = Seconds(t0, Clock::now());
+    (void)(*tier)->Close();
+  }
+  cleanup();
+
+  const double gb = static_cast<double>(total) / 1e9;
+  const double w = gb / fig.write_s, r = gb / fig.read_s;
+  const double rw = gb / fig.raw_write_s, rr = gb / fig.raw_read_s;
+  if (flags.json) {
+    PrintJson({{"blocks", keys.size()},
+               {"block_bytes", blocks[0]->size()},
+               {"write_GBps", w},
+               {"read_GBps", r},
+               {"reopen_s", fig.reopen_s},
+               {"reconcile_s", fig.reconcile_s},
+               {"raw_write_GBps", rw},
+               {"raw_read_GBps", rr},
+               {"write_ratio", w / rw},
+               {"read_ratio", r / rr},
+               {"durability", a.durability},
+               {"threads", a.threads},
+               {"drop_caches", a.drop_caches},
+               {"rounds", a.rounds},
+               {"direct_io", a.direct_io}});
+  } else {
+    std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes, " << a.threads
+              << " threads, durability " << a.durability
+              << (a.drop_caches ? ", cold reads\n" : ", reads may hit the page cache\n");
+    std::cout << "write  " << w << " GB/s  (raw " << rw << " GB/s, ratio " << w / rw << ")\n";
+    std::cout << "read   " << r << " GB/s  (raw " << rr << " GB/s, ratio " << r / rr << ")\n";
+    std::cout << "reopen to first hit " << fig.reopen_s << " s; background reconcile done after "
+              << fig.reconcile_s << " s\n";
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<BenchDiskArgs>();
+  app->add_option("--dir", a->dir, "Folder to benchmark in (on the disk to measure)")->required();
+  a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
+  a->block_bytes_opt =
+      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead");
+  app->add_option("--blocks", a->blocks, "Number of blocks")->required();
+  app->add_option("--threads", a->threads, "Writer/reader threads on both sides (default 4)");
+  app->add_option("--durability", a->durability, "checksum (default) or fsync");
+  app->add_flag("--drop-caches", a->drop_caches, "Drop the page cache before reads (root)");
+  app->add_flag("--keep", a->keep, "Keep the benchmark folders");
+  app->add_flag("--direct-io", a->direct_io, "The tier reads with O_DIRECT (the raw side never)");
+  app->add_option("--rounds", a->rounds,
+                  "Rounds, alternating which side goes first; best of each (default 2)")
+      ->check(CLI::Range(1, 100));
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_SUBCOMMAND(bench_disk, "bench", "disk", "Disk tier write/read vs raw files on the same disk",
+                  SetupBenchDisk);
+}  // namespace kvtier::cli

@@ -1,0 +1,116 @@
+// `kvtier gc DIR`: removes what a cache folder no longer needs (DESIGN.md §6).
+//
+//   kvtier gc DIR [--max-bytes N] [--retention-seconds S]
+//                 [--drop-other-layouts (--layout P | --signature S)]
+//                 [--keep-quarantine] [--dry-run] [--json]
+//
+// Removes, in this order: index rows whose file is gone (missing_file);
+// blocks written more than S seconds ago (expired);
+// with --drop-other-layouts, blocks of every signature but the given one
+// (other_layout); least-recently-accessed blocks of any layout until the
+// index holds at most N bytes (over_budget); quarantined files (unless
+// --keep-quarantine); temp files of writers that are gone (dead_temp);
+// foreign entries under blocks/ (foreign). --dry-run lists them only.
+//   --json: {"dry_run", "items": [{"path", "reason", "bytes"}], "removed",
+//   "bytes_freed"}
+#include <iostream>
+
+#include "cache_folder.h"
+#include "command.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct GcArgs {
+  std::string dir;
+  std::string max_bytes;
+  int64_t retention_seconds = 0;
+  bool drop_other_layouts = false;
+  bool keep_quarantine = false;
+  bool dry_run = false;
+  std::string layout;
+  std::string signature;
+  CLI::Option* max_bytes_opt = nullptr;
+  CLI::Option* retention_opt = nullptr;
+  CLI::Option* layout_opt = nullptr;
+  CLI::Option* signature_opt = nullptr;
+};
+
+int Run(const GcArgs& a, const CommonFlags& flags) {
+  GcRequest req;
+  if (a.max_bytes_opt->count() > 0) {
+    auto n = ParseByteCount(a.max_bytes);
+    if (!n.ok()) return ReportError(flags, n.status().WithContext("--max-bytes"));
+    req.max_bytes = *n;
+  }
+  if (a.retention_opt->count() > 0) {
+    if (a.retention_seconds <= 0) {
+      return ReportError(flags, Status::InvalidArgument("--retention-seconds: must be > 0"));
+    }
+    req.retention_seconds = a.retention_seconds;
+  }
+  auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
+                                a.signature_opt->count() > 0);
+  if (!ref.ok()) return ReportError(flags, ref.status());
+  if (a.drop_other_layouts) {
+    if (!*ref) {
+      return ReportError(flags, Status::InvalidArgument(
+                                    "--drop-other-layouts needs --layout or --signature (the "
+                                    "layout to keep)"));
+    }
+    req.keep_signature = **ref;
+  } else if (*ref) {
+    return ReportError(flags, Status::InvalidArgument(
+                                  "--layout/--signature only go with --drop-other-layouts"));
+  }
+  req.quarantine = !a.keep_quarantine;
+  auto plan = PlanGc(a.dir, req);
+  if (!plan.ok()) return ReportError(flags, plan.status());
+  uint64_t planned_bytes = 0;
+  for (const GcItem& item : *plan) planned_bytes += item.bytes;
+  uint64_t freed = 0;
+  if (!a.dry_run) {
+    auto r = ApplyGc(a.dir, *plan);
+    if (!r.ok()) return ReportError(flags, r.status(), kExitFailure);
+    freed = *r;
+  }
+  if (flags.json) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const GcItem& item : *plan) {
+      items.push_back({{"path", item.path}, {"reason", item.reason}, {"bytes", item.bytes}});
+    }
+    PrintJson({{"dry_run", a.dry_run},
+               {"items", items},
+               {"removed", a.dry_run ? 0 : plan->size()},
+               {"bytes_freed", a.dry_run ? 0 : freed}});
+  } else {
+    for (const GcItem& item : *plan) {
+      std::cout << (a.dry_run ? "would remove  " : "removed  ") << item.reason << "  "
+                << item.bytes << "  " << item.path << "\n";
+    }
+    std::cout << plan->size() << " entries, " << (a.dry_run ? planned_bytes : freed) << " bytes"
+              << (a.dry_run ? " (dry run)" : " freed") << "\n";
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+std::function<int()> SetupGc(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<GcArgs>();
+  app->add_option("dir", a->dir, "Cache folder")->required();
+  a->max_bytes_opt = app->add_option("--max-bytes", a->max_bytes,
+                                     "Evict least-recently-used blocks down to N bytes (512M ok)");
+  a->retention_opt = app->add_option("--retention-seconds", a->retention_seconds,
+                                     "Remove blocks written more than S seconds ago");
+  app->add_flag("--drop-other-layouts", a->drop_other_layouts,
+                "Remove blocks of every layout but --layout/--signature");
+  a->layout_opt = app->add_option("--layout", a->layout, "The layout to keep");
+  a->signature_opt = app->add_option("--signature", a->signature, "The signature to keep");
+  app->add_flag("--keep-quarantine", a->keep_quarantine, "Leave quarantined files alone");
+  app->add_flag("--dry-run", a->dry_run, "List what would be removed; remove nothing");
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_COMMAND(gc, "gc", "Remove expired, over-budget, other-layout and quarantined files", SetupGc);
+}  // namespace kvtier::cli

@@ -1,0 +1,120 @@
+// `kvtier stats DIR`: counts and bytes of a cache folder (DESIGN.md §6).
+//
+//   kvtier stats DIR [--layout P | --signature S] [--json | --prometheus]
+//
+// Blocks and bytes in the index, per layout signature; with --layout or
+// --signature, how many are compatible with it and how many are not;
+// quarantined files, temp files and foreign entries found in the folder.
+//   --json: {"dir", "entries", "bytes", "per_signature": [{"signature",
+//   "blocks", "bytes"[, "compatible"]}], ["compatible": {"entries","bytes"},
+//   "incompatible": {"entries","bytes"},] "quarantined": {"files","bytes"},
+//   "temp_files", "foreign_files"}
+//   --prometheus: the same as Prometheus gauges (kvtier_disk_*).
+#include <iostream>
+
+#include "cache_folder.h"
+#include "command.h"
+#include "disk/stats_render.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct StatsArgs {
+  std::string dir;
+  std::string layout;
+  std::string signature;
+  bool prometheus = false;
+  CLI::Option* layout_opt = nullptr;
+  CLI::Option* signature_opt = nullptr;
+};
+
+int Run(const StatsArgs& a, const CommonFlags& flags) {
+  if (a.prometheus && flags.json) {
+    return ReportError(flags, Status::InvalidArgument("give at most one of --json or --prometheus"));
+  }
+  auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
+                                a.signature_opt->count() > 0);
+  if (!ref.ok()) return ReportError(flags, ref.status());
+  auto index = OpenCacheIndex(a.dir);
+  if (!index.ok()) return ReportError(flags, index.status());
+  auto per = (*index)->PerSignature();
+  if (!per.ok()) return ReportError(flags, per.status(), kExitFailure);
+  auto scan = ScanCacheFolder(a.dir);
+  if (!scan.ok()) return ReportError(flags, scan.status(), kExitFailure);
+
+  DiskTierStats s;
+  uint64_t other_entries = 0, other_bytes = 0;
+  for (const auto& t : *per) {
+    SignatureUsage u{t.signature, t.blocks, t.bytes, *ref && t.signature == **ref};
+    s.entries += t.blocks;
+    s.bytes += t.bytes;
+    if (u.compatible) {
+      s.compatible_entries += t.blocks;
+      s.compatible_bytes += t.bytes;
+    } else {
+      other_entries += t.blocks;
+      other_bytes += t.bytes;
+    }
+    s.per_signature.push_back(std::move(u));
+  }
+  uint64_t q_bytes = 0;
+  for (const auto& f : scan->quarantine) q_bytes += f.bytes;
+  s.quarantine_files = scan->quarantine.size();
+
+  if (a.prometheus) {
+    std::cout << disk::DiskStatsToPrometheus(s, "kvtier_disk", disk::PrometheusParts::kFolderOnly);
+    std::cout << "# TYPE kvtier_disk_quarantine_bytes gauge\nkvtier_disk_quarantine_bytes "
+              << q_bytes << "\n# TYPE kvtier_disk_temp_files gauge\nkvtier_disk_temp_files "
+              << scan->temps.size() << "\n# TYPE kvtier_disk_foreign_files gauge\n"
+              << "kvtier_disk_foreign_files " << scan->foreign.size() << "\n";
+  } else if (flags.json) {
+    nlohmann::json sigs = nlohmann::json::array();
+    for (const SignatureUsage& u : s.per_signature) {
+      nlohmann::json j = {{"signature", u.signature}, {"blocks", u.blocks}, {"bytes", u.bytes}};
+      if (*ref) j["compatible"] = u.compatible;
+      sigs.push_back(std::move(j));
+    }
+    nlohmann::json out = {{"dir", a.dir},
+                          {"entries", s.entries},
+                          {"bytes", s.bytes},
+                          {"per_signature", sigs},
+                          {"quarantined", {{"files", s.quarantine_files}, {"bytes", q_bytes}}},
+                          {"temp_files", scan->temps.size()},
+                          {"foreign_files", scan->foreign.size()}};
+    if (*ref) {
+      out["compatible"] = {{"entries", s.compatible_entries}, {"bytes", s.compatible_bytes}};
+      out["incompatible"] = {{"entries", other_entries}, {"bytes", other_bytes}};
+    }
+    PrintJson(out);
+  } else {
+    std::cout << a.dir << ": " << s.entries << " blocks, " << s.bytes << " bytes\n";
+    for (const SignatureUsage& u : s.per_signature) {
+      std::cout << "  " << u.blocks << " blocks, " << u.bytes << " bytes";
+      if (*ref) std::cout << (u.compatible ? " (compatible)" : " (other layout)");
+      std::cout << "  " << u.signature << "\n";
+    }
+    if (*ref) {
+      std::cout << "compatible " << s.compatible_entries << " blocks, " << s.compatible_bytes
+                << " bytes; incompatible " << other_entries << " blocks, " << other_bytes
+                << " bytes\n";
+    }
+    std::cout << "quarantined " << s.quarantine_files << " files, " << q_bytes << " bytes; temp "
+              << scan->temps.size() << " files; foreign " << scan->foreign.size() << "\n";
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+std::function<int()> SetupStats(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<StatsArgs>();
+  app->add_option("dir", a->dir, "Cache folder")->required();
+  a->layout_opt = app->add_option("--layout", a->layout, "Count blocks compatible with this layout");
+  a->signature_opt = app->add_option("--signature", a->signature,
+                                     "Count blocks compatible with this signature");
+  app->add_flag("--prometheus", a->prometheus, "Print Prometheus text exposition");
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_COMMAND(stats, "stats", "Counts and bytes of a cache folder per layout", SetupStats);
+}  // namespace kvtier::cli
