@@ -70,7 +70,8 @@ TEST(CacheBudget, NeverExceededUnderConcurrentStoresAndLoads) {
         const size_t k = r % kKeys;
         if (r % 3 == 0 || !stored[k].load()) {
           StoreOptions so;
-          so.write_policy = (r >> 8) % 4 == 0 ? WritePolicy::kWriteThrough : WritePolicy::kWriteBack;
+          so.write_policy =
+              (r >> 8) % 4 == 0 ? WritePolicy::kWriteThrough : WritePolicy::kWriteBack;
           if (!cache->Store(std::span(keys).subspan(k, 1), std::span(blocks).subspan(k, 1), so)
                    .ok()) {
             bad_loads.fetch_add(1);

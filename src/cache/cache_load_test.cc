@@ -51,7 +51,7 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheDiskReadFails) {
   EXPECT_EQ((*got)[1].tier, CacheTier::kNone);
   EXPECT_EQ(env.Injected(OpKind::kRead), 2);
   CacheStats s = cache->Stats();
-  EXPECT_EQ(s.host.reservations, 2u);  // reserved before the reads...
+  EXPECT_EQ(s.host.reservations, 2u);    // reserved before the reads...
   EXPECT_EQ(s.host.reserved_bytes, 0u);  // ...and given back
   EXPECT_EQ(s.host_budget.reserved_bytes, 0u);
   EXPECT_EQ(s.host_budget.used_bytes, 0u);
@@ -90,9 +90,7 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
 
   std::atomic<bool> dropped{false};
   std::thread dropper([&] {
-    {
-      LoadFuture gone = std::move(f).value();
-    }  // destroyed here
+    { LoadFuture gone = std::move(f).value(); }  // destroyed here
     dropped = true;
   });
   // The destructor cannot return while the read is held.

@@ -54,7 +54,7 @@ void RunProperty(uint64_t seed, Mode mode) {
     o.promote_disk_hits = next() % 4 != 0;
     o.load_threads = static_cast<uint32_t>(next() % 3);
     o.write_policy = mode == Mode::kWithDisk && next() % 3 == 0 ? WritePolicy::kWriteThrough
-                                                                 : WritePolicy::kWriteBack;
+                                                                : WritePolicy::kWriteBack;
     return o;
   };
   auto cache = TieredCache::Open(options(), Env::Default()).value();
@@ -111,7 +111,7 @@ void RunProperty(uint64_t seed, Mode mode) {
       cache->ShrinkHost((next() % 3) * BlockBytes());
     } else if (r < 88) {
       ASSERT_THAT(cache->Flush(), IsOk());
-    } else if (r < 93) {  // preload
+    } else if (r < 97) {  // preload
       std::vector<BlockKey> ks;
       for (size_t j = 0; j < 4; ++j) ks.push_back(keys[next() % kKeys]);
       ASSERT_THAT(cache->Preload(ks), IsOk());
@@ -153,7 +153,7 @@ void RunProperty(uint64_t seed, Mode mode) {
 }
 
 TEST(CacheProperty, WithDiskEveryLoadIsTheStoredBytesOrAMiss) {
-  for (uint64_t seed = 1; seed <= 6; ++seed) RunProperty(seed, Mode::kWithDisk);
+  for (uint64_t seed = 1; seed <= 5; ++seed) RunProperty(seed, Mode::kWithDisk);
 }
 
 TEST(CacheProperty, HostOnlyEveryLoadIsTheStoredBytesOrAMiss) {

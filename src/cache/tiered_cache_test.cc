@@ -71,26 +71,27 @@ TEST(CacheOptions, ValidateNamesTheBadField) {
     return o.Validate();
   };
   EXPECT_THAT(bad([](CacheOptions&) {}), IsOk());
-  EXPECT_THAT(bad([](CacheOptions& o) { o.host.capacity_bytes = 0; }),
-              StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.host.capacity_bytes")));
-  EXPECT_THAT(bad([](CacheOptions& o) {
-                o.host.eviction_sink = [](const BlockKey&, SharedBlock) { return Status::Ok(); };
-              }),
-              StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.host.eviction_sink")));
-  EXPECT_THAT(bad([](CacheOptions& o) {
-                o.host.key_listener = [](const BlockKey&, KeyPresence) {};
-              }),
-              StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.host.key_listener")));
+  EXPECT_THAT(
+      bad([](CacheOptions& o) { o.host.capacity_bytes = 0; }),
+      StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.host.capacity_bytes")));
+  EXPECT_THAT(
+      bad([](CacheOptions& o) {
+        o.host.eviction_sink = [](const BlockKey&, SharedBlock) { return Status::Ok(); };
+      }),
+      StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.host.eviction_sink")));
+  EXPECT_THAT(
+      bad([](CacheOptions& o) { o.host.key_listener = [](const BlockKey&, KeyPresence) {}; }),
+      StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.host.key_listener")));
   EXPECT_THAT(bad([](CacheOptions& o) { o.layout_signature.clear(); }),
               StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.layout_signature")));
   EXPECT_THAT(bad([](CacheOptions& o) { o.load_threads = 65; }),
               StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.load_threads")));
-  EXPECT_THAT(bad([](CacheOptions& o) { o.index_expected_blocks = (uint64_t{1} << 32) + 1; }),
-              StatusIs(StatusCode::kInvalidArgument,
-                       StartsWith("CacheOptions.index_expected_blocks")));
-  EXPECT_THAT(bad([](CacheOptions& o) { o.disk->layout_signature = "other"; }),
-              StatusIs(StatusCode::kInvalidArgument,
-                       StartsWith("CacheOptions.disk.layout_signature")));
+  EXPECT_THAT(
+      bad([](CacheOptions& o) { o.index_expected_blocks = (uint64_t{1} << 32) + 1; }),
+      StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.index_expected_blocks")));
+  EXPECT_THAT(
+      bad([](CacheOptions& o) { o.disk->layout_signature = "other"; }),
+      StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.disk.layout_signature")));
   EXPECT_THAT(bad([](CacheOptions& o) { o.disk->dir.clear(); }),
               StatusIs(StatusCode::kInvalidArgument, StartsWith("CacheOptions.disk.dir")));
   EXPECT_THAT(bad([](CacheOptions& o) { o.disk->read_threads = 1000; }),
@@ -187,8 +188,8 @@ TEST(TieredCache, StoreRefusesBadInputNamingTheBlock) {
   // Another layout's block.
   ModelLayout other = ModelLayout::Preset("tiny", 8).value();
   BlockKey zero{};
-  auto foreign = std::make_shared<const BlockBuffer>(
-      MakeBlockFile(other, keys[1], zero, zero).value());
+  auto foreign =
+      std::make_shared<const BlockBuffer>(MakeBlockFile(other, keys[1], zero, zero).value());
   std::vector<SharedBlock> foreigns = {foreign};
   EXPECT_THAT(cache->Store(std::span(keys).subspan(1, 1), foreigns),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("signature")));
