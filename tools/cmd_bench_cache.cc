@@ -46,6 +46,7 @@ struct BenchArgs {
   std::string blocks;
   uint32_t block_tokens = 0;
   uint32_t samples = 20000;
+  uint64_t round_bytes = uint64_t{1} << 30;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* blocks_opt = nullptr;
 };
@@ -96,7 +97,7 @@ struct HostFigures {
 };
 
 Result<HostFigures> BenchHostHits(const ModelLayout& layout, const KeyChain& kc,
-                                  uint64_t blocks_arg) {
+                                  uint64_t blocks_arg, uint64_t min_round_bytes) {
   // Block file size: header + data; build one to know it.
   const std::vector<BlockKey> probe = MakeKeys(kc, 1, 1);
   KVTIER_ASSIGN_OR_RETURN(BlockBuffer first, MakeBlockFile(layout, probe[0], kc.ns(), kc.ns()));
@@ -125,8 +126,8 @@ Result<HostFigures> BenchHostHits(const ModelLayout& layout, const KeyChain& kc,
   std::vector<std::span<std::byte>> dsts;
   for (auto& s : storage) dsts.push_back(s);
   // Enough bytes per round for a stable figure: at least 2 passes over the
-  // working set and 1 GiB.
-  const uint64_t rounds_bytes = std::max<uint64_t>(2 * n * block_bytes, uint64_t{1} << 30);
+  // working set and --round-bytes (1 GiB).
+  const uint64_t rounds_bytes = std::max<uint64_t>(2 * n * block_bytes, min_round_bytes);
   const uint64_t batches = std::max<uint64_t>(1, rounds_bytes / (batch * block_bytes));
 
   auto run_hits = [&]() -> Result<double> {
@@ -263,7 +264,7 @@ int Run(const BenchArgs& a, const CommonFlags& flags) {
   // freed.
   Result<MatchFigures> match = BenchMatch(*layout, *kc, *m, a.samples);
   if (!match.ok()) return ReportError(flags, match.status(), kExitFailure);
-  Result<HostFigures> host = BenchHostHits(*layout, *kc, *m);
+  Result<HostFigures> host = BenchHostHits(*layout, *kc, *m, a.round_bytes);
   if (!host.ok()) return ReportError(flags, host.status(), kExitFailure);
 
   const double ratio = host->memcpy_gbps > 0 ? host->host_hit_gbps / host->memcpy_gbps : 0;
@@ -301,6 +302,8 @@ std::function<int()> SetupBenchCache(CLI::App* app, const CommonFlags* flags) {
   a->blocks_opt = app->add_option("--blocks", a->blocks, "Blocks in the Match index (M)");
   app->add_option("--block-tokens", a->block_tokens, "Override the layout's block_tokens");
   app->add_option("--samples", a->samples, "Timed Match calls (default 20000)");
+  app->add_option("--round-bytes", a->round_bytes,
+                  "Least bytes copied per timed host-hit round (default 1 GiB)");
   return [a, flags] { return Run(*a, *flags); };
 }
 
