@@ -1,0 +1,271 @@
+// BlockPool: the engine's working KV memory.
+//
+// In paged mode (the default) the pool is `total_blocks` slots of one block
+// each (include/kvtier/block_allocator.h). A sequence is a list of slots (its
+// block table) and a length in tokens. Full blocks are named by their
+// BlockKey (KeyChain over the sequence's token ids), enter a prefix index and
+// are shared between sequences with refcounts: `Allocate(seq, tokens)` reuses
+// the longest cached prefix, first from the pool, then from the lower tiers
+// through a BlockBackingStore (asynchronously, so an engine can overlap
+// compute). When slots run out, inactive sequences are evicted by policy and
+// offloaded, not lost: their full blocks go to the lower tiers, their partial
+// last block stays in host memory, and the next Allocate with the same id
+// restores them. In dense mode each sequence is a set of growable per-layer
+// tensors instead (no sharing, no tiers), for engines without paged attention.
+//
+// Tensor shapes. Every state tensor of every layer must have the per-block
+// shape [A, block_tokens, B] (A = KV heads, B = head_dim for attention; the
+// quantized and sliding-window layouts of layout.h have the same form).
+// A token's row of a state is then A × B elements; "seq-first" data for one
+// head is [n, B]; a whole layer's data for n tokens is [A, n, B] per state.
+// All byte spans are raw elements of the state's dtype.
+//
+// Positions. Tokens [0, Length) are committed: their K/V are immutable and
+// their token ids known. Appends write at positions ≥ Length; Advance commits
+// the next tokens once every layer has K/V for them.
+//
+// Thread safety: every method may be called from any thread. Calls for one
+// sequence are serialized by the caller, except WaitLoaded. One internal
+// mutex guards the pool; no BlockBackingStore call runs under it.
+#ifndef KVTIER_BLOCK_POOL_H_
+#define KVTIER_BLOCK_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/block_allocator.h"
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+class Env;
+
+// The lower tiers as the pool sees them (TieredCache or an adapter implements
+// it; tests use MapBackingStore). Blocks cross as block files (block_file.h).
+// Implementations are thread-safe: the pool calls them from the engine's
+// threads and from its loader thread, never under its lock.
+class BlockBackingStore {
+ public:
+  virtual ~BlockBackingStore() = default;
+  // How many of `keys`, from the first, the store holds now. A hint: a later
+  // Load may still miss.
+  virtual size_t Match(std::span<const BlockKey> keys) = 0;
+  // Stores the block file `block` under `key`. The store may keep `block`.
+  virtual Status Store(const BlockKey& key, SharedBlock block) = 0;
+  // Starts loading `keys`. The future yields one entry per key, in order: the
+  // block file, or null for a miss. The pool verifies every file it gets.
+  virtual std::future<std::vector<SharedBlock>> Load(std::vector<BlockKey> keys) = 0;
+};
+
+enum class PoolMode : uint8_t { kPaged, kDense };
+
+enum class EvictionPolicy : uint8_t {
+  kNone,      // never evict: out of slots is kResourceExhausted
+  kLru,       // least recently used inactive sequence first
+  kFifo,      // earliest allocated inactive sequence first
+  kPriority,  // lowest SetPriority() first, then least recently used
+};
+
+// When full blocks are stored to the BlockBackingStore. Evicted sequences are
+// always offloaded through it (when there is one), whatever the policy.
+enum class StorePolicy : uint8_t {
+  kOnFill,         // as soon as a block fills (Advance)
+  kOnSequenceEnd,  // when the sequence is removed
+  kNever,
+};
+
+std::string_view PoolModeName(PoolMode mode);           // "paged", "dense"
+std::string_view EvictionPolicyName(EvictionPolicy p);  // "none", "lru", "fifo", "priority"
+std::string_view StorePolicyName(StorePolicy p);        // "on_fill", "on_sequence_end", "never"
+
+struct PoolOptions {
+  PoolMode mode = PoolMode::kPaged;
+  // What a block holds. Required; see "Tensor shapes" above.
+  ModelLayout layout;
+  // Key namespace. model_id is required; layout_signature and block_tokens
+  // may be left empty / 0 (filled from `layout`), else must equal it.
+  NamespaceOptions key_namespace;
+
+  // Paged mode. Number of slots (blocks). Default 2048.
+  uint32_t total_blocks = 2048;
+  // Slots allocated together when storage grows. Default 64.
+  uint32_t chunk_blocks = 64;
+  // Which inactive sequence to evict when slots run out. Default LRU.
+  EvictionPolicy eviction = EvictionPolicy::kLru;
+  // When full blocks go to `store`. Default on fill.
+  StorePolicy store_policy = StorePolicy::kOnFill;
+  // Keep freed full blocks in the prefix index until their slot is needed
+  // (they count as free). Off: a block leaves the index when its last user
+  // does. Default on.
+  bool retain_freed_blocks = true;
+  // The lower tiers; not owned, must outlive the pool. Null: no tiers
+  // (evicted sequences are then kept whole in host memory).
+  BlockBackingStore* store = nullptr;
+  // Where slots live. Null: host RAM.
+  std::shared_ptr<SlotMemory> memory;
+  // Clock and threads. Null: Env::Default(). Not owned.
+  Env* env = nullptr;
+
+  // Dense mode. Tokens each sequence's tensors hold at first. Default 256.
+  uint32_t dense_initial_tokens = 256;
+  // Most tokens one sequence may hold. Default 131072.
+  uint32_t dense_max_tokens = 131072;
+  // Finished sequences' tensors kept for reuse. Default 32.
+  uint32_t dense_free_list_cap = 32;
+
+  // OK, or kInvalidArgument naming the bad field.
+  Status Validate() const;
+};
+
+struct PoolStats {
+  PoolMode mode = PoolMode::kPaged;
+  uint64_t bytes_used = 0;      // bytes of slots (dense: tensors) in use
+  uint64_t bytes_capacity = 0;  // bytes of slot memory (dense: tensors) allocated
+  uint64_t blocks_total = 0;
+  uint64_t blocks_free = 0;     // includes blocks_cached
+  uint64_t blocks_cached = 0;   // free slots still holding an indexed block
+  uint64_t sequences = 0;       // live sequences
+  uint64_t evicted_blocks = 0;  // block references released by eviction
+  uint64_t evicted_sequences = 0;
+  uint64_t packed_layers = 0;     // cached packed views
+  uint64_t offloaded_blocks = 0;  // blocks of evicted sequences awaiting restore
+  uint64_t offloaded_sequences = 0;
+  uint64_t restored_sequences = 0;
+  uint64_t prefix_hit_blocks_pool = 0;  // blocks reused from the pool by Allocate
+  uint64_t prefix_hit_blocks_tier = 0;  // blocks loaded into the pool by Allocate
+  uint64_t copy_on_write_blocks = 0;
+  // Traffic to and from the lower tiers.
+  uint64_t stored_blocks = 0;
+  uint64_t stored_bytes = 0;  // block file bytes
+  uint64_t store_errors = 0;
+  uint64_t loaded_blocks = 0;
+  uint64_t loaded_bytes = 0;  // block file bytes
+  uint64_t load_misses = 0;   // promised by Match but missing or invalid on Load
+};
+
+// What AllocateAsync reports.
+struct AllocateInfo {
+  // Tokens reused: at most tokens.size() - 1 (at least one token is left to
+  // compute). Final when no load is pending; WaitLoaded() gives the final
+  // value otherwise (it can only shrink, if a load fails).
+  size_t matched_tokens = 0;
+  size_t pool_blocks = 0;     // full blocks shared from the pool
+  size_t tier_blocks = 0;     // full blocks being loaded from the lower tiers
+  bool restored = false;      // an evicted sequence with this id was restored
+  bool load_pending = false;  // call WaitLoaded before using the sequence
+};
+
+// One state tensor of a packed view: [A, length, B] contiguous, host memory.
+struct PackedTensor {
+  DType dtype = DType::kF16;
+  std::vector<uint64_t> shape;      // {A, length, B}
+  std::span<const std::byte> data;  // exactly A × length × B elements
+};
+
+// A layer's K/V for tokens [0, length), contiguous per state. The view owns
+// its bytes (`storage`, possibly larger than the data); when the last
+// shared_ptr to it goes, the pool reuses them for a later view.
+struct PackedLayerView {
+  uint32_t layer = 0;
+  size_t length = 0;
+  std::vector<PackedTensor> states;
+  std::vector<BlockBuffer> storage;  // behind states[k].data
+};
+
+// Where a state tensor of a layer lies in a slot (for paged-attention
+// kernels): bytes [offset, offset + bytes) of each slot, shape [A, T, B].
+struct SlotTensorGeometry {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  DType dtype = DType::kF16;
+  uint64_t a = 0, b = 0;
+};
+
+class BlockPool {
+ public:
+  // kInvalidArgument for bad options (see PoolOptions::Validate and "Tensor
+  // shapes" above).
+  static Result<std::unique_ptr<BlockPool>> Create(PoolOptions options);
+
+  // Waits for pending loads. Nothing is stored on destruction.
+  virtual ~BlockPool() = default;
+
+  // Sequences.
+  //
+  // Makes sequence `seq` hold the longest reusable prefix of `tokens`, capped
+  // to leave at least one token to compute, and returns its length. A new id
+  // reuses shared pool blocks, then lower-tier blocks; an id evicted earlier
+  // is restored first; a live id is rolled back to its common prefix with
+  // `tokens`. Blocking: waits for the loads.
+  virtual Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) = 0;
+  // The same, returning while lower-tier blocks still load. Until WaitLoaded
+  // returns, other calls on `seq` fail with kFailedPrecondition.
+  virtual Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) = 0;
+  // Waits for `seq`'s loads; returns its length (kNotFound if unknown).
+  virtual Result<size_t> WaitLoaded(uint64_t seq) = 0;
+
+  // K/V appends at positions ≥ Length(seq); slots are taken as needed
+  // (evicting if needed: kResourceExhausted when nothing can be evicted).
+  // One token, all heads: per state, A × B elements ([A, B]).
+  virtual Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
+                             std::span<const std::span<const std::byte>> states) = 0;
+  // One head, consecutive positions from `pos`: per state, [n, B] elements.
+  virtual Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
+                                 std::span<const std::span<const std::byte>> states) = 0;
+  // All heads, `count` positions from `pos`: per state, [A, count, B].
+  virtual Status AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
+                             std::span<const std::span<const std::byte>> states) = 0;
+  // Commits the next tokens.size() positions with these token ids.
+  // REQUIRES every layer to have K/V written for them (else kFailedPrecondition).
+  // Blocks that fill are keyed, indexed and (kOnFill) stored.
+  virtual Status Advance(uint64_t seq, std::span<const uint32_t> tokens) = 0;
+  // Shortens `seq` to `length` tokens: frees blocks past it and drops their
+  // prefix entries where no one else holds them. kInvalidArgument if length >
+  // Length(seq).
+  virtual Status Rollback(uint64_t seq, size_t length) = 0;
+  // Removes a live or evicted sequence (kOnSequenceEnd: stores its full blocks).
+  virtual Status Remove(uint64_t seq) = 0;
+
+  // Eviction. Only sequences not in the active set are evicted. Replaces the
+  // active set (ids need not exist yet).
+  virtual void SetActiveSequences(std::span<const uint64_t> seqs) = 0;
+  // Lower priorities are evicted first under EvictionPolicy::kPriority.
+  virtual Status SetPriority(uint64_t seq, uint8_t priority) = 0;
+  // Evicts `seq` now, active or not (a scheduler preempting it): offloaded
+  // exactly as under slot pressure. kFailedPrecondition in dense mode.
+  virtual Status Evict(uint64_t seq) = 0;
+  // Ids evicted since the last call, in eviction order.
+  virtual std::vector<uint64_t> DrainEvicted() = 0;
+
+  // Views.
+  virtual bool HasSequence(uint64_t seq) const = 0;
+  virtual Result<size_t> Length(uint64_t seq) const = 0;
+  // Slot ids of `seq`'s blocks, in order (paged mode; kFailedPrecondition in
+  // dense mode).
+  virtual Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const = 0;
+  // Address of a slot in use (paged mode). Valid until the slot is freed.
+  virtual Result<std::byte*> SlotAddress(uint32_t slot) const = 0;
+  virtual SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const = 0;
+  // The layer's committed K/V, packed [A, Length, B] per state; cached until
+  // the sequence's length changes.
+  virtual Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq,
+                                                                     uint32_t layer) = 0;
+
+  // Allocator introspection (paged mode; 0 in dense mode).
+  virtual uint32_t RefCount(uint32_t slot) const = 0;
+  virtual size_t FreeCount() const = 0;
+
+  virtual PoolStats GetStats() const = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BLOCK_POOL_H_

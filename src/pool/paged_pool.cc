@@ -1,0 +1,468 @@
+// PagedPool: construction, appends, Advance/Rollback/Remove, views, stats
+// and slot bookkeeping. Allocation, loads, stores and eviction are in
+// paged_pool_tiers.cc.
+#include "pool/paged_pool.h"
+
+#include <algorithm>
+#include <cassert>
+#include <string>
+
+#include "kvtier/env.h"
+
+namespace kvtier::pool_internal {
+
+namespace {
+
+std::string SeqName(uint64_t id) { return "sequence " + std::to_string(id); }
+
+}  // namespace
+
+PagedPool::PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain)
+    : options_(std::move(options)),
+      geo_(std::move(geo)),
+      chain_(std::move(chain)),
+      signature_(options_.layout.Signature()),
+      env_(options_.env != nullptr ? options_.env : Env::Default()),
+      packed_bin_(std::make_shared<PackedBufferBin>(geo_.tensor_count())),
+      arena_(options_.memory != nullptr ? options_.memory : NewHostSlotMemory(), geo_.block_bytes(),
+             options_.total_blocks, options_.chunk_blocks),
+      alloc_(options_.total_blocks),
+      slots_(options_.total_blocks) {
+  stats_.mode = PoolMode::kPaged;
+}
+
+PagedPool::~PagedPool() {
+  std::thread loader;
+  {
+    std::unique_lock lock(mu_);
+    stopping_ = true;
+    jobs_cv_.notify_all();
+    loader = std::move(loader_);
+  }
+  // The loader finishes every queued job before it exits.
+  if (loader.joinable()) loader.join();
+}
+
+// ---------------------------------------------------------------------------
+// Slot bookkeeping
+
+Result<uint32_t> PagedPool::AllocateSlotLocked(uint64_t protect) {
+  while (true) {
+    std::optional<BlockAllocator::Allocation> a = alloc_.Allocate();
+    if (a.has_value()) {
+      if (a->was_cached) ForgetBlockLocked(a->slot);
+      Status s = arena_.Ensure(a->slot);
+      if (!s.ok()) {
+        (void)alloc_.Free(a->slot);
+        return s;
+      }
+      slots_[a->slot] = SlotInfo{};
+      return a->slot;
+    }
+    if (!EvictOneLocked(protect)) {
+      return Status::ResourceExhausted("out of blocks: all " +
+                                       std::to_string(options_.total_blocks) +
+                                       " slots are held and no inactive sequence can be evicted");
+    }
+  }
+}
+
+void PagedPool::ReleaseSlotLocked(uint32_t slot, Release mode) {
+  Result<uint32_t> left = alloc_.Free(slot);
+  assert(left.ok() && "refcount would go negative");
+  if (!left.ok() || *left > 0) return;
+  const SlotInfo& si = slots_[slot];
+  if (!si.indexed || mode == Release::kDropEntry || !options_.retain_freed_blocks) {
+    ForgetBlockLocked(slot);
+  }
+}
+
+void PagedPool::IndexLocked(uint32_t slot, const BlockKey& key) {
+  SlotInfo& si = slots_[slot];
+  si.keyed = true;
+  si.key = key;
+  si.indexed = true;
+  index_[key] = slot;
+  alloc_.SetCached(slot, options_.retain_freed_blocks);
+}
+
+void PagedPool::ForgetBlockLocked(uint32_t slot) {
+  SlotInfo& si = slots_[slot];
+  if (si.indexed) {
+    auto it = index_.find(si.key);
+    if (it != index_.end() && it->second == slot) index_.erase(it);
+  }
+  si = SlotInfo{};
+  alloc_.SetCached(slot, false);
+}
+
+Status PagedPool::MakeWritableLocked(uint64_t seq_id, Sequence& seq, size_t block) {
+  const uint32_t slot = seq.slots[block];
+  if (alloc_.RefCount(slot) == 1) {
+    // Sole holder: the slot may change, so it no longer holds its block.
+    if (slots_[slot].keyed) ForgetBlockLocked(slot);
+    return Status::Ok();
+  }
+  KVTIER_ASSIGN_OR_RETURN(uint32_t copy, AllocateSlotLocked(seq_id));
+  arena_.memory()->Copy(CopyDirection::kSlotToSlot,
+                        Copy2D{arena_.Address(copy), 0, arena_.Address(slot), 0,
+                               static_cast<size_t>(geo_.block_bytes()), 1});
+  ReleaseSlotLocked(slot, Release::kKeepCached);
+  seq.slots[block] = copy;
+  ++stats_.copy_on_write_blocks;
+  return Status::Ok();
+}
+
+Status PagedPool::NotFoundLocked(uint64_t id) const {
+  if (offloaded_.count(id) != 0) {
+    return Status::NotFound(SeqName(id) + " was evicted; Allocate restores it");
+  }
+  return Status::NotFound(SeqName(id) + " not found");
+}
+
+Result<PagedPool::Sequence*> PagedPool::FindReadyLocked(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return NotFoundLocked(id);
+  if (it->second.loading) {
+    return Status::FailedPrecondition(SeqName(id) + " has a load in flight; call WaitLoaded");
+  }
+  return &it->second;
+}
+
+void PagedPool::TruncateLocked(Sequence& seq, size_t length) {
+  const size_t t = geo_.block_tokens();
+  const size_t keep = (length + t - 1) / t;
+  while (seq.slots.size() > keep) {
+    ReleaseSlotLocked(seq.slots.back(), Release::kDropEntry);
+    seq.slots.pop_back();
+  }
+  if (length % t != 0) {
+    // The last block becomes partial. If no one else holds it, it will be
+    // written again: it leaves the index. Shared, it is copied on write.
+    const uint32_t slot = seq.slots[keep - 1];
+    if (slots_[slot].keyed && alloc_.RefCount(slot) == 1) ForgetBlockLocked(slot);
+  }
+  seq.tokens.resize(std::min(seq.tokens.size(), length));
+  seq.keys.resize(std::min(seq.keys.size(), length / t));
+  seq.written.assign(geo_.layers(), length);
+  InvalidatePackedLocked(seq);
+}
+
+void PagedPool::PublishLocked(Sequence& seq, size_t block) {
+  assert(seq.keys.size() == block);
+  const size_t t = geo_.block_tokens();
+  const BlockKey& parent = block == 0 ? chain_.ns() : seq.keys[block - 1];
+  seq.keys.push_back(
+      chain_.Next(parent, std::span<const uint32_t>(seq.tokens).subspan(block * t, t)));
+  const BlockKey& key = seq.keys.back();
+  uint32_t slot = seq.slots[block];
+  auto it = index_.find(key);
+  if (it != index_.end() && it->second != slot) {
+    // The pool already holds this block: share it and free our copy.
+    const uint32_t other = it->second;
+    Status s = alloc_.RefCount(other) == 0 ? alloc_.Revive(other) : alloc_.AddRef(other);
+    if (s.ok()) {
+      ReleaseSlotLocked(slot, Release::kDropEntry);
+      seq.slots[block] = other;
+      return;
+    }
+    // A saturated refcount: keep our copy, unindexed.
+    slots_[slot].keyed = true;
+    slots_[slot].key = key;
+  } else if (it == index_.end()) {
+    IndexLocked(slot, key);
+  }
+  if (options_.store_policy == StorePolicy::kOnFill && options_.store != nullptr &&
+      !slots_[slot].stored) {
+    QueueStoreLocked(slot, block, seq.keys, std::nullopt);
+  }
+}
+
+void PagedPool::InvalidatePackedLocked(Sequence& seq) { seq.packed.assign(geo_.layers(), nullptr); }
+
+// ---------------------------------------------------------------------------
+// Appends
+
+Status PagedPool::Append(uint64_t id, AppendRequest req) {
+  KVTIER_RETURN_IF_ERROR(ValidateAppend(geo_, &req));
+  Status status;
+  std::vector<PendingStore> stores;
+  {
+    std::lock_guard lock(mu_);
+    KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+    const size_t len = seq->tokens.size();
+    if (req.pos < len) {
+      return Status::InvalidArgument("position " + std::to_string(req.pos) + " of " + SeqName(id) +
+                                     " is committed (length " + std::to_string(len) + ")");
+    }
+    if (req.pos > seq->written[req.layer]) {
+      return Status::InvalidArgument("position " + std::to_string(req.pos) + " is past layer " +
+                                     std::to_string(req.layer) + "'s written end " +
+                                     std::to_string(seq->written[req.layer]) + " of " +
+                                     SeqName(id) + " (appends must be contiguous)");
+    }
+    if (req.count > SIZE_MAX - req.pos) return Status::InvalidArgument("position overflows");
+    const size_t t = geo_.block_tokens();
+    const size_t end = req.pos + req.count;
+    const size_t first = req.pos / t, last = (end - 1) / t;
+    for (size_t b = first; b <= last && status.ok(); ++b) {
+      if (b < seq->slots.size()) {
+        status = MakeWritableLocked(id, *seq, b);
+      } else {
+        Result<uint32_t> slot = AllocateSlotLocked(id);
+        status = slot.status();
+        if (slot.ok()) seq->slots.push_back(*slot);
+      }
+    }
+    if (status.ok()) {
+      SlotMemory* mem = arena_.memory();
+      const auto& states = geo_.layer(req.layer);
+      for (size_t b = first; b <= last; ++b) {
+        const size_t p0 = std::max(req.pos, b * t), p1 = std::min(end, (b + 1) * t);
+        std::byte* base = arena_.Address(seq->slots[b]);
+        for (uint32_t k = 0; k < states.size(); ++k) {
+          const StateGeometry& g = states[k];
+          std::byte* dst = base + g.offset + (p0 - b * t) * g.row_bytes;
+          mem->Copy(CopyDirection::kHostToSlot,
+                    AppendCopy(geo_, req, k, p0, p1 - p0, dst, t * g.row_bytes));
+        }
+      }
+      seq->written[req.layer] = std::max(seq->written[req.layer], end);
+      seq->last_access = ++clock_;
+    }
+    stores = TakePendingStoresLocked();
+  }
+  FlushStores(std::move(stores));
+  return status;
+}
+
+Status PagedPool::AppendToken(uint64_t seq, uint32_t layer, size_t pos,
+                              std::span<const std::span<const std::byte>> states) {
+  return Append(seq, AppendRequest{AppendKind::kToken, layer, 0, pos, 1, states});
+}
+
+Status PagedPool::AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
+                                  std::span<const std::span<const std::byte>> states) {
+  return Append(seq, AppendRequest{AppendKind::kHeadRange, layer, head, pos, 0, states});
+}
+
+Status PagedPool::AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
+                              std::span<const std::span<const std::byte>> states) {
+  return Append(seq, AppendRequest{AppendKind::kLayer, layer, 0, pos, count, states});
+}
+
+// ---------------------------------------------------------------------------
+// Advance, Rollback, Remove
+
+Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
+  std::vector<PendingStore> stores;
+  {
+    std::lock_guard lock(mu_);
+    KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+    if (tokens.empty()) return Status::Ok();
+    const size_t len = seq->tokens.size();
+    const size_t new_len = len + tokens.size();
+    for (uint32_t l = 0; l < geo_.layers(); ++l) {
+      if (seq->written[l] < new_len) {
+        return Status::FailedPrecondition(
+            "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) + " tokens: layer " +
+            std::to_string(l) + " has K/V for " + std::to_string(seq->written[l]));
+      }
+    }
+    seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
+    const size_t t = geo_.block_tokens();
+    for (size_t b = len / t; b < new_len / t; ++b) PublishLocked(*seq, b);
+    InvalidatePackedLocked(*seq);
+    seq->last_access = ++clock_;
+    stores = TakePendingStoresLocked();
+  }
+  FlushStores(std::move(stores));
+  return Status::Ok();
+}
+
+Status PagedPool::Rollback(uint64_t id, size_t length) {
+  std::lock_guard lock(mu_);
+  KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+  if (length > seq->tokens.size()) {
+    return Status::InvalidArgument("cannot roll " + SeqName(id) + " back to " +
+                                   std::to_string(length) + " tokens: it has " +
+                                   std::to_string(seq->tokens.size()));
+  }
+  TruncateLocked(*seq, length);
+  seq->last_access = ++clock_;
+  return Status::Ok();
+}
+
+Status PagedPool::Remove(uint64_t id) {
+  std::vector<PendingStore> stores;
+  {
+    std::unique_lock lock(mu_);
+    loaded_cv_.wait(lock, [&] {
+      auto it = seqs_.find(id);
+      return it == seqs_.end() || !it->second.loading;
+    });
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) {
+      Sequence& seq = it->second;
+      if (options_.store_policy == StorePolicy::kOnSequenceEnd && options_.store != nullptr) {
+        for (size_t b = 0; b < seq.keys.size(); ++b) {
+          if (!slots_[seq.slots[b]].stored) {
+            QueueStoreLocked(seq.slots[b], b, seq.keys, std::nullopt);
+          }
+        }
+      }
+      for (uint32_t slot : seq.slots) ReleaseSlotLocked(slot, Release::kKeepCached);
+      seqs_.erase(it);
+    } else {
+      auto rit = offloaded_.find(id);
+      if (rit == offloaded_.end()) return Status::NotFound(SeqName(id) + " not found");
+      (void)TakeOffloadedLocked(rit);
+    }
+    stores = TakePendingStoresLocked();
+  }
+  FlushStores(std::move(stores));
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Eviction controls
+
+void PagedPool::SetActiveSequences(std::span<const uint64_t> seqs) {
+  std::lock_guard lock(mu_);
+  active_.clear();
+  active_.insert(seqs.begin(), seqs.end());
+}
+
+Status PagedPool::SetPriority(uint64_t id, uint8_t priority) {
+  std::lock_guard lock(mu_);
+  auto it = seqs_.find(id);
+  if (it != seqs_.end()) {
+    it->second.priority = priority;
+    return Status::Ok();
+  }
+  auto rit = offloaded_.find(id);
+  if (rit != offloaded_.end()) {
+    rit->second.priority = priority;
+    return Status::Ok();
+  }
+  return Status::NotFound(SeqName(id) + " not found");
+}
+
+Status PagedPool::Evict(uint64_t id) {
+  std::vector<PendingStore> stores;
+  {
+    std::lock_guard lock(mu_);
+    KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+    OffloadLocked(id, *seq);
+    seqs_.erase(id);
+    stores = TakePendingStoresLocked();
+  }
+  FlushStores(std::move(stores));
+  return Status::Ok();
+}
+
+std::vector<uint64_t> PagedPool::DrainEvicted() {
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> out;
+  out.swap(evicted_ids_);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Views
+
+bool PagedPool::HasSequence(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  return seqs_.count(id) != 0;
+}
+
+Result<size_t> PagedPool::Length(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return NotFoundLocked(id);
+  return it->second.tokens.size();
+}
+
+Result<std::vector<uint32_t>> PagedPool::BlockTable(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return NotFoundLocked(id);
+  if (it->second.loading) {
+    return Status::FailedPrecondition(SeqName(id) + " has a load in flight; call WaitLoaded");
+  }
+  return it->second.slots;
+}
+
+Result<std::byte*> PagedPool::SlotAddress(uint32_t slot) const {
+  std::lock_guard lock(mu_);
+  if (slot >= options_.total_blocks) {
+    return Status::InvalidArgument("slot " + std::to_string(slot) + " out of range (" +
+                                   std::to_string(options_.total_blocks) + " slots)");
+  }
+  if (alloc_.RefCount(slot) == 0) {
+    return Status::FailedPrecondition("slot " + std::to_string(slot) + " is free");
+  }
+  return arena_.Address(slot);
+}
+
+SlotTensorGeometry PagedPool::TensorGeometry(uint32_t layer, uint32_t state) const {
+  if (layer >= geo_.layers() || state >= geo_.layer(layer).size()) return {};
+  const StateGeometry& g = geo_.layer(layer)[state];
+  return SlotTensorGeometry{g.offset, g.bytes, g.dtype, g.a, g.b};
+}
+
+Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t id, uint32_t layer) {
+  if (layer >= geo_.layers()) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
+                                   std::to_string(geo_.layers()) + " layers)");
+  }
+  std::lock_guard lock(mu_);
+  KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+  if (seq->packed[layer] != nullptr) return seq->packed[layer];
+  const size_t len = seq->tokens.size(), t = geo_.block_tokens();
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<PackedLayerView> view,
+                          NewPackedView(geo_, layer, len, packed_bin_));
+  SlotMemory* mem = arena_.memory();
+  const auto& states = geo_.layer(layer);
+  for (size_t b = 0; b * t < len; ++b) {
+    const size_t n = std::min(t, len - b * t);
+    const std::byte* base = arena_.Address(seq->slots[b]);
+    for (size_t k = 0; k < states.size(); ++k) {
+      const StateGeometry& g = states[k];
+      mem->Copy(
+          CopyDirection::kSlotToHost,
+          Copy2D{view->storage[k].data() + b * t * g.row_bytes, len * g.row_bytes, base + g.offset,
+                 t * g.row_bytes, n * g.row_bytes, static_cast<size_t>(g.a)});
+    }
+  }
+  seq->packed[layer] = view;
+  return std::shared_ptr<const PackedLayerView>(std::move(view));
+}
+
+uint32_t PagedPool::RefCount(uint32_t slot) const {
+  std::lock_guard lock(mu_);
+  return alloc_.RefCount(slot);
+}
+
+size_t PagedPool::FreeCount() const {
+  std::lock_guard lock(mu_);
+  return alloc_.FreeCount();
+}
+
+PoolStats PagedPool::GetStats() const {
+  std::lock_guard lock(mu_);
+  PoolStats s = stats_;
+  s.blocks_total = options_.total_blocks;
+  s.blocks_free = alloc_.FreeCount();
+  s.blocks_cached = alloc_.CachedFreeCount();
+  s.bytes_used = (s.blocks_total - s.blocks_free) * geo_.block_bytes();
+  s.bytes_capacity = arena_.capacity_bytes();
+  s.sequences = seqs_.size();
+  s.packed_layers = 0;
+  for (const auto& [id, seq] : seqs_) {
+    for (const auto& p : seq.packed) s.packed_layers += p != nullptr ? 1 : 0;
+  }
+  return s;
+}
+
+}  // namespace kvtier::pool_internal

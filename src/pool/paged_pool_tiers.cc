@@ -1,0 +1,398 @@
+// PagedPool: Allocate with prefix reuse, loads from and stores to the lower
+// tiers, eviction with offload, and restore.
+#include <algorithm>
+#include <cassert>
+#include <string>
+#include <tuple>
+
+#include "kvtier/env.h"
+#include "pool/paged_pool.h"
+
+namespace kvtier::pool_internal {
+
+namespace {
+
+size_t CommonPrefix(std::span<const uint32_t> a, std::span<const uint32_t> b) {
+  size_t n = std::min(a.size(), b.size());
+  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Allocate
+
+Result<size_t> PagedPool::Allocate(uint64_t seq, std::span<const uint32_t> tokens) {
+  KVTIER_ASSIGN_OR_RETURN(AllocateInfo info, AllocateAsync(seq, tokens));
+  if (!info.load_pending) return info.matched_tokens;
+  return WaitLoaded(seq);
+}
+
+Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint32_t> tokens) {
+  const size_t t = geo_.block_tokens();
+  const size_t cap = tokens.empty() ? 0 : tokens.size() - 1;
+  // Only blocks that hold some of the first `cap` tokens are worth reusing.
+  std::vector<BlockKey> keys = chain_.KeysFor(tokens);
+  keys.resize(std::min(keys.size(), (cap + t - 1) / t));
+
+  AllocateInfo info;
+  std::optional<Offloaded> rec;
+  size_t walked = 0;  // full blocks placed in the sequence so far
+  std::vector<PendingStore> stores;
+  {
+    std::lock_guard lock(mu_);
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) {
+      Sequence& seq = it->second;
+      if (seq.loading) {
+        return Status::FailedPrecondition("sequence " + std::to_string(id) +
+                                          " has a load in flight; call WaitLoaded");
+      }
+      const size_t target = std::min(CommonPrefix(seq.tokens, tokens), cap);
+      if (target < seq.tokens.size()) TruncateLocked(seq, target);
+      seq.last_access = ++clock_;
+      info.matched_tokens = target;
+      return info;
+    }
+    auto rit = offloaded_.find(id);
+    if (rit != offloaded_.end()) {
+      rec = TakeOffloadedLocked(rit);
+      info.restored = true;
+      ++stats_.restored_sequences;
+    }
+    Sequence& seq = seqs_[id];
+    seq.order = next_order_++;
+    seq.last_access = ++clock_;
+    seq.priority = rec.has_value() ? rec->priority : 0;
+    seq.loading = true;  // not evictable, not usable, until set up
+    seq.written.assign(geo_.layers(), 0);
+    InvalidatePackedLocked(seq);
+    for (; walked < keys.size(); ++walked) {
+      const BlockKey& key = keys[walked];
+      auto ix = index_.find(key);
+      if (ix != index_.end()) {
+        const uint32_t slot = ix->second;
+        Status s = alloc_.RefCount(slot) == 0 ? alloc_.Revive(slot) : alloc_.AddRef(slot);
+        if (!s.ok()) break;
+        seq.slots.push_back(slot);
+        ++info.pool_blocks;
+        continue;
+      }
+      if (!rec.has_value()) break;
+      auto held = rec->held.find(key);
+      if (held == rec->held.end()) break;
+      Result<uint32_t> slot = AllocateSlotLocked(id);
+      if (!slot.ok()) break;
+      if (!DecodeIntoSlot(*held->second, key, arena_.Address(*slot))) {
+        ReleaseSlotLocked(*slot, Release::kDropEntry);
+        break;
+      }
+      IndexLocked(*slot, key);
+      seq.slots.push_back(*slot);
+      ++info.pool_blocks;
+    }
+    stores = TakePendingStoresLocked();
+  }
+
+  size_t tier_n = 0;
+  if (options_.store != nullptr && walked < keys.size()) {
+    tier_n = std::min(options_.store->Match(std::span<const BlockKey>(keys).subspan(walked)),
+                      keys.size() - walked);
+  }
+
+  std::vector<uint32_t> tier_slots;
+  {
+    std::lock_guard lock(mu_);
+    Sequence& seq = seqs_.at(id);
+    while (tier_slots.size() < tier_n) {
+      Result<uint32_t> slot = AllocateSlotLocked(id);
+      if (!slot.ok()) break;
+      tier_slots.push_back(*slot);
+    }
+    tier_n = tier_slots.size();
+    seq.slots.insert(seq.slots.end(), tier_slots.begin(), tier_slots.end());
+    const size_t full = walked + tier_n;
+    size_t cover = full * t;
+    if (rec.has_value() && !rec->partial.empty() && full == rec->keys.size()) {
+      // The evicted sequence's partial last block, from host memory.
+      const size_t partial_len =
+          std::min({rec->tokens.size(), CommonPrefix(rec->tokens, tokens), cap});
+      if (partial_len > cover) {
+        Result<uint32_t> slot = AllocateSlotLocked(id);
+        if (slot.ok()) {
+          arena_.memory()->Copy(
+              CopyDirection::kHostToSlot,
+              Copy2D{arena_.Address(*slot), 0, rec->partial.data(), 0, rec->partial.size(), 1});
+          seq.slots.push_back(*slot);
+          cover = partial_len;
+        }
+      }
+    }
+    const size_t len = std::min(cover, cap);
+    seq.tokens.assign(tokens.begin(), tokens.begin() + len);
+    seq.keys.assign(keys.begin(), keys.begin() + std::min(keys.size(), len / t));
+    seq.written.assign(geo_.layers(), len);
+    info.matched_tokens = len;
+    info.tier_blocks = tier_n;
+    stats_.prefix_hit_blocks_pool += info.pool_blocks;
+    stats_.prefix_hit_blocks_tier += tier_n;
+    if (tier_n == 0) {
+      seq.loading = false;
+      loaded_cv_.notify_all();
+    } else {
+      info.load_pending = true;
+    }
+    auto more = TakePendingStoresLocked();
+    stores.insert(stores.end(), std::make_move_iterator(more.begin()),
+                  std::make_move_iterator(more.end()));
+  }
+
+  if (tier_n > 0) {
+    LoadJob job;
+    job.seq = id;
+    job.first_block = walked;
+    job.keys.assign(keys.begin() + walked, keys.begin() + walked + tier_n);
+    job.slots = std::move(tier_slots);
+    job.future = options_.store->Load(job.keys);
+    std::lock_guard lock(mu_);
+    jobs_.push_back(std::move(job));
+    if (!loader_.joinable()) loader_ = env_->StartThread([this] { LoaderLoop(); });
+    jobs_cv_.notify_all();
+  }
+  FlushStores(std::move(stores));
+  return info;
+}
+
+Result<size_t> PagedPool::WaitLoaded(uint64_t id) {
+  std::unique_lock lock(mu_);
+  loaded_cv_.wait(lock, [&] {
+    auto it = seqs_.find(id);
+    return it == seqs_.end() || !it->second.loading;
+  });
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return Status::NotFound("sequence " + std::to_string(id) + " not found");
+  return it->second.tokens.size();
+}
+
+// ---------------------------------------------------------------------------
+// Loads
+
+void PagedPool::LoaderLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    jobs_cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;
+    LoadJob job = std::move(jobs_.front());
+    jobs_.pop_front();
+    // Chunks never move, and the job's slots belong to the loading sequence
+    // alone, so they are written without the lock.
+    std::vector<std::byte*> dst;
+    for (uint32_t slot : job.slots) dst.push_back(arena_.Address(slot));
+    lock.unlock();
+    std::vector<SharedBlock> files;
+    try {
+      if (job.future.valid()) files = job.future.get();
+    } catch (const std::exception&) {
+      files.clear();  // a broken promise: every block is a miss
+    }
+    size_t good = 0;
+    uint64_t bytes = 0;
+    while (good < job.keys.size() && good < files.size() && files[good] != nullptr &&
+           DecodeIntoSlot(*files[good], job.keys[good], dst[good])) {
+      bytes += files[good]->size();
+      ++good;
+    }
+    files.clear();
+    lock.lock();
+    FinishLoadLocked(job, good, bytes);
+  }
+}
+
+void PagedPool::FinishLoadLocked(LoadJob& job, size_t good, uint64_t bytes) {
+  auto it = seqs_.find(job.seq);
+  assert(it != seqs_.end());
+  Sequence& seq = it->second;
+  for (size_t i = 0; i < good; ++i) {
+    const uint32_t slot = job.slots[i];
+    if (index_.count(job.keys[i]) == 0) {
+      IndexLocked(slot, job.keys[i]);
+    } else {
+      slots_[slot].keyed = true;
+      slots_[slot].key = job.keys[i];
+    }
+    slots_[slot].stored = true;  // it came from the store
+  }
+  stats_.loaded_blocks += good;
+  stats_.loaded_bytes += bytes;
+  if (good < job.keys.size()) {
+    stats_.load_misses += job.keys.size() - good;
+    stats_.prefix_hit_blocks_tier -= job.keys.size() - good;
+    const size_t keep_tokens = (job.first_block + good) * geo_.block_tokens();
+    if (keep_tokens < seq.tokens.size()) TruncateLocked(seq, keep_tokens);
+  }
+  seq.loading = false;
+  loaded_cv_.notify_all();
+}
+
+bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std::byte* slot_addr) {
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = &signature_;
+  Result<DecodedBlock> block = DecodeBlock(file.span(), opts);
+  if (!block.ok() || block->meta.token_count != geo_.block_tokens() ||
+      block->data.size() != geo_.block_bytes()) {
+    return false;
+  }
+  arena_.memory()->Copy(CopyDirection::kHostToSlot,
+                        Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Stores
+
+Result<SharedBlock> PagedPool::EncodeSlotLocked(uint32_t slot, size_t block,
+                                                const std::vector<BlockKey>& keys) {
+  const std::byte* base = arena_.Address(slot);
+  std::vector<std::byte> staging;
+  if (arena_.memory()->kind() != MemoryKind::kHost) {
+    staging.resize(geo_.block_bytes());
+    arena_.memory()->Copy(CopyDirection::kSlotToHost,
+                          Copy2D{staging.data(), 0, base, 0, staging.size(), 1});
+    base = staging.data();
+  }
+  std::vector<std::span<const std::byte>> tensors;
+  tensors.reserve(geo_.tensor_count());
+  for (uint32_t l = 0; l < geo_.layers(); ++l) {
+    for (const StateGeometry& g : geo_.layer(l)) tensors.emplace_back(base + g.offset, g.bytes);
+  }
+  EncodeRequest req;
+  req.layout = &options_.layout;
+  req.key = keys[block];
+  req.parent = block == 0 ? chain_.ns() : keys[block - 1];
+  req.ns = chain_.ns();
+  req.token_count = geo_.block_tokens();
+  req.created_at = env_->NowUnixMicros() / 1000000;
+  req.tensors = tensors;
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer file, EncodeBlock(req));
+  return SharedBlock(std::make_shared<const BlockBuffer>(std::move(file)));
+}
+
+void PagedPool::QueueStoreLocked(uint32_t slot, size_t block, const std::vector<BlockKey>& keys,
+                                 std::optional<uint64_t> offloaded_seq) {
+  Result<SharedBlock> file = EncodeSlotLocked(slot, block, keys);
+  if (!file.ok()) {
+    ++stats_.store_errors;
+    return;
+  }
+  slots_[slot].stored = true;
+  pending_stores_.push_back(PendingStore{keys[block], *std::move(file), slot, offloaded_seq});
+}
+
+std::vector<PagedPool::PendingStore> PagedPool::TakePendingStoresLocked() {
+  std::vector<PendingStore> out;
+  out.swap(pending_stores_);
+  return out;
+}
+
+void PagedPool::FlushStores(std::vector<PendingStore> stores) {
+  if (stores.empty()) return;
+  std::vector<Status> results;
+  results.reserve(stores.size());
+  for (const PendingStore& p : stores) results.push_back(options_.store->Store(p.key, p.file));
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < stores.size(); ++i) {
+    const PendingStore& p = stores[i];
+    auto rit = p.offloaded_seq.has_value() ? offloaded_.find(*p.offloaded_seq) : offloaded_.end();
+    if (results[i].ok()) {
+      ++stats_.stored_blocks;
+      stats_.stored_bytes += p.file->size();
+      // The store holds it now; the offload record need not.
+      if (rit != offloaded_.end()) rit->second.held.erase(p.key);
+    } else {
+      ++stats_.store_errors;
+      SlotInfo& si = slots_[p.slot];
+      if (si.keyed && si.key == p.key) si.stored = false;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Eviction and offload
+
+bool PagedPool::EvictOneLocked(uint64_t protect) {
+  if (options_.eviction == EvictionPolicy::kNone) return false;
+  using Rank = std::tuple<uint64_t, uint64_t, uint64_t>;  // lower is evicted first
+  std::optional<Rank> best;
+  uint64_t victim = 0;
+  for (const auto& [id, seq] : seqs_) {
+    if (id == protect || seq.loading || seq.slots.empty() || active_.count(id) != 0) continue;
+    Rank r;
+    switch (options_.eviction) {
+      case EvictionPolicy::kFifo:
+        r = {seq.order, 0, id};
+        break;
+      case EvictionPolicy::kPriority:
+        r = {seq.priority, seq.last_access, id};
+        break;
+      default:
+        r = {seq.last_access, 0, id};
+        break;
+    }
+    if (!best.has_value() || r < *best) {
+      best = r;
+      victim = id;
+    }
+  }
+  if (!best.has_value()) return false;
+  auto it = seqs_.find(victim);
+  OffloadLocked(victim, it->second);
+  seqs_.erase(it);
+  return true;
+}
+
+void PagedPool::OffloadLocked(uint64_t id, Sequence& seq) {
+  const size_t t = geo_.block_tokens();
+  Offloaded rec;
+  rec.tokens = seq.tokens;
+  rec.keys = seq.keys;
+  rec.priority = seq.priority;
+  for (size_t b = 0; b < seq.keys.size(); ++b) {
+    const uint32_t slot = seq.slots[b];
+    if (options_.store == nullptr) {
+      Result<SharedBlock> file = EncodeSlotLocked(slot, b, seq.keys);
+      if (file.ok()) rec.held.emplace(seq.keys[b], *std::move(file));
+    } else if (!slots_[slot].stored) {
+      const size_t before = pending_stores_.size();
+      QueueStoreLocked(slot, b, seq.keys, id);
+      // Held until the store succeeds, so a restore in between finds it.
+      if (pending_stores_.size() > before)
+        rec.held.emplace(seq.keys[b], pending_stores_.back().file);
+    }
+  }
+  const size_t len = seq.tokens.size();
+  if (len % t != 0 && len / t < seq.slots.size()) {
+    rec.partial.resize(geo_.block_bytes());
+    arena_.memory()->Copy(CopyDirection::kSlotToHost,
+                          Copy2D{rec.partial.data(), 0, arena_.Address(seq.slots[len / t]), 0,
+                                 rec.partial.size(), 1});
+  }
+  for (uint32_t slot : seq.slots) ReleaseSlotLocked(slot, Release::kKeepCached);
+  stats_.evicted_blocks += seq.slots.size();
+  ++stats_.evicted_sequences;
+  ++stats_.offloaded_sequences;
+  stats_.offloaded_blocks += rec.keys.size() + (rec.partial.empty() ? 0 : 1);
+  evicted_ids_.push_back(id);
+  offloaded_[id] = std::move(rec);
+}
+
+PagedPool::Offloaded PagedPool::TakeOffloadedLocked(
+    std::unordered_map<uint64_t, Offloaded>::iterator it) {
+  Offloaded rec = std::move(it->second);
+  offloaded_.erase(it);
+  stats_.offloaded_blocks -= rec.keys.size() + (rec.partial.empty() ? 0 : 1);
+  --stats_.offloaded_sequences;
+  return rec;
+}
+
+}  // namespace kvtier::pool_internal

@@ -1,0 +1,186 @@
+// Helpers for the pool tests: a deterministic K/V oracle and writers.
+//
+// The K/V of position p is a pure function of the tokens [0, p] (so shared
+// prefixes have equal K/V, as in a real model), the layer, the state and the
+// head. Any test can therefore check any view against the oracle.
+#ifndef KVTIER_POOL_POOL_TEST_UTIL_H_
+#define KVTIER_POOL_POOL_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_pool.h"
+#include "kvtier/layout.h"
+
+namespace kvtier::pool_testing {
+
+inline uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A small attention layout: `layers` layers of K and V [heads, T, dim], F16.
+inline ModelLayout TestLayout(uint32_t layers = 2, uint32_t heads = 2, uint32_t dim = 4,
+                              uint32_t block_tokens = 4) {
+  return ModelLayout::Attention("pool-test", layers, heads, dim, DType::kF16, block_tokens);
+}
+
+inline PoolOptions TestOptions(const ModelLayout& layout, uint32_t total_blocks) {
+  PoolOptions o;
+  o.layout = layout;
+  o.key_namespace.model_id = "pool-test-model";
+  o.total_blocks = total_blocks;
+  o.chunk_blocks = 4;
+  return o;
+}
+
+enum class AppendMode { kToken, kHeadRange, kLayer };
+enum class Commit { kAdvance, kWriteOnly };
+
+class KvOracle {
+ public:
+  explicit KvOracle(const ModelLayout& layout) : layout_(layout) {}
+
+  size_t a(uint32_t l, uint32_t k) const { return layout_.layers[l].states[k].shape[0]; }
+  size_t row(uint32_t l, uint32_t k) const {
+    const TensorSpec& s = layout_.layers[l].states[k];
+    return s.shape[2] * DTypeSize(s.dtype);
+  }
+  uint32_t layers() const { return static_cast<uint32_t>(layout_.layers.size()); }
+  uint32_t states(uint32_t l) const {
+    return static_cast<uint32_t>(layout_.layers[l].states.size());
+  }
+
+  // Hash of tokens [0, p] for every p.
+  static std::vector<uint64_t> PrefixHashes(std::span<const uint32_t> tokens) {
+    std::vector<uint64_t> out;
+    uint64_t h = 0x2545f4914f6cdd1dull;
+    for (uint32_t t : tokens) {
+      h = Mix(h ^ (uint64_t{t} + 0x1234567));
+      out.push_back(h);
+    }
+    return out;
+  }
+
+  // Head `h`'s row of position p (prefix hash ph), `row(l,k)` bytes.
+  void FillHeadRow(uint64_t ph, uint32_t l, uint32_t k, uint64_t head, std::byte* out) const {
+    uint64_t s = Mix(ph ^ (uint64_t{l} * 0x100000001b3ull) ^ (uint64_t{k} << 48) ^ (head << 32));
+    const size_t n = row(l, k);
+    for (size_t i = 0; i < n; ++i) {
+      if (i % 8 == 0) s = Mix(s);
+      out[i] = static_cast<std::byte>(s >> (8 * (i % 8)));
+    }
+  }
+
+  // Packed [A, len, B] of state k of layer l for tokens [0, len).
+  std::vector<std::byte> Packed(std::span<const uint32_t> tokens, size_t len, uint32_t l,
+                                uint32_t k) const {
+    std::vector<uint64_t> ph = PrefixHashes(tokens.first(len));
+    const size_t r = row(l, k);
+    std::vector<std::byte> out(a(l, k) * len * r);
+    for (size_t h = 0; h < a(l, k); ++h) {
+      for (size_t p = 0; p < len; ++p) FillHeadRow(ph[p], l, k, h, &out[(h * len + p) * r]);
+    }
+    return out;
+  }
+
+  // Writes K/V of positions [from, to) of `tokens` to every layer of `seq`
+  // with `mode`, then (kAdvance) commits them.
+  Status Write(BlockPool* pool, uint64_t seq, std::span<const uint32_t> tokens, size_t from,
+               size_t to, AppendMode mode, Commit commit = Commit::kAdvance) const {
+    std::vector<uint64_t> ph = PrefixHashes(tokens.first(to));
+    for (uint32_t l = 0; l < layers(); ++l) {
+      const uint32_t ns = states(l);
+      std::vector<std::vector<std::byte>> bufs(ns);
+      std::vector<std::span<const std::byte>> spans(ns);
+      auto emit = [&]() {
+        for (uint32_t k = 0; k < ns; ++k) spans[k] = bufs[k];
+      };
+      switch (mode) {
+        case AppendMode::kToken:
+          for (size_t p = from; p < to; ++p) {
+            for (uint32_t k = 0; k < ns; ++k) {
+              bufs[k].resize(a(l, k) * row(l, k));
+              for (size_t h = 0; h < a(l, k); ++h) {
+                FillHeadRow(ph[p], l, k, h, &bufs[k][h * row(l, k)]);
+              }
+            }
+            emit();
+            KVTIER_RETURN_IF_ERROR(pool->AppendToken(seq, l, p, spans));
+          }
+          break;
+        case AppendMode::kHeadRange:
+          for (size_t h = 0; h < a(l, 0); ++h) {
+            for (uint32_t k = 0; k < ns; ++k) {
+              bufs[k].resize((to - from) * row(l, k));
+              for (size_t p = from; p < to; ++p) {
+                FillHeadRow(ph[p], l, k, h, &bufs[k][(p - from) * row(l, k)]);
+              }
+            }
+            emit();
+            KVTIER_RETURN_IF_ERROR(
+                pool->AppendHeadRange(seq, l, static_cast<uint32_t>(h), from, spans));
+          }
+          break;
+        case AppendMode::kLayer:
+          for (uint32_t k = 0; k < ns; ++k) {
+            const size_t n = to - from, r = row(l, k);
+            bufs[k].resize(a(l, k) * n * r);
+            for (size_t h = 0; h < a(l, k); ++h) {
+              for (size_t p = from; p < to; ++p) {
+                FillHeadRow(ph[p], l, k, h, &bufs[k][(h * n + (p - from)) * r]);
+              }
+            }
+          }
+          emit();
+          KVTIER_RETURN_IF_ERROR(pool->AppendLayer(seq, l, from, to - from, spans));
+          break;
+      }
+    }
+    if (commit == Commit::kWriteOnly) return Status::Ok();
+    return pool->Advance(seq, tokens.subspan(from, to - from));
+  }
+
+  // Checks every layer's packed view of `seq` against the oracle for
+  // `tokens` (the sequence's committed tokens).
+  ::testing::AssertionResult Check(BlockPool* pool, uint64_t seq,
+                                   std::span<const uint32_t> tokens) const {
+    Result<size_t> len = pool->Length(seq);
+    if (!len.ok()) return ::testing::AssertionFailure() << len.status().ToString();
+    if (*len != tokens.size()) {
+      return ::testing::AssertionFailure()
+             << "sequence " << seq << " length " << *len << ", expected " << tokens.size();
+    }
+    for (uint32_t l = 0; l < layers(); ++l) {
+      auto view = pool->PackedLayer(seq, l);
+      if (!view.ok()) return ::testing::AssertionFailure() << view.status().ToString();
+      if ((*view)->length != tokens.size() || (*view)->states.size() != states(l)) {
+        return ::testing::AssertionFailure() << "layer " << l << " view shape wrong";
+      }
+      for (uint32_t k = 0; k < states(l); ++k) {
+        std::vector<std::byte> want = Packed(tokens, tokens.size(), l, k);
+        std::span<const std::byte> got = (*view)->states[k].data;
+        if (got.size() != want.size() ||
+            (!want.empty() && std::memcmp(got.data(), want.data(), want.size()) != 0)) {
+          return ::testing::AssertionFailure()
+                 << "sequence " << seq << " layer " << l << " state " << k << " differs";
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  ModelLayout layout_;
+};
+
+}  // namespace kvtier::pool_testing
+
+#endif  // KVTIER_POOL_POOL_TEST_UTIL_H_

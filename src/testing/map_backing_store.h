@@ -1,0 +1,69 @@
+// MapBackingStore: a BlockBackingStore over a std::map, for tests.
+//
+// It keeps the block files it is given (shared, not copied) by key. Tests can
+// make stores fail, hold loads until released (to see a load in flight),
+// drop or corrupt a stored block, and deep-copy the whole map (CloneBytes)
+// to model another process that reads the same tier: the clone shares no
+// memory with the original.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef KVTIER_TESTING_MAP_BACKING_STORE_H_
+#define KVTIER_TESTING_MAP_BACKING_STORE_H_
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kvtier/block_pool.h"
+
+namespace kvtier {
+
+class MapBackingStore final : public BlockBackingStore {
+ public:
+  MapBackingStore() = default;
+
+  size_t Match(std::span<const BlockKey> keys) override;
+  Status Store(const BlockKey& key, SharedBlock block) override;
+  std::future<std::vector<SharedBlock>> Load(std::vector<BlockKey> keys) override;
+
+  // Test controls.
+  // The next `n` Store calls fail with kIOError and keep nothing.
+  void FailNextStores(int n);
+  // Loads started from now on wait until ReleaseLoads().
+  void HoldLoads();
+  // Completes the held loads (with what the map holds now) and stops holding.
+  void ReleaseLoads();
+  void Erase(const BlockKey& key);
+  // Replaces the stored file with a copy whose last byte is flipped.
+  void Corrupt(const BlockKey& key);
+  // A new store with copies of every block file's bytes.
+  std::unique_ptr<MapBackingStore> CloneBytes() const;
+
+  bool Contains(const BlockKey& key) const;
+  SharedBlock Get(const BlockKey& key) const;
+  size_t size() const;
+  uint64_t store_calls() const;
+  uint64_t load_calls() const;
+
+ private:
+  struct HeldLoad {
+    std::vector<BlockKey> keys;
+    std::promise<std::vector<SharedBlock>> promise;
+  };
+  std::vector<SharedBlock> LookupLocked(const std::vector<BlockKey>& keys) const;
+
+  mutable std::mutex mu_;
+  std::map<BlockKey, SharedBlock> blocks_;
+  int fail_stores_ = 0;
+  bool hold_ = false;
+  std::vector<HeldLoad> held_;
+  uint64_t store_calls_ = 0;
+  uint64_t load_calls_ = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_TESTING_MAP_BACKING_STORE_H_
