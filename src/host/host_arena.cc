@@ -64,6 +64,8 @@ void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredLi
       if (o->sink) {
         d.to_sink = true;
         ++s.dirty_evictions;
+        auto& [held, calls] = o->handoff[e.key];
+        if (calls++ == 0) held = d.block;
       } else {
         ++s.dirty_dropped;
       }
@@ -111,15 +113,26 @@ void Arena::Run(DeferredList& actions) {
     actions.clear();
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SharedBlock> retired;  // handoff blocks, freed after unlocking
+  std::unique_lock<std::mutex> lock(mu_);
   bool wake = false;
   for (size_t i = 0; i < actions.size(); ++i) {
     Deferred& a = actions[i];
     if (!a.to_sink && !a.notify_added && !a.notify_removed) continue;
     a.owner->stats.sink_errors += failed[i];
+    if (a.to_sink) {
+      auto h = a.owner->handoff.find(a.key);
+      assert(h != a.owner->handoff.end());
+      if (h != a.owner->handoff.end() && --h->second.second == 0) {
+        retired.push_back(std::move(h->second.first));
+        a.owner->handoff.erase(h);
+      }
+    }
     if (--a.owner->inflight == 0 && a.owner->closed) wake = true;
   }
   if (wake) idle_cv_.notify_all();
+  lock.unlock();
+  retired.clear();
   actions.clear();
 }
 
@@ -198,27 +211,66 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
   return Status::Ok();
 }
 
-Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+Result<SharedBlock> Arena::FindLocked(Owner* owner, const BlockKey& key, size_t dst_size) {
+  auto found = owner->map.find(key);
   SharedBlock block;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto found = owner->map.find(key);
-    if (found == owner->map.end()) {
+  if (found == owner->map.end()) {
+    auto h = owner->handoff.find(key);
+    if (h == owner->handoff.end()) {
       ++owner->stats.misses;
       return SharedBlock();
     }
-    EntryList::iterator it = found->second;
-    if (!dst.empty() && dst.size() < it->bytes) {
-      return Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
-                                     " bytes is smaller than the block of " +
-                                     std::to_string(it->bytes) + " bytes");
-    }
-    lru_.splice(lru_.end(), lru_, it);
-    ++owner->stats.hits;
-    block = it->block;
+    // Evicted, its sink call still running: serve it without re-adding.
+    block = h->second.first;
+  } else {
+    block = found->second->block;
   }
-  if (!dst.empty()) std::memcpy(dst.data(), block->data(), block->size());
+  if (dst_size != 0 && dst_size < block->size()) {
+    return Status::InvalidArgument("destination of " + std::to_string(dst_size) +
+                                   " bytes is smaller than the block of " +
+                                   std::to_string(block->size()) + " bytes");
+  }
+  if (found != owner->map.end()) {
+    lru_.splice(lru_.end(), lru_, found->second);
+  } else {
+    ++owner->stats.handoff_hits;
+  }
+  ++owner->stats.hits;
   return block;
+}
+
+Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+  Result<SharedBlock> got = SharedBlock();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    got = FindLocked(owner, key, dst.size());
+  }
+  if (got.ok() && *got != nullptr && !dst.empty()) {
+    std::memcpy(dst.data(), (*got)->data(), (*got)->size());
+  }
+  return got;
+}
+
+std::vector<Result<SharedBlock>> Arena::GetMany(Owner* owner, std::span<const BlockKey> keys,
+                                                std::span<const std::span<std::byte>> dsts) {
+  std::vector<Result<SharedBlock>> out;
+  out.reserve(keys.size());
+  {
+    // One lock for the batch: besides saving the lock traffic, the lookups
+    // of independent keys can overlap their cache misses.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      out.push_back(FindLocked(owner, keys[i], dsts.empty() ? 0 : dsts[i].size()));
+    }
+  }
+  if (!dsts.empty()) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (out[i].ok() && *out[i] != nullptr) {
+        std::memcpy(dsts[i].data(), (*out[i])->data(), (*out[i])->size());
+      }
+    }
+  }
+  return out;
 }
 
 bool Arena::Contains(const Owner* owner, const BlockKey& key) const {

@@ -50,6 +50,10 @@ struct Owner {
   HostKeyListener listener;
 
   std::unordered_map<BlockKey, EntryList::iterator, BlockKeyHash> map;
+  // Evicted dirty entries whose sink call has not returned yet, with the
+  // number of such calls per key. Get serves them, so a block stays
+  // readable while it moves to the lower tier.
+  std::unordered_map<BlockKey, std::pair<SharedBlock, uint32_t>, BlockKeyHash> handoff;
   HostTierStats stats;    // gauges kept up to date here as well
   uint64_t inflight = 0;  // deferred actions handed out, not yet finished
   bool closed = false;
@@ -73,6 +77,10 @@ class Arena {
   Status Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dirty,
              uint64_t* reserved_bytes) EXCLUDES(mu_);
   Result<SharedBlock> Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst)
+      EXCLUDES(mu_);
+  // REQUIRES: dsts empty or dsts.size() == keys.size().
+  std::vector<Result<SharedBlock>> GetMany(Owner* owner, std::span<const BlockKey> keys,
+                                           std::span<const std::span<std::byte>> dsts)
       EXCLUDES(mu_);
   bool Contains(const Owner* owner, const BlockKey& key) const EXCLUDES(mu_);
   bool MarkClean(Owner* owner, const BlockKey& key) EXCLUDES(mu_);
@@ -107,6 +115,10 @@ class Arena {
 
   enum class RemoveReason { kEvict, kErase };
 
+  // Get's lookup: the entry (or handed-off block) for `key`, touched and
+  // counted; nullptr on a miss; InvalidArgument if dst_size is not 0 and
+  // smaller than the block (nothing touched or counted then).
+  Result<SharedBlock> FindLocked(Owner* owner, const BlockKey& key, size_t dst_size) REQUIRES(mu_);
   // Unlinks `it`, updates every gauge and counter, and queues the calls out
   // it needs (sink for a dirty eviction, listener).
   void RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out) REQUIRES(mu_);
