@@ -20,8 +20,8 @@ Checks, on the full trace with --payload none and 3,000,000 RAM tokens:
     hit_ratio >= 0.99 × max_hit_ratio;
   - the figures the lead's own simulation gave (max 0.65124, LRU 0.31509,
     Belady 0.56003) within 0.005.
-Then --payload real on the first 300 requests with --layout tiny, a small
-RAM tier and a disk tier: every loaded block verified, none wrong, disk hits
+Then --payload real on the first 300 requests (--limit 300) with --layout
+tiny, a small RAM tier and a disk tier: every loaded block verified, none wrong, disk hits
 present, hit_ratio within 0.005 of the simulation. Then bad input: exit 2,
 one line on stderr, nothing on stdout.
 
@@ -337,10 +337,10 @@ def check_metadata(runner, trace_path, trace):
 
 
 def check_real(runner, trace_path, trace, tmp):
-    # First 300 requests; 300,000 RAM tokens (585 blocks) so that blocks go
-    # down to disk and come back.
+    # First 300 requests; 1,500,000 RAM tokens (2,929 blocks) so that some
+    # blocks go down to disk and come back (67 in the simulation).
     limit = 300
-    ram_tokens = 300000
+    ram_tokens = 1500000
     head = trace[:limit]
     total = sum(t for t, _ in head)
     sim = simulate(head, ram_tokens // BLOCK, DISK_TOKENS // BLOCK)

@@ -56,8 +56,11 @@ struct RealReplayOptions {
   EvictionPolicy policy = EvictionPolicy::kLru;
   // What a block holds. Must validate.
   ModelLayout layout;
-  // TieredCache load threads. Default 2.
-  uint32_t load_threads = 2;
+  // TieredCache load threads. Default 0: one thread drives the replay, so
+  // each Load does its disk part on that thread (the disk tier still reads
+  // a batch on its own read threads) instead of paying a thread hand-off
+  // per call.
+  uint32_t load_threads = 0;
 
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;
