@@ -37,7 +37,8 @@ Result<std::unique_ptr<CacheCore>> CacheCore::Open(CacheOptions options, Env* en
 Status CacheCore::Init() {
   budget_ = options_.host.shared_budget;
   if (budget_ == nullptr) {
-    KVTIER_ASSIGN_OR_RETURN(budget_, SharedHostBudget::Create(options_.host.capacity_bytes));
+    KVTIER_ASSIGN_OR_RETURN(budget_, SharedHostBudget::Create(options_.host.capacity_bytes,
+                                                              options_.host.eviction_policy));
   }
   if (options_.disk.has_value()) {
     DiskTierOptions d = *options_.disk;

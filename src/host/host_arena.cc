@@ -21,7 +21,7 @@ void Arena::CloseOwner(Owner* owner) {
   for (auto& [key, it] : owner->map) {
     used_ -= it->bytes;
     dropped.push_back(std::move(it->block));
-    lru_.erase(it);
+    order_.Remove(it, KeyFingerprint(key), Removal::kErased);
   }
   owner->map.clear();
   owner->stats.entries = 0;
@@ -73,14 +73,15 @@ void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredLi
   } else {
     ++s.erases;
   }
+  const uint64_t fp = KeyFingerprint(e.key);
   o->map.erase(e.key);
-  lru_.erase(it);
+  order_.Remove(it, fp, reason == RemoveReason::kEvict ? Removal::kEvicted : Removal::kErased);
   QueueLocked(out, std::move(d));
 }
 
 bool Arena::MakeRoomLocked(uint64_t need, DeferredList* out) {
-  while (used_ + reserved_ + need > capacity_ && !lru_.empty()) {
-    RemoveLocked(lru_.begin(), RemoveReason::kEvict, out);
+  while (used_ + reserved_ + need > capacity_ && !order_.empty()) {
+    RemoveLocked(order_.begin(), RemoveReason::kEvict, out);
   }
   return used_ + reserved_ + need <= capacity_;
 }
@@ -177,7 +178,7 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
         s.dirty_entries -= 1;
         s.dirty_bytes -= old.bytes;
       }
-      parked.splice(parked.begin(), lru_, found->second);
+      parked = order_.Extract(found->second);
     }
     const bool room = MakeRoomLocked(bytes, &actions);
     assert(room);
@@ -188,11 +189,11 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
       it = parked.begin();
       replaced = std::move(it->block);
       *it = std::move(node.front());
-      lru_.splice(lru_.end(), parked);
+      // Storing a present key again means it is wanted again.
+      order_.Insert(std::move(parked), KeyFingerprint(key), Admission::kReused);
       ++s.replacements;
     } else {
-      it = node.begin();
-      lru_.splice(lru_.end(), node);
+      it = order_.Insert(std::move(node), KeyFingerprint(key), Admission::kNew);
       owner->map.emplace(key, it);
       s.entries += 1;
       if (owner->listener) {
@@ -231,7 +232,7 @@ Result<SharedBlock> Arena::FindLocked(Owner* owner, const BlockKey& key, size_t 
                                    std::to_string(block->size()) + " bytes");
   }
   if (found != owner->map.end()) {
-    lru_.splice(lru_.end(), lru_, found->second);
+    order_.Touch(found->second);
   } else {
     ++owner->stats.handoff_hits;
   }
@@ -307,8 +308,8 @@ uint64_t Arena::ShrinkTo(Owner* owner, uint64_t target_bytes, const KeySet& prot
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto total = [&]() { return owner != nullptr ? owner->stats.bytes : used_; };
-    auto it = lru_.begin();
-    while (total() > target_bytes && it != lru_.end()) {
+    auto it = order_.begin();
+    while (total() > target_bytes && it != order_.end()) {
       if ((owner != nullptr && it->owner != owner) || protected_keys.count(it->key) != 0) {
         ++it;
         continue;
@@ -328,8 +329,8 @@ uint64_t Arena::Clear(Owner* owner) {
   DeferredList actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = lru_.begin();
-    while (it != lru_.end()) {
+    auto it = order_.begin();
+    while (it != order_.end()) {
       if (owner != nullptr && it->owner != owner) {
         ++it;
         continue;
@@ -376,7 +377,7 @@ std::vector<HostTier::DirtyEntry> Arena::DirtyEntries(const Owner* owner, size_t
   std::vector<HostTier::DirtyEntry> out;
   std::lock_guard<std::mutex> lock(mu_);
   out.reserve(std::min<size_t>(limit, owner->stats.dirty_entries));
-  for (auto it = lru_.begin(); it != lru_.end() && out.size() < limit; ++it) {
+  for (auto it = order_.begin(); it != order_.end() && out.size() < limit; ++it) {
     if (it->owner == owner && it->dirty) out.push_back({it->key, it->block});
   }
   return out;
@@ -393,9 +394,10 @@ HostBudgetStats Arena::Stats() const {
   s.capacity_bytes = capacity_;
   s.used_bytes = used_;
   s.reserved_bytes = reserved_;
-  s.entries = lru_.size();
+  s.entries = order_.size();
   s.tiers = owners_;
   s.evictions = evictions_;
+  s.ghost_hits = order_.ghost_hits();
   return s;
 }
 

@@ -1,7 +1,8 @@
 // Arena: the state behind a SharedHostBudget and all HostTiers on it.
 //
-// One mutex guards everything: the global LRU list of entries, each tier's
-// key map and counters, and the budget's totals. HostTier and
+// One mutex guards everything: the global eviction order of entries (an
+// EvictionList under the budget's policy), each tier's key map and
+// counters, and the budget's totals. HostTier and
 // SharedHostBudget are thin handles that call in here.
 //
 // Calls out (eviction sinks, key listeners) are collected under the mutex
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
+#include "host/eviction_policy.h"
 #include "kvtier/host_tier.h"
 
 namespace kvtier::host_internal {
@@ -38,9 +40,10 @@ struct Entry {
   SharedBlock block;
   uint64_t bytes = 0;
   bool dirty = false;
+  bool reused = false;  // owned by the EvictionList
 };
 
-using EntryList = std::list<Entry>;  // front = least recently used
+using EntryList = EvictionList<Entry>::List;  // one list node, or the whole order
 
 // One HostTier's share of the arena. The callbacks are set at creation and
 // never change (safe to call without the lock); everything else is guarded
@@ -63,7 +66,8 @@ using KeySet = std::unordered_set<BlockKey, BlockKeyHash>;
 
 class Arena {
  public:
-  explicit Arena(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+  Arena(uint64_t capacity_bytes, EvictionPolicy policy)
+      : capacity_(capacity_bytes), order_(policy) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -122,7 +126,7 @@ class Arena {
   // Unlinks `it`, updates every gauge and counter, and queues the calls out
   // it needs (sink for a dirty eviction, listener).
   void RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out) REQUIRES(mu_);
-  // Evicts from the LRU end until `need` more bytes fit. False if they
+  // Evicts from the front of the order until `need` more bytes fit. False if they
   // cannot (only reservations left).
   bool MakeRoomLocked(uint64_t need, DeferredList* out) REQUIRES(mu_);
   void QueueLocked(DeferredList* out, Deferred d) REQUIRES(mu_);
@@ -132,8 +136,8 @@ class Arena {
 
   const uint64_t capacity_;
   mutable std::mutex mu_;
-  std::condition_variable idle_cv_;  // an owner's inflight dropped to 0
-  EntryList lru_ GUARDED_BY(mu_);
+  std::condition_variable idle_cv_;            // an owner's inflight dropped to 0
+  EvictionList<Entry> order_ GUARDED_BY(mu_);  // front = next victim
   uint64_t used_ GUARDED_BY(mu_) = 0;
   uint64_t reserved_ GUARDED_BY(mu_) = 0;
   uint64_t owners_ GUARDED_BY(mu_) = 0;

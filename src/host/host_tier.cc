@@ -25,6 +25,10 @@ Status HostTierOptions::Validate() const {
     return Status::InvalidArgument(
         "HostTierOptions.capacity_bytes must be > 0 when no shared_budget is given");
   }
+  if (eviction_policy != EvictionPolicy::kLru && eviction_policy != EvictionPolicy::kReuse) {
+    return Status::InvalidArgument("HostTierOptions.eviction_policy is not a known policy (" +
+                                   std::to_string(static_cast<int>(eviction_policy)) + ")");
+  }
   return Status::Ok();
 }
 
@@ -32,12 +36,17 @@ Status HostTierOptions::Validate() const {
 
 SharedHostBudget::SharedHostBudget(std::shared_ptr<Arena> arena) : arena_(std::move(arena)) {}
 
-Result<std::shared_ptr<SharedHostBudget>> SharedHostBudget::Create(uint64_t capacity_bytes) {
+Result<std::shared_ptr<SharedHostBudget>> SharedHostBudget::Create(uint64_t capacity_bytes,
+                                                                   EvictionPolicy policy) {
   if (capacity_bytes == 0) {
     return Status::InvalidArgument("SharedHostBudget capacity_bytes must be > 0");
   }
+  if (policy != EvictionPolicy::kLru && policy != EvictionPolicy::kReuse) {
+    return Status::InvalidArgument("SharedHostBudget: unknown eviction policy " +
+                                   std::to_string(static_cast<int>(policy)));
+  }
   return std::shared_ptr<SharedHostBudget>(
-      new SharedHostBudget(std::make_shared<Arena>(capacity_bytes)));
+      new SharedHostBudget(std::make_shared<Arena>(capacity_bytes, policy)));
 }
 
 uint64_t SharedHostBudget::capacity_bytes() const { return arena_->capacity(); }
@@ -92,7 +101,8 @@ Result<std::unique_ptr<HostTier>> HostTier::Create(HostTierOptions options) {
   KVTIER_RETURN_IF_ERROR(options.Validate());
   std::shared_ptr<SharedHostBudget> budget = std::move(options.shared_budget);
   if (budget == nullptr) {
-    KVTIER_ASSIGN_OR_RETURN(budget, SharedHostBudget::Create(options.capacity_bytes));
+    KVTIER_ASSIGN_OR_RETURN(
+        budget, SharedHostBudget::Create(options.capacity_bytes, options.eviction_policy));
   }
   auto owner = std::make_shared<Owner>();
   owner->sink = std::move(options.eviction_sink);
