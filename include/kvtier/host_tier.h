@@ -106,6 +106,7 @@ struct HostTierStats {
   uint64_t reserved_bytes = 0;  // held by this tier's live Reservations
   // Counters since creation.
   uint64_t hits = 0;                  // Get found the key
+  uint64_t handoff_hits = 0;          // ... evicted, while its sink call was running
   uint64_t misses = 0;                // Get did not
   uint64_t puts = 0;                  // successful Puts (new keys and replacements)
   uint64_t replacements = 0;          // successful Puts of a key already present
@@ -221,7 +222,9 @@ class HostTier {
   // is not empty, also copies the block's bytes into its front (the rest of
   // `dst` is left alone). On a miss: returns nullptr. InvalidArgument if
   // `dst` is not empty and is smaller than the block (nothing is copied or
-  // counted then).
+  // counted then). A dirty entry that was evicted stays readable here (a
+  // hit, not re-added) until its sink call returns, so a block is never
+  // missing from both this tier and the lower one while it moves down.
   Result<SharedBlock> Get(const BlockKey& key, std::span<std::byte> dst = {});
 
   // Whether the key is present. Neither touches the LRU order nor counts.

@@ -64,6 +64,8 @@ void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredLi
       if (o->sink) {
         d.to_sink = true;
         ++s.dirty_evictions;
+        auto& [held, calls] = o->handoff[e.key];
+        if (calls++ == 0) held = d.block;
       } else {
         ++s.dirty_dropped;
       }
@@ -111,15 +113,26 @@ void Arena::Run(DeferredList& actions) {
     actions.clear();
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SharedBlock> retired;  // handoff blocks, freed after unlocking
+  std::unique_lock<std::mutex> lock(mu_);
   bool wake = false;
   for (size_t i = 0; i < actions.size(); ++i) {
     Deferred& a = actions[i];
     if (!a.to_sink && !a.notify_added && !a.notify_removed) continue;
     a.owner->stats.sink_errors += failed[i];
+    if (a.to_sink) {
+      auto h = a.owner->handoff.find(a.key);
+      assert(h != a.owner->handoff.end());
+      if (h != a.owner->handoff.end() && --h->second.second == 0) {
+        retired.push_back(std::move(h->second.first));
+        a.owner->handoff.erase(h);
+      }
+    }
     if (--a.owner->inflight == 0 && a.owner->closed) wake = true;
   }
   if (wake) idle_cv_.notify_all();
+  lock.unlock();
+  retired.clear();
   actions.clear();
 }
 
@@ -204,18 +217,27 @@ Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std:
     std::lock_guard<std::mutex> lock(mu_);
     auto found = owner->map.find(key);
     if (found == owner->map.end()) {
-      ++owner->stats.misses;
-      return SharedBlock();
+      auto h = owner->handoff.find(key);
+      if (h == owner->handoff.end()) {
+        ++owner->stats.misses;
+        return SharedBlock();
+      }
+      // Evicted, its sink call still running: serve it without re-adding.
+      block = h->second.first;
+    } else {
+      block = found->second->block;
     }
-    EntryList::iterator it = found->second;
-    if (!dst.empty() && dst.size() < it->bytes) {
+    if (!dst.empty() && dst.size() < block->size()) {
       return Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
                                      " bytes is smaller than the block of " +
-                                     std::to_string(it->bytes) + " bytes");
+                                     std::to_string(block->size()) + " bytes");
     }
-    lru_.splice(lru_.end(), lru_, it);
+    if (found != owner->map.end()) {
+      lru_.splice(lru_.end(), lru_, found->second);
+    } else {
+      ++owner->stats.handoff_hits;
+    }
     ++owner->stats.hits;
-    block = it->block;
   }
   if (!dst.empty()) std::memcpy(dst.data(), block->data(), block->size());
   return block;

@@ -50,6 +50,10 @@ struct Owner {
   HostKeyListener listener;
 
   std::unordered_map<BlockKey, EntryList::iterator, BlockKeyHash> map;
+  // Evicted dirty entries whose sink call has not returned yet, with the
+  // number of such calls per key. Get serves them, so a block stays
+  // readable while it moves to the lower tier.
+  std::unordered_map<BlockKey, std::pair<SharedBlock, uint32_t>, BlockKeyHash> handoff;
   HostTierStats stats;    // gauges kept up to date here as well
   uint64_t inflight = 0;  // deferred actions handed out, not yet finished
   bool closed = false;

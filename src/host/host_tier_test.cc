@@ -634,3 +634,51 @@ TEST(SharedHostBudget, DestroyingATierWaitsForItsSinkCallsInFlight) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// While an evicted dirty entry's sink call runs, Get still serves it (a
+// hit, counted as a handoff hit, not re-added); once the sink has returned
+// it is a miss. Without this a block moving to the lower tier is briefly
+// in neither tier.
+TEST(HostTier, EvictedDirtyEntryStaysReadableUntilItsSinkReturns) {
+  std::atomic<bool> in_sink{false}, release{false};
+  HostTierOptions opts;
+  opts.capacity_bytes = 1000;
+  opts.eviction_sink = [&](const BlockKey&, SharedBlock) {
+    in_sink = true;
+    while (!release) std::this_thread::yield();
+    return Status::Ok();
+  };
+  auto tier = std::move(HostTier::Create(std::move(opts))).value();
+  PutId(*tier, 1, 1000, kDirty);
+  std::thread evictor([&] { PutId(*tier, 2, 1000, kClean); });  // evicts 1 → sink
+  while (!in_sink) std::this_thread::yield();
+
+  std::vector<std::byte> dst(1000);
+  auto got = tier->Get(KeyOf(1), dst);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_NE(*got, nullptr);
+  EXPECT_TRUE(BlockMatches(KeyOf(1), **got, 1000));
+  EXPECT_EQ(std::memcmp(dst.data(), (*got)->data(), 1000), 0);
+  EXPECT_FALSE(tier->Contains(KeyOf(1)));  // not re-added
+  // A too-small buffer is refused for a handed-off block as for any other.
+  std::vector<std::byte> small(10);
+  EXPECT_THAT(tier->Get(KeyOf(1), small), StatusIs(StatusCode::kInvalidArgument));
+
+  release = true;
+  evictor.join();
+  auto after = tier->Get(KeyOf(1));
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(*after, nullptr);
+  HostTierStats s = tier->Stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.handoff_hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_EQ(s.bytes, 1000u);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,160 @@
+#include "disk/capacity.h"
+
+#include <algorithm>
+
+namespace kvtier::disk {
+
+Capacity::Reservation& Capacity::Reservation::operator=(Reservation&& o) noexcept {
+  if (this != &o) {
+    Release();
+    owner_ = o.owner_;
+    bytes_ = o.bytes_;
+    o.owner_ = nullptr;
+  }
+  return *this;
+}
+
+void Capacity::Reservation::Release() {
+  if (owner_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(owner_->mu_);
+  owner_->inflight_bytes_ -= std::min(owner_->inflight_bytes_, bytes_);
+  owner_->inflight_blocks_ -= std::min<uint64_t>(owner_->inflight_blocks_, 1);
+  owner_ = nullptr;
+}
+
+Capacity::Capacity(const DiskTierOptions* options, Env* env, DiskIndex* index,
+                   const FolderLayout* layout, DiskCounters* counters)
+    : options_(options), env_(env), index_(index), layout_(layout), counters_(counters) {}
+
+uint64_t Capacity::FreeBytes() {
+  const uint64_t now = env_->NowMicros();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_valid_ && now - free_read_at_us_ < options_->free_space_ttl_micros) {
+      uint64_t v = free_bytes_ + freed_since_;
+      return v - std::min(v, written_since_);
+    }
+  }
+  Result<uint64_t> free = env_->FreeSpace(options_->dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!free.ok()) {
+    DiskCounters::Add(counters_->errors);
+    return UINT64_MAX;  // unknown: the configured limit alone applies
+  }
+  free_valid_ = true;
+  free_bytes_ = *free;
+  free_read_at_us_ = now;
+  written_since_ = 0;
+  freed_since_ = 0;
+  return free_bytes_;
+}
+
+void Capacity::InvalidateFreeSpace() {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_valid_ = false;
+}
+
+void Capacity::NoteWritten(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  written_since_ += bytes;
+}
+
+void Capacity::NoteFreed(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  freed_since_ += bytes;
+}
+
+uint64_t Capacity::inflight_bytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return inflight_bytes_;
+}
+
+LimitSpec Capacity::Spec() {
+  LimitSpec spec;
+  spec.max_bytes = options_->max_bytes;
+  spec.max_entries = options_->max_entries;
+  spec.free_space_fraction = options_->free_space_fraction;
+  spec.free_bytes = FreeBytes();
+  return spec;
+}
+
+uint64_t Capacity::EffectiveLimit(uint64_t tracked_bytes) {
+  return EffectiveLimitBytes(Spec(), tracked_bytes);
+}
+
+Status Capacity::UnlinkBlock(const BlockKey& key) {
+  return env_->RemoveFile(layout_->BlockPath(key));
+}
+
+EvictRequest Capacity::MakeRequest(uint64_t reserve_bytes, uint64_t reserve_entries,
+                                   uint32_t max_victims) {
+  EvictRequest req;
+  req.limit = Spec();
+  req.reserve_bytes = reserve_bytes;
+  req.reserve_entries = reserve_entries;
+  req.max_victims = max_victims;
+  if (options_->retention_seconds > 0) {
+    req.expire_before_us = env_->NowUnixMicros() - options_->retention_seconds * 1'000'000;
+  }
+  return req;
+}
+
+void Capacity::Account(const EvictOutcome& out) {
+  DiskCounters::Add(counters_->evictions, out.evicted);
+  DiskCounters::Add(counters_->expired, out.expired);
+  DiskCounters::Add(counters_->unlink_failures, out.unlink_failures);
+  if (out.bytes_freed > 0) NoteFreed(out.bytes_freed);
+}
+
+Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
+  uint64_t reserve_bytes, reserve_blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inflight_bytes_ += bytes;
+    inflight_blocks_ += 1;
+    reserve_bytes = inflight_bytes_;
+    reserve_blocks = inflight_blocks_;
+  }
+  Reservation reservation(this, bytes);
+
+  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals());
+  LimitSpec spec = Spec();
+  uint64_t limit = EffectiveLimitBytes(spec, totals.bytes);
+  if (bytes > limit) {
+    return Status::ResourceExhausted("block of " + std::to_string(bytes) +
+                                     " bytes exceeds the disk tier's effective limit of " +
+                                     std::to_string(limit) + " bytes");
+  }
+  bool bytes_over = totals.bytes + reserve_bytes > limit;
+  bool entries_over = spec.max_entries != 0 && totals.entries + reserve_blocks > spec.max_entries;
+  if (bytes_over || entries_over) {
+    EvictRequest req = MakeRequest(reserve_bytes, reserve_blocks, options_->max_unlinks_per_store);
+    req.limit = spec;
+    DiskIndex::EvictHook hook;
+    if (options_->test_kill_hook) {
+      hook = [this] { options_->test_kill_hook(DiskKillPoint::kMidEviction); };
+    }
+    KVTIER_ASSIGN_OR_RETURN(
+        EvictOutcome out,
+        index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }, hook));
+    Account(out);
+  }
+  return reservation;
+}
+
+Result<EvictOutcome> Capacity::EnforceLimit() {
+  uint64_t reserve_bytes, reserve_blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserve_bytes = inflight_bytes_;
+    reserve_blocks = inflight_blocks_;
+  }
+  EvictRequest req = MakeRequest(reserve_bytes, reserve_blocks, /*max_victims=*/0);
+  KVTIER_ASSIGN_OR_RETURN(
+      EvictOutcome out,
+      index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }));
+  Account(out);
+  return out;
+}
+
+}  // namespace kvtier::disk

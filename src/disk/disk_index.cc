@@ -1,0 +1,488 @@
+#include "disk/disk_index.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kvtier::disk {
+namespace {
+
+constexpr std::string_view kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS signatures(
+  id INTEGER PRIMARY KEY,
+  signature TEXT NOT NULL UNIQUE,
+  blocks INTEGER NOT NULL DEFAULT 0,
+  bytes INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS blocks(
+  key BLOB PRIMARY KEY CHECK(length(key) = 32),
+  sig INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  created_at INTEGER NOT NULL,
+  last_access INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS blocks_by_access ON blocks(last_access);
+CREATE INDEX IF NOT EXISTS blocks_by_created ON blocks(created_at);
+CREATE TRIGGER IF NOT EXISTS blocks_ai AFTER INSERT ON blocks BEGIN
+  UPDATE signatures SET blocks = blocks + 1, bytes = bytes + NEW.size WHERE id = NEW.sig;
+END;
+CREATE TRIGGER IF NOT EXISTS blocks_ad AFTER DELETE ON blocks BEGIN
+  UPDATE signatures SET blocks = blocks - 1, bytes = bytes - OLD.size WHERE id = OLD.sig;
+END;
+CREATE TRIGGER IF NOT EXISTS blocks_au AFTER UPDATE OF sig, size ON blocks BEGIN
+  UPDATE signatures SET blocks = blocks - 1, bytes = bytes - OLD.size WHERE id = OLD.sig;
+  UPDATE signatures SET blocks = blocks + 1, bytes = bytes + NEW.size WHERE id = NEW.sig;
+END;
+PRAGMA user_version = 1;
+)sql";
+
+constexpr std::string_view kLookup =
+    "SELECT sig, size, created_at, last_access FROM blocks WHERE key = ?1";
+constexpr std::string_view kUpsert =
+    "INSERT INTO blocks(key, sig, size, created_at, last_access) VALUES(?1, ?2, ?3, ?4, ?5) "
+    "ON CONFLICT(key) DO UPDATE SET sig = excluded.sig, size = excluded.size, "
+    "created_at = excluded.created_at, last_access = max(last_access, excluded.last_access)";
+constexpr std::string_view kTouch =
+    "UPDATE blocks SET last_access = ?2 WHERE key = ?1 AND last_access < ?2";
+constexpr std::string_view kDelete = "DELETE FROM blocks WHERE key = ?1";
+constexpr std::string_view kTotals =
+    "SELECT COALESCE(SUM(blocks), 0), COALESCE(SUM(bytes), 0) FROM signatures";
+constexpr std::string_view kPerSignature =
+    "SELECT id, signature, blocks, bytes FROM signatures WHERE blocks > 0 ORDER BY signature";
+constexpr std::string_view kSigSelect = "SELECT id FROM signatures WHERE signature = ?1";
+constexpr std::string_view kSigInsert =
+    "INSERT INTO signatures(signature) VALUES(?1) ON CONFLICT(signature) DO NOTHING";
+constexpr std::string_view kSigText = "SELECT signature FROM signatures WHERE id = ?1";
+constexpr std::string_view kRange =
+    "SELECT key, sig, size, created_at, last_access FROM blocks WHERE key >= ?1 AND key <= ?2";
+constexpr std::string_view kAfter =
+    "SELECT key, sig, size, created_at, last_access FROM blocks WHERE key > ?1 "
+    "ORDER BY key LIMIT ?2";
+constexpr std::string_view kLru =
+    "SELECT key, sig, size, created_at, last_access FROM blocks "
+    "ORDER BY last_access, key LIMIT ?1 OFFSET ?2";
+constexpr std::string_view kExpired =
+    "SELECT key, sig, size, created_at, last_access FROM blocks WHERE created_at < ?1 "
+    "ORDER BY created_at, key LIMIT ?2 OFFSET ?3";
+
+std::span<const uint8_t> KeyBlob(const BlockKey& key) { return {key.bytes.data(), 32}; }
+
+IndexRow ReadRow(const SqliteStatement& s) {
+  IndexRow row;
+  std::span<const uint8_t> k = s.ColumnBlob(0);
+  if (k.size() == row.key.bytes.size()) std::memcpy(row.key.bytes.data(), k.data(), k.size());
+  row.sig_id = s.ColumnInt64(1);
+  row.size = static_cast<uint64_t>(std::max<int64_t>(0, s.ColumnInt64(2)));
+  row.created_at_us = s.ColumnInt64(3);
+  row.last_access_us = s.ColumnInt64(4);
+  return row;
+}
+
+Result<std::vector<IndexRow>> ReadRows(SqliteStatement* stmt) {
+  StatementScope scope(stmt);
+  std::vector<IndexRow> rows;
+  while (true) {
+    KVTIER_ASSIGN_OR_RETURN(bool more, stmt->Step());
+    if (!more) break;
+    rows.push_back(ReadRow(*stmt));
+  }
+  return rows;
+}
+
+Result<IndexTotals> ReadTotals(SqliteDb* db) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTotals));
+  StatementScope scope(stmt);
+  KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+  IndexTotals t;
+  if (row) {
+    t.entries = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(0)));
+    t.bytes = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(1)));
+  }
+  return t;
+}
+
+Status DeleteRow(SqliteDb* db, const BlockKey& key) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kDelete));
+  StatementScope scope(stmt);
+  stmt->BindBlob(1, KeyBlob(key));
+  return stmt->Run();
+}
+
+}  // namespace
+
+uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
+  uint64_t limit = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
+  if (spec.free_bytes != UINT64_MAX) {
+    long double avail = static_cast<long double>(tracked_bytes) + spec.free_bytes;
+    long double disk = std::floor(avail * spec.free_space_fraction);
+    uint64_t disk_limit = disk >= static_cast<long double>(UINT64_MAX)
+                              ? UINT64_MAX
+                              : static_cast<uint64_t>(disk);
+    limit = std::min(limit, disk_limit);
+  }
+  return limit;
+}
+
+Result<std::unique_ptr<SqliteDb>> DiskIndex::OpenConnection() {
+  auto mode = options_.create_if_missing ? SqliteDb::OpenMode::kReadWriteCreate
+                                         : SqliteDb::OpenMode::kReadWrite;
+  auto db = SqliteDb::Open(path_, mode, options_.busy_timeout_ms);
+  if (!db.ok()) {
+    if (!options_.create_if_missing && db.status().IsIOError()) {
+      return Status::NotFound("no index at " + path_);
+    }
+    return db.status();
+  }
+  KVTIER_RETURN_IF_ERROR(
+      (*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
+  return std::move(db).value();
+}
+
+Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
+                                                   const IndexOptions& options) {
+  std::unique_ptr<DiskIndex> index(new DiskIndex(path, options));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, index->OpenConnection());
+  // The first statement reads the file header: NOTADB/CORRUPT show up here.
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * jm, db->Prepare("PRAGMA journal_mode=WAL"));
+  {
+    StatementScope scope(jm);
+    KVTIER_ASSIGN_OR_RETURN(bool row, jm->Step());
+    std::string mode = row ? jm->ColumnText(0) : "";
+    if (mode != "wal") {
+      return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode + ")");
+    }
+  }
+  KVTIER_ASSIGN_OR_RETURN(int64_t version, db->QueryInt("PRAGMA user_version"));
+  if (version == 0) {
+    Transaction tx(db.get());
+    KVTIER_RETURN_IF_ERROR(tx.Begin());
+    KVTIER_ASSIGN_OR_RETURN(version, db->QueryInt("PRAGMA user_version"));
+    if (version == 0) {
+      KVTIER_RETURN_IF_ERROR(db->Exec(kSchema));
+      version = kIndexSchemaVersion;
+    }
+    KVTIER_RETURN_IF_ERROR(tx.Commit());
+  }
+  if (version != kIndexSchemaVersion) {
+    return Status::FailedPrecondition("index: " + path + " has schema version " +
+                                      std::to_string(version) + "; this kvtier reads version " +
+                                      std::to_string(kIndexSchemaVersion));
+  }
+  // A damaged file may still pass the header check; touch the tables.
+  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get()).status());
+  index->Release(std::move(db));
+  return index;
+}
+
+DiskIndex::~DiskIndex() = default;
+
+Result<DiskIndex::Lease> DiskIndex::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      std::unique_ptr<SqliteDb> db = std::move(free_.back());
+      free_.pop_back();
+      return Lease(this, std::move(db));
+    }
+  }
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, OpenConnection());
+  return Lease(this, std::move(db));
+}
+
+void DiskIndex::Release(std::unique_ptr<SqliteDb> db) {
+  db->Rollback();  // never return a connection with an open transaction
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(std::move(db));
+}
+
+Result<int64_t> DiskIndex::SignatureId(std::string_view signature) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sig_ids_.find(std::string(signature));
+    if (it != sig_ids_.end()) return it->second;
+  }
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  int64_t id = 0;
+  for (int attempt = 0; attempt < 2 && id == 0; ++attempt) {
+    KVTIER_ASSIGN_OR_RETURN(SqliteStatement * sel, db->Prepare(kSigSelect));
+    {
+      StatementScope scope(sel);
+      sel->BindText(1, signature);
+      KVTIER_ASSIGN_OR_RETURN(bool row, sel->Step());
+      if (row) id = sel->ColumnInt64(0);
+    }
+    if (id == 0 && attempt == 0) {
+      KVTIER_ASSIGN_OR_RETURN(SqliteStatement * ins, db->Prepare(kSigInsert));
+      StatementScope scope(ins);
+      ins->BindText(1, signature);
+      KVTIER_RETURN_IF_ERROR(ins->Run());
+    }
+  }
+  if (id == 0) return Status::Internal("index: cannot register a layout signature");
+  std::lock_guard<std::mutex> lock(mu_);
+  sig_ids_.emplace(std::string(signature), id);
+  return id;
+}
+
+Result<std::string> DiskIndex::SignatureText(int64_t sig_id) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kSigText));
+  StatementScope scope(stmt);
+  stmt->BindInt64(1, sig_id);
+  KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+  return row ? stmt->ColumnText(0) : std::string();
+}
+
+Result<std::vector<SignatureTotals>> DiskIndex::PerSignature() {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kPerSignature));
+  StatementScope scope(stmt);
+  std::vector<SignatureTotals> out;
+  while (true) {
+    KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+    if (!row) break;
+    SignatureTotals t;
+    t.sig_id = stmt->ColumnInt64(0);
+    t.signature = stmt->ColumnText(1);
+    t.blocks = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(2)));
+    t.bytes = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(3)));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<IndexTotals> DiskIndex::Totals() {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  return ReadTotals(db.get());
+}
+
+Result<std::optional<IndexRow>> DiskIndex::Lookup(const BlockKey& key) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kLookup));
+  StatementScope scope(stmt);
+  stmt->BindBlob(1, KeyBlob(key));
+  KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+  if (!row) return std::optional<IndexRow>();
+  IndexRow r;
+  r.key = key;
+  r.sig_id = stmt->ColumnInt64(0);
+  r.size = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(1)));
+  r.created_at_us = stmt->ColumnInt64(2);
+  r.last_access_us = stmt->ColumnInt64(3);
+  return std::optional<IndexRow>(r);
+}
+
+Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
+  if (rows.empty()) return Status::Ok();
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kUpsert));
+  for (const IndexRow& r : rows) {
+    StatementScope scope(stmt);
+    stmt->BindBlob(1, KeyBlob(r.key));
+    stmt->BindInt64(2, r.sig_id);
+    stmt->BindInt64(3, static_cast<int64_t>(r.size));
+    stmt->BindInt64(4, r.created_at_us);
+    stmt->BindInt64(5, r.last_access_us);
+    KVTIER_RETURN_IF_ERROR(stmt->Run());
+  }
+  return tx.Commit();
+}
+
+Status DiskIndex::Touch(std::span<const std::pair<BlockKey, int64_t>> touches) {
+  if (touches.empty()) return Status::Ok();
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTouch));
+  for (const auto& [key, at] : touches) {
+    StatementScope scope(stmt);
+    stmt->BindBlob(1, KeyBlob(key));
+    stmt->BindInt64(2, at);
+    KVTIER_RETURN_IF_ERROR(stmt->Run());
+  }
+  return tx.Commit();
+}
+
+Result<uint64_t> DiskIndex::Delete(std::span<const BlockKey> keys) {
+  if (keys.empty()) return uint64_t{0};
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  uint64_t removed = 0;
+  for (const BlockKey& key : keys) {
+    KVTIER_RETURN_IF_ERROR(DeleteRow(db.get(), key));
+    removed += static_cast<uint64_t>(db->Changes());
+  }
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return removed;
+}
+
+Result<uint64_t> DiskIndex::DeleteAll() {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_RETURN_IF_ERROR(db->Exec("DELETE FROM blocks"));
+  uint64_t removed = static_cast<uint64_t>(db->Changes());
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return removed;
+}
+
+Result<std::vector<IndexRow>> DiskIndex::RowsWithPrefix(uint8_t prefix) {
+  BlockKey lo, hi;
+  lo.bytes.fill(0);
+  hi.bytes.fill(0xff);
+  lo.bytes[0] = prefix;
+  hi.bytes[0] = prefix;
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kRange));
+  stmt->BindBlob(1, KeyBlob(lo));
+  stmt->BindBlob(2, KeyBlob(hi));
+  return ReadRows(stmt);
+}
+
+Status DiskIndex::ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch) {
+  constexpr std::string_view kFirst =
+      "SELECT key, sig, size, created_at, last_access FROM blocks ORDER BY key LIMIT ?1";
+  std::optional<BlockKey> after;
+  while (true) {
+    std::vector<IndexRow> rows;
+    {
+      KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+      KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(after ? kAfter : kFirst));
+      if (after) {
+        stmt->BindBlob(1, KeyBlob(*after));
+        stmt->BindInt64(2, batch);
+      } else {
+        stmt->BindInt64(1, batch);
+      }
+      KVTIER_ASSIGN_OR_RETURN(rows, ReadRows(stmt));
+    }
+    for (const IndexRow& r : rows) fn(r);
+    if (rows.size() < batch) return Status::Ok();
+    after = rows.back().key;
+  }
+}
+
+Result<std::vector<IndexRow>> DiskIndex::LruRows(uint32_t limit) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kLru));
+  stmt->BindInt64(1, limit);
+  stmt->BindInt64(2, 0);
+  return ReadRows(stmt);
+}
+
+Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req, uint32_t chunk,
+                                           const UnlinkFn& unlink, const EvictHook& hook,
+                                           bool* hooked) {
+  EvictOutcome out;
+  Transaction tx(db);
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, ReadTotals(db));
+  uint32_t budget = chunk;
+
+  auto remove = [&](const IndexRow& r, bool expiry) -> Status {
+    Status s = unlink(r.key);
+    if (!(*hooked) && hook) {
+      *hooked = true;
+      hook();
+    }
+    if (!s.ok() && !s.IsNotFound()) {
+      ++out.unlink_failures;
+      return Status::Ok();
+    }
+    KVTIER_RETURN_IF_ERROR(DeleteRow(db, r.key));
+    if (db->Changes() > 0) {
+      totals.entries -= std::min<uint64_t>(totals.entries, 1);
+      totals.bytes -= std::min(totals.bytes, r.size);
+      out.bytes_freed += r.size;
+      ++(expiry ? out.expired : out.evicted);
+    }
+    return Status::Ok();
+  };
+
+  if (req.expire_before_us > 0) {
+    KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kExpired));
+    stmt->BindInt64(1, req.expire_before_us);
+    stmt->BindInt64(2, budget);
+    stmt->BindInt64(3, 0);
+    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, ReadRows(stmt));
+    for (const IndexRow& r : rows) {
+      KVTIER_RETURN_IF_ERROR(remove(r, /*expiry=*/true));
+      --budget;
+    }
+  }
+
+  auto over = [&]() {
+    uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
+    bool bytes_over = totals.bytes + req.reserve_bytes > limit;
+    bool entries_over = req.limit.max_entries != 0 &&
+                        totals.entries + req.reserve_entries > req.limit.max_entries;
+    return bytes_over || entries_over;
+  };
+  uint64_t failures_before = out.unlink_failures;
+  while (budget > 0 && over()) {
+    KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kLru));
+    // Rows whose unlink failed stay at the head of the LRU order: skip them.
+    stmt->BindInt64(1, std::min<uint32_t>(budget, 64));
+    stmt->BindInt64(2, static_cast<int64_t>(out.unlink_failures - failures_before));
+    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, ReadRows(stmt));
+    if (rows.empty()) break;
+    for (const IndexRow& r : rows) {
+      if (budget == 0 || !over()) break;
+      KVTIER_RETURN_IF_ERROR(remove(r, /*expiry=*/false));
+      --budget;
+    }
+  }
+  out.within_limit = !over();
+  out.effective_limit = EffectiveLimitBytes(req.limit, totals.bytes);
+  out.after = totals;
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+Result<EvictOutcome> DiskIndex::Evict(const EvictRequest& req, const UnlinkFn& unlink,
+                                      const EvictHook& hook) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  constexpr uint32_t kChunk = 256;
+  EvictOutcome total;
+  bool hooked = false;
+  uint64_t remaining = req.max_victims == 0 ? UINT64_MAX : req.max_victims;
+  while (true) {
+    uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(remaining, kChunk));
+    KVTIER_ASSIGN_OR_RETURN(EvictOutcome part,
+                            EvictChunk(db.get(), req, chunk, unlink, hook, &hooked));
+    total.evicted += part.evicted;
+    total.expired += part.expired;
+    total.bytes_freed += part.bytes_freed;
+    total.unlink_failures += part.unlink_failures;
+    total.within_limit = part.within_limit;
+    total.effective_limit = part.effective_limit;
+    total.after = part.after;
+    uint64_t removed = part.evicted + part.expired;
+    remaining -= std::min(remaining, removed + part.unlink_failures);
+    // Stop when within limit with nothing left to expire, when a chunk made
+    // no progress (only failures or no rows), or when the bound is spent.
+    bool more_expiry = req.expire_before_us > 0 && part.expired == chunk;
+    if ((part.within_limit && !more_expiry) || removed == 0 || remaining == 0) break;
+  }
+  return total;
+}
+
+Result<std::string> DiskIndex::IntegrityCheck() {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare("PRAGMA integrity_check"));
+  StatementScope scope(stmt);
+  std::string out;
+  while (true) {
+    KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+    if (!row) break;
+    if (!out.empty()) out += "; ";
+    out += stmt->ColumnText(0);
+  }
+  return out;
+}
+
+}  // namespace kvtier::disk

@@ -1,0 +1,179 @@
+// DiskIndex: the SQLite index of a cache folder (<dir>/index.sqlite).
+//
+// One row per block file: key (32-byte blob), layout signature (an id into
+// the `signatures` table), file size, creation and last-access times (unix
+// µs). Triggers keep per-signature block and byte totals in the
+// `signatures` table inside the same transaction as the row change, so every
+// process sharing the folder reads the same accounting with one small query.
+// WAL mode; every write is one BEGIN IMMEDIATE transaction; SQLITE_BUSY is
+// waited on for busy_timeout_ms, then reported as kUnavailable.
+//
+// Connections come from a pool: a call takes one (opening a new one outside
+// the lock when none is free), uses it without any lock held, and returns it.
+//
+// Thread safety: all methods may be called from many threads at once.
+#ifndef KVTIER_DISK_DISK_INDEX_H_
+#define KVTIER_DISK_DISK_INDEX_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_annotations.h"
+#include "disk/sqlite_db.h"
+#include "kvtier/block_key.h"
+#include "kvtier/status.h"
+
+namespace kvtier::disk {
+
+inline constexpr int64_t kIndexSchemaVersion = 1;
+
+struct IndexRow {
+  BlockKey key;
+  int64_t sig_id = 0;
+  uint64_t size = 0;
+  int64_t created_at_us = 0;   // unix µs
+  int64_t last_access_us = 0;  // unix µs
+};
+
+struct IndexTotals {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+};
+
+struct SignatureTotals {
+  int64_t sig_id = 0;
+  std::string signature;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+};
+
+// The inputs of the effective byte limit.
+struct LimitSpec {
+  uint64_t max_bytes = 0;       // configured; 0 = none
+  uint64_t max_entries = 0;     // configured; 0 = none
+  double free_space_fraction = 0.99;
+  uint64_t free_bytes = UINT64_MAX;  // free disk bytes; UINT64_MAX = unknown
+};
+
+// min(max_bytes, fraction × (tracked_bytes + free_bytes)).
+uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes);
+
+struct EvictRequest {
+  LimitSpec limit;
+  uint64_t reserve_bytes = 0;    // bytes about to be added on top of the rows
+  uint64_t reserve_entries = 0;  // files about to be added
+  int64_t expire_before_us = 0;  // rows created before this go regardless; 0 = none
+  uint32_t max_victims = 0;      // files removed at most; 0 = no bound
+};
+
+struct EvictOutcome {
+  uint64_t evicted = 0;          // removed for the limit
+  uint64_t expired = 0;          // removed for retention
+  uint64_t bytes_freed = 0;
+  uint64_t unlink_failures = 0;  // rows kept because their file would not go
+  bool within_limit = false;     // rows + reserve fit the limit afterwards
+  uint64_t effective_limit = 0;
+  IndexTotals after;
+};
+
+struct IndexOptions {
+  uint32_t busy_timeout_ms = 10'000;
+  bool synchronous_full = false;  // PRAGMA synchronous=FULL instead of NORMAL
+  bool create_if_missing = true;  // false: kNotFound if there is no index file
+};
+
+class DiskIndex {
+ public:
+  // Removes a victim's file: OK or kNotFound when it is gone; any other
+  // status keeps the row.
+  using UnlinkFn = std::function<Status(const BlockKey&)>;
+  // Called after the first unlink of an eviction transaction (kill tests).
+  using EvictHook = std::function<void()>;
+
+  // Opens or creates the index at `path` and its schema. Corruption if the
+  // file is not a usable SQLite database; FailedPrecondition if its schema
+  // is newer than this build's.
+  static Result<std::unique_ptr<DiskIndex>> Open(const std::string& path,
+                                                 const IndexOptions& options);
+  ~DiskIndex();
+
+  // The id of `signature`, inserting it if new (cached).
+  Result<int64_t> SignatureId(std::string_view signature);
+  // Totals per signature that has blocks, sorted by signature.
+  Result<std::vector<SignatureTotals>> PerSignature();
+  Result<IndexTotals> Totals();
+
+  Result<std::optional<IndexRow>> Lookup(const BlockKey& key);
+  // Inserts or replaces rows in one transaction. A replaced row keeps the
+  // later of the two access times.
+  Status Upsert(std::span<const IndexRow> rows);
+  // Raises last-access times (never lowers them), one transaction.
+  Status Touch(std::span<const std::pair<BlockKey, int64_t>> touches);
+  // Deletes rows; returns how many existed.
+  Result<uint64_t> Delete(std::span<const BlockKey> keys);
+  // Deletes every row; returns how many there were.
+  Result<uint64_t> DeleteAll();
+
+  // Rows whose key starts with byte `prefix` (one blocks/ subfolder).
+  Result<std::vector<IndexRow>> RowsWithPrefix(uint8_t prefix);
+  // Calls `fn` for every row in key order, `batch` rows per read snapshot.
+  Status ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch = 1024);
+  // Rows in LRU order (oldest access first), at most `limit`.
+  Result<std::vector<IndexRow>> LruRows(uint32_t limit);
+  // The signature text of an id ("" if unknown).
+  Result<std::string> SignatureText(int64_t sig_id);
+
+  // Removes expired rows, then LRU rows (all signatures) until rows +
+  // reserve fit the effective limit, unlinking each victim's file inside the
+  // write transaction so no other process counts freed space before the
+  // file is gone. Unbounded requests run in chunks of transactions.
+  Result<EvictOutcome> Evict(const EvictRequest& req, const UnlinkFn& unlink,
+                             const EvictHook& hook = {});
+
+  // PRAGMA integrity_check: "ok" or SQLite's findings.
+  Result<std::string> IntegrityCheck();
+
+ private:
+  class Lease;
+  DiskIndex(std::string path, IndexOptions options) : path_(std::move(path)), options_(options) {}
+  Result<std::unique_ptr<SqliteDb>> OpenConnection();
+  Result<Lease> Acquire();
+  void Release(std::unique_ptr<SqliteDb> db);
+  Result<EvictOutcome> EvictChunk(SqliteDb* db, const EvictRequest& req, uint32_t chunk,
+                                  const UnlinkFn& unlink, const EvictHook& hook, bool* hooked);
+
+  const std::string path_;
+  const IndexOptions options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);
+};
+
+// A pooled connection, returned to the pool when destroyed.
+class DiskIndex::Lease {
+ public:
+  Lease(DiskIndex* owner, std::unique_ptr<SqliteDb> db) : owner_(owner), db_(std::move(db)) {}
+  Lease(Lease&&) = default;
+  Lease& operator=(Lease&&) = default;
+  ~Lease() {
+    if (db_ != nullptr) owner_->Release(std::move(db_));
+  }
+  SqliteDb* operator->() const { return db_.get(); }
+  SqliteDb* get() const { return db_.get(); }
+
+ private:
+  DiskIndex* owner_;
+  std::unique_ptr<SqliteDb> db_;
+};
+
+}  // namespace kvtier::disk
+
+#endif  // KVTIER_DISK_DISK_INDEX_H_

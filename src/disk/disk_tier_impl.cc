@@ -1,0 +1,640 @@
+#include "disk/disk_tier_impl.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "disk/reconcile.h"
+
+namespace kvtier {
+
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options, Env* env) {
+  if (env == nullptr) return Status::InvalidArgument("DiskTier::Open: env is null");
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  auto tier = std::make_unique<disk::DiskTierImpl>(options, env);
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<DiskTier>(std::move(tier));
+}
+
+namespace disk {
+namespace {
+
+constexpr uint64_t kDirectAlign = 4096;
+constexpr size_t kTouchFlushThreshold = 4096;
+
+uint64_t PhysicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+bool NeedsChmod(uint32_t perms, uint32_t owner_default) {
+  // The umask never removes owner bits in practice; anything beyond the
+  // owner's default may be stripped, so set it explicitly.
+  return (perms & ~owner_default) != 0;
+}
+
+}  // namespace
+
+DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, Env* env)
+    : options_(options), env_(env), layout_(options.dir) {}
+
+DiskTierImpl::~DiskTierImpl() { (void)Close(); }
+
+void DiskTierImpl::Hook(DiskKillPoint point) {
+  if (options_.test_kill_hook) options_.test_kill_hook(point);
+}
+
+Status DiskTierImpl::CreateFolder(const std::string& path) {
+  auto info = env_->Stat(path);
+  if (info.ok()) {
+    if (info->type != FileType::kDirectory) {
+      return Status::InvalidArgument("DiskTierOptions.dir: " + path + " exists and is not a folder");
+    }
+    return Status::Ok();
+  }
+  if (!info.status().IsNotFound()) return info.status();
+  KVTIER_RETURN_IF_ERROR(env_->CreateDirs(path, options_.dir_permissions));
+  if (NeedsChmod(options_.dir_permissions, 0700)) {
+    KVTIER_RETURN_IF_ERROR(env_->Chmod(path, options_.dir_permissions));
+  }
+  return Status::Ok();
+}
+
+Status DiskTierImpl::OpenIndex() {
+  const std::string path = layout_.IndexPath();
+  const bool existed = env_->Stat(path).ok();
+  IndexOptions io;
+  io.busy_timeout_ms = options_.sqlite_busy_timeout_ms;
+  io.synchronous_full = options_.durability == Durability::kFsync;
+  auto index = DiskIndex::Open(path, io);
+  if (!index.ok() && index.status().IsCorruption()) {
+    // Not a usable database: keep it for inspection and rebuild from files.
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::string p = path + suffix;
+      if (env_->Stat(p).ok()) {
+        KVTIER_RETURN_IF_ERROR(quarantine_->Move(p, std::string(kIndexFileName) + suffix));
+      }
+    }
+    index = DiskIndex::Open(path, io);
+  }
+  if (!index.ok()) return index.status();
+  index_ = std::move(index).value();
+  if (!existed) {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::string p = path + suffix;
+      if (env_->Stat(p).ok()) KVTIER_RETURN_IF_ERROR(env_->Chmod(p, options_.file_permissions));
+    }
+  }
+  return Status::Ok();
+}
+
+Status DiskTierImpl::Init() {
+  KVTIER_RETURN_IF_ERROR(CreateFolder(options_.dir));
+  KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.BlocksDir()));
+  KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.QuarantineDir()));
+  quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
+  KVTIER_RETURN_IF_ERROR(OpenIndex());
+  KVTIER_ASSIGN_OR_RETURN(sig_id_, index_->SignatureId(options_.layout_signature));
+  capacity_ = std::make_unique<Capacity>(&options_, env_, index_.get(), &layout_, &counters_);
+  committer_ = std::make_unique<GroupCommitter>(index_.get());
+  uint64_t queue_bytes = options_.queue_max_bytes != 0
+                             ? options_.queue_max_bytes
+                             : DefaultDiskQueueBytes(PhysicalMemoryBytes());
+  pending_ = std::make_unique<PendingWrites>(queue_bytes);
+  readers_ = std::make_unique<ParallelRunner>(env_, options_.read_threads);
+  for (uint32_t i = 0; i < options_.writer_threads; ++i) {
+    writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reconcile_running_ = options_.reconcile_on_open;
+  }
+  maintenance_ = env_->StartThread([this] { MaintenanceLoop(); });
+  return Status::Ok();
+}
+
+Status DiskTierImpl::EnsureSubdir(uint8_t prefix) {
+  if (subdir_ready_[prefix].load(std::memory_order_acquire)) return Status::Ok();
+  const std::string sub = layout_.Subdir(prefix);
+  KVTIER_RETURN_IF_ERROR(env_->CreateDir(sub, options_.dir_permissions));
+  if (NeedsChmod(options_.dir_permissions, 0700)) {
+    KVTIER_RETURN_IF_ERROR(env_->Chmod(sub, options_.dir_permissions));
+  }
+  if (options_.durability == Durability::kFsync) {
+    KVTIER_RETURN_IF_ERROR(env_->SyncDir(layout_.BlocksDir()));
+  }
+  subdir_ready_[prefix].store(true, std::memory_order_release);
+  return Status::Ok();
+}
+
+Status DiskTierImpl::PublishFile(const BlockKey& key, std::span<const std::byte> bytes) {
+  const uint8_t prefix = key.bytes[0];
+  const std::string final_path = layout_.BlockPath(key);
+  const std::string tmp = layout_.TempPath(key, env_->ProcessId(), NextUniqueCounter());
+  KVTIER_RETURN_IF_ERROR(EnsureSubdir(prefix));
+  LiveTempFiles::Add(tmp);
+  Hook(DiskKillPoint::kBeforeWrite);
+  Status s = [&]() -> Status {
+    WriteFileOptions wo;
+    wo.permissions = options_.file_permissions;
+    wo.exclusive = true;
+    auto file = env_->CreateFile(tmp, wo);
+    if (!file.ok() && file.status().IsNotFound()) {
+      // The subfolder vanished (removed by hand): make it again, once.
+      subdir_ready_[prefix].store(false, std::memory_order_release);
+      KVTIER_RETURN_IF_ERROR(EnsureSubdir(prefix));
+      file = env_->CreateFile(tmp, wo);
+    }
+    if (!file.ok()) return file.status();
+    if (options_.test_kill_hook) {
+      size_t half = bytes.size() / 2;
+      KVTIER_RETURN_IF_ERROR((*file)->Append(bytes.first(half)));
+      Hook(DiskKillPoint::kMidWrite);
+      KVTIER_RETURN_IF_ERROR((*file)->Append(bytes.subspan(half)));
+    } else {
+      KVTIER_RETURN_IF_ERROR((*file)->Append(bytes));
+    }
+    if (options_.durability == Durability::kFsync) KVTIER_RETURN_IF_ERROR((*file)->Sync());
+    KVTIER_RETURN_IF_ERROR((*file)->Close());
+    if (NeedsChmod(options_.file_permissions, 0600)) {
+      KVTIER_RETURN_IF_ERROR(env_->Chmod(tmp, options_.file_permissions));
+    }
+    Hook(DiskKillPoint::kBeforeRename);
+    return env_->RenameFile(tmp, final_path);
+  }();
+  if (!s.ok()) {
+    (void)env_->RemoveFile(tmp);
+    LiveTempFiles::Remove(tmp);
+    return s.WithContext("write block " + key.Hex());
+  }
+  LiveTempFiles::Remove(tmp);
+  if (options_.durability == Durability::kFsync) {
+    Hook(DiskKillPoint::kBeforeDirSync);
+    s = env_->SyncDir(layout_.Subdir(prefix));
+    if (!s.ok()) {
+      (void)env_->RemoveFile(final_path);
+      return s.WithContext("sync folder of block " + key.Hex());
+    }
+  }
+  return Status::Ok();
+}
+
+Status DiskTierImpl::WriteAndIndex(const PendingBlock& p) {
+  if (pending_->IsCancelled(p)) return Status::Ok();
+  const uint64_t size = p.block->size();
+  KVTIER_ASSIGN_OR_RETURN(std::optional<IndexRow> row, index_->Lookup(p.key));
+  if (row && row->sig_id == sig_id_ && row->size == size) {
+    // Already on disk (another process, or an earlier store): refresh LRU.
+    touches_.Touch(p.key, env_->NowUnixMicros());
+    DiskCounters::Add(counters_.saves_deduplicated);
+    return Status::Ok();
+  }
+  KVTIER_ASSIGN_OR_RETURN(Capacity::Reservation reservation, capacity_->Reserve(size));
+  Status s = PublishFile(p.key, p.block->span());
+  if (!s.ok()) {
+    if (s.IsResourceExhausted()) capacity_->InvalidateFreeSpace();
+    return s;
+  }
+  capacity_->NoteWritten(size);
+  Hook(DiskKillPoint::kBeforeIndexCommit);
+  IndexRow r;
+  r.key = p.key;
+  r.sig_id = sig_id_;
+  r.size = size;
+  r.created_at_us = env_->NowUnixMicros();
+  r.last_access_us = r.created_at_us;
+  s = committer_->Commit(r);
+  if (!s.ok()) {
+    // Without its row the file would be invisible to the accounting.
+    (void)env_->RemoveFile(layout_.BlockPath(p.key));
+    return s.WithContext("index block " + p.key.Hex());
+  }
+  DiskCounters::Add(counters_.saves_persisted);
+  DiskCounters::Add(counters_.bytes_written, size);
+  return Status::Ok();
+}
+
+Status DiskTierImpl::WritePending(const std::shared_ptr<PendingBlock>& p) {
+  const uint64_t t0 = env_->NowMicros();
+  Status s = WriteAndIndex(*p);
+  if (!s.ok()) DiskCounters::Add(counters_.errors);
+  if (pending_->Finish(p)) {
+    // Erased while being written: remove what was written.
+    (void)env_->RemoveFile(layout_.BlockPath(p->key));
+    const BlockKey key = p->key;
+    (void)index_->Delete(std::span<const BlockKey>(&key, 1));
+  }
+  counters_.write_latency.Record(env_->NowMicros() - t0);
+  return s;
+}
+
+void DiskTierImpl::WriterLoop() {
+  while (std::shared_ptr<PendingBlock> p = pending_->NextForWriter()) {
+    (void)WritePending(p);
+  }
+}
+
+Status DiskTierImpl::CheckStoreHeader(const BlockKey& key, const BlockBuffer& block) {
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = &options_.layout_signature;
+  opts.verify_checksum = false;
+  auto decoded = DecodeBlockHeader(block.span(), block.size(), opts);
+  if (!decoded.ok()) {
+    return Status::InvalidArgument("DiskTier::Store: block " + key.Hex() +
+                                   " is not a block file of this tier: " +
+                                   decoded.status().message());
+  }
+  return Status::Ok();
+}
+
+Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Store: the tier is closed");
+  }
+  if (block == nullptr || block->size() == 0) {
+    return Status::InvalidArgument("DiskTier::Store: block " + key.Hex() + " is empty");
+  }
+  KVTIER_RETURN_IF_ERROR(CheckStoreHeader(key, *block));
+  if (options_.writer_threads > 0) {
+    switch (pending_->Enqueue(key, block, options_.queue_wait_micros)) {
+      case PendingWrites::AddOutcome::kQueued:
+        DiskCounters::Add(counters_.saves);
+        return Status::Ok();
+      case PendingWrites::AddOutcome::kDuplicate:
+        DiskCounters::Add(counters_.saves_deduplicated);
+        return Status::Ok();
+      case PendingWrites::AddOutcome::kClosed:
+        return Status::FailedPrecondition("DiskTier::Store: the tier is closed");
+      case PendingWrites::AddOutcome::kFull:
+        break;
+    }
+    if (options_.on_pressure == OnPressure::kDrop) {
+      DiskCounters::Add(counters_.drops);
+      return Status::ResourceExhausted("DiskTier::Store: write queue full (" +
+                                       std::to_string(pending_->max_bytes()) +
+                                       " bytes); block " + key.Hex() +
+                                       " dropped (on_pressure=drop)");
+    }
+  }
+  bool closed = false;
+  std::shared_ptr<PendingBlock> p = pending_->AddUnqueued(key, std::move(block), &closed);
+  if (p == nullptr) {
+    if (closed) return Status::FailedPrecondition("DiskTier::Store: the tier is closed");
+    DiskCounters::Add(counters_.saves_deduplicated);
+    return Status::Ok();
+  }
+  DiskCounters::Add(counters_.saves);
+  if (options_.writer_threads > 0) DiskCounters::Add(counters_.inline_writes);
+  return WritePending(p);
+}
+
+void DiskTierImpl::QuarantineBlock(const BlockKey& key, const std::string& path) {
+  (void)quarantine_->Move(path, key.Hex() + std::string(kBlockSuffix));
+  (void)index_->Delete(std::span<const BlockKey>(&key, 1));
+  touches_.Forget(key);
+}
+
+Result<std::optional<size_t>> DiskTierImpl::LoadFromDisk(const BlockKey& key,
+                                                         std::span<std::byte> dst) {
+  const std::optional<size_t> miss;
+  auto row = index_->Lookup(key);
+  if (!row.ok()) {
+    DiskCounters::Add(counters_.errors);
+    return miss;
+  }
+  if (!row->has_value()) return miss;
+  const IndexRow& r = **row;
+  if (r.sig_id != sig_id_) {
+    DiskCounters::Add(counters_.incompatible_misses);
+    return miss;
+  }
+  const std::string path = layout_.BlockPath(key);
+  if (options_.retention_seconds > 0 &&
+      r.created_at_us < env_->NowUnixMicros() - options_.retention_seconds * 1'000'000) {
+    Status rm = env_->RemoveFile(path);
+    if (rm.ok() || rm.IsNotFound()) {
+      (void)index_->Delete(std::span<const BlockKey>(&key, 1));
+      DiskCounters::Add(counters_.expired);
+    }
+    return miss;
+  }
+  const uint64_t size = r.size;
+  if (size > dst.size()) {
+    return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
+                                   std::to_string(dst.size()) + " bytes is smaller than block " +
+                                   key.Hex() + " (" + std::to_string(size) + " bytes)");
+  }
+  const uint64_t rounded = (size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  ro.direct_io = options_.direct_io_reads &&
+                 reinterpret_cast<uintptr_t>(dst.data()) % kDirectAlign == 0 &&
+                 dst.size() >= rounded;
+  auto file = env_->OpenForRead(path, ro);
+  if (!file.ok()) {
+    if (file.status().IsNotFound()) {
+      // Evicted by another process (or removed by hand): drop the row.
+      (void)index_->Delete(std::span<const BlockKey>(&key, 1));
+      return miss;
+    }
+    auto info = env_->Stat(path);
+    if (info.ok() && info->type != FileType::kRegular) {
+      QuarantineBlock(key, path);
+    } else {
+      DiskCounters::Add(counters_.errors);
+    }
+    return miss;
+  }
+  if ((*file)->size() != size) {
+    QuarantineBlock(key, path);
+    return miss;
+  }
+  auto n = (*file)->ReadAt(0, dst.first(ro.direct_io ? rounded : size));
+  file->reset();
+  if (!n.ok()) {
+    DiskCounters::Add(counters_.errors);
+    return miss;
+  }
+  if (*n != size) {
+    QuarantineBlock(key, path);
+    return miss;
+  }
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = &options_.layout_signature;
+  opts.verify_checksum = true;
+  auto decoded = DecodeBlock(dst.first(size), opts);
+  if (!decoded.ok()) {
+    QuarantineBlock(key, path);
+    return miss;
+  }
+  if (touches_.Touch(key, env_->NowUnixMicros()) >= kTouchFlushThreshold) {
+    std::lock_guard<std::mutex> lock(mu_);
+    touch_flush_wanted_ = true;
+    maintenance_cv_.notify_one();
+  }
+  return std::optional<size_t>(size);
+}
+
+Result<std::optional<size_t>> DiskTierImpl::Load(const BlockKey& key, std::span<std::byte> dst) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Load: the tier is closed");
+  }
+  DiskCounters::Add(counters_.loads);
+  const uint64_t t0 = env_->NowMicros();
+  if (SharedBlock b = pending_->Find(key)) {
+    if (b->size() > dst.size()) {
+      return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
+                                     std::to_string(dst.size()) + " bytes is smaller than block " +
+                                     key.Hex() + " (" + std::to_string(b->size()) + " bytes)");
+    }
+    std::memcpy(dst.data(), b->data(), b->size());
+    DiskCounters::Add(counters_.hits);
+    DiskCounters::Add(counters_.hits_pending);
+    DiskCounters::Add(counters_.bytes_read, b->size());
+    counters_.load_latency.Record(env_->NowMicros() - t0);
+    return std::optional<size_t>(b->size());
+  }
+  auto r = LoadFromDisk(key, dst);
+  if (!r.ok()) return r;
+  if (r->has_value()) {
+    DiskCounters::Add(counters_.hits);
+    DiskCounters::Add(counters_.bytes_read, **r);
+    counters_.load_latency.Record(env_->NowMicros() - t0);
+  } else {
+    DiskCounters::Add(counters_.misses);
+  }
+  return r;
+}
+
+std::vector<Result<std::optional<size_t>>> DiskTierImpl::LoadMany(
+    std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) {
+  std::vector<Result<std::optional<size_t>>> results(
+      keys.size(), Status::Internal("DiskTier::LoadMany: not run"));
+  if (keys.size() != dsts.size()) {
+    for (auto& r : results) {
+      r = Status::InvalidArgument("DiskTier::LoadMany: " + std::to_string(keys.size()) +
+                                  " keys but " + std::to_string(dsts.size()) + " buffers");
+    }
+    return results;
+  }
+  readers_->Run(keys.size(), [&](size_t i) { results[i] = Load(keys[i], dsts[i]); });
+  return results;
+}
+
+std::optional<uint64_t> DiskTierImpl::SizeOf(const BlockKey& key) {
+  if (closed_.load(std::memory_order_acquire)) return std::nullopt;
+  if (SharedBlock b = pending_->Find(key)) return b->size();
+  auto row = index_->Lookup(key);
+  if (!row.ok() || !row->has_value() || (*row)->sig_id != sig_id_) return std::nullopt;
+  return (*row)->size;
+}
+
+bool DiskTierImpl::Contains(const BlockKey& key) { return SizeOf(key).has_value(); }
+
+Result<bool> DiskTierImpl::Erase(const BlockKey& key) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Erase: the tier is closed");
+  }
+  bool removed = pending_->Cancel(key);
+  touches_.Forget(key);
+  // File first: a crash in between leaves a row without a file (a miss),
+  // never a file the reconcile would bring back.
+  Status rm = env_->RemoveFile(layout_.BlockPath(key));
+  if (rm.ok()) {
+    removed = true;
+  } else if (!rm.IsNotFound()) {
+    return rm.WithContext("DiskTier::Erase");
+  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t rows, index_->Delete(std::span<const BlockKey>(&key, 1)));
+  return removed || rows > 0;
+}
+
+Result<bool> DiskTierImpl::Forget(const BlockKey& key) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Forget: the tier is closed");
+  }
+  bool removed = pending_->Cancel(key);
+  touches_.Forget(key);
+  KVTIER_ASSIGN_OR_RETURN(uint64_t rows, index_->Delete(std::span<const BlockKey>(&key, 1)));
+  return removed || rows > 0;
+}
+
+Result<uint64_t> DiskTierImpl::Clear() {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Clear: the tier is closed");
+  }
+  pending_->CancelAll();
+  touches_.Clear();
+  uint64_t removed = 0;
+  for (int prefix = 0; prefix < 256; ++prefix) {
+    const std::string sub = layout_.Subdir(static_cast<uint8_t>(prefix));
+    auto names = env_->ListDir(sub);
+    if (names.ok()) {
+      for (const std::string& name : *names) {
+        if (ParseBlockDirEntry(name, static_cast<uint8_t>(prefix)).kind != EntryKind::kBlock) {
+          continue;
+        }
+        Status s = env_->RemoveFile(JoinPath(sub, name));
+        if (s.ok()) {
+          ++removed;
+        } else if (!s.IsNotFound()) {
+          return s.WithContext("DiskTier::Clear");
+        }
+      }
+    } else if (!names.status().IsNotFound()) {
+      return names.status().WithContext("DiskTier::Clear");
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows,
+                            index_->RowsWithPrefix(static_cast<uint8_t>(prefix)));
+    std::vector<BlockKey> keys;
+    keys.reserve(rows.size());
+    for (const IndexRow& r : rows) keys.push_back(r.key);
+    KVTIER_RETURN_IF_ERROR(index_->Delete(keys).status());
+  }
+  return removed;
+}
+
+void DiskTierImpl::FlushTouches() {
+  std::vector<std::pair<BlockKey, int64_t>> batch = touches_.Drain();
+  if (batch.empty()) return;
+  if (!index_->Touch(batch).ok()) DiskCounters::Add(counters_.errors);
+}
+
+Status DiskTierImpl::Flush() {
+  if (closed_.load(std::memory_order_acquire)) return Status::Ok();  // Close() drained
+  pending_->WaitForAllBefore(pending_->NextSeq());
+  FlushTouches();
+  return Status::Ok();
+}
+
+Result<uint64_t> DiskTierImpl::EnforceLimit() {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::EnforceLimit: the tier is closed");
+  }
+  KVTIER_ASSIGN_OR_RETURN(EvictOutcome out, capacity_->EnforceLimit());
+  return out.bytes_freed;
+}
+
+Result<ReconcileReport> DiskTierImpl::Reconcile() {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Reconcile: the tier is closed");
+  }
+  Reconciler::Parts parts{&options_, env_, &layout_, index_.get(),
+                          quarantine_.get(), capacity_.get(), &counters_};
+  return Reconciler(parts).Run(stop_);
+}
+
+void DiskTierImpl::WaitForBackgroundReconcile() {
+  std::unique_lock<std::mutex> lock(mu_);
+  reconcile_cv_.wait(lock, [&] { return !reconcile_running_; });
+}
+
+void DiskTierImpl::MaintenanceLoop() {
+  bool run_reconcile;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_reconcile = reconcile_running_;
+  }
+  if (run_reconcile) {
+    Reconciler::Parts parts{&options_, env_, &layout_, index_.get(),
+                            quarantine_.get(), capacity_.get(), &counters_};
+    if (!Reconciler(parts).Run(stop_).ok()) DiskCounters::Add(counters_.errors);
+    std::lock_guard<std::mutex> lock(mu_);
+    reconcile_running_ = false;
+    reconcile_cv_.notify_all();
+  }
+  // Retention is applied a few times per retention period (at most every
+  // minute); quarantine leftovers once an hour.
+  const uint64_t expiry_every_us =
+      options_.retention_seconds > 0
+          ? std::clamp<uint64_t>(options_.retention_seconds * 250'000, 1'000'000, 60'000'000)
+          : 0;
+  constexpr uint64_t kQuarantineEveryUs = 3600ull * 1'000'000;
+  uint64_t last_expiry = env_->NowMicros();
+  uint64_t last_quarantine = last_expiry;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      maintenance_cv_.wait_for(lock, std::chrono::milliseconds(options_.touch_flush_interval_ms),
+                               [&] { return maintenance_stop_ || touch_flush_wanted_; });
+      if (maintenance_stop_) return;
+      touch_flush_wanted_ = false;
+    }
+    FlushTouches();
+    const uint64_t now = env_->NowMicros();
+    if (expiry_every_us > 0 && now - last_expiry >= expiry_every_us) {
+      last_expiry = now;
+      if (!capacity_->EnforceLimit().ok()) DiskCounters::Add(counters_.errors);
+    }
+    if (options_.quarantine_retention_seconds > 0 && now - last_quarantine >= kQuarantineEveryUs) {
+      last_quarantine = now;
+      quarantine_->RemoveOlderThan(env_->NowUnixMicros() / 1'000'000 -
+                                   options_.quarantine_retention_seconds);
+    }
+  }
+}
+
+DiskTierStats DiskTierImpl::Stats() {
+  DiskTierStats s;
+  counters_.CopyTo(&s);
+  s.configured_max_bytes = options_.max_bytes;
+  if (pending_ != nullptr) {
+    s.queue_bytes = pending_->bytes();
+    s.queue_blocks = pending_->blocks();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.reconcile_running = reconcile_running_;
+  }
+  if (index_ == nullptr) return s;
+  auto per = index_->PerSignature();
+  if (per.ok()) {
+    for (const SignatureTotals& t : *per) {
+      SignatureUsage u;
+      u.signature = t.signature;
+      u.blocks = t.blocks;
+      u.bytes = t.bytes;
+      u.compatible = t.signature == options_.layout_signature;
+      s.entries += t.blocks;
+      s.bytes += t.bytes;
+      if (u.compatible) {
+        s.compatible_entries += t.blocks;
+        s.compatible_bytes += t.bytes;
+      }
+      s.per_signature.push_back(std::move(u));
+    }
+  }
+  s.effective_max_bytes = capacity_->EffectiveLimit(s.bytes);
+  s.quarantine_files = quarantine_->Count();
+  return s;
+}
+
+Status DiskTierImpl::Close() {
+  if (closed_.exchange(true)) return Status::Ok();
+  stop_.store(true);
+  if (pending_ != nullptr) pending_->Close();
+  for (std::thread& t : writers_) {
+    if (t.joinable()) t.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    maintenance_stop_ = true;
+  }
+  maintenance_cv_.notify_all();
+  if (maintenance_.joinable()) maintenance_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reconcile_running_ = false;
+    reconcile_cv_.notify_all();
+  }
+  if (index_ != nullptr) FlushTouches();
+  return Status::Ok();
+}
+
+}  // namespace disk
+}  // namespace kvtier

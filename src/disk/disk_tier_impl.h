@@ -1,0 +1,112 @@
+// DiskTierImpl: the DiskTier of include/kvtier/disk_tier.h.
+//
+// Parts (each its own class, each with at most one mutex):
+//   PendingWrites  - write queue + readable pending buffer (byte bound)
+//   GroupCommitter - batches index rows of concurrent writers
+//   TouchBuffer    - last-access times flushed in batches
+//   Capacity       - effective limit, in-flight reservations, eviction
+//   Reconciler     - background/explicit folder <-> index repair
+//   ParallelRunner - LoadMany's read threads
+// This class owns them, the writer threads and the maintenance thread; its
+// own mutex guards only the maintenance thread's state. No file I/O or
+// SQLite call runs under any of these mutexes.
+//
+// Thread safety: as DiskTier.
+#ifndef KVTIER_DISK_DISK_TIER_IMPL_H_
+#define KVTIER_DISK_DISK_TIER_IMPL_H_
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/thread_annotations.h"
+#include "disk/capacity.h"
+#include "disk/counters.h"
+#include "disk/disk_index.h"
+#include "disk/folder_layout.h"
+#include "disk/group_commit.h"
+#include "disk/parallel_runner.h"
+#include "disk/pending_writes.h"
+#include "disk/quarantine.h"
+#include "disk/touch_buffer.h"
+#include "kvtier/disk_tier.h"
+
+namespace kvtier::disk {
+
+class DiskTierImpl final : public DiskTier {
+ public:
+  DiskTierImpl(const DiskTierOptions& options, Env* env);
+  ~DiskTierImpl() override;
+
+  // Creates folders, opens the index, starts the threads.
+  Status Init();
+
+  bool Contains(const BlockKey& key) override;
+  std::optional<uint64_t> SizeOf(const BlockKey& key) override;
+  Result<std::optional<size_t>> Load(const BlockKey& key, std::span<std::byte> dst) override;
+  std::vector<Result<std::optional<size_t>>> LoadMany(
+      std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) override;
+  Status Store(const BlockKey& key, SharedBlock block) override;
+  Result<bool> Erase(const BlockKey& key) override;
+  Result<bool> Forget(const BlockKey& key) override;
+  Result<uint64_t> Clear() override;
+  Status Flush() override;
+  Result<uint64_t> EnforceLimit() override;
+  Result<ReconcileReport> Reconcile() override;
+  void WaitForBackgroundReconcile() override;
+  DiskTierStats Stats() override;
+  Status Close() override;
+
+ private:
+  void Hook(DiskKillPoint point);
+  Status CreateFolder(const std::string& path);
+  Status OpenIndex();
+  Status EnsureSubdir(uint8_t prefix);
+
+  // Writes one pending block (writer thread or inline) and finishes it.
+  Status WritePending(const std::shared_ptr<PendingBlock>& p);
+  Status WriteAndIndex(const PendingBlock& p);
+  // Writes `bytes` to a temp file next to `final_path` and renames it there.
+  Status PublishFile(const BlockKey& key, std::span<const std::byte> bytes);
+  void WriterLoop();
+  void MaintenanceLoop();
+  void FlushTouches();
+
+  // A miss for `key` whose file at `path` failed verification.
+  void QuarantineBlock(const BlockKey& key, const std::string& path);
+  Result<std::optional<size_t>> LoadFromDisk(const BlockKey& key, std::span<std::byte> dst);
+  Status CheckStoreHeader(const BlockKey& key, const BlockBuffer& block);
+
+  const DiskTierOptions options_;
+  Env* const env_;
+  const FolderLayout layout_;
+  DiskCounters counters_;
+  std::unique_ptr<DiskIndex> index_;
+  std::unique_ptr<Capacity> capacity_;
+  std::unique_ptr<Quarantine> quarantine_;
+  std::unique_ptr<GroupCommitter> committer_;
+  std::unique_ptr<PendingWrites> pending_;
+  std::unique_ptr<ParallelRunner> readers_;
+  TouchBuffer touches_;
+  int64_t sig_id_ = 0;
+  std::array<std::atomic<bool>, 256> subdir_ready_{};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> stop_{false};  // background reconcile: stop early
+  std::vector<std::thread> writers_;
+  std::thread maintenance_;
+
+  std::mutex mu_;  // guards the maintenance thread's state below
+  std::condition_variable maintenance_cv_;
+  bool maintenance_stop_ GUARDED_BY(mu_) = false;
+  bool touch_flush_wanted_ GUARDED_BY(mu_) = false;
+  bool reconcile_running_ GUARDED_BY(mu_) = false;
+  std::condition_variable reconcile_cv_;
+};
+
+}  // namespace kvtier::disk
+
+#endif  // KVTIER_DISK_DISK_TIER_IMPL_H_

@@ -1,0 +1,29 @@
+#include "disk/group_commit.h"
+
+namespace kvtier::disk {
+
+Status GroupCommitter::Commit(const IndexRow& row) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (open_ == nullptr) open_ = std::make_shared<Group>();
+  std::shared_ptr<Group> mine = open_;
+  mine->rows.push_back(row);
+  while (!mine->done) {
+    if (!committing_ && open_ == mine) {
+      // Lead: close the group to newcomers and commit it without the lock.
+      committing_ = true;
+      open_ = nullptr;
+      lock.unlock();
+      Status s = index_->Upsert(mine->rows);
+      lock.lock();
+      mine->status = std::move(s);
+      mine->done = true;
+      committing_ = false;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock);
+    }
+  }
+  return mine->status;
+}
+
+}  // namespace kvtier::disk

@@ -1,0 +1,176 @@
+#include "disk/reconcile.h"
+
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kvtier/block_file.h"
+
+namespace kvtier::disk {
+
+Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
+                                                 const std::string& path, const BlockKey& key,
+                                                 const FileInfo& info) {
+  std::optional<IndexRow> none;
+  if (info.type != FileType::kRegular || info.size < 8) return none;
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  auto file = env->OpenForRead(path, ro);
+  if (!file.ok()) {
+    if (file.status().IsNotFound()) return none;
+    return file.status();
+  }
+  std::byte len_bytes[8];
+  KVTIER_ASSIGN_OR_RETURN(size_t n, (*file)->ReadAt(0, len_bytes));
+  if (n != 8) return none;
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(len_bytes[i]);
+  uint64_t size = (*file)->size();
+  if (header_len > kMaxBlockHeaderBytes || header_len > size - 8) return none;
+  std::vector<std::byte> prefix(8 + header_len);
+  KVTIER_ASSIGN_OR_RETURN(n, (*file)->ReadAt(0, prefix));
+  if (n != prefix.size()) return none;
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.verify_checksum = false;
+  auto decoded = DecodeBlockHeader(prefix, size, opts);
+  if (!decoded.ok()) return none;
+  KVTIER_ASSIGN_OR_RETURN(int64_t sig, index->SignatureId(decoded->meta.layout_signature));
+  IndexRow row;
+  row.key = key;
+  row.sig_id = sig;
+  row.size = size;
+  row.created_at_us = decoded->meta.created_at * 1'000'000;
+  row.last_access_us = info.mtime_unix_s * 1'000'000;
+  return std::optional<IndexRow>(row);
+}
+
+bool Reconciler::TempIsAbandoned(const std::string& path, int pid, const FileInfo& info) {
+  if (LiveTempFiles::Contains(path)) return false;
+  if (pid == p_.env->ProcessId()) return true;  // ours, and no writer of ours has it
+  if (!p_.env->ProcessAlive(pid)) return true;
+  int64_t age_s = p_.env->NowUnixMicros() / 1'000'000 - info.mtime_unix_s;
+  return age_s > p_.options->stale_temp_seconds;
+}
+
+Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
+  Env* env = p_.env;
+  const std::string dir = p_.layout->Subdir(prefix);
+  std::vector<std::string> names;
+  {
+    auto listed = env->ListDir(dir);
+    if (listed.ok()) {
+      names = std::move(listed).value();
+    } else if (!listed.status().IsNotFound()) {
+      return listed.status();
+    }
+  }
+  KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, p_.index->RowsWithPrefix(prefix));
+  std::unordered_map<BlockKey, const IndexRow*, BlockKeyHash> by_key;
+  for (const IndexRow& r : rows) by_key.emplace(r.key, &r);
+
+  std::unordered_set<BlockKey, BlockKeyHash> present;
+  std::vector<IndexRow> adopt;
+  for (const std::string& name : names) {
+    const std::string path = JoinPath(dir, name);
+    ParsedEntry e = ParseBlockDirEntry(name, prefix);
+    auto info = env->Stat(path);
+    if (!info.ok()) continue;  // gone meanwhile
+    switch (e.kind) {
+      case EntryKind::kTemp:
+        if (info->type == FileType::kRegular && TempIsAbandoned(path, e.pid, *info)) {
+          Status s = env->RemoveFile(path);
+          if (s.ok()) {
+            ++report->temps_removed;
+            DiskCounters::Add(p_.counters->reconcile_temps_removed);
+          }
+        } else if (info->type != FileType::kRegular) {
+          if (p_.quarantine->Move(path, name).ok()) ++report->quarantined;
+        }
+        break;
+      case EntryKind::kForeign:
+        if (p_.quarantine->Move(path, name).ok()) ++report->quarantined;
+        break;
+      case EntryKind::kBlock: {
+        if (info->type != FileType::kRegular) {
+          if (p_.quarantine->Move(path, name).ok()) ++report->quarantined;
+          break;
+        }
+        ++report->files_seen;
+        auto it = by_key.find(e.key);
+        if (it != by_key.end() && it->second->size == info->size) {
+          present.insert(e.key);
+          break;
+        }
+        KVTIER_ASSIGN_OR_RETURN(std::optional<IndexRow> row,
+                                ReadAdoptableRow(env, p_.index, path, e.key, *info));
+        if (row) {
+          present.insert(e.key);
+          adopt.push_back(*row);
+        } else if (env->Stat(path).ok()) {
+          if (p_.quarantine->Move(path, name).ok()) ++report->quarantined;
+        }
+        break;
+      }
+    }
+  }
+
+  std::vector<BlockKey> drop;
+  for (const IndexRow& r : rows) {
+    if (present.count(r.key) > 0) continue;
+    // Written after the listing, or never there? Look again.
+    auto info = env->Stat(p_.layout->BlockPath(r.key));
+    if (info.ok()) continue;
+    if (info.status().IsNotFound()) drop.push_back(r.key);
+  }
+  if (!adopt.empty()) {
+    KVTIER_RETURN_IF_ERROR(p_.index->Upsert(adopt));
+    report->adopted += adopt.size();
+    DiskCounters::Add(p_.counters->reconcile_adopted, adopt.size());
+  }
+  if (!drop.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t dropped, p_.index->Delete(drop));
+    report->rows_dropped += dropped;
+    DiskCounters::Add(p_.counters->reconcile_rows_dropped, dropped);
+  }
+  return Status::Ok();
+}
+
+Status Reconciler::TopLevel(ReconcileReport* report) {
+  auto names = p_.env->ListDir(p_.layout->BlocksDir());
+  if (!names.ok()) return names.status().IsNotFound() ? Status::Ok() : names.status();
+  for (const std::string& name : *names) {
+    const std::string path = JoinPath(p_.layout->BlocksDir(), name);
+    bool is_subdir = false;
+    if (name.size() == 2) {
+      auto key = BlockKey::FromHex(name + std::string(62, '0'));
+      auto info = p_.env->Stat(path);
+      is_subdir = key && name == HexByte(key->bytes[0]) && info.ok() &&
+                  info->type == FileType::kDirectory;
+    }
+    if (!is_subdir && p_.quarantine->Move(path, name).ok()) ++report->quarantined;
+  }
+  return Status::Ok();
+}
+
+Result<ReconcileReport> Reconciler::Run(const std::atomic<bool>& stop) {
+  ReconcileReport report;
+  KVTIER_RETURN_IF_ERROR(TopLevel(&report));
+  for (int prefix = 0; prefix < 256; ++prefix) {
+    if (stop.load(std::memory_order_relaxed)) return report;
+    KVTIER_RETURN_IF_ERROR(Subdir(static_cast<uint8_t>(prefix), &report));
+  }
+  KVTIER_ASSIGN_OR_RETURN(EvictOutcome out, p_.capacity->EnforceLimit());
+  report.evicted += out.evicted;
+  report.expired += out.expired;
+  if (p_.options->quarantine_retention_seconds > 0) {
+    int64_t cutoff =
+        p_.env->NowUnixMicros() / 1'000'000 - p_.options->quarantine_retention_seconds;
+    report.quarantine_removed += p_.quarantine->RemoveOlderThan(cutoff);
+  }
+  DiskCounters::Add(p_.counters->reconcile_passes);
+  return report;
+}
+
+}  // namespace kvtier::disk

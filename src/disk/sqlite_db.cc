@@ -1,0 +1,158 @@
+#include "disk/sqlite_db.h"
+
+#include <sqlite3.h>
+
+#include <cstring>
+
+namespace kvtier::disk {
+
+Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
+  std::string msg = "index: " + std::string(what) + ": ";
+  msg += (db != nullptr) ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status::Unavailable(msg + " (the index is locked by another connection)");
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return Status::Corruption(msg);
+    case SQLITE_FULL:
+      return Status::ResourceExhausted(msg);
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      return Status(StatusCode::kIOError, msg, db != nullptr ? sqlite3_system_errno(db) : 0);
+    default:
+      return Status::Internal(msg);
+  }
+}
+
+SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+
+void SqliteStatement::BindInt64(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+
+void SqliteStatement::BindBlob(int i, std::span<const uint8_t> v) {
+  sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+void SqliteStatement::BindText(int i, std::string_view v) {
+  sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+Result<bool> SqliteStatement::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteStatus(db_, rc, sqlite3_sql(stmt_));
+}
+
+Status SqliteStatement::Run() {
+  while (true) {
+    KVTIER_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return Status::Ok();
+  }
+}
+
+void SqliteStatement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+int64_t SqliteStatement::ColumnInt64(int i) const { return sqlite3_column_int64(stmt_, i); }
+
+std::span<const uint8_t> SqliteStatement::ColumnBlob(int i) const {
+  const void* p = sqlite3_column_blob(stmt_, i);
+  int n = sqlite3_column_bytes(stmt_, i);
+  if (p == nullptr || n <= 0) return {};
+  return {static_cast<const uint8_t*>(p), static_cast<size_t>(n)};
+}
+
+std::string SqliteStatement::ColumnText(int i) const {
+  const unsigned char* p = sqlite3_column_text(stmt_, i);
+  int n = sqlite3_column_bytes(stmt_, i);
+  if (p == nullptr || n <= 0) return {};
+  return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
+}
+
+Result<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, OpenMode mode,
+                                                 uint32_t busy_timeout_ms) {
+  int flags = SQLITE_OPEN_NOMUTEX;
+  switch (mode) {
+    case OpenMode::kReadWriteCreate:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+      break;
+    case OpenMode::kReadWrite:
+      flags |= SQLITE_OPEN_READWRITE;
+      break;
+    case OpenMode::kReadOnly:
+      flags |= SQLITE_OPEN_READONLY;
+      break;
+  }
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqliteStatus(db, rc, "open " + path);
+    sqlite3_close_v2(db);
+    return s;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, static_cast<int>(busy_timeout_ms));
+  return std::unique_ptr<SqliteDb>(new SqliteDb(db));
+}
+
+SqliteDb::~SqliteDb() {
+  statements_.clear();  // finalize before closing
+  sqlite3_close_v2(db_);
+}
+
+Status SqliteDb::Exec(std::string_view sql) {
+  std::string text(sql);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, text);
+  return Status::Ok();
+}
+
+Result<SqliteStatement*> SqliteDb::Prepare(std::string_view sql) {
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) return it->second.get();
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return SqliteStatus(db_, rc, "prepare " + std::string(sql));
+  }
+  auto owned = std::make_unique<SqliteStatement>(stmt, db_);
+  SqliteStatement* raw = owned.get();
+  statements_.emplace(std::string(sql), std::move(owned));
+  return raw;
+}
+
+Result<int64_t> SqliteDb::QueryInt(std::string_view sql) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, Prepare(sql));
+  StatementScope scope(stmt);
+  KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+  if (!row) return Status::Internal("index: no value from " + std::string(sql));
+  return stmt->ColumnInt64(0);
+}
+
+Status SqliteDb::BeginImmediate() { return Exec("BEGIN IMMEDIATE"); }
+
+Status SqliteDb::Commit() {
+  Status s = Exec("COMMIT");
+  if (!s.ok()) Rollback();
+  return s;
+}
+
+void SqliteDb::Rollback() {
+  if (sqlite3_get_autocommit(db_) == 0) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+int64_t SqliteDb::Changes() const { return sqlite3_changes64(db_); }
+
+}  // namespace kvtier::disk
