@@ -20,6 +20,7 @@ struct DemoArgs {
   uint32_t conversations = 4;
   uint32_t decode_tokens = 8;
   uint64_t seed = 1;
+  uint32_t pool_blocks = 0;
 };
 
 void PrintProgress(const engine::DemoEvent& e, std::ostream& os) {
@@ -33,9 +34,9 @@ void PrintProgress(const engine::DemoEvent& e, std::ostream& os) {
   char line[512];
   std::snprintf(line, sizeof(line),
                 "[%2u/%u] conversation %u turn %u: %zu tokens, %zu reused from %s, %zu computed;"
-                " first token %.1f ms (recompute %.1f ms); logits %s\n",
+                " prefill %.1f ms, first token %.1f ms (recompute %.1f ms); logits %s\n",
                 r.index + 1, e.total_requests, r.conversation + 1, r.turn + 1, r.prompt_tokens,
-                r.reused_tokens, r.source.c_str(), r.computed_tokens, r.ttft_ms,
+                r.reused_tokens, r.source.c_str(), r.computed_tokens, r.prefill_ms, r.ttft_ms,
                 r.recompute_ttft_ms,
                 r.logits_mismatched == 0 ? "identical" : ("DIFFER: " + r.mismatch).c_str());
   os << line << std::flush;
@@ -60,6 +61,9 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
   app->add_option("--seed", args->seed, "Seed of the model's weights")->capture_default_str();
+  app->add_option("--pool-blocks", args->pool_blocks,
+                  "Slots of the serving pool (0: the longest conversation and a few more)")
+      ->capture_default_str();
   return [args, flags] {
     engine::DemoOptions o;
     o.dir = args->dir;
@@ -68,6 +72,7 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     o.conversations = args->conversations;
     o.decode_tokens = args->decode_tokens;
     o.model.seed = args->seed;
+    o.pool_blocks = args->pool_blocks;
     o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
     // With --json, stdout carries only the JSON object; progress goes to stderr.
     std::ostream& os = flags->json ? std::cerr : std::cout;

@@ -209,7 +209,7 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
     longest = std::max(longest, len);
   }
   const uint32_t seq_blocks = static_cast<uint32_t>((longest + o.block_tokens - 1) / o.block_tokens);
-  report.pool_blocks = o.pool_blocks != 0 ? o.pool_blocks : seq_blocks + seq_blocks / 4 + 1;
+  report.pool_blocks = o.pool_blocks != 0 ? o.pool_blocks : seq_blocks + seq_blocks / 16 + 2;
 
   KVTIER_RETURN_IF_ERROR(PrepareFolder(env, o.dir, o.start));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<const Model> model, Model::Create(o.model));
@@ -296,6 +296,7 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
       KVTIER_ASSIGN_OR_RETURN(PrefillResult got, serving.engine->Prefill(seq, hist));
       uint32_t token = Argmax(got.logits);
       r.ttft_ms = Ms(env->NowMicros() - t0);
+      r.load_ms = Ms(got.allocate_micros);
       r.prefill_ms = Ms(got.compute_micros);
       const TieredBackingStoreCounters after_c = serving.store->counters();
       r.reused_tokens = got.reused_tokens;

@@ -66,8 +66,9 @@ struct DemoOptions {
   uint32_t system_prompt_bytes = 0;
   // Use only the first N bytes of each user message (0 = all). Default 0.
   uint32_t user_message_bytes = 0;
-  // Slots of the serving pool; 0 = enough for the longest conversation plus
-  // a quarter, so that idle ones get evicted. Default 0.
+  // Slots of the serving pool; 0 = enough for the longest conversation and
+  // a few more, so that idle ones get evicted and some of their blocks must
+  // come back from the host tier. Default 0.
   uint32_t pool_blocks = 0;
   // Host tier budget in bytes. Default 256 MiB.
   uint64_t host_bytes = 256ull << 20;
@@ -95,9 +96,11 @@ struct DemoRequest {
   size_t disk_blocks = 0;
   // "none", or the tiers that supplied blocks joined by '+' ("pool+disk").
   std::string source;
-  // Milliseconds. prefill: Allocate plus computing the new tokens; ttft:
-  // prefill plus the logits of the first token (= prefill here: the logits
-  // come with it) plus choosing it; recompute: the same with no cache.
+  // Milliseconds. load: BlockPool::Allocate, including waiting for blocks
+  // from the lower tiers; prefill: computing the prompt tokens not reused
+  // (with the first token's logits); ttft: from the request to the first
+  // token chosen (load + prefill + argmax); recompute: ttft with no cache.
+  double load_ms = 0;
   double prefill_ms = 0;
   double ttft_ms = 0;
   double recompute_ttft_ms = 0;

@@ -40,6 +40,7 @@ std::string DemoReport::ToJson() const {
                     {"pool_blocks", r.pool_blocks},
                     {"host_blocks", r.host_blocks},
                     {"disk_blocks", r.disk_blocks},
+                    {"load_ms", r.load_ms},
                     {"prefill_ms", r.prefill_ms},
                     {"ttft_ms", r.ttft_ms},
                     {"recompute_ttft_ms", r.recompute_ttft_ms},
@@ -90,11 +91,12 @@ std::string DemoReport::ToJson() const {
 std::string FormatDemoTable(const DemoReport& rep) {
   std::string out;
   out += "  #  conv turn  prompt  reused  source          pool  host  disk  computed"
-         "  ttft_ms  recompute_ms  speedup  logits\n";
+         "  load_ms  prefill_ms  ttft_ms  recompute_ms  speedup  logits\n";
   bool restart_marked = false;
   for (const DemoRequest& r : rep.requests) {
     if (r.after_restart && !restart_marked) {
-      out += "  ---------------------------------- restart ----------------------------------\n";
+      out += "  ------------------------------------------- restart "
+         "--------------------------------------------\n";
       restart_marked = true;
     }
     out += Pad(std::to_string(r.index + 1), 3) + "  " + Pad(std::to_string(r.conversation + 1), 4) +
@@ -103,7 +105,8 @@ std::string FormatDemoTable(const DemoReport& rep) {
            Pad(std::to_string(r.reused_tokens), 6) + "  " + Pad(r.source, 14, true) + "  " +
            Pad(std::to_string(r.pool_blocks), 4) + "  " + Pad(std::to_string(r.host_blocks), 4) +
            "  " + Pad(std::to_string(r.disk_blocks), 4) + "  " +
-           Pad(std::to_string(r.computed_tokens), 8) + "  " + Pad(Fixed(r.ttft_ms, 1), 7) + "  " +
+           Pad(std::to_string(r.computed_tokens), 8) + "  " + Pad(Fixed(r.load_ms, 1), 7) + "  " +
+           Pad(Fixed(r.prefill_ms, 1), 10) + "  " + Pad(Fixed(r.ttft_ms, 1), 7) + "  " +
            Pad(Fixed(r.recompute_ttft_ms, 1), 12) + "  " +
            Pad(Fixed(Speedup(r.ttft_ms, r.recompute_ttft_ms), 1) + "x", 7) + "  " +
            (r.logits_mismatched == 0 ? "identical" : "DIFFER") + "\n";
