@@ -84,8 +84,7 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
       std::cout << rep->ToJson() << "\n";
     } else {
       std::cout << "\n" << engine::FormatDemoTable(*rep);
-      std::printf("ran in %.1f s; the cache folder is %s\n", rep->wall_s,
-                  rep->cache_dir.c_str());
+      std::printf("ran in %.1f s; the cache folder is %s\n", rep->wall_s, rep->cache_dir.c_str());
     }
     if (!rep->bit_exact) {
       std::cerr << "kvtier: logits with the cache differ from logits without it in "

@@ -40,8 +40,8 @@ namespace kvtier {
 
 struct TieredBackingStoreCounters {
   uint64_t match_calls = 0;
-  uint64_t stored_blocks = 0;     // accepted by TieredCache::Store
-  uint64_t store_errors = 0;      // refused by it
+  uint64_t stored_blocks = 0;  // accepted by TieredCache::Store
+  uint64_t store_errors = 0;   // refused by it
   uint64_t load_calls = 0;
   uint64_t loaded_host = 0;       // blocks served by the host tier
   uint64_t loaded_disk = 0;       // blocks served by the disk tier

@@ -119,10 +119,9 @@ Status PrepareFolder(Env* env, const std::string& dir, DemoStart start) {
   KVTIER_RETURN_IF_ERROR(env->CreateDirs(dir, 0755));
   WriteFileOptions wo;
   wo.permissions = 0644;
-  return env->WriteFileAtomic(JoinPath(dir, kMarkerName),
-                              std::as_bytes(std::span<const char>(kMarkerText,
-                                                                  std::strlen(kMarkerText))),
-                              wo);
+  return env->WriteFileAtomic(
+      JoinPath(dir, kMarkerName),
+      std::as_bytes(std::span<const char>(kMarkerText, std::strlen(kMarkerText))), wo);
 }
 
 std::string DescribeMismatch(std::span<const float> got, std::span<const float> want,
@@ -208,7 +207,8 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
     for (uint32_t t = 0; t < turns; ++t) len += UserTurn(o, c, t).size() + o.decode_tokens;
     longest = std::max(longest, len);
   }
-  const uint32_t seq_blocks = static_cast<uint32_t>((longest + o.block_tokens - 1) / o.block_tokens);
+  const uint32_t seq_blocks =
+      static_cast<uint32_t>((longest + o.block_tokens - 1) / o.block_tokens);
   report.pool_blocks = o.pool_blocks != 0 ? o.pool_blocks : seq_blocks + seq_blocks / 16 + 2;
 
   KVTIER_RETURN_IF_ERROR(PrepareFolder(env, o.dir, o.start));
@@ -231,9 +231,8 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Engine> reference,
                           Engine::Create(model.get(), ref_pool.get(), eo));
 
-  KVTIER_ASSIGN_OR_RETURN(
-      Serving serving,
-      OpenServing(o, model.get(), layout, report.pool_blocks, report.cache_dir, env));
+  KVTIER_ASSIGN_OR_RETURN(Serving serving, OpenServing(o, model.get(), layout, report.pool_blocks,
+                                                       report.cache_dir, env));
 
   const uint32_t total = o.conversations * turns;
   {
@@ -243,9 +242,8 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
     e.message = "model: " + std::to_string(o.model.layers) + " layers, hidden " +
                 std::to_string(o.model.hidden) + ", " + std::to_string(o.model.heads) +
                 " heads / " + std::to_string(o.model.kv_heads) + " KV heads of " +
-                std::to_string(o.model.head_dim) + ", " +
-                std::to_string(report.parameters) + " weights (seed " +
-                std::to_string(o.model.seed) + "), K/V " +
+                std::to_string(o.model.head_dim) + ", " + std::to_string(report.parameters) +
+                " weights (seed " + std::to_string(o.model.seed) + "), K/V " +
                 std::string(DTypeName(o.model.kv_dtype)) + "; blocks of " +
                 std::to_string(o.block_tokens) + " tokens (" + std::to_string(report.block_bytes) +
                 " bytes); pool " + std::to_string(report.pool_blocks) + " blocks; cache " +
@@ -259,8 +257,8 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   for (uint32_t t = 0; t < turns; ++t) {
     const bool after = t >= o.turns_before_restart;
     if (t == o.turns_before_restart) {
-      const uint64_t stored_before = report.blocks_stored +
-                                     (serving.store ? serving.store->counters().stored_blocks : 0);
+      const uint64_t stored_before =
+          report.blocks_stored + (serving.store ? serving.store->counters().stored_blocks : 0);
       KVTIER_RETURN_IF_ERROR(serving.Close(&report));
       KVTIER_ASSIGN_OR_RETURN(
           serving, OpenServing(o, model.get(), layout, report.pool_blocks, report.cache_dir, env));

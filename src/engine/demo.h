@@ -83,7 +83,7 @@ struct DemoOptions {
 struct DemoRequest {
   uint32_t index = 0;  // 0-based, in serving order
   uint32_t conversation = 0;
-  uint32_t turn = 0;    // 0-based, over the whole conversation
+  uint32_t turn = 0;  // 0-based, over the whole conversation
   bool after_restart = false;
   size_t prompt_tokens = 0;
   size_t reused_tokens = 0;    // K/V the pool supplied
@@ -127,7 +127,7 @@ struct DemoReport {
   size_t reused_tokens = 0;
   size_t computed_tokens = 0;
   size_t pool_blocks_hit = 0, host_blocks_hit = 0, disk_blocks_hit = 0;
-  size_t disk_blocks_after_restart = 0;  // disk hits of the requests after the restart
+  size_t disk_blocks_after_restart = 0;       // disk hits of the requests after the restart
   double ttft_ms = 0, recompute_ttft_ms = 0;  // sums over the requests
   // Lower-tier traffic over the whole run (both cache instances).
   uint64_t blocks_stored = 0;

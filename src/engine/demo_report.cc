@@ -90,13 +90,15 @@ std::string DemoReport::ToJson() const {
 
 std::string FormatDemoTable(const DemoReport& rep) {
   std::string out;
-  out += "  #  conv turn  prompt  reused  source          pool  host  disk  computed"
-         "  load_ms  prefill_ms  ttft_ms  recompute_ms  speedup  logits\n";
+  out +=
+      "  #  conv turn  prompt  reused  source          pool  host  disk  computed"
+      "  load_ms  prefill_ms  ttft_ms  recompute_ms  speedup  logits\n";
   bool restart_marked = false;
   for (const DemoRequest& r : rep.requests) {
     if (r.after_restart && !restart_marked) {
-      out += "  ------------------------------------------- restart "
-         "--------------------------------------------\n";
+      out +=
+          "  ------------------------------------------- restart "
+          "--------------------------------------------\n";
       restart_marked = true;
     }
     out += Pad(std::to_string(r.index + 1), 3) + "  " + Pad(std::to_string(r.conversation + 1), 4) +
@@ -121,9 +123,10 @@ std::string FormatDemoTable(const DemoReport& rep) {
          Fixed(rep.recompute_ttft_ms, 1) + " ms recomputing everything (" +
          Fixed(Speedup(rep.ttft_ms, rep.recompute_ttft_ms), 1) + "x)\n";
   out += "tiers: " + std::to_string(rep.blocks_stored) + " blocks stored, " +
-         std::to_string(rep.pool_evicted_sequences) + " idle conversations evicted from the pool, " +
-         std::to_string(rep.disk_bytes_written) + " bytes written to disk, " +
-         std::to_string(rep.disk_entries_at_end) + " blocks on disk at the end\n";
+         std::to_string(rep.pool_evicted_sequences) +
+         " idle conversations evicted from the pool, " + std::to_string(rep.disk_bytes_written) +
+         " bytes written to disk, " + std::to_string(rep.disk_entries_at_end) +
+         " blocks on disk at the end\n";
   out += std::string("logits with the cache vs without: ") +
          (rep.bit_exact ? "identical, bit for bit, in every request"
                         : std::to_string(rep.mismatched_requests) + " request(s) DIFFER") +

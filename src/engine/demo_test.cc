@@ -49,8 +49,8 @@ DemoOptions SmallDemo(const std::string& dir) {
 // The prompt of conversation c's first turn, rebuilt from the script.
 std::string FirstPrompt(const DemoOptions& o, uint32_t c) {
   const auto msgs = DemoUserMessages();
-  return std::string(DemoSystemPrompt().substr(0, o.system_prompt_bytes)) + "\nUser: " +
-         std::string(msgs[(c * 5) % msgs.size()].substr(0, o.user_message_bytes)) +
+  return std::string(DemoSystemPrompt().substr(0, o.system_prompt_bytes)) +
+         "\nUser: " + std::string(msgs[(c * 5) % msgs.size()].substr(0, o.user_message_bytes)) +
          "\nAssistant: ";
 }
 
@@ -114,7 +114,8 @@ TEST(DemoTest, RunsEndToEndWithDiskHitsAfterTheRestart) {
   EXPECT_EQ(r6.pool_blocks + r6.host_blocks, 0u);
   EXPECT_GT(rep->disk_blocks_after_restart, r6.disk_blocks);  // the others read theirs too
   size_t disk_before = 0, disk_after = 0;
-  for (const DemoRequest& r : rep->requests) (r.after_restart ? disk_after : disk_before) += r.disk_blocks;
+  for (const DemoRequest& r : rep->requests)
+    (r.after_restart ? disk_after : disk_before) += r.disk_blocks;
   EXPECT_EQ(disk_before, 0u);
   EXPECT_EQ(disk_after, rep->disk_blocks_after_restart);
   EXPECT_EQ(rep->disk_blocks_hit, disk_after);

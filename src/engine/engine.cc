@@ -47,16 +47,16 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model* model, BlockPool* po
       const uint64_t row = uint64_t{c.head_dim} * DTypeSize(c.kv_dtype);
       const std::string what = "pool layer " + std::to_string(l) + " state " + std::to_string(s);
       if (g.bytes == 0) {
-        return Status::InvalidArgument(what + " does not exist: the pool's layout is not the "
-                                              "model's attention layout");
+        return Status::InvalidArgument(what +
+                                       " does not exist: the pool's layout is not the "
+                                       "model's attention layout");
       }
       if (g.dtype != c.kv_dtype || g.a != c.kv_heads || g.b != c.head_dim ||
           g.bytes % (g.a * row) != 0) {
         return Status::InvalidArgument(
-            what + " is " + std::string(DTypeName(g.dtype)) + "[" + std::to_string(g.a) +
-            ", T, " + std::to_string(g.b) + "]; the model needs " +
-            std::string(DTypeName(c.kv_dtype)) + "[" + std::to_string(c.kv_heads) + ", T, " +
-            std::to_string(c.head_dim) + "]");
+            what + " is " + std::string(DTypeName(g.dtype)) + "[" + std::to_string(g.a) + ", T, " +
+            std::to_string(g.b) + "]; the model needs " + std::string(DTypeName(c.kv_dtype)) + "[" +
+            std::to_string(c.kv_heads) + ", T, " + std::to_string(c.head_dim) + "]");
       }
       const uint64_t t = g.bytes / (g.a * row);
       if (block_tokens == 0) block_tokens = static_cast<uint32_t>(t);
@@ -72,8 +72,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model* model, BlockPool* po
     return Status::InvalidArgument("the pool's layout has more than the model's " +
                                    std::to_string(c.layers) + " layers");
   }
-  return std::unique_ptr<Engine>(
-      new Engine(model, pool, options, block_tokens, std::move(states)));
+  return std::unique_ptr<Engine>(new Engine(model, pool, options, block_tokens, std::move(states)));
 }
 
 Engine::Engine(const Model* model, BlockPool* pool, EngineOptions options, uint32_t block_tokens,

@@ -27,8 +27,7 @@ namespace kvtier::engine::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "kvtier_engine_XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvtier_engine_XXXXXX").string();
     if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
   }
   ~TempDir() {

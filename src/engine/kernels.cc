@@ -119,8 +119,7 @@ float Dot(const float* a, const float* b, size_t n) {
   }
   float tail = 0;
   for (; i < n; ++i) tail += a[i] * b[i];
-  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) +
-         tail;
+  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail;
 }
 
 void MatMul(const float* w, size_t rows, size_t cols, const float* x, size_t batch, float* out) {

@@ -26,11 +26,11 @@ TEST(HalfTest, KnownValues) {
   EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);  // rounds down
   EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);  // halfway: rounds to even = inf
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie: even (zero)
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)), 0x0001);  // above the tie
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);  // tie 1.5 units: even (2)
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);             // smallest normal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);             // tie: even (zero)
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)), 0x0001);             // above the tie
+  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);             // tie 1.5 units: even (2)
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie: even
   EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie: even
   EXPECT_EQ(FloatToHalf(1e-10f), 0x0000);

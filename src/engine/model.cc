@@ -57,8 +57,8 @@ Status ModelConfig::Validate() const {
   KVTIER_RETURN_IF_ERROR(dim("vocab", vocab));
   if (heads % kv_heads != 0) {
     return Status::InvalidArgument("heads (" + std::to_string(heads) +
-                                   ") must be a multiple of kv_heads (" +
-                                   std::to_string(kv_heads) + ")");
+                                   ") must be a multiple of kv_heads (" + std::to_string(kv_heads) +
+                                   ")");
   }
   if (head_dim % 2 != 0) {
     return Status::InvalidArgument("head_dim must be even (rotary pairs), got " +

@@ -82,8 +82,8 @@ kvtier::Result<std::vector<size_t>> Serve(MyModel& model, const std::string& cac
   kvtier::CacheOptions cache_options;                 // RAM tier (1 GiB) over a disk folder
   cache_options.layout_signature = layout.Signature();
   cache_options.disk.emplace().dir = cache_dir;
-  KVTIER_ASSIGN_OR_RETURN(auto cache, kvtier::TieredCache::Open(cache_options,
-                                                                kvtier::Env::Default()));
+  KVTIER_ASSIGN_OR_RETURN(auto cache,
+                          kvtier::TieredCache::Open(cache_options, kvtier::Env::Default()));
   KVTIER_ASSIGN_OR_RETURN(auto tiers, kvtier::TieredBackingStore::Create(cache.get(), layout));
   kvtier::PoolOptions pool_options;
   pool_options.layout = layout;

@@ -40,11 +40,8 @@ Result<std::unique_ptr<TieredBackingStore>> TieredBackingStore::Create(TieredCac
   return std::unique_ptr<TieredBackingStore>(new TieredBackingStore(cache, estimate, max_bytes));
 }
 
-TieredBackingStore::TieredBackingStore(TieredCache* cache, size_t estimate_bytes,
-                                       size_t max_bytes)
-    : cache_(cache),
-      estimate_bytes_(estimate_bytes),
-      max_bytes_(max_bytes) {}
+TieredBackingStore::TieredBackingStore(TieredCache* cache, size_t estimate_bytes, size_t max_bytes)
+    : cache_(cache), estimate_bytes_(estimate_bytes), max_bytes_(max_bytes) {}
 
 size_t TieredBackingStore::Match(std::span<const BlockKey> keys) {
   counters_.match_calls.fetch_add(1, std::memory_order_relaxed);
@@ -76,11 +73,10 @@ std::future<std::vector<SharedBlock>> TieredBackingStore::Load(std::vector<Block
       cache_->Load(std::span<const BlockKey>(keys.data(), bufs.size()), dsts);
   // Deferred: the pool's loader thread runs Finish when it waits on the
   // future, while the cache's load threads have been reading since now.
-  return std::async(std::launch::deferred,
-                    [this, keys = std::move(keys), bufs = std::move(bufs),
-                     future = std::move(future)]() mutable {
-                      return Finish(std::move(keys), std::move(bufs), std::move(future));
-                    });
+  return std::async(std::launch::deferred, [this, keys = std::move(keys), bufs = std::move(bufs),
+                                            future = std::move(future)]() mutable {
+    return Finish(std::move(keys), std::move(bufs), std::move(future));
+  });
 }
 
 std::vector<SharedBlock> TieredBackingStore::Finish(std::vector<BlockKey> keys,
