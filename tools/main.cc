@@ -3,8 +3,6 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
-#include <map>
-#include <string>
 
 #include "command.h"
 
@@ -80,23 +78,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<CommonFlags>> flags;
   std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
-  // A command named "group sub" is subcommand `sub` of a group command
-  // `group` (`kvtier bench pool`); the group is created with its first sub.
-  std::map<std::string, CLI::App*> groups;
   for (const auto& cmd : CommandRegistry()) {
-    CLI::App* parent = &app;
-    std::string name = cmd.name;
-    if (const size_t sp = name.find(' '); sp != std::string::npos) {
-      const std::string group = name.substr(0, sp);
-      auto [it, added] = groups.try_emplace(group, nullptr);
-      if (added) {
-        it->second = app.add_subcommand(group, "The " + group + " commands (see --help)");
-        it->second->require_subcommand(1);
-      }
-      parent = it->second;
-      name = name.substr(sp + 1);
-    }
-    CLI::App* sub = parent->add_subcommand(name, cmd.help);
+    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
     flags.push_back(std::make_unique<CommonFlags>());
     sub->add_flag("--json", flags.back()->json, "Print one JSON object on stdout");
     runners.emplace_back(sub, cmd.setup(sub, flags.back().get()));
