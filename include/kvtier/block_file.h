@@ -55,7 +55,10 @@ class BlockBuffer {
 
  private:
   struct Free {
+    Free() noexcept : base(nullptr) {}
+    explicit Free(void* b) noexcept : base(b) {}
     void operator()(std::byte* p) const;
+    void* base;  // what to free() if not the data pointer itself
   };
   std::unique_ptr<std::byte[], Free> data_;
   size_t size_ = 0;

@@ -1,4 +1,5 @@
 #include <cassert>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -8,22 +9,41 @@ namespace kvtier {
 
 namespace {
 constexpr size_t kAlignment = 4096;
-}
+// From this size on, memory comes from malloc() and is aligned by hand.
+// glibc serves every large aligned_alloc() with a fresh mmap (its dynamic
+// mmap threshold, raised on free, never reaches the padded memalign
+// request), so each block paid a page fault per 4 KiB page: 1.7 ms for a
+// 3 MiB block on the dev VM, against ~10 us for malloc() memory that glibc
+// reuses. The padding costs one page, under 4% at this size.
+constexpr size_t kMallocFromBytes = 128 << 10;
+}  // namespace
 
-void BlockBuffer::Free::operator()(std::byte* p) const { std::free(p); }
+void BlockBuffer::Free::operator()(std::byte* p) const { std::free(base != nullptr ? base : p); }
 
 Result<BlockBuffer> BlockBuffer::Allocate(size_t size) {
-  // aligned_alloc wants a size that is a multiple of the alignment; round up
-  // so O_DIRECT reads may fill whole pages past the logical end.
+  // Round up so O_DIRECT reads may fill whole pages past the logical end.
   size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < size) return Status::ResourceExhausted("block buffer size overflows");
   if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) {
-    return Status::ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
-  }
   BlockBuffer buf;
-  buf.data_.reset(static_cast<std::byte*>(p));
+  if (rounded < kMallocFromBytes) {
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) {
+      return Status::ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
+    }
+    buf.data_.reset(static_cast<std::byte*>(p));
+  } else {
+    if (rounded > SIZE_MAX - kAlignment) {
+      return Status::ResourceExhausted("block buffer size overflows");
+    }
+    void* base = std::malloc(rounded + kAlignment);
+    if (base == nullptr) {
+      return Status::ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
+    }
+    auto addr = reinterpret_cast<uintptr_t>(base);
+    auto* p = reinterpret_cast<std::byte*>((addr + kAlignment - 1) / kAlignment * kAlignment);
+    buf.data_ = std::unique_ptr<std::byte[], Free>(p, Free{base});
+  }
   buf.size_ = size;
   return buf;
 }

@@ -10,9 +10,6 @@
 #include <cstring>
 #include <string>
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
-#include <xxhash.h>
-
 #include "core/block_file_internal.h"
 #include "core/json_strict.h"
 #include "kvtier/block_file.h"
@@ -65,7 +62,7 @@ Status CheckText(std::string_view what, std::string_view s) {
 }  // namespace
 
 std::array<uint8_t, 16> BlockChecksum(std::span<const std::byte> data) {
-  XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  XXH128_hash_t h = internal::Xxh3Hash128(data.data(), data.size());
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, h);
   std::array<uint8_t, 16> out;
@@ -220,7 +217,7 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
     while (done < src.size()) {
       size_t len = std::min(kChunkBytes, src.size() - done);
       std::memcpy(dst, src.data() + done, len);
-      XXH3_128bits_update(&state, dst, len);
+      internal::Xxh3Update128(&state, dst, len);
       dst += len;
       done += len;
     }

@@ -1,9 +1,18 @@
-// Block-file rejection reasons: names, and carrying them in a Status.
+// Block-file rejection reasons (names, carrying them in a Status) and the
+// small helpers the codec files share.
 #include <array>
 #include <string>
 
 #include "core/block_file_internal.h"
 #include "kvtier/block_file.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && __has_include(<xxh_x86dispatch.h>)
+#define XXH_DISPATCH_DISABLE_REPLACE  // call the _dispatch names explicitly
+#include <xxh_x86dispatch.h>
+#define KVTIER_XXH3_DISPATCH 1
+#else
+#define KVTIER_XXH3_DISPATCH 0
+#endif
 
 namespace kvtier {
 
@@ -87,6 +96,22 @@ Status Reject(BlockFileError reason, std::string_view detail) {
   msg += "]: ";
   msg += detail;
   return Status::Corruption(std::move(msg));
+}
+
+XXH128_hash_t Xxh3Hash128(const void* data, size_t size) {
+#if KVTIER_XXH3_DISPATCH
+  return XXH3_128bits_dispatch(data, size);
+#else
+  return XXH3_128bits(data, size);
+#endif
+}
+
+void Xxh3Update128(XXH3_state_t* state, const void* data, size_t size) {
+#if KVTIER_XXH3_DISPATCH
+  XXH3_128bits_update_dispatch(state, data, size);
+#else
+  XXH3_128bits_update(state, data, size);
+#endif
 }
 
 void HexLower(const uint8_t* bytes, size_t n, char* out) {

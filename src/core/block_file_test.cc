@@ -79,6 +79,38 @@ TEST(BlockFileErrorTest, NamesAreDistinctAndRoundTripThroughStatus) {
 }
 
 // ---------------------------------------------------------------------------
+// BlockBuffer: aligned, writable to the rounded-up page, both allocation
+// paths (aligned_alloc below 128 KiB, malloc + manual alignment above).
+
+TEST(BlockBufferTest, AlignedAndWritableAtEverySize) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{131071},
+                      size_t{131072}, size_t{200000}, size_t{3} << 20}) {
+    SCOPED_TRACE(size);
+    Result<BlockBuffer> b = BlockBuffer::Allocate(size);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->size(), size);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 4096, 0u);
+    // The whole rounded-up page range is usable (O_DIRECT may fill it).
+    size_t rounded = std::max<size_t>(4096, (size + 4095) / 4096 * 4096);
+    std::memset(b->data(), 0x5a, rounded);
+    BlockBuffer moved = std::move(*b);
+    EXPECT_EQ(moved.size(), size);
+    if (size > 0) {
+      EXPECT_EQ(moved.data()[size - 1], std::byte{0x5a});
+      moved.Truncate(size - 1);
+      EXPECT_EQ(moved.size(), size - 1);
+    }
+  }
+  std::vector<std::byte> src(300000);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7);
+  Result<BlockBuffer> c = BlockBuffer::CopyOf(src);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->size(), src.size());
+  EXPECT_EQ(std::memcmp(c->data(), src.data(), src.size()), 0);
+  EXPECT_TRUE(BlockBuffer::Allocate(SIZE_MAX - 100).status().IsResourceExhausted());
+}
+
+// ---------------------------------------------------------------------------
 // The hostile corpus: each file is rejected for its own reason.
 
 class CorpusTest : public ::testing::Test {

@@ -66,7 +66,9 @@ TEST(JsonStrictTest, AcceptsAndRejects) {
     JsonError err;
     bool ok = doc.Parse(c.text, 8, &err);
     EXPECT_EQ(ok, c.ok) << c.text << " -> " << err.message;
-    if (!ok && !c.ok) EXPECT_EQ(err.kind, c.kind) << c.text << " -> " << err.message;
+    if (!ok && !c.ok) {
+      EXPECT_EQ(err.kind, c.kind) << c.text << " -> " << err.message;
+    }
   }
 }
 
@@ -173,7 +175,9 @@ TEST(JsonStrictTest, Utf8Validation) {
   for (const U& u : cases) {
     size_t bad = 12345;
     EXPECT_EQ(IsStrictUtf8(u.bytes, &bad), u.ok) << testing::PrintToString(u.bytes);
-    if (!u.ok) EXPECT_EQ(bad, u.bad) << testing::PrintToString(u.bytes);
+    if (!u.ok) {
+      EXPECT_EQ(bad, u.bad) << testing::PrintToString(u.bytes);
+    }
   }
 }
 

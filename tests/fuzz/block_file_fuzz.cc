@@ -1,0 +1,105 @@
+// libFuzzer target: the block file decoder on arbitrary bytes.
+//
+// Build and run (scripts/test does this for 60 s, seeded with the corpus):
+//   cmake --preset fuzz && cmake --build --preset fuzz --target block_file_fuzz
+//   build/fuzz/block_file_fuzz -max_total_time=60 tests/corpus/hostile tests/corpus/valid
+//
+// Besides ASan/UBSan findings, it traps when an invariant breaks:
+//   - every rejection is a Corruption carrying a BlockFileError reason;
+//   - an accepted file's views lie inside the input and tile the data
+//     section exactly, in layer-major order;
+//   - DecodeBlockHeader (header only) and DecodeBlock agree on the verdict
+//     and the reason, except that only DecodeBlock checks the checksum;
+//   - decoding with expectations never accepts what plain decoding rejects,
+//     and accepts the same file when the expectations are the file's own.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string>
+
+#include "kvtier/block_file.h"
+#include "kvtier/layout.h"
+
+namespace {
+
+using kvtier::BlockFileError;
+using kvtier::BlockFileErrorOf;
+using kvtier::DecodeOptions;
+
+void Require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+void RequireReason(const kvtier::Status& s) {
+  Require(s.IsCorruption());
+  Require(BlockFileErrorOf(s) != BlockFileError::kNone);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const kvtier::ModelLayout* const tiny =
+      new kvtier::ModelLayout(kvtier::ModelLayout::Preset("tiny").value());
+  static const std::string* const tiny_signature = new std::string(tiny->Signature());
+
+  std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data), size);
+
+  kvtier::Result<kvtier::DecodedBlock> plain = kvtier::DecodeBlock(file, {});
+  kvtier::Result<kvtier::DecodedBlock> header = kvtier::DecodeBlockHeader(file, size, {});
+  if (!header.ok()) {
+    RequireReason(header.status());
+    Require(!plain.ok());
+    Require(BlockFileErrorOf(plain.status()) == BlockFileErrorOf(header.status()));
+  }
+  if (!plain.ok()) {
+    RequireReason(plain.status());
+    if (header.ok()) {
+      Require(BlockFileErrorOf(plain.status()) == BlockFileError::kChecksumMismatch);
+    }
+  } else {
+    const kvtier::DecodedBlock& b = *plain;
+    Require(header.ok());
+    Require(b.header_bytes % 8 == 0);
+    Require(b.data.data() == file.data() + 8 + b.header_bytes);
+    Require(b.data.data() + b.data.size() == file.data() + file.size());
+    const std::byte* cursor = b.data.data();
+    uint32_t layer = 0, state = 0;
+    for (size_t i = 0; i < b.tensors.size(); ++i) {
+      const kvtier::TensorView& t = b.tensors[i];
+      if (i > 0) {
+        if (t.layer == layer) {
+          Require(t.state == ++state);
+        } else {
+          Require(t.layer == ++layer && t.state == 0);
+          state = 0;
+        }
+      } else {
+        Require(t.layer == 0 && t.state == 0);
+      }
+      Require(t.data.data() == cursor);
+      cursor += t.data.size();
+    }
+    Require(cursor == b.data.data() + b.data.size());
+    Require(b.meta.layer_cache_types.size() == layer + 1);
+    Require(b.meta.layer_meta_states.size() == layer + 1);
+    Require(kvtier::BlockChecksum(b.data) == b.meta.checksum);
+
+    // The file's own expectations pass.
+    DecodeOptions own;
+    own.expected_key = &b.meta.key;
+    own.expected_signature = &b.meta.layout_signature;
+    Require(kvtier::DecodeBlock(file, own).ok());
+  }
+
+  // Expectations only ever add rejections.
+  kvtier::BlockKey key = plain.ok() ? plain->meta.key : kvtier::BlockKey{};
+  DecodeOptions strict;
+  strict.expected_key = &key;
+  strict.expected_signature = tiny_signature;
+  strict.expected_layout = tiny;
+  kvtier::Result<kvtier::DecodedBlock> expect = kvtier::DecodeBlock(file, strict);
+  if (!expect.ok()) RequireReason(expect.status());
+  if (!plain.ok()) Require(!expect.ok());
+  return 0;
+}

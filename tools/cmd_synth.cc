@@ -1,0 +1,189 @@
+// `kvtier synth`: makes the block files of a token sequence (DESIGN.md §6).
+//
+//   kvtier synth --layout P [--block-tokens B] [--model M]
+//                (--tokens 1,2,3 | --tokens-file F | --random N [--seed S])
+//                --out DIR
+//
+// Keys come from KeyChain (model id M, default "synth"; the layout's
+// signature and block size); each full block's content is the deterministic
+// generator's (src/testing/block_generator.h), so any reader can check it.
+// --out writes DIR/<key hex>.safetensors for every block.
+// --random N makes N token ids: id i = SplitMix64 word i of seed S
+// (Mix(S + (i + 1) * 0x9e3779b97f4a7c15)) >> 33, i.e. uniform in [0, 2^31).
+// Prints {"blocks","present","missing","wrong"}; for --out, present counts
+// the files written. Exit 0 iff every block was written, 2 on bad input.
+//
+// Extension point: `--cache DIR [--check]` (the disk tier) adds a
+// BlockTarget that stores into a cache folder, and a check pass that loads
+// every key back through the tier and counts present / missing / wrong
+// (CheckBlockFile) — see MakeTarget() and Run().
+#include <charconv>
+#include <iostream>
+#include <memory>
+
+#include "command.h"
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "testing/block_generator.h"
+
+namespace kvtier::cli {
+namespace {
+
+constexpr uint64_t kMaxTokenFileBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxRandomTokens = uint64_t{1} << 28;
+
+struct SynthArgs {
+  std::string layout;
+  uint32_t block_tokens = 0;
+  std::string model = "synth";
+  std::string tokens;
+  std::string tokens_file;
+  uint64_t random = 0;
+  uint64_t seed = 0;
+  std::string out;
+  CLI::Option* tokens_opt = nullptr;
+  CLI::Option* tokens_file_opt = nullptr;
+  CLI::Option* random_opt = nullptr;
+  CLI::Option* seed_opt = nullptr;
+  CLI::Option* out_opt = nullptr;
+};
+
+// The counts every target reports.
+struct SynthCounts {
+  uint64_t blocks = 0;
+  uint64_t present = 0;
+  uint64_t missing = 0;
+  uint64_t wrong = 0;
+};
+
+// Where synthesized blocks go. Put() is called once per block, in order.
+class BlockTarget {
+ public:
+  virtual ~BlockTarget() = default;
+  virtual Status Put(const BlockKey& key, const BlockBuffer& file) = 0;
+};
+
+// --out DIR: one standalone file per block, published atomically.
+class FolderTarget : public BlockTarget {
+ public:
+  explicit FolderTarget(std::string dir) : dir_(std::move(dir)) {}
+  Status Put(const BlockKey& key, const BlockBuffer& file) override {
+    return Env::Default()->WriteFileAtomic(JoinPath(dir_, key.Hex() + ".safetensors"), file.span(),
+                                           WriteFileOptions{});
+  }
+
+ private:
+  std::string dir_;
+};
+
+uint64_t Mix(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xbf58476d1ce4e5b9ull;
+  z ^= z >> 27;
+  z *= 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+Result<std::vector<uint32_t>> ReadTokens(const SynthArgs& a) {
+  const int sources =
+      (a.tokens_opt->count() > 0) + (a.tokens_file_opt->count() > 0) + (a.random_opt->count() > 0);
+  if (sources != 1) {
+    return Status::InvalidArgument("give exactly one of --tokens, --tokens-file or --random");
+  }
+  if (a.seed_opt->count() > 0 && a.random_opt->count() == 0) {
+    return Status::InvalidArgument("--seed only goes with --random");
+  }
+  if (a.tokens_opt->count() > 0) {
+    Result<std::vector<uint32_t>> t = ParseTokenList(a.tokens);
+    if (!t.ok()) return t.status().WithContext("--tokens");
+    return t;
+  }
+  if (a.tokens_file_opt->count() > 0) {
+    Result<std::vector<std::byte>> bytes =
+        Env::Default()->ReadWholeFile(a.tokens_file, kMaxTokenFileBytes);
+    if (!bytes.ok()) return bytes.status().WithContext("--tokens-file");
+    std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    Result<std::vector<uint32_t>> t = ParseTokenList(text);
+    if (!t.ok()) return t.status().WithContext("--tokens-file " + a.tokens_file);
+    return t;
+  }
+  if (a.random > kMaxRandomTokens) {
+    return Status::InvalidArgument("--random: at most " + std::to_string(kMaxRandomTokens) +
+                                   " tokens");
+  }
+  std::vector<uint32_t> tokens(a.random);
+  for (uint64_t i = 0; i < a.random; ++i) {
+    tokens[i] = static_cast<uint32_t>(Mix(a.seed + (i + 1) * 0x9e3779b97f4a7c15ull) >> 33);
+  }
+  return tokens;
+}
+
+Result<std::unique_ptr<BlockTarget>> MakeTarget(const SynthArgs& a) {
+  // `--cache DIR [--check]` will add its target here.
+  if (a.out_opt->count() == 0) return Status::InvalidArgument("--out DIR is required");
+  Status s = Env::Default()->CreateDirs(a.out, 0755);
+  if (!s.ok()) return s.WithContext("--out");
+  return std::unique_ptr<BlockTarget>(std::make_unique<FolderTarget>(a.out));
+}
+
+int Run(const SynthArgs& a, const CommonFlags& flags) {
+  Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout, a.block_tokens);
+  if (!layout.ok()) return ReportError(flags, layout.status().WithContext("--layout"));
+  NamespaceOptions ns;
+  ns.model_id = a.model;
+  ns.layout_signature = layout->Signature();
+  ns.block_tokens = layout->block_tokens;
+  Result<KeyChain> chain = KeyChain::Create(ns);
+  if (!chain.ok()) return ReportError(flags, chain.status());
+  Result<std::vector<uint32_t>> tokens = ReadTokens(a);
+  if (!tokens.ok()) return ReportError(flags, tokens.status());
+  Result<std::unique_ptr<BlockTarget>> target = MakeTarget(a);
+  if (!target.ok()) return ReportError(flags, target.status());
+
+  const std::vector<BlockKey> keys = chain->KeysFor(*tokens);
+  const int64_t now = Env::Default()->NowUnixMicros() / 1000000;
+  SynthCounts counts;
+  counts.blocks = keys.size();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const BlockKey& parent = i == 0 ? chain->ns() : keys[i - 1];
+    Result<BlockBuffer> file = MakeBlockFile(*layout, keys[i], parent, chain->ns(), now);
+    if (!file.ok()) return ReportError(flags, file.status(), kExitFailure);
+    Status s = (*target)->Put(keys[i], *file);
+    if (!s.ok()) return ReportError(flags, s, kExitFailure);
+    ++counts.present;
+  }
+  counts.missing = counts.blocks - counts.present;
+
+  if (flags.json) {
+    PrintJson({{"blocks", counts.blocks},
+               {"present", counts.present},
+               {"missing", counts.missing},
+               {"wrong", counts.wrong}});
+  } else {
+    std::cout << "blocks " << counts.blocks << ", present " << counts.present << ", missing "
+              << counts.missing << ", wrong " << counts.wrong << "\n";
+  }
+  std::cout.flush();
+  return counts.present == counts.blocks && counts.wrong == 0 ? kExitOk : kExitFailure;
+}
+
+std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<SynthArgs>();
+  app->add_option("--layout", a->layout, "Layout preset or .json file")->required();
+  app->add_option("--block-tokens", a->block_tokens, "Tokens per block (default: the layout's)")
+      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  app->add_option("--model", a->model, "Model id for the keys (default \"synth\")");
+  a->tokens_opt = app->add_option("--tokens", a->tokens, "Token ids: 1,2,3");
+  a->tokens_file_opt = app->add_option("--tokens-file", a->tokens_file,
+                                       "File of token ids separated by commas or whitespace");
+  a->random_opt = app->add_option("--random", a->random, "Make N pseudo-random token ids");
+  a->seed_opt = app->add_option("--seed", a->seed, "Seed for --random (default 0)");
+  a->out_opt = app->add_option("--out", a->out, "Write DIR/<key hex>.safetensors per block");
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_COMMAND(synth, "synth", "Write the generated block files of a token sequence", SetupSynth);
+}  // namespace kvtier::cli

@@ -1,0 +1,180 @@
+// `kvtier verify PATH...`: checks block files (DESIGN.md §6).
+//
+// Each PATH must be a regular file (symlinks are not followed); it is read
+// whole and decoded with every check of docs/block-format.md, plus the
+// expected key (--key) and layout (--signature, or --layout which also pins
+// every tensor's dtype and shape). Exit 0 iff every file is valid, 1 if any
+// is not, 2 on bad arguments.
+//   --json: {"files":[{"path","ok","reason","message"}]}; reason is null for
+//   a valid file, else a BlockFileError name (docs/block-format.md) or one
+//   of not_found, not_regular_file, file_too_large, io_error.
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "command.h"
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+
+namespace kvtier::cli {
+namespace {
+
+// The largest file worth reading: the 8-byte length, the largest header and
+// the largest block a layout may describe (4 GiB).
+constexpr uint64_t kMaxBlockFileBytes = 8 + kMaxBlockHeaderBytes + (uint64_t{4} << 30);
+
+struct VerifyArgs {
+  std::vector<std::string> paths;
+  std::string key;
+  std::string signature;
+  std::string layout;
+  uint32_t block_tokens = 0;
+  CLI::Option* key_opt = nullptr;
+  CLI::Option* signature_opt = nullptr;
+  CLI::Option* layout_opt = nullptr;
+};
+
+struct FileVerdict {
+  std::string path;
+  std::string reason;  // empty: valid
+  std::string message;
+};
+
+// What verify expects of every file.
+struct Expectations {
+  std::optional<BlockKey> key;
+  std::optional<std::string> signature;
+  std::optional<ModelLayout> layout;
+
+  DecodeOptions Options() const {
+    DecodeOptions o;
+    if (key) o.expected_key = &*key;
+    if (signature) o.expected_signature = &*signature;
+    if (layout) o.expected_layout = &*layout;
+    return o;
+  }
+};
+
+Result<Expectations> BuildExpectations(const VerifyArgs& a) {
+  Expectations e;
+  if (a.key_opt->count() > 0) {
+    e.key = BlockKey::FromHex(a.key);
+    if (!e.key) return Status::InvalidArgument("--key: expected 64 hex digits");
+  }
+  if (a.signature_opt->count() > 0 && a.layout_opt->count() > 0) {
+    return Status::InvalidArgument("give at most one of --signature or --layout");
+  }
+  if (a.signature_opt->count() > 0) e.signature = a.signature;
+  if (a.layout_opt->count() > 0) {
+    Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout, a.block_tokens);
+    if (!layout.ok()) return layout.status().WithContext("--layout");
+    e.signature = layout->Signature();
+    e.layout = std::move(*layout);
+  }
+  return e;
+}
+
+// The status message without the "block file rejected [reason]: " marker
+// (the reason is printed on its own).
+std::string Detail(const Status& s) {
+  const std::string& m = s.message();
+  constexpr std::string_view kMarker = "block file rejected [";
+  size_t at = m.find(kMarker);
+  if (at == std::string::npos) return m;
+  size_t close = m.find("]: ", at);
+  if (close == std::string::npos) return m;
+  return m.substr(0, at) + m.substr(close + 3);
+}
+
+// A folder argument will mean a cache folder once the disk tier lands
+// (tools/cache_verify.cc); until then it is one more non-regular file.
+FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
+  FileVerdict v{path, "", ""};
+  Env* env = Env::Default();
+  Result<FileInfo> info = env->Stat(path);
+  if (!info.ok()) {
+    v.reason = info.status().IsNotFound() ? "not_found" : "io_error";
+    v.message = info.status().message();
+    return v;
+  }
+  if (info->type != FileType::kRegular) {
+    v.reason = "not_regular_file";
+    v.message = path + " is a " +
+                std::string(info->type == FileType::kDirectory ? "folder"
+                            : info->type == FileType::kSymlink ? "symlink"
+                            : info->type == FileType::kFifo    ? "FIFO"
+                                                               : "special file") +
+                ", not a regular file";
+    return v;
+  }
+  Result<std::vector<std::byte>> bytes = env->ReadWholeFile(path, kMaxBlockFileBytes);
+  if (!bytes.ok()) {
+    const Status& s = bytes.status();
+    v.reason = s.IsInvalidArgument()     ? "not_regular_file"  // replaced since the Stat
+               : s.IsResourceExhausted() ? "file_too_large"
+               : s.IsNotFound()          ? "not_found"
+                                         : "io_error";
+    v.message = s.message();
+    return v;
+  }
+  Result<DecodedBlock> block = DecodeBlock(*bytes, expect.Options());
+  if (!block.ok()) {
+    BlockFileError reason = BlockFileErrorOf(block.status());
+    v.reason =
+        reason == BlockFileError::kNone ? "invalid" : std::string(BlockFileErrorName(reason));
+    v.message = Detail(block.status());
+  }
+  return v;
+}
+
+int Run(const VerifyArgs& a, const CommonFlags& flags) {
+  Result<Expectations> expect = BuildExpectations(a);
+  if (!expect.ok()) return ReportError(flags, expect.status());
+
+  std::vector<FileVerdict> verdicts;
+  verdicts.reserve(a.paths.size());
+  bool all_ok = true;
+  for (const std::string& path : a.paths) {
+    verdicts.push_back(VerifyFile(path, *expect));
+    all_ok = all_ok && verdicts.back().reason.empty();
+  }
+  if (flags.json) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const FileVerdict& v : verdicts) {
+      nlohmann::json f = {{"path", v.path}, {"ok", v.reason.empty()}};
+      f["reason"] = v.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.reason);
+      f["message"] = v.message;
+      files.push_back(std::move(f));
+    }
+    PrintJson({{"files", std::move(files)}});
+  } else {
+    for (const FileVerdict& v : verdicts) {
+      if (v.reason.empty()) {
+        std::cout << "OK    " << v.path << "\n";
+      } else {
+        std::cout << "FAIL  " << v.path << ": " << v.reason << ": " << v.message << "\n";
+      }
+    }
+  }
+  std::cout.flush();
+  return all_ok ? kExitOk : kExitFailure;
+}
+
+std::function<int()> SetupVerify(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<VerifyArgs>();
+  app->add_option("paths", a->paths, "Block files to check")->required();
+  a->key_opt = app->add_option("--key", a->key, "Key (64 hex digits) every file must hold");
+  a->signature_opt =
+      app->add_option("--signature", a->signature, "Layout signature every file must have");
+  a->layout_opt = app->add_option("--layout", a->layout,
+                                  "Layout preset or .json file every file must match exactly");
+  app->add_option("--block-tokens", a->block_tokens, "Tokens per block for --layout")
+      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_COMMAND(verify, "verify", "Check block files; exit 0 iff all are valid", SetupVerify);
+}  // namespace kvtier::cli
