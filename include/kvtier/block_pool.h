@@ -82,7 +82,7 @@ enum class StorePolicy : uint8_t {
   kNever,
 };
 
-std::string_view PoolModeName(PoolMode mode);            // "paged", "dense"
+std::string_view PoolModeName(PoolMode mode);           // "paged", "dense"
 std::string_view EvictionPolicyName(EvictionPolicy p);  // "none", "lru", "fifo", "priority"
 std::string_view StorePolicyName(StorePolicy p);        // "on_fill", "on_sequence_end", "never"
 
@@ -133,10 +133,10 @@ struct PoolStats {
   uint64_t blocks_free = 0;     // includes blocks_cached
   uint64_t blocks_cached = 0;   // free slots still holding an indexed block
   uint64_t sequences = 0;       // live sequences
-  uint64_t evicted_blocks = 0;      // block references released by eviction
+  uint64_t evicted_blocks = 0;  // block references released by eviction
   uint64_t evicted_sequences = 0;
-  uint64_t packed_layers = 0;       // cached packed views
-  uint64_t offloaded_blocks = 0;    // blocks of evicted sequences awaiting restore
+  uint64_t packed_layers = 0;     // cached packed views
+  uint64_t offloaded_blocks = 0;  // blocks of evicted sequences awaiting restore
   uint64_t offloaded_sequences = 0;
   uint64_t restored_sequences = 0;
   uint64_t prefix_hit_blocks_pool = 0;  // blocks reused from the pool by Allocate
@@ -157,10 +157,10 @@ struct AllocateInfo {
   // compute). Final when no load is pending; WaitLoaded() gives the final
   // value otherwise (it can only shrink, if a load fails).
   size_t matched_tokens = 0;
-  size_t pool_blocks = 0;      // full blocks shared from the pool
-  size_t tier_blocks = 0;      // full blocks being loaded from the lower tiers
-  bool restored = false;       // an evicted sequence with this id was restored
-  bool load_pending = false;   // call WaitLoaded before using the sequence
+  size_t pool_blocks = 0;     // full blocks shared from the pool
+  size_t tier_blocks = 0;     // full blocks being loaded from the lower tiers
+  bool restored = false;      // an evicted sequence with this id was restored
+  bool load_pending = false;  // call WaitLoaded before using the sequence
 };
 
 // One state tensor of a packed view: [A, length, B] contiguous, host memory.

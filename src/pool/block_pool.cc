@@ -10,27 +10,36 @@ namespace kvtier {
 
 std::string_view PoolModeName(PoolMode mode) {
   switch (mode) {
-    case PoolMode::kPaged: return "paged";
-    case PoolMode::kDense: return "dense";
+    case PoolMode::kPaged:
+      return "paged";
+    case PoolMode::kDense:
+      return "dense";
   }
   return "unknown";
 }
 
 std::string_view EvictionPolicyName(EvictionPolicy p) {
   switch (p) {
-    case EvictionPolicy::kNone: return "none";
-    case EvictionPolicy::kLru: return "lru";
-    case EvictionPolicy::kFifo: return "fifo";
-    case EvictionPolicy::kPriority: return "priority";
+    case EvictionPolicy::kNone:
+      return "none";
+    case EvictionPolicy::kLru:
+      return "lru";
+    case EvictionPolicy::kFifo:
+      return "fifo";
+    case EvictionPolicy::kPriority:
+      return "priority";
   }
   return "unknown";
 }
 
 std::string_view StorePolicyName(StorePolicy p) {
   switch (p) {
-    case StorePolicy::kOnFill: return "on_fill";
-    case StorePolicy::kOnSequenceEnd: return "on_sequence_end";
-    case StorePolicy::kNever: return "never";
+    case StorePolicy::kOnFill:
+      return "on_fill";
+    case StorePolicy::kOnSequenceEnd:
+      return "on_sequence_end";
+    case StorePolicy::kNever:
+      return "never";
   }
   return "unknown";
 }
@@ -57,10 +66,9 @@ Status PoolOptions::Validate() const {
         "key_namespace.layout_signature differs from layout.Signature()");
   }
   if (key_namespace.block_tokens != 0 && key_namespace.block_tokens != layout.block_tokens) {
-    return Status::InvalidArgument("key_namespace.block_tokens " +
-                                   std::to_string(key_namespace.block_tokens) +
-                                   " differs from layout.block_tokens " +
-                                   std::to_string(layout.block_tokens));
+    return Status::InvalidArgument(
+        "key_namespace.block_tokens " + std::to_string(key_namespace.block_tokens) +
+        " differs from layout.block_tokens " + std::to_string(layout.block_tokens));
   }
   if (total_blocks == 0) return Status::InvalidArgument("total_blocks must be > 0");
   if (chunk_blocks == 0) return Status::InvalidArgument("chunk_blocks must be > 0");

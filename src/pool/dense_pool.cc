@@ -119,10 +119,10 @@ Status DensePool::Append(uint64_t id, AppendRequest req) {
                                    " is committed (length " + std::to_string(len) + ")");
   }
   if (req.pos > seq->written[req.layer]) {
-    return Status::InvalidArgument(
-        "position " + std::to_string(req.pos) + " is past layer " + std::to_string(req.layer) +
-        "'s written end " + std::to_string(seq->written[req.layer]) + " of " + SeqName(id) +
-        " (appends must be contiguous)");
+    return Status::InvalidArgument("position " + std::to_string(req.pos) + " is past layer " +
+                                   std::to_string(req.layer) + "'s written end " +
+                                   std::to_string(seq->written[req.layer]) + " of " + SeqName(id) +
+                                   " (appends must be contiguous)");
   }
   if (req.count > SIZE_MAX - req.pos) return Status::InvalidArgument("position overflows");
   const size_t end = req.pos + req.count;
@@ -131,8 +131,8 @@ Status DensePool::Append(uint64_t id, AppendRequest req) {
   for (uint32_t k = 0; k < states.size(); ++k) {
     const StateGeometry& g = states[k];
     std::byte* dst = seq->storage.tensors[req.layer][k].data() + req.pos * g.row_bytes;
-    Copy2D c = AppendCopy(geo_, req, k, req.pos, req.count, dst,
-                          seq->storage.capacity * g.row_bytes);
+    Copy2D c =
+        AppendCopy(geo_, req, k, req.pos, req.count, dst, seq->storage.capacity * g.row_bytes);
     for (size_t r = 0; r < c.rows; ++r) {
       std::memcpy(c.dst + r * c.dst_pitch, c.src + r * c.src_pitch, c.width);
     }
@@ -162,10 +162,9 @@ Status DensePool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
   const size_t new_len = seq->tokens.size() + tokens.size();
   for (uint32_t l = 0; l < geo_.layers(); ++l) {
     if (seq->written[l] < new_len) {
-      return Status::FailedPrecondition("cannot advance " + SeqName(id) + " to " +
-                                        std::to_string(new_len) + " tokens: layer " +
-                                        std::to_string(l) + " has K/V for " +
-                                        std::to_string(seq->written[l]));
+      return Status::FailedPrecondition(
+          "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) + " tokens: layer " +
+          std::to_string(l) + " has K/V for " + std::to_string(seq->written[l]));
     }
   }
   if (tokens.empty()) return Status::Ok();
@@ -240,8 +239,7 @@ SlotTensorGeometry DensePool::TensorGeometry(uint32_t layer, uint32_t state) con
   return SlotTensorGeometry{g.offset, g.bytes, g.dtype, g.a, g.b};
 }
 
-Result<std::shared_ptr<const PackedLayerView>> DensePool::PackedLayer(uint64_t id,
-                                                                      uint32_t layer) {
+Result<std::shared_ptr<const PackedLayerView>> DensePool::PackedLayer(uint64_t id, uint32_t layer) {
   if (layer >= geo_.layers()) {
     return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
                                    std::to_string(geo_.layers()) + " layers)");

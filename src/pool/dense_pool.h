@@ -47,8 +47,7 @@ class DensePool final : public BlockPool {
   Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const override;
   Result<std::byte*> SlotAddress(uint32_t slot) const override;
   SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const override;
-  Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq,
-                                                             uint32_t layer) override;
+  Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq, uint32_t layer) override;
   uint32_t RefCount(uint32_t slot) const override { return 0; }
   size_t FreeCount() const override { return 0; }
   PoolStats GetStats() const override;

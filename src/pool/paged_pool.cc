@@ -23,8 +23,8 @@ PagedPool::PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain)
       chain_(std::move(chain)),
       signature_(options_.layout.Signature()),
       env_(options_.env != nullptr ? options_.env : Env::Default()),
-      arena_(options_.memory != nullptr ? options_.memory : NewHostSlotMemory(),
-             geo_.block_bytes(), options_.total_blocks, options_.chunk_blocks),
+      arena_(options_.memory != nullptr ? options_.memory : NewHostSlotMemory(), geo_.block_bytes(),
+             options_.total_blocks, options_.chunk_blocks),
       alloc_(options_.total_blocks),
       slots_(options_.total_blocks) {
   stats_.mode = PoolMode::kPaged;
@@ -177,9 +177,7 @@ void PagedPool::PublishLocked(Sequence& seq, size_t block) {
   }
 }
 
-void PagedPool::InvalidatePackedLocked(Sequence& seq) {
-  seq.packed.assign(geo_.layers(), nullptr);
-}
+void PagedPool::InvalidatePackedLocked(Sequence& seq) { seq.packed.assign(geo_.layers(), nullptr); }
 
 // ---------------------------------------------------------------------------
 // Appends
@@ -193,15 +191,14 @@ Status PagedPool::Append(uint64_t id, AppendRequest req) {
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     const size_t len = seq->tokens.size();
     if (req.pos < len) {
-      return Status::InvalidArgument("position " + std::to_string(req.pos) + " of " +
-                                     SeqName(id) + " is committed (length " +
-                                     std::to_string(len) + ")");
+      return Status::InvalidArgument("position " + std::to_string(req.pos) + " of " + SeqName(id) +
+                                     " is committed (length " + std::to_string(len) + ")");
     }
     if (req.pos > seq->written[req.layer]) {
-      return Status::InvalidArgument(
-          "position " + std::to_string(req.pos) + " is past layer " + std::to_string(req.layer) +
-          "'s written end " + std::to_string(seq->written[req.layer]) + " of " + SeqName(id) +
-          " (appends must be contiguous)");
+      return Status::InvalidArgument("position " + std::to_string(req.pos) + " is past layer " +
+                                     std::to_string(req.layer) + "'s written end " +
+                                     std::to_string(seq->written[req.layer]) + " of " +
+                                     SeqName(id) + " (appends must be contiguous)");
     }
     if (req.count > SIZE_MAX - req.pos) return Status::InvalidArgument("position overflows");
     const size_t t = geo_.block_tokens();
@@ -267,9 +264,8 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
     for (uint32_t l = 0; l < geo_.layers(); ++l) {
       if (seq->written[l] < new_len) {
         return Status::FailedPrecondition(
-            "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) +
-            " tokens: layer " + std::to_string(l) + " has K/V for " +
-            std::to_string(seq->written[l]));
+            "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) + " tokens: layer " +
+            std::to_string(l) + " has K/V for " + std::to_string(seq->written[l]));
       }
     }
     seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
@@ -414,8 +410,7 @@ SlotTensorGeometry PagedPool::TensorGeometry(uint32_t layer, uint32_t state) con
   return SlotTensorGeometry{g.offset, g.bytes, g.dtype, g.a, g.b};
 }
 
-Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t id,
-                                                                      uint32_t layer) {
+Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t id, uint32_t layer) {
   if (layer >= geo_.layers()) {
     return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
                                    std::to_string(geo_.layers()) + " layers)");
@@ -432,10 +427,10 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
     const std::byte* base = arena_.Address(seq->slots[b]);
     for (size_t k = 0; k < states.size(); ++k) {
       const StateGeometry& g = states[k];
-      mem->Copy(CopyDirection::kSlotToHost,
-                Copy2D{view->states[k].data.data() + b * t * g.row_bytes, len * g.row_bytes,
-                       base + g.offset, t * g.row_bytes, n * g.row_bytes,
-                       static_cast<size_t>(g.a)});
+      mem->Copy(
+          CopyDirection::kSlotToHost,
+          Copy2D{view->states[k].data.data() + b * t * g.row_bytes, len * g.row_bytes,
+                 base + g.offset, t * g.row_bytes, n * g.row_bytes, static_cast<size_t>(g.a)});
     }
   }
   seq->packed[layer] = view;

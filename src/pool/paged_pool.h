@@ -71,8 +71,7 @@ class PagedPool final : public BlockPool {
   Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const override;
   Result<std::byte*> SlotAddress(uint32_t slot) const override;
   SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const override;
-  Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq,
-                                                             uint32_t layer) override;
+  Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq, uint32_t layer) override;
   uint32_t RefCount(uint32_t slot) const override;
   size_t FreeCount() const override;
   PoolStats GetStats() const override;
@@ -158,8 +157,7 @@ class PagedPool final : public BlockPool {
   void OffloadLocked(uint64_t id, Sequence& seq) REQUIRES(mu_);
   void FinishLoadLocked(LoadJob& job, size_t good, uint64_t bytes) REQUIRES(mu_);
   // Removes an offload record and returns it.
-  Offloaded TakeOffloadedLocked(std::unordered_map<uint64_t, Offloaded>::iterator it)
-      REQUIRES(mu_);
+  Offloaded TakeOffloadedLocked(std::unordered_map<uint64_t, Offloaded>::iterator it) REQUIRES(mu_);
   void LoaderLoop();
 
   const PoolOptions options_;

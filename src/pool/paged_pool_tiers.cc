@@ -120,9 +120,9 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
       if (partial_len > cover) {
         Result<uint32_t> slot = AllocateSlotLocked(id);
         if (slot.ok()) {
-          arena_.memory()->Copy(CopyDirection::kHostToSlot,
-                                Copy2D{arena_.Address(*slot), 0, rec->partial.data(), 0,
-                                       rec->partial.size(), 1});
+          arena_.memory()->Copy(
+              CopyDirection::kHostToSlot,
+              Copy2D{arena_.Address(*slot), 0, rec->partial.data(), 0, rec->partial.size(), 1});
           seq.slots.push_back(*slot);
           cover = partial_len;
         }
@@ -234,8 +234,7 @@ void PagedPool::FinishLoadLocked(LoadJob& job, size_t good, uint64_t bytes) {
   loaded_cv_.notify_all();
 }
 
-bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key,
-                               std::byte* slot_addr) {
+bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std::byte* slot_addr) {
   DecodeOptions opts;
   opts.expected_key = &key;
   opts.expected_signature = &signature_;
@@ -330,9 +329,15 @@ bool PagedPool::EvictOneLocked(uint64_t protect) {
     if (id == protect || seq.loading || seq.slots.empty() || active_.count(id) != 0) continue;
     Rank r;
     switch (options_.eviction) {
-      case EvictionPolicy::kFifo: r = {seq.order, 0, id}; break;
-      case EvictionPolicy::kPriority: r = {seq.priority, seq.last_access, id}; break;
-      default: r = {seq.last_access, 0, id}; break;
+      case EvictionPolicy::kFifo:
+        r = {seq.order, 0, id};
+        break;
+      case EvictionPolicy::kPriority:
+        r = {seq.priority, seq.last_access, id};
+        break;
+      default:
+        r = {seq.last_access, 0, id};
+        break;
     }
     if (!best.has_value() || r < *best) {
       best = r;
@@ -361,7 +366,8 @@ void PagedPool::OffloadLocked(uint64_t id, Sequence& seq) {
       const size_t before = pending_stores_.size();
       QueueStoreLocked(slot, b, seq.keys, id);
       // Held until the store succeeds, so a restore in between finds it.
-      if (pending_stores_.size() > before) rec.held.emplace(seq.keys[b], pending_stores_.back().file);
+      if (pending_stores_.size() > before)
+        rec.held.emplace(seq.keys[b], pending_stores_.back().file);
     }
   }
   const size_t len = seq.tokens.size();

@@ -64,11 +64,14 @@ Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req) {
   for (size_t k = 0; k < states.size(); ++k) {
     const StateGeometry& g = states[k];
     const size_t got = req->states[k].size();
-    std::string what = "layer " + std::to_string(req->layer) + " state " + std::to_string(k);
+    // Built only for an error message: appends are the hot path.
+    auto what = [&] {
+      return "layer " + std::to_string(req->layer) + " state " + std::to_string(k);
+    };
     switch (req->kind) {
       case AppendKind::kToken:
         if (got != g.a * g.row_bytes) {
-          return Status::InvalidArgument(what + ": token row must be " +
+          return Status::InvalidArgument(what() + ": token row must be " +
                                          std::to_string(g.a * g.row_bytes) + " bytes, got " +
                                          std::to_string(got));
         }
@@ -76,17 +79,17 @@ Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req) {
         break;
       case AppendKind::kHeadRange: {
         if (req->head >= g.a) {
-          return Status::InvalidArgument(what + ": head " + std::to_string(req->head) +
+          return Status::InvalidArgument(what() + ": head " + std::to_string(req->head) +
                                          " out of range (" + std::to_string(g.a) + " heads)");
         }
         if (got == 0 || got % g.row_bytes != 0) {
-          return Status::InvalidArgument(what + ": head range must be a non-empty multiple of " +
+          return Status::InvalidArgument(what() + ": head range must be a non-empty multiple of " +
                                          std::to_string(g.row_bytes) + " bytes, got " +
                                          std::to_string(got));
         }
         size_t n = got / g.row_bytes;
         if (k > 0 && n != count) {
-          return Status::InvalidArgument(what + ": holds " + std::to_string(n) +
+          return Status::InvalidArgument(what() + ": holds " + std::to_string(n) +
                                          " positions, state 0 holds " + std::to_string(count));
         }
         count = n;
@@ -96,11 +99,11 @@ Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req) {
         if (req->count == 0) return Status::InvalidArgument("layer append of 0 positions");
         uint64_t want = g.a * g.row_bytes;
         if (want != 0 && req->count > UINT64_MAX / want) {
-          return Status::InvalidArgument(what + ": count overflows");
+          return Status::InvalidArgument(what() + ": count overflows");
         }
         want *= req->count;
         if (got != want) {
-          return Status::InvalidArgument(what + ": [A, count, B] must be " +
+          return Status::InvalidArgument(what() + ": [A, count, B] must be " +
                                          std::to_string(want) + " bytes, got " +
                                          std::to_string(got));
         }
@@ -113,8 +116,8 @@ Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req) {
   return Status::Ok();
 }
 
-Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k, size_t p,
-                  size_t n, std::byte* dst, size_t head_pitch) {
+Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k, size_t p, size_t n,
+                  std::byte* dst, size_t head_pitch) {
   const StateGeometry& g = geo.layer(req.layer)[k];
   const std::byte* src = req.states[k].data();
   const size_t row = g.row_bytes;

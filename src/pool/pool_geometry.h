@@ -56,9 +56,9 @@ enum class AppendKind : uint8_t { kToken, kHeadRange, kLayer };
 struct AppendRequest {
   AppendKind kind = AppendKind::kToken;
   uint32_t layer = 0;
-  uint32_t head = 0;   // kHeadRange
-  size_t pos = 0;      // first position written
-  size_t count = 0;    // positions written (derived for kToken / kHeadRange)
+  uint32_t head = 0;  // kHeadRange
+  size_t pos = 0;     // first position written
+  size_t count = 0;   // positions written (derived for kToken / kHeadRange)
   std::span<const std::span<const std::byte>> states;
 };
 
@@ -70,13 +70,13 @@ Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req);
 // `dst` is the address of head 0's row for position p and `head_pitch` the
 // distance between heads' rows in the destination.
 // REQUIRES: req validated, [p, p + n) within [req.pos, req.pos + req.count).
-Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k, size_t p,
-                  size_t n, std::byte* dst, size_t head_pitch);
+Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k, size_t p, size_t n,
+                  std::byte* dst, size_t head_pitch);
 
 // Builds a packed view of `layer` for `length` tokens with its buffers
 // allocated, not filled; kResourceExhausted if allocation fails.
 Result<std::shared_ptr<PackedLayerView>> NewPackedView(const PoolGeometry& geo, uint32_t layer,
-                                               size_t length);
+                                                       size_t length);
 
 }  // namespace kvtier::pool_internal
 

@@ -77,9 +77,8 @@ class Model {
     if (it != live.end()) return std::min(CommonPrefix(it->second, tokens), cap);
     const size_t useful = std::min(tokens.size() / kT, (cap + kT - 1) / kT);
     size_t blocks = 0;
-    while (blocks < useful &&
-           committed.count(std::vector<uint32_t>(tokens.begin(),
-                                                 tokens.begin() + (blocks + 1) * kT)) != 0) {
+    while (blocks < useful && committed.count(std::vector<uint32_t>(
+                                  tokens.begin(), tokens.begin() + (blocks + 1) * kT)) != 0) {
       ++blocks;
     }
     size_t base = blocks * kT;

@@ -125,8 +125,8 @@ class KvOracle {
               }
             }
             emit();
-            KVTIER_RETURN_IF_ERROR(pool->AppendHeadRange(seq, l, static_cast<uint32_t>(h), from,
-                                                         spans));
+            KVTIER_RETURN_IF_ERROR(
+                pool->AppendHeadRange(seq, l, static_cast<uint32_t>(h), from, spans));
           }
           break;
         case AppendMode::kLayer:

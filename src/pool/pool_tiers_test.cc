@@ -50,8 +50,7 @@ class PoolTiersTest : public ::testing::Test {
   }
 
   std::unique_ptr<BlockPool> Make(BlockBackingStore* store, uint32_t total_blocks = 16,
-                                  StorePolicy policy = StorePolicy::kOnFill,
-                                  bool retain = true) {
+                                  StorePolicy policy = StorePolicy::kOnFill, bool retain = true) {
     PoolOptions o = TestOptions(layout_, total_blocks);
     o.store = store;
     o.store_policy = policy;
@@ -372,6 +371,57 @@ TEST_F(PoolTiersTest, SlotPressureOffloadsAndRestores) {
   EXPECT_EQ(s.evicted_sequences, 2u);
   EXPECT_EQ(s.restored_sequences, 2u);
   EXPECT_EQ(s.blocks_free, 0u);
+}
+
+// Device-like slot memory: bytes are stored XOR 0xa5, so any access that
+// bypasses Copy() reads or writes the wrong bytes.
+class ScramblingMemory final : public SlotMemory {
+ public:
+  MemoryKind kind() const override { return MemoryKind::kDevice; }
+  Result<std::byte*> Allocate(size_t bytes) override { return host_->Allocate(bytes); }
+  void Deallocate(std::byte* p, size_t bytes) override { host_->Deallocate(p, bytes); }
+  void Copy(CopyDirection dir, const Copy2D& c) override {
+    for (size_t r = 0; r < c.rows; ++r) {
+      for (size_t i = 0; i < c.width; ++i) {
+        std::byte b = c.src[r * c.src_pitch + i];
+        if (dir != CopyDirection::kSlotToSlot) b ^= std::byte{0xa5};
+        c.dst[r * c.dst_pitch + i] = b;
+      }
+    }
+  }
+
+ private:
+  std::shared_ptr<SlotMemory> host_ = NewHostSlotMemory();
+};
+
+TEST_F(PoolTiersTest, PoolTouchesSlotMemoryOnlyThroughSlotMemory) {
+  PoolOptions o = TestOptions(layout_, 6);
+  o.store = &store_;
+  o.retain_freed_blocks = false;
+  o.memory = std::make_shared<ScramblingMemory>();
+  auto created = BlockPool::Create(o);
+  ASSERT_THAT(created, IsOk());
+  std::unique_ptr<BlockPool> pool = std::move(created).value();
+  const std::vector<uint32_t> a = Iota(10), b = Iota(14, 300);
+  const std::vector<uint32_t> a8(a.begin(), a.begin() + 8);
+  Fill(pool.get(), 1, a, 0);   // appends; block files stored on fill
+  Fill(pool.get(), 2, a8, 7);  // shares 2 blocks, copies block 1 on write
+  EXPECT_EQ(pool->GetStats().copy_on_write_blocks, 1u);
+  EXPECT_TRUE(kv_.Check(pool.get(), 1, a));
+  EXPECT_TRUE(kv_.Check(pool.get(), 2, a8));
+  ASSERT_THAT(pool->Evict(1), IsOk());  // its partial block goes to host memory
+  ASSERT_THAT(pool->Evict(2), IsOk());
+  Fill(pool.get(), 3, b, 0);
+  ASSERT_THAT(pool->Remove(3), IsOk());
+  EXPECT_EQ(*pool->Allocate(1, Plus(a, 1)), 10u);  // tier loads + the partial block
+  EXPECT_TRUE(kv_.Check(pool.get(), 1, a));
+  EXPECT_EQ(*pool->Allocate(2, Plus(a8, 1)), 8u);
+  EXPECT_TRUE(kv_.Check(pool.get(), 2, a8));
+  // What reached the store decodes to the oracle's bytes.
+  std::unique_ptr<MapBackingStore> reopened = store_.CloneBytes();
+  auto later = Make(reopened.get());
+  EXPECT_EQ(*later->Allocate(1, Plus(b, 1)), 12u);
+  EXPECT_TRUE(kv_.Check(later.get(), 1, std::span(b).first(12)));
 }
 
 }  // namespace
