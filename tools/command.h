@@ -31,18 +31,28 @@ struct CommandInfo {
   std::string name;
   std::string help;
   CommandSetup setup;
+  // Empty for a top-level command; else the group it sits under, e.g.
+  // "bench" for `kvtier bench cache`. main() creates each group once.
+  std::string parent;
 };
 
 std::vector<CommandInfo>& CommandRegistry();
 
 struct CommandRegistrar {
-  CommandRegistrar(std::string name, std::string help, CommandSetup setup) {
-    CommandRegistry().push_back({std::move(name), std::move(help), std::move(setup)});
+  CommandRegistrar(std::string name, std::string help, CommandSetup setup,
+                   std::string parent = "") {
+    CommandRegistry().push_back(
+        {std::move(name), std::move(help), std::move(setup), std::move(parent)});
   }
 };
 
 #define KVTIER_COMMAND(ident, name, help, setup) \
   static ::kvtier::cli::CommandRegistrar kvtier_command_##ident(name, help, setup)
+
+// A command under a group: KVTIER_SUBCOMMAND(bench_cache, "bench", "cache", ...)
+// registers `kvtier bench cache`.
+#define KVTIER_SUBCOMMAND(ident, parent, name, help, setup) \
+  static ::kvtier::cli::CommandRegistrar kvtier_command_##ident(name, help, setup, parent)
 
 // Prints "kvtier: <message>" (or {"error": ...} with --json) and returns
 // the exit code for a bad-input / failed-call error.

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <string>
 
 #include "command.h"
 
@@ -78,8 +80,18 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<CommonFlags>> flags;
   std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+  std::map<std::string, CLI::App*> groups;  // e.g. "bench" → `kvtier bench`
   for (const auto& cmd : CommandRegistry()) {
-    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+    CLI::App* parent = &app;
+    if (!cmd.parent.empty()) {
+      CLI::App*& group = groups[cmd.parent];
+      if (group == nullptr) {
+        group = app.add_subcommand(cmd.parent, "Subcommands of '" + cmd.parent + "'");
+        group->require_subcommand(1);
+      }
+      parent = group;
+    }
+    CLI::App* sub = parent->add_subcommand(cmd.name, cmd.help);
     flags.push_back(std::make_unique<CommonFlags>());
     sub->add_flag("--json", flags.back()->json, "Print one JSON object on stdout");
     runners.emplace_back(sub, cmd.setup(sub, flags.back().get()));

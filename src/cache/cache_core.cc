@@ -227,6 +227,10 @@ Status CacheCore::DoClose() {
   gate_.CloseAndWait();
   if (pool_ != nullptr) pool_->Shutdown();
   Status result;
+  if (host_ == nullptr) {  // Open failed half way: nothing was stored
+    if (disk_ != nullptr) result = disk_->Close();
+    return result;
+  }
   if (disk_ != nullptr) {
     const uint64_t deadline = options_.close_timeout_ms == 0
                                   ? UINT64_MAX

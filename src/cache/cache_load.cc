@@ -66,9 +66,10 @@ Result<LoadFuture> CacheCore::Load(std::span<const BlockKey> keys,
   st->out.resize(keys.size());
   CacheCounters::Add(counters_.lookups, keys.size());
 
-  // Host hits are a memcpy each: done here, no thread hop.
+  // Host hits are a memcpy each: done here, no thread hop, one host lock.
+  std::vector<Result<SharedBlock>> host_hits = host_->GetMany(keys, dsts);
   for (size_t i = 0; i < keys.size(); ++i) {
-    Result<SharedBlock> got = host_->Get(keys[i], dsts[i]);
+    const Result<SharedBlock>& got = host_hits[i];
     if (!got.ok()) {
       NoteLoadError(*st, i, got.status());
       continue;

@@ -86,10 +86,10 @@ Status Capacity::UnlinkBlock(const BlockKey& key) {
   return env_->RemoveFile(layout_->BlockPath(key));
 }
 
-EvictRequest Capacity::MakeRequest(uint64_t reserve_bytes, uint64_t reserve_entries,
-                                   uint32_t max_victims) {
+EvictRequest Capacity::MakeRequest(const LimitSpec& spec, uint64_t reserve_bytes,
+                                   uint64_t reserve_entries, uint32_t max_victims) {
   EvictRequest req;
-  req.limit = Spec();
+  req.limit = spec;
   req.reserve_bytes = reserve_bytes;
   req.reserve_entries = reserve_entries;
   req.max_victims = max_victims;
@@ -120,7 +120,18 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
   KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals());
   LimitSpec spec = Spec();
   uint64_t limit = EffectiveLimitBytes(spec, totals.bytes);
+  const uint64_t configured = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
+  if (limit < configured && totals.bytes + reserve_bytes > limit) {
+    // Free disk space is what binds: never evict on a cached reading (the
+    // disk may have emptied since); read it again first.
+    InvalidateFreeSpace();
+    spec = Spec();
+    limit = EffectiveLimitBytes(spec, totals.bytes);
+  }
   if (bytes > limit) {
+    // A reading taken while the disk was full must not block stores until
+    // it expires: read it again next time.
+    InvalidateFreeSpace();
     return Status::ResourceExhausted("block of " + std::to_string(bytes) +
                                      " bytes exceeds the disk tier's effective limit of " +
                                      std::to_string(limit) + " bytes");
@@ -128,8 +139,8 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
   bool bytes_over = totals.bytes + reserve_bytes > limit;
   bool entries_over = spec.max_entries != 0 && totals.entries + reserve_blocks > spec.max_entries;
   if (bytes_over || entries_over) {
-    EvictRequest req = MakeRequest(reserve_bytes, reserve_blocks, options_->max_unlinks_per_store);
-    req.limit = spec;
+    EvictRequest req =
+        MakeRequest(spec, reserve_bytes, reserve_blocks, options_->max_unlinks_per_store);
     DiskIndex::EvictHook hook;
     if (options_->test_kill_hook) {
       hook = [this] { options_->test_kill_hook(DiskKillPoint::kMidEviction); };
@@ -149,7 +160,7 @@ Result<EvictOutcome> Capacity::EnforceLimit() {
     reserve_bytes = inflight_bytes_;
     reserve_blocks = inflight_blocks_;
   }
-  EvictRequest req = MakeRequest(reserve_bytes, reserve_blocks, /*max_victims=*/0);
+  EvictRequest req = MakeRequest(Spec(), reserve_bytes, reserve_blocks, /*max_victims=*/0);
   KVTIER_ASSIGN_OR_RETURN(
       EvictOutcome out,
       index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }));

@@ -77,7 +77,8 @@ class Capacity {
  private:
   uint64_t FreeBytes();
   LimitSpec Spec();
-  EvictRequest MakeRequest(uint64_t reserve_bytes, uint64_t reserve_entries, uint32_t max_victims);
+  EvictRequest MakeRequest(const LimitSpec& spec, uint64_t reserve_bytes, uint64_t reserve_entries,
+                           uint32_t max_victims);
   void Account(const EvictOutcome& out);
 
   const DiskTierOptions* const options_;

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS blocks(
   sig INTEGER NOT NULL,
   size INTEGER NOT NULL,
   created_at INTEGER NOT NULL,
-  last_access INTEGER NOT NULL) WITHOUT ROWID;
+  last_access INTEGER NOT NULL,
+  header_hash INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS blocks_by_access ON blocks(last_access);
 CREATE INDEX IF NOT EXISTS blocks_by_created ON blocks(created_at);
 CREATE TRIGGER IF NOT EXISTS blocks_ai AFTER INSERT ON blocks BEGIN
@@ -38,11 +39,13 @@ PRAGMA user_version = 1;
 )sql";
 
 constexpr std::string_view kLookup =
-    "SELECT sig, size, created_at, last_access FROM blocks WHERE key = ?1";
+    "SELECT sig, size, created_at, last_access, header_hash FROM blocks WHERE key = ?1";
 constexpr std::string_view kUpsert =
-    "INSERT INTO blocks(key, sig, size, created_at, last_access) VALUES(?1, ?2, ?3, ?4, ?5) "
+    "INSERT INTO blocks(key, sig, size, created_at, last_access, header_hash) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6) "
     "ON CONFLICT(key) DO UPDATE SET sig = excluded.sig, size = excluded.size, "
-    "created_at = excluded.created_at, last_access = max(last_access, excluded.last_access)";
+    "created_at = excluded.created_at, last_access = max(last_access, excluded.last_access), "
+    "header_hash = excluded.header_hash";
 constexpr std::string_view kTouch =
     "UPDATE blocks SET last_access = ?2 WHERE key = ?1 AND last_access < ?2";
 constexpr std::string_view kDelete = "DELETE FROM blocks WHERE key = ?1";
@@ -55,15 +58,15 @@ constexpr std::string_view kSigInsert =
     "INSERT INTO signatures(signature) VALUES(?1) ON CONFLICT(signature) DO NOTHING";
 constexpr std::string_view kSigText = "SELECT signature FROM signatures WHERE id = ?1";
 constexpr std::string_view kRange =
-    "SELECT key, sig, size, created_at, last_access FROM blocks WHERE key >= ?1 AND key <= ?2";
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key >= ?1 AND key <= ?2";
 constexpr std::string_view kAfter =
-    "SELECT key, sig, size, created_at, last_access FROM blocks WHERE key > ?1 "
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key > ?1 "
     "ORDER BY key LIMIT ?2";
 constexpr std::string_view kLru =
-    "SELECT key, sig, size, created_at, last_access FROM blocks "
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks "
     "ORDER BY last_access, key LIMIT ?1 OFFSET ?2";
 constexpr std::string_view kExpired =
-    "SELECT key, sig, size, created_at, last_access FROM blocks WHERE created_at < ?1 "
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE created_at < ?1 "
     "ORDER BY created_at, key LIMIT ?2 OFFSET ?3";
 
 std::span<const uint8_t> KeyBlob(const BlockKey& key) { return {key.bytes.data(), 32}; }
@@ -76,6 +79,7 @@ IndexRow ReadRow(const SqliteStatement& s) {
   row.size = static_cast<uint64_t>(std::max<int64_t>(0, s.ColumnInt64(2)));
   row.created_at_us = s.ColumnInt64(3);
   row.last_access_us = s.ColumnInt64(4);
+  row.header_hash = static_cast<uint64_t>(s.ColumnInt64(5));
   return row;
 }
 
@@ -114,12 +118,12 @@ Status DeleteRow(SqliteDb* db, const BlockKey& key) {
 uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
   uint64_t limit = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
   if (spec.free_bytes != UINT64_MAX) {
-    long double avail = static_cast<long double>(tracked_bytes) + spec.free_bytes;
-    long double disk = std::floor(avail * spec.free_space_fraction);
-    uint64_t disk_limit = disk >= static_cast<long double>(UINT64_MAX)
-                              ? UINT64_MAX
-                              : static_cast<uint64_t>(disk);
-    limit = std::min(limit, disk_limit);
+    // Exact integer arithmetic on the fraction in parts per million.
+    using u128 = unsigned __int128;
+    const u128 ppm = static_cast<u128>(std::llround(spec.free_space_fraction * 1e6));
+    const u128 avail = static_cast<u128>(tracked_bytes) + spec.free_bytes;
+    const u128 disk = avail * ppm / 1'000'000;
+    limit = std::min<u128>(limit, disk) == disk ? static_cast<uint64_t>(disk) : limit;
   }
   return limit;
 }
@@ -270,6 +274,7 @@ Result<std::optional<IndexRow>> DiskIndex::Lookup(const BlockKey& key) {
   r.size = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(1)));
   r.created_at_us = stmt->ColumnInt64(2);
   r.last_access_us = stmt->ColumnInt64(3);
+  r.header_hash = static_cast<uint64_t>(stmt->ColumnInt64(4));
   return std::optional<IndexRow>(r);
 }
 
@@ -286,6 +291,7 @@ Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
     stmt->BindInt64(3, static_cast<int64_t>(r.size));
     stmt->BindInt64(4, r.created_at_us);
     stmt->BindInt64(5, r.last_access_us);
+    stmt->BindInt64(6, static_cast<int64_t>(r.header_hash));
     KVTIER_RETURN_IF_ERROR(stmt->Run());
   }
   return tx.Commit();
@@ -345,7 +351,7 @@ Result<std::vector<IndexRow>> DiskIndex::RowsWithPrefix(uint8_t prefix) {
 
 Status DiskIndex::ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch) {
   constexpr std::string_view kFirst =
-      "SELECT key, sig, size, created_at, last_access FROM blocks ORDER BY key LIMIT ?1";
+      "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks ORDER BY key LIMIT ?1";
   std::optional<BlockKey> after;
   while (true) {
     std::vector<IndexRow> rows;
@@ -415,8 +421,10 @@ Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req
     }
   }
 
+  // Evicting moves bytes from tracked to free: the limit, a fraction of
+  // their sum, is fixed for the whole transaction.
+  const uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
   auto over = [&]() {
-    uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
     bool bytes_over = totals.bytes + req.reserve_bytes > limit;
     bool entries_over = req.limit.max_entries != 0 &&
                         totals.entries + req.reserve_entries > req.limit.max_entries;
@@ -437,7 +445,7 @@ Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req
     }
   }
   out.within_limit = !over();
-  out.effective_limit = EffectiveLimitBytes(req.limit, totals.bytes);
+  out.effective_limit = limit;
   out.after = totals;
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return out;

@@ -2,7 +2,7 @@
 //
 // One row per block file: key (32-byte blob), layout signature (an id into
 // the `signatures` table), file size, creation and last-access times (unix
-// µs). Triggers keep per-signature block and byte totals in the
+// µs) and the hash of the file's header (header_hash.h). Triggers keep per-signature block and byte totals in the
 // `signatures` table inside the same transaction as the row change, so every
 // process sharing the folder reads the same accounting with one small query.
 // WAL mode; every write is one BEGIN IMMEDIATE transaction; SQLITE_BUSY is
@@ -41,6 +41,7 @@ struct IndexRow {
   uint64_t size = 0;
   int64_t created_at_us = 0;   // unix µs
   int64_t last_access_us = 0;  // unix µs
+  uint64_t header_hash = 0;    // HeaderHash() of the file; 0 = not recorded
 };
 
 struct IndexTotals {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "disk/header_hash.h"
 #include "disk/reconcile.h"
 
 namespace kvtier {
@@ -206,6 +207,7 @@ Status DiskTierImpl::WriteAndIndex(const PendingBlock& p) {
   r.size = size;
   r.created_at_us = env_->NowUnixMicros();
   r.last_access_us = r.created_at_us;
+  r.header_hash = HeaderHash(p.block->span());
   s = committer_->Commit(r);
   if (!s.ok()) {
     // Without its row the file would be invisible to the accounting.
@@ -221,13 +223,14 @@ Status DiskTierImpl::WritePending(const std::shared_ptr<PendingBlock>& p) {
   const uint64_t t0 = env_->NowMicros();
   Status s = WriteAndIndex(*p);
   if (!s.ok()) DiskCounters::Add(counters_.errors);
-  if (pending_->Finish(p)) {
+  if (pending_->Retire(p)) {
     // Erased while being written: remove what was written.
     (void)env_->RemoveFile(layout_.BlockPath(p->key));
     const BlockKey key = p->key;
     (void)index_->Delete(std::span<const BlockKey>(&key, 1));
   }
   counters_.write_latency.Record(env_->NowMicros() - t0);
+  pending_->Release(p);
   return s;
 }
 
@@ -368,7 +371,8 @@ Result<std::optional<size_t>> DiskTierImpl::LoadFromDisk(const BlockKey& key,
   opts.expected_signature = &options_.layout_signature;
   opts.verify_checksum = true;
   auto decoded = DecodeBlock(dst.first(size), opts);
-  if (!decoded.ok()) {
+  // The checksum covers the data; the row's hash covers the header.
+  if (!decoded.ok() || (r.header_hash != 0 && HeaderHash(dst.first(size)) != r.header_hash)) {
     QuarantineBlock(key, path);
     return miss;
   }

@@ -61,7 +61,7 @@ std::shared_ptr<PendingBlock> PendingWrites::NextForWriter() {
   return p;
 }
 
-bool PendingWrites::Finish(const std::shared_ptr<PendingBlock>& p) {
+bool PendingWrites::Retire(const std::shared_ptr<PendingBlock>& p) {
   std::lock_guard<std::mutex> lock(mu_);
   bool superseded = false;
   auto it = by_key_.find(p->key);
@@ -72,8 +72,12 @@ bool PendingWrites::Finish(const std::shared_ptr<PendingBlock>& p) {
       superseded = true;
     }
   }
-  ReleaseLocked(*p);
   return p->cancelled && !superseded;
+}
+
+void PendingWrites::Release(const std::shared_ptr<PendingBlock>& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseLocked(*p);
 }
 
 bool PendingWrites::IsCancelled(const PendingBlock& p) {

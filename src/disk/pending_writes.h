@@ -2,7 +2,7 @@
 // blocks still being written.
 //
 // Every accepted store becomes a PendingBlock that stays readable (Find)
-// from the moment it is accepted until its writer calls Finish() — after the
+// from the moment it is accepted until its writer calls Retire() — after the
 // index row is committed, or the write failed. Blocks waiting for a writer sit
 // in a FIFO. The bytes of all pending blocks (queued or being written) are
 // bounded by `max_bytes`; a block is admitted when it fits or when nothing is
@@ -59,11 +59,14 @@ class PendingWrites {
 
   // The next queued block, waiting for one; nullptr once closed and empty.
   std::shared_ptr<PendingBlock> NextForWriter();
-  // Marks `p` done: it stops being readable (unless a newer block took its
-  // key) and its bytes are released. Returns true if `p` was cancelled while
-  // in flight and no newer pending block has its key, so the writer should
-  // remove what it wrote.
-  bool Finish(const std::shared_ptr<PendingBlock>& p);
+  // Finishing a written block takes two calls, so that a writer can clean up
+  // after a cancellation before Flush() waiters are released:
+  // Retire() stops `p` being readable (unless a newer block took its key)
+  // and returns true if `p` was cancelled while in flight and no newer
+  // pending block has its key: the writer should remove what it wrote.
+  bool Retire(const std::shared_ptr<PendingBlock>& p);
+  // Release() frees `p`'s bytes and counts it as finished.
+  void Release(const std::shared_ptr<PendingBlock>& p);
   bool IsCancelled(const PendingBlock& p);
 
   // The pending block for `key`, if any.

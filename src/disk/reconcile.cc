@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "disk/header_hash.h"
 #include "kvtier/block_file.h"
 
 namespace kvtier::disk {
@@ -24,11 +25,10 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
   std::byte len_bytes[8];
   KVTIER_ASSIGN_OR_RETURN(size_t n, (*file)->ReadAt(0, len_bytes));
   if (n != 8) return none;
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(len_bytes[i]);
-  uint64_t size = (*file)->size();
-  if (header_len > kMaxBlockHeaderBytes || header_len > size - 8) return none;
-  std::vector<std::byte> prefix(8 + header_len);
+  const uint64_t size = (*file)->size();
+  auto need = BlockHeaderPrefixBytes(len_bytes, size);
+  if (!need.ok()) return none;
+  std::vector<std::byte> prefix(*need);
   KVTIER_ASSIGN_OR_RETURN(n, (*file)->ReadAt(0, prefix));
   if (n != prefix.size()) return none;
   DecodeOptions opts;
@@ -43,6 +43,7 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
   row.size = size;
   row.created_at_us = decoded->meta.created_at * 1'000'000;
   row.last_access_us = info.mtime_unix_s * 1'000'000;
+  row.header_hash = HeaderHash(prefix);
   return std::optional<IndexRow>(row);
 }
 

@@ -211,36 +211,66 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
   return Status::Ok();
 }
 
-Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+Result<SharedBlock> Arena::FindLocked(Owner* owner, const BlockKey& key, size_t dst_size) {
+  auto found = owner->map.find(key);
   SharedBlock block;
+  if (found == owner->map.end()) {
+    auto h = owner->handoff.find(key);
+    if (h == owner->handoff.end()) {
+      ++owner->stats.misses;
+      return SharedBlock();
+    }
+    // Evicted, its sink call still running: serve it without re-adding.
+    block = h->second.first;
+  } else {
+    block = found->second->block;
+  }
+  if (dst_size != 0 && dst_size < block->size()) {
+    return Status::InvalidArgument("destination of " + std::to_string(dst_size) +
+                                   " bytes is smaller than the block of " +
+                                   std::to_string(block->size()) + " bytes");
+  }
+  if (found != owner->map.end()) {
+    lru_.splice(lru_.end(), lru_, found->second);
+  } else {
+    ++owner->stats.handoff_hits;
+  }
+  ++owner->stats.hits;
+  return block;
+}
+
+Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+  Result<SharedBlock> got = SharedBlock();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto found = owner->map.find(key);
-    if (found == owner->map.end()) {
-      auto h = owner->handoff.find(key);
-      if (h == owner->handoff.end()) {
-        ++owner->stats.misses;
-        return SharedBlock();
-      }
-      // Evicted, its sink call still running: serve it without re-adding.
-      block = h->second.first;
-    } else {
-      block = found->second->block;
-    }
-    if (!dst.empty() && dst.size() < block->size()) {
-      return Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
-                                     " bytes is smaller than the block of " +
-                                     std::to_string(block->size()) + " bytes");
-    }
-    if (found != owner->map.end()) {
-      lru_.splice(lru_.end(), lru_, found->second);
-    } else {
-      ++owner->stats.handoff_hits;
-    }
-    ++owner->stats.hits;
+    got = FindLocked(owner, key, dst.size());
   }
-  if (!dst.empty()) std::memcpy(dst.data(), block->data(), block->size());
-  return block;
+  if (got.ok() && *got != nullptr && !dst.empty()) {
+    std::memcpy(dst.data(), (*got)->data(), (*got)->size());
+  }
+  return got;
+}
+
+std::vector<Result<SharedBlock>> Arena::GetMany(Owner* owner, std::span<const BlockKey> keys,
+                                                std::span<const std::span<std::byte>> dsts) {
+  std::vector<Result<SharedBlock>> out;
+  out.reserve(keys.size());
+  {
+    // One lock for the batch: besides saving the lock traffic, the lookups
+    // of independent keys can overlap their cache misses.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      out.push_back(FindLocked(owner, keys[i], dsts.empty() ? 0 : dsts[i].size()));
+    }
+  }
+  if (!dsts.empty()) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (out[i].ok() && *out[i] != nullptr) {
+        std::memcpy(dsts[i].data(), (*out[i])->data(), (*out[i])->size());
+      }
+    }
+  }
+  return out;
 }
 
 bool Arena::Contains(const Owner* owner, const BlockKey& key) const {

@@ -78,6 +78,10 @@ class Arena {
              uint64_t* reserved_bytes) EXCLUDES(mu_);
   Result<SharedBlock> Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst)
       EXCLUDES(mu_);
+  // REQUIRES: dsts empty or dsts.size() == keys.size().
+  std::vector<Result<SharedBlock>> GetMany(Owner* owner, std::span<const BlockKey> keys,
+                                           std::span<const std::span<std::byte>> dsts)
+      EXCLUDES(mu_);
   bool Contains(const Owner* owner, const BlockKey& key) const EXCLUDES(mu_);
   bool MarkClean(Owner* owner, const BlockKey& key) EXCLUDES(mu_);
   bool Erase(Owner* owner, const BlockKey& key) EXCLUDES(mu_);
@@ -111,6 +115,10 @@ class Arena {
 
   enum class RemoveReason { kEvict, kErase };
 
+  // Get's lookup: the entry (or handed-off block) for `key`, touched and
+  // counted; nullptr on a miss; InvalidArgument if dst_size is not 0 and
+  // smaller than the block (nothing touched or counted then).
+  Result<SharedBlock> FindLocked(Owner* owner, const BlockKey& key, size_t dst_size) REQUIRES(mu_);
   // Unlinks `it`, updates every gauge and counter, and queues the calls out
   // it needs (sink for a dirty eviction, listener).
   void RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out) REQUIRES(mu_);

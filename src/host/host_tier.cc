@@ -1,5 +1,6 @@
 #include "kvtier/host_tier.h"
 
+#include <string>
 #include <unordered_set>
 #include <utility>
 
@@ -118,6 +119,17 @@ Status HostTier::Put(const BlockKey& key, SharedBlock block, HostEntryState stat
 
 Result<SharedBlock> HostTier::Get(const BlockKey& key, std::span<std::byte> dst) {
   return arena().Get(owner_.get(), key, dst);
+}
+
+std::vector<Result<SharedBlock>> HostTier::GetMany(std::span<const BlockKey> keys,
+                                                   std::span<const std::span<std::byte>> dsts) {
+  if (!dsts.empty() && dsts.size() != keys.size()) {
+    return std::vector<Result<SharedBlock>>(
+        keys.size(),
+        Status::InvalidArgument("HostTier::GetMany: " + std::to_string(keys.size()) + " keys but " +
+                                std::to_string(dsts.size()) + " buffers"));
+  }
+  return arena().GetMany(owner_.get(), keys, dsts);
 }
 
 bool HostTier::Contains(const BlockKey& key) const { return arena().Contains(owner_.get(), key); }

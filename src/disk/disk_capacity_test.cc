@@ -1,0 +1,241 @@
+// Capacity of the disk tier: byte and entry limits with LRU by last access,
+// blocks larger than the limit, retention, the free-disk limit and its
+// re-read after ENOSPC, the bound on unlinks per store, unlink failures, and
+// blocks of other layouts counted in the same budget.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "disk/disk_test_util.h"
+#include "kvtier/disk_tier.h"
+#include "testing/block_generator.h"
+#include "testing/fault_env.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier {
+namespace {
+
+using disk_test::BlockFilePath;
+using disk_test::BlockFolderBytes;
+using disk_test::ControlledEnv;
+using disk_test::MakeTestBlock;
+using disk_test::TempDir;
+using disk_test::TestOptions;
+using disk_test::TinyLayout;
+using testing::IsOk;
+
+class DiskCapacityTest : public ::testing::Test {
+ protected:
+  DiskCapacityTest() : env_(Env::Default()) {}
+
+  std::unique_ptr<DiskTier> Open(const DiskTierOptions& o, Env* env = nullptr) {
+    auto t = DiskTier::Open(o, env != nullptr ? env : &env_);
+    EXPECT_THAT(t, IsOk());
+    return t.ok() ? std::move(t).value() : nullptr;
+  }
+  DiskTierOptions Options() {
+    DiskTierOptions o = TestOptions(dir_.path());
+    o.writer_threads = 1;
+    return o;
+  }
+  // Stores block i and waits until it is written.
+  void Put(DiskTier* t, uint64_t i) {
+    ASSERT_THAT(t->Store(TestBlockKey(i), MakeTestBlock(i)), IsOk());
+    ASSERT_THAT(t->Flush(), IsOk());
+  }
+  bool Hit(DiskTier* t, uint64_t i) {
+    std::vector<std::byte> buf(8192);
+    auto r = t->Load(TestBlockKey(i), buf);
+    return r.ok() && r->has_value();
+  }
+
+  TempDir dir_;
+  ControlledEnv env_;
+  const uint64_t size_ = MakeTestBlock(0)->size();
+};
+
+TEST_F(DiskCapacityTest, ByteLimitEvictsTheLeastRecentlyAccessed) {
+  DiskTierOptions o = Options();
+  o.max_bytes = 10 * size_;
+  auto t = Open(o);
+  for (uint64_t i = 0; i < 10; ++i) Put(t.get(), i);
+  EXPECT_EQ(t->Stats().evictions, 0u);
+  ASSERT_TRUE(Hit(t.get(), 0));     // block 0 is now the most recent
+  ASSERT_THAT(t->Flush(), IsOk());  // ... in the index too
+  Put(t.get(), 10);
+  EXPECT_TRUE(t->Contains(TestBlockKey(0)));
+  EXPECT_FALSE(t->Contains(TestBlockKey(1)));
+  EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir_.path(), TestBlockKey(1))));
+  EXPECT_EQ(t->Stats().evictions, 1u);
+  for (uint64_t i = 11; i < 30; ++i) Put(t.get(), i);
+  DiskTierStats s = t->Stats();
+  EXPECT_EQ(s.entries, 10u);
+  EXPECT_EQ(s.bytes, 10 * size_);
+  EXPECT_EQ(s.evictions, 20u);
+  EXPECT_EQ(BlockFolderBytes(dir_.path()), 10 * size_);
+  for (uint64_t i = 20; i < 30; ++i) EXPECT_TRUE(Hit(t.get(), i)) << i;
+}
+
+TEST_F(DiskCapacityTest, EntryLimitHolds) {
+  DiskTierOptions o = Options();
+  o.max_entries = 5;
+  auto t = Open(o);
+  for (uint64_t i = 0; i < 12; ++i) Put(t.get(), i);
+  EXPECT_EQ(t->Stats().entries, 5u);
+  EXPECT_EQ(t->Stats().evictions, 7u);
+  for (uint64_t i = 7; i < 12; ++i) EXPECT_TRUE(Hit(t.get(), i)) << i;
+}
+
+TEST_F(DiskCapacityTest, BlockLargerThanTheLimitIsNeverVisible) {
+  DiskTierOptions o = Options();
+  o.max_bytes = size_ - 1;
+  auto t = Open(o);
+  ASSERT_THAT(t->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(t->Flush(), IsOk());
+  EXPECT_FALSE(t->Contains(TestBlockKey(1)));
+  EXPECT_FALSE(Hit(t.get(), 1));
+  DiskTierStats s = t->Stats();
+  EXPECT_EQ(s.errors, 1u);
+  EXPECT_EQ(s.saves_persisted, 0u);
+  EXPECT_EQ(BlockFolderBytes(dir_.path()), 0u);
+}
+
+TEST_F(DiskCapacityTest, RetentionExpiresOldBlocks) {
+  DiskTierOptions o = Options();
+  o.retention_seconds = 10;
+  auto t = Open(o);
+  for (uint64_t i = 0; i < 3; ++i) Put(t.get(), i);
+  env_.AdvanceUnix(5'000'000);
+  EXPECT_TRUE(Hit(t.get(), 0));
+  env_.AdvanceUnix(6'000'000);  // 11 s after they were written
+  EXPECT_FALSE(Hit(t.get(), 0));
+  EXPECT_EQ(t->Stats().expired, 1u);
+  EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir_.path(), TestBlockKey(0))));
+  Put(t.get(), 3);  // written now: not expired
+  auto freed = t->EnforceLimit();
+  ASSERT_THAT(freed, IsOk());
+  EXPECT_EQ(*freed, 2 * size_);
+  EXPECT_EQ(t->Stats().expired, 3u);
+  EXPECT_EQ(t->Stats().entries, 1u);
+  EXPECT_TRUE(Hit(t.get(), 3));
+}
+
+TEST_F(DiskCapacityTest, FreeDiskBoundsTheLimit) {
+  // A "disk" of 10 blocks: the cache may use 99% of it.
+  const std::string dir = dir_.path();
+  const uint64_t disk = 10 * size_;
+  env_.SetFreeSpace([dir, disk] { return disk - std::min(disk, BlockFolderBytes(dir)); });
+  DiskTierOptions o = Options();
+  o.max_bytes = 0;  // no configured limit
+  o.free_space_ttl_micros = 0;
+  auto t = Open(o);
+  for (uint64_t i = 0; i < 15; ++i) Put(t.get(), i);
+  DiskTierStats s = t->Stats();
+  EXPECT_EQ(s.entries, 9u);  // 9 × size ≤ 0.99 × 10 × size < 10 × size
+  EXPECT_EQ(s.effective_max_bytes, disk * 99 / 100);
+  EXPECT_EQ(s.evictions, 6u);
+}
+
+TEST_F(DiskCapacityTest, EnospcForcesAFreshFreeSpaceReading) {
+  FaultInjectionEnv faults(&env_);
+  DiskTierOptions o = Options();
+  o.free_space_ttl_micros = 3'600'000'000ull;  // an hour: only ENOSPC re-reads
+  auto t = Open(o, &faults);
+  Put(t.get(), 0);
+  Put(t.get(), 1);
+  const int64_t reads = env_.free_space_calls();
+  EXPECT_GE(reads, 1);
+  Put(t.get(), 2);
+  EXPECT_EQ(env_.free_space_calls(), reads);  // cached
+  faults.FailNth(OpKind::kAppend, 1, ENOSPC);
+  Put(t.get(), 3);
+  EXPECT_FALSE(t->Contains(TestBlockKey(3)));
+  EXPECT_EQ(t->Stats().errors, 1u);
+  Put(t.get(), 4);
+  EXPECT_EQ(env_.free_space_calls(), reads + 1);
+  EXPECT_TRUE(Hit(t.get(), 4));
+}
+
+TEST_F(DiskCapacityTest, EachStoreUnlinksABoundedNumberAndEnforceLimitConverges) {
+  {
+    auto t = Open(Options());
+    for (uint64_t i = 0; i < 20; ++i) Put(t.get(), i);
+  }
+  DiskTierOptions o = Options();
+  o.max_bytes = 5 * size_;
+  o.max_unlinks_per_store = 2;
+  auto t = Open(o);
+  Put(t.get(), 100);
+  EXPECT_EQ(t->Stats().evictions, 2u);
+  EXPECT_EQ(t->Stats().entries, 19u);
+  auto freed = t->EnforceLimit();
+  ASSERT_THAT(freed, IsOk());
+  EXPECT_EQ(*freed, 14 * size_);
+  EXPECT_EQ(t->Stats().entries, 5u);
+  EXPECT_EQ(t->Stats().evictions, 16u);
+  EXPECT_EQ(BlockFolderBytes(dir_.path()), 5 * size_);
+  EXPECT_TRUE(Hit(t.get(), 100));
+}
+
+TEST_F(DiskCapacityTest, UnlinkFailureKeepsTheRowSoAccountingMatchesTheFiles) {
+  FaultInjectionEnv faults(&env_);
+  DiskTierOptions o = Options();
+  o.max_bytes = 3 * size_;
+  auto t = Open(o, &faults);
+  for (uint64_t i = 0; i < 3; ++i) Put(t.get(), i);
+  faults.FailAll(OpKind::kRemove, EACCES);
+  Put(t.get(), 3);  // tries blocks 0, 1, 2
+  Put(t.get(), 4);  // tries 0, 1, 2, 3
+  DiskTierStats s = t->Stats();
+  EXPECT_EQ(s.unlink_failures, 7u);
+  EXPECT_EQ(s.evictions, 0u);
+  EXPECT_EQ(s.entries, 5u);
+  EXPECT_EQ(s.bytes, BlockFolderBytes(dir_.path()));
+  faults.Clear();
+  ASSERT_THAT(t->EnforceLimit(), IsOk());
+  EXPECT_EQ(t->Stats().entries, 3u);
+  EXPECT_EQ(t->Stats().bytes, BlockFolderBytes(dir_.path()));
+}
+
+TEST_F(DiskCapacityTest, OtherLayoutsShareTheBudgetAndAreNeverServed) {
+  ModelLayout other = ModelLayout::Preset("tiny", 32).value();
+  const uint64_t other_size = MakeTestBlock(other, TestBlockKey(1000))->size();
+  DiskTierOptions ob = TestOptions(dir_.path(), other);
+  ob.writer_threads = 1;
+  auto b = Open(ob);
+  for (uint64_t i = 1000; i < 1003; ++i) {
+    ASSERT_THAT(b->Store(TestBlockKey(i), MakeTestBlock(other, TestBlockKey(i))), IsOk());
+    ASSERT_THAT(b->Flush(), IsOk());
+  }
+  DiskTierOptions oa = Options();
+  oa.max_bytes = 3 * other_size + 2 * size_;
+  auto a = Open(oa);
+  Put(a.get(), 0);
+  Put(a.get(), 1);
+  DiskTierStats s = a->Stats();
+  EXPECT_EQ(s.entries, 5u);
+  EXPECT_EQ(s.compatible_entries, 2u);
+  ASSERT_EQ(s.per_signature.size(), 2u);
+  uint64_t other_blocks = 0;
+  for (const SignatureUsage& u : s.per_signature) {
+    if (!u.compatible) other_blocks = u.blocks;
+  }
+  EXPECT_EQ(other_blocks, 3u);
+  // A block of the other layout is a miss here, and stays on disk.
+  std::vector<std::byte> buf(16384);
+  auto r = a->Load(TestBlockKey(1000), buf);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_FALSE(r->has_value());
+  EXPECT_EQ(a->Stats().incompatible_misses, 1u);
+  EXPECT_FALSE(a->Contains(TestBlockKey(1000)));
+  EXPECT_TRUE(b->Contains(TestBlockKey(1000)));
+  // Over budget: the oldest files go first, whatever their layout.
+  Put(a.get(), 2);
+  EXPECT_FALSE(b->Contains(TestBlockKey(1000)));
+  EXPECT_TRUE(b->Contains(TestBlockKey(1001)));
+  EXPECT_LE(a->Stats().bytes, oa.max_bytes);
+}
+
+}  // namespace
+}  // namespace kvtier

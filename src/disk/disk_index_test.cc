@@ -1,0 +1,270 @@
+// DiskIndex: schema, per-signature totals kept by triggers, touches, LRU and
+// expiry eviction with bounded victims and unlink failures, errors.
+#include "disk/disk_index.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "disk/disk_test_util.h"
+#include "testing/block_generator.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier::disk {
+namespace {
+
+using disk_test::TempDir;
+using ::testing::HasSubstr;
+using testing::IsOk;
+using testing::StatusIs;
+
+IndexRow Row(uint64_t i, int64_t sig, uint64_t size, int64_t access) {
+  IndexRow r;
+  r.key = TestBlockKey(i);
+  r.sig_id = sig;
+  r.size = size;
+  r.created_at_us = access;
+  r.last_access_us = access;
+  return r;
+}
+
+std::unique_ptr<DiskIndex> OpenIndex(const std::string& path) {
+  auto idx = DiskIndex::Open(path, IndexOptions{});
+  EXPECT_THAT(idx, IsOk());
+  return idx.ok() ? std::move(idx).value() : nullptr;
+}
+
+TEST(EffectiveLimitTest, IsTheSmallerOfConfiguredAndFractionOfDisk) {
+  LimitSpec spec;
+  spec.max_bytes = 1000;
+  spec.free_space_fraction = 0.99;
+  spec.free_bytes = UINT64_MAX;  // unknown
+  EXPECT_EQ(EffectiveLimitBytes(spec, 5), 1000u);
+  spec.free_bytes = 500;
+  EXPECT_EQ(EffectiveLimitBytes(spec, 500), 990u);  // 0.99 × (500 + 500)
+  spec.free_bytes = 100000;
+  EXPECT_EQ(EffectiveLimitBytes(spec, 0), 1000u);
+  spec.max_bytes = 0;  // no configured limit
+  EXPECT_EQ(EffectiveLimitBytes(spec, 0), 99000u);
+  spec.free_bytes = UINT64_MAX;
+  EXPECT_EQ(EffectiveLimitBytes(spec, 0), UINT64_MAX);
+}
+
+TEST(DiskIndexTest, TotalsFollowInsertsReplacementsAndDeletesPerSignature) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  ASSERT_NE(idx, nullptr);
+  auto a = idx->SignatureId("sig-a");
+  auto b = idx->SignatureId("sig-b");
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  EXPECT_NE(*a, *b);
+  EXPECT_EQ(*idx->SignatureId("sig-a"), *a);
+  std::vector<IndexRow> rows = {Row(1, *a, 100, 10), Row(2, *a, 200, 20), Row(3, *b, 50, 30)};
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  auto t = idx->Totals();
+  ASSERT_THAT(t, IsOk());
+  EXPECT_EQ(t->entries, 3u);
+  EXPECT_EQ(t->bytes, 350u);
+  // Replacing a row moves its bytes (and signature) without double counting.
+  std::vector<IndexRow> replace = {Row(2, *b, 250, 5)};
+  ASSERT_THAT(idx->Upsert(replace), IsOk());
+  auto per = idx->PerSignature();
+  ASSERT_THAT(per, IsOk());
+  ASSERT_EQ(per->size(), 2u);
+  EXPECT_EQ((*per)[0].signature, "sig-a");
+  EXPECT_EQ((*per)[0].blocks, 1u);
+  EXPECT_EQ((*per)[0].bytes, 100u);
+  EXPECT_EQ((*per)[1].signature, "sig-b");
+  EXPECT_EQ((*per)[1].blocks, 2u);
+  EXPECT_EQ((*per)[1].bytes, 300u);
+  auto row2 = idx->Lookup(TestBlockKey(2));
+  ASSERT_THAT(row2, IsOk());
+  ASSERT_TRUE(row2->has_value());
+  EXPECT_EQ((*row2)->last_access_us, 20);  // the later access time is kept
+  EXPECT_EQ((*row2)->size, 250u);
+  std::vector<BlockKey> del = {TestBlockKey(1), TestBlockKey(9)};
+  auto n = idx->Delete(del);
+  ASSERT_THAT(n, IsOk());
+  EXPECT_EQ(*n, 1u);
+  t = idx->Totals();
+  EXPECT_EQ(t->entries, 2u);
+  EXPECT_EQ(t->bytes, 300u);
+  EXPECT_EQ(idx->PerSignature()->size(), 1u);  // sig-a has no blocks left
+  EXPECT_EQ(*idx->IntegrityCheck(), "ok");
+}
+
+TEST(DiskIndexTest, TouchOnlyMovesAccessTimesForward) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows = {Row(1, sig, 10, 100)};
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  std::vector<std::pair<BlockKey, int64_t>> t1 = {{TestBlockKey(1), 50}, {TestBlockKey(7), 1}};
+  ASSERT_THAT(idx->Touch(t1), IsOk());
+  EXPECT_EQ((*idx->Lookup(TestBlockKey(1)))->last_access_us, 100);
+  std::vector<std::pair<BlockKey, int64_t>> t2 = {{TestBlockKey(1), 500}};
+  ASSERT_THAT(idx->Touch(t2), IsOk());
+  EXPECT_EQ((*idx->Lookup(TestBlockKey(1)))->last_access_us, 500);
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(7))->has_value());
+}
+
+TEST(DiskIndexTest, RowsPersistAcrossReopenAndPrefixRangesAreExact) {
+  TempDir dir;
+  std::string path = dir.Sub("index.sqlite");
+  std::set<BlockKey> by_prefix;
+  uint8_t prefix = TestBlockKey(0).bytes[0];
+  {
+    auto idx = OpenIndex(path);
+    int64_t sig = *idx->SignatureId("s");
+    std::vector<IndexRow> rows;
+    for (uint64_t i = 0; i < 300; ++i) {
+      rows.push_back(Row(i, sig, i + 1, static_cast<int64_t>(i)));
+      if (rows.back().key.bytes[0] == prefix) by_prefix.insert(rows.back().key);
+    }
+    ASSERT_THAT(idx->Upsert(rows), IsOk());
+  }
+  auto idx = OpenIndex(path);
+  EXPECT_EQ(idx->Totals()->entries, 300u);
+  auto in_prefix = idx->RowsWithPrefix(prefix);
+  ASSERT_THAT(in_prefix, IsOk());
+  std::set<BlockKey> got;
+  for (const IndexRow& r : *in_prefix) got.insert(r.key);
+  EXPECT_EQ(got, by_prefix);
+  uint64_t seen = 0;
+  BlockKey last{};
+  ASSERT_THAT(idx->ForEachRow(
+                  [&](const IndexRow& r) {
+                    if (seen > 0) {
+                      EXPECT_LT(last, r.key);
+                    }
+                    last = r.key;
+                    ++seen;
+                  },
+                  /*batch=*/7),
+              IsOk());
+  EXPECT_EQ(seen, 300u);
+}
+
+TEST(DiskIndexTest, EvictRemovesLeastRecentlyAccessedUntilWithinLimit) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 10; ++i) rows.push_back(Row(i, sig, 100, 1000 - static_cast<int64_t>(i)));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());  // key 9 is the oldest
+  std::vector<BlockKey> unlinked;
+  EvictRequest req;
+  req.limit.max_bytes = 750;
+  req.reserve_bytes = 100;  // a new block on top
+  auto out = idx->Evict(req, [&](const BlockKey& k) {
+    unlinked.push_back(k);
+    return Status::Ok();
+  });
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->evicted, 4u);  // 1000 + 100 → 650 + 100 ≤ 750
+  EXPECT_EQ(out->bytes_freed, 400u);
+  EXPECT_TRUE(out->within_limit);
+  EXPECT_EQ(out->after.bytes, 600u);
+  EXPECT_THAT(unlinked, ::testing::ElementsAre(TestBlockKey(9), TestBlockKey(8), TestBlockKey(7),
+                                               TestBlockKey(6)));
+  EXPECT_EQ(idx->Totals()->bytes, 600u);
+}
+
+TEST(DiskIndexTest, EvictHonoursTheVictimBoundAndEntryLimit) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 10; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i)));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  EvictRequest req;
+  req.limit.max_entries = 2;
+  req.max_victims = 3;
+  auto ok_unlink = [](const BlockKey&) { return Status::Ok(); };
+  auto out = idx->Evict(req, ok_unlink);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->evicted, 3u);
+  EXPECT_FALSE(out->within_limit);
+  EXPECT_EQ(idx->Totals()->entries, 7u);
+  req.max_victims = 0;  // unbounded converges fully
+  out = idx->Evict(req, ok_unlink);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->evicted, 5u);
+  EXPECT_TRUE(out->within_limit);
+  EXPECT_EQ(idx->Totals()->entries, 2u);
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(9))->has_value());
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(8))->has_value());
+}
+
+TEST(DiskIndexTest, UnlinkFailureKeepsTheRowAndMovesOnToTheNextVictim) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 5; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i)));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  EvictRequest req;
+  req.limit.max_bytes = 30;
+  auto out = idx->Evict(req, [](const BlockKey& k) {
+    if (k == TestBlockKey(0)) return Status::IOError("unlink", EIO);
+    if (k == TestBlockKey(1)) return Status::NotFound("already gone");
+    return Status::Ok();
+  });
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->unlink_failures, 1u);
+  EXPECT_EQ(out->evicted, 2u);  // 1 (gone) and 2
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(0))->has_value());
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(1))->has_value());
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(2))->has_value());
+  EXPECT_EQ(idx->Totals()->bytes, 30u);  // accounting still matches the files
+}
+
+TEST(DiskIndexTest, EvictExpiresOldRowsEvenWithinTheLimit) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 6; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i) * 100));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  EvictRequest req;
+  req.expire_before_us = 250;  // rows 0, 1, 2
+  auto out = idx->Evict(req, [](const BlockKey&) { return Status::Ok(); });
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->expired, 3u);
+  EXPECT_EQ(out->evicted, 0u);
+  EXPECT_EQ(idx->Totals()->entries, 3u);
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(2))->has_value());
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(3))->has_value());
+}
+
+TEST(DiskIndexTest, NotADatabaseIsCorruption) {
+  TempDir dir;
+  std::string path = dir.Sub("index.sqlite");
+  { std::ofstream(path) << std::string(8192, 'x'); }
+  EXPECT_THAT(DiskIndex::Open(path, IndexOptions{}), StatusIs(StatusCode::kCorruption));
+}
+
+TEST(DiskIndexTest, NewerSchemaIsRefused) {
+  TempDir dir;
+  std::string path = dir.Sub("index.sqlite");
+  {
+    auto db = SqliteDb::Open(path, SqliteDb::OpenMode::kReadWriteCreate, 1000);
+    ASSERT_THAT(db, IsOk());
+    ASSERT_THAT((*db)->Exec("PRAGMA user_version = 7"), IsOk());
+  }
+  EXPECT_THAT(DiskIndex::Open(path, IndexOptions{}),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 7")));
+}
+
+TEST(DiskIndexTest, MissingIndexIsNotFoundWhenCreationIsOff) {
+  TempDir dir;
+  IndexOptions o;
+  o.create_if_missing = false;
+  EXPECT_THAT(DiskIndex::Open(dir.Sub("none.sqlite"), o), StatusIs(StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace kvtier::disk

@@ -1,0 +1,500 @@
+// DiskTier: store/load round trips, restart from the index, the public
+// operations (Erase, Forget, Clear, LoadMany, SizeOf), back-pressure modes,
+// permissions and closing.
+#include "kvtier/disk_tier.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "disk/disk_test_util.h"
+#include "testing/block_generator.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier {
+namespace {
+
+using disk_test::BlockFilePath;
+using disk_test::MakeTestBlock;
+using disk_test::TempDir;
+using disk_test::TestOptions;
+using disk_test::TinyLayout;
+using ::testing::HasSubstr;
+using testing::IsOk;
+using testing::StatusIs;
+
+std::unique_ptr<DiskTier> OpenOrDie(const DiskTierOptions& o) {
+  auto t = DiskTier::Open(o, Env::Default());
+  EXPECT_THAT(t, IsOk());
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// Loads `key` and returns the bytes, or an empty vector on a miss.
+std::vector<std::byte> LoadBytes(DiskTier* tier, const BlockKey& key) {
+  std::vector<std::byte> buf(64 << 10);
+  auto r = tier->Load(key, buf);
+  EXPECT_THAT(r, IsOk());
+  if (!r.ok() || !r->has_value()) return {};
+  buf.resize(**r);
+  return buf;
+}
+
+std::vector<std::byte> Bytes(const SharedBlock& b) {
+  return std::vector<std::byte>(b->data(), b->data() + b->size());
+}
+
+uint32_t ModeOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0xffffffff;
+  return st.st_mode & 0777;
+}
+
+// Blocks every writer at a kill point until Release(); counts arrivals.
+class Gate {
+ public:
+  std::function<void(DiskKillPoint)> Hook(DiskKillPoint at) {
+    return [this, at](DiskKillPoint p) {
+      if (p != at) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      ++arrived_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    };
+  }
+  void WaitArrived(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
+};
+
+TEST(DiskTierTest, StoreThenLoadReturnsExactBytesFromPendingAndDisk) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  std::vector<SharedBlock> blocks;
+  for (uint64_t i = 0; i < 10; ++i) {
+    blocks.push_back(MakeTestBlock(i));
+    ASSERT_THAT(tier->Store(TestBlockKey(i), blocks.back()), IsOk());
+    // Load right after Store returns: served from the pending buffer or disk.
+    EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(i)), Bytes(blocks.back()));
+  }
+  ASSERT_THAT(tier->Flush(), IsOk());
+  for (uint64_t i = 0; i < 10; ++i) {
+    std::vector<std::byte> got = LoadBytes(tier.get(), TestBlockKey(i));
+    EXPECT_EQ(got, Bytes(blocks[i]));
+    EXPECT_THAT(CheckBlockFile(got, TinyLayout(), TestBlockKey(i)), IsOk());
+    EXPECT_TRUE(std::filesystem::is_regular_file(BlockFilePath(dir.path(), TestBlockKey(i))));
+  }
+  DiskTierStats s = tier->Stats();
+  EXPECT_EQ(s.saves, 10u);
+  EXPECT_EQ(s.saves_persisted, 10u);
+  EXPECT_EQ(s.loads, 20u);
+  EXPECT_EQ(s.hits, 20u);
+  EXPECT_EQ(s.misses, 0u);
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_EQ(s.bytes_written, 10 * blocks[0]->size());
+  EXPECT_EQ(s.bytes_read, 20 * blocks[0]->size());
+  EXPECT_EQ(s.entries, 10u);
+  EXPECT_EQ(s.bytes, 10 * blocks[0]->size());
+  EXPECT_EQ(s.compatible_entries, 10u);
+  ASSERT_EQ(s.per_signature.size(), 1u);
+  EXPECT_EQ(s.per_signature[0].signature, TinyLayout().Signature());
+  EXPECT_TRUE(s.per_signature[0].compatible);
+  EXPECT_EQ(s.queue_bytes, 0u);
+  EXPECT_EQ(s.load_latency.Count(), 20u);
+  EXPECT_EQ(s.write_latency.Count(), 10u);
+}
+
+TEST(DiskTierTest, BlockBeingWrittenIsServedFromThePendingBuffer) {
+  TempDir dir;
+  Gate gate;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.writer_threads = 1;
+  o.test_kill_hook = gate.Hook(DiskKillPoint::kBeforeWrite);
+  auto tier = OpenOrDie(o);
+  SharedBlock b = MakeTestBlock(7);
+  ASSERT_THAT(tier->Store(TestBlockKey(7), b), IsOk());
+  gate.WaitArrived(1);
+  EXPECT_TRUE(tier->Contains(TestBlockKey(7)));
+  EXPECT_EQ(tier->SizeOf(TestBlockKey(7)), b->size());
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(7)), Bytes(b));
+  EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(7))));
+  EXPECT_EQ(tier->Stats().hits_pending, 1u);
+  EXPECT_EQ(tier->Stats().queue_blocks, 1u);
+  gate.Release();
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(7)), Bytes(b));
+  EXPECT_EQ(tier->Stats().hits_pending, 1u);
+  EXPECT_EQ(tier->Stats().queue_blocks, 0u);
+}
+
+TEST(DiskTierTest, UnknownKeyIsAMiss) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  std::vector<std::byte> buf(8192);
+  auto r = tier->Load(TestBlockKey(1), buf);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_FALSE(r->has_value());
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  EXPECT_EQ(tier->SizeOf(TestBlockKey(1)), std::nullopt);
+  EXPECT_EQ(tier->Stats().misses, 1u);
+  EXPECT_EQ(tier->Stats().hits, 0u);
+}
+
+TEST(DiskTierTest, ReopenServesHitsFromTheIndexWithoutAScan) {
+  TempDir dir;
+  std::vector<SharedBlock> blocks;
+  {
+    auto tier = OpenOrDie(TestOptions(dir.path()));
+    for (uint64_t i = 0; i < 5; ++i) {
+      blocks.push_back(MakeTestBlock(i));
+      ASSERT_THAT(tier->Store(TestBlockKey(i), blocks.back()), IsOk());
+    }
+    ASSERT_THAT(tier->Close(), IsOk());
+  }
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  for (uint64_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(tier->Contains(TestBlockKey(i)));
+    EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(i)), Bytes(blocks[i]));
+  }
+  DiskTierStats s = tier->Stats();
+  EXPECT_EQ(s.reconcile_passes, 0u);
+  EXPECT_EQ(s.hits, 5u);
+  EXPECT_EQ(s.entries, 5u);
+}
+
+TEST(DiskTierTest, LoadIntoTooSmallBufferNamesBothSizes) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  SharedBlock b = MakeTestBlock(3);
+  ASSERT_THAT(tier->Store(TestBlockKey(3), b), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  std::vector<std::byte> small(b->size() - 1);
+  auto r = tier->Load(TestBlockKey(3), small);
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument,
+                          HasSubstr(std::to_string(b->size() - 1) + " bytes is smaller")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument,
+                          HasSubstr("(" + std::to_string(b->size()) + " bytes)")));
+  std::vector<std::byte> exact(b->size());
+  auto ok = tier->Load(TestBlockKey(3), exact);
+  ASSERT_THAT(ok, IsOk());
+  EXPECT_EQ(*ok, b->size());
+  EXPECT_EQ(exact, Bytes(b));
+}
+
+TEST(DiskTierTest, StoreRejectsBlocksOfAnotherKeyOrSignatureOrGarbage) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  // A valid block stored under another key.
+  EXPECT_THAT(tier->Store(TestBlockKey(2), MakeTestBlock(1)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr(TestBlockKey(2).Hex())));
+  // A block of another layout.
+  ModelLayout other = ModelLayout::Preset("tiny", 32).value();
+  EXPECT_THAT(tier->Store(TestBlockKey(5), MakeTestBlock(other, TestBlockKey(5))),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a block file of this tier")));
+  // Garbage and empty.
+  auto junk = std::make_shared<const BlockBuffer>(
+      BlockBuffer::CopyOf(std::vector<std::byte>(100, std::byte{7})).value());
+  EXPECT_THAT(tier->Store(TestBlockKey(6), junk), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(tier->Store(TestBlockKey(6), nullptr), StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(disk_test::BlockFolderBytes(dir.path()), 0u);
+  EXPECT_EQ(tier->Stats().saves, 0u);
+  EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
+}
+
+TEST(DiskTierTest, EraseRemovesFileRowAndPendingWrite) {
+  TempDir dir;
+  Gate gate;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.writer_threads = 1;
+  auto tier = OpenOrDie(o);
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  auto erased = tier->Erase(TestBlockKey(1));
+  ASSERT_THAT(erased, IsOk());
+  EXPECT_TRUE(*erased);
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(1))));
+  auto again = tier->Erase(TestBlockKey(1));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(tier->Stats().entries, 0u);
+}
+
+TEST(DiskTierTest, EraseWhileBeingWrittenLeavesNothingBehind) {
+  TempDir dir;
+  Gate gate;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.writer_threads = 1;
+  o.test_kill_hook = gate.Hook(DiskKillPoint::kBeforeIndexCommit);
+  auto tier = OpenOrDie(o);
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  gate.WaitArrived(1);  // the file is renamed into place, the row not committed
+  auto erased = tier->Erase(TestBlockKey(1));
+  ASSERT_THAT(erased, IsOk());
+  EXPECT_TRUE(*erased);
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  gate.Release();
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(1))));
+  EXPECT_EQ(tier->Stats().entries, 0u);
+}
+
+TEST(DiskTierTest, ForgetKeepsTheFileAndReconcileAdoptsItAgain) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  SharedBlock b = MakeTestBlock(4);
+  ASSERT_THAT(tier->Store(TestBlockKey(4), b), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  auto forgot = tier->Forget(TestBlockKey(4));
+  ASSERT_THAT(forgot, IsOk());
+  EXPECT_TRUE(*forgot);
+  EXPECT_FALSE(tier->Contains(TestBlockKey(4)));
+  EXPECT_TRUE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(4))));
+  auto report = tier->Reconcile();
+  ASSERT_THAT(report, IsOk());
+  EXPECT_EQ(report->adopted, 1u);
+  EXPECT_EQ(report->files_seen, 1u);
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(4)), Bytes(b));
+}
+
+TEST(DiskTierTest, ClearRemovesEveryBlockOfEveryLayout) {
+  TempDir dir;
+  ModelLayout other = ModelLayout::Preset("tiny", 32).value();
+  {
+    auto t2 = OpenOrDie(TestOptions(dir.path(), other));
+    for (uint64_t i = 100; i < 103; ++i) {
+      ASSERT_THAT(t2->Store(TestBlockKey(i), MakeTestBlock(other, TestBlockKey(i))), IsOk());
+    }
+    ASSERT_THAT(t2->Close(), IsOk());
+  }
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_THAT(tier->Store(TestBlockKey(i), MakeTestBlock(i)), IsOk());
+  }
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(tier->Stats().entries, 7u);
+  auto n = tier->Clear();
+  ASSERT_THAT(n, IsOk());
+  EXPECT_EQ(*n, 7u);
+  EXPECT_EQ(tier->Stats().entries, 0u);
+  EXPECT_EQ(disk_test::BlockFolderBytes(dir.path()), 0u);
+  EXPECT_FALSE(tier->Contains(TestBlockKey(0)));
+}
+
+TEST(DiskTierTest, LoadManyReadsEachKeyIntoItsBuffer) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  for (uint64_t i = 0; i < 20; i += 2) {
+    ASSERT_THAT(tier->Store(TestBlockKey(i), MakeTestBlock(i)), IsOk());
+  }
+  ASSERT_THAT(tier->Flush(), IsOk());
+  std::vector<BlockKey> keys;
+  std::vector<std::vector<std::byte>> bufs(20, std::vector<std::byte>(8192));
+  std::vector<std::span<std::byte>> dsts;
+  for (uint64_t i = 0; i < 20; ++i) {
+    keys.push_back(TestBlockKey(i));
+    dsts.push_back(bufs[i]);
+  }
+  auto results = tier->LoadMany(keys, dsts);
+  ASSERT_EQ(results.size(), 20u);
+  for (uint64_t i = 0; i < 20; ++i) {
+    ASSERT_THAT(results[i], IsOk());
+    if (i % 2 == 1) {
+      EXPECT_FALSE(results[i]->has_value()) << i;
+      continue;
+    }
+    ASSERT_TRUE(results[i]->has_value()) << i;
+    EXPECT_THAT(CheckBlockFile(std::span(bufs[i]).first(**results[i]), TinyLayout(),
+                               TestBlockKey(i)),
+                IsOk());
+  }
+  EXPECT_EQ(tier->Stats().hits, 10u);
+  EXPECT_EQ(tier->Stats().misses, 10u);
+  auto mismatch = tier->LoadMany(keys, std::span(dsts).first(3));
+  ASSERT_EQ(mismatch.size(), 20u);
+  EXPECT_THAT(mismatch[0], StatusIs(StatusCode::kInvalidArgument, HasSubstr("20 keys but 3")));
+}
+
+TEST(DiskTierTest, StoringAKeyTwiceWritesItOnce) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  DiskTierStats s = tier->Stats();
+  EXPECT_EQ(s.saves, 2u);
+  EXPECT_EQ(s.saves_persisted, 1u);
+  EXPECT_EQ(s.saves_deduplicated, 1u);
+  EXPECT_EQ(s.entries, 1u);
+}
+
+TEST(DiskTierTest, FsyncDurabilityRoundTrips) {
+  TempDir dir;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.durability = Durability::kFsync;
+  std::vector<std::string> points;
+  std::mutex mu;
+  o.test_kill_hook = [&](DiskKillPoint p) {
+    std::lock_guard<std::mutex> lock(mu);
+    points.push_back(std::to_string(static_cast<int>(p)));
+  };
+  o.writer_threads = 1;
+  auto tier = OpenOrDie(o);
+  SharedBlock b = MakeTestBlock(9);
+  ASSERT_THAT(tier->Store(TestBlockKey(9), b), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(9)), Bytes(b));
+  // kBeforeWrite, kMidWrite, kBeforeRename, kBeforeDirSync, kBeforeIndexCommit.
+  EXPECT_THAT(points, ::testing::ElementsAre("0", "1", "2", "3", "4"));
+}
+
+TEST(DiskTierTest, NoWriterThreadsWritesInline) {
+  TempDir dir;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.writer_threads = 0;
+  auto tier = OpenOrDie(o);
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  // Written before Store returned.
+  EXPECT_TRUE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(1))));
+  EXPECT_EQ(tier->Stats().saves_persisted, 1u);
+  EXPECT_EQ(tier->Stats().inline_writes, 0u);
+}
+
+TEST(DiskTierTest, FullQueueFallsBackToAnInlineWrite) {
+  TempDir dir;
+  Gate gate;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.writer_threads = 1;
+  o.queue_max_bytes = 6000;  // one tiny block
+  o.queue_wait_micros = 1000;
+  auto hook = gate.Hook(DiskKillPoint::kBeforeWrite);
+  std::thread::id blocked;
+  std::mutex mu;
+  o.test_kill_hook = [&](DiskKillPoint p) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (blocked == std::thread::id()) blocked = std::this_thread::get_id();
+      if (blocked != std::this_thread::get_id()) return;  // only the background writer waits
+    }
+    hook(p);
+  };
+  auto tier = OpenOrDie(o);
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  gate.WaitArrived(1);
+  ASSERT_THAT(tier->Store(TestBlockKey(2), MakeTestBlock(2)), IsOk());  // queue full: inline
+  EXPECT_TRUE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(2))));
+  EXPECT_EQ(tier->Stats().inline_writes, 1u);
+  EXPECT_EQ(tier->Stats().drops, 0u);
+  gate.Release();
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(tier->Stats().saves_persisted, 2u);
+}
+
+TEST(DiskTierTest, FullQueueDropsWhenAskedAndCountsIt) {
+  TempDir dir;
+  Gate gate;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.writer_threads = 1;
+  o.queue_max_bytes = 6000;
+  o.queue_wait_micros = 1000;
+  o.on_pressure = OnPressure::kDrop;
+  o.test_kill_hook = gate.Hook(DiskKillPoint::kBeforeWrite);
+  auto tier = OpenOrDie(o);
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  gate.WaitArrived(1);
+  EXPECT_THAT(tier->Store(TestBlockKey(2), MakeTestBlock(2)),
+              StatusIs(StatusCode::kResourceExhausted, HasSubstr("on_pressure=drop")));
+  EXPECT_EQ(tier->Stats().drops, 1u);
+  gate.Release();
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_TRUE(tier->Contains(TestBlockKey(1)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
+  EXPECT_EQ(tier->Stats().saves, 1u);
+}
+
+TEST(DiskTierTest, DefaultPermissionsAre0600And0700) {
+  TempDir dir;
+  std::string root = dir.Sub("cache");
+  auto tier = OpenOrDie(TestOptions(root));
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(ModeOf(root), 0700u);
+  EXPECT_EQ(ModeOf(root + "/blocks"), 0700u);
+  EXPECT_EQ(ModeOf(root + "/quarantine"), 0700u);
+  std::string hex = TestBlockKey(1).Hex();
+  EXPECT_EQ(ModeOf(root + "/blocks/" + hex.substr(0, 2)), 0700u);
+  EXPECT_EQ(ModeOf(BlockFilePath(root, TestBlockKey(1))), 0600u);
+  EXPECT_EQ(ModeOf(root + "/index.sqlite"), 0600u);
+}
+
+TEST(DiskTierTest, ConfiguredPermissionsAreAppliedExactly) {
+  TempDir dir;
+  std::string root = dir.Sub("cache");
+  DiskTierOptions o = TestOptions(root);
+  o.file_permissions = 0660;
+  o.dir_permissions = 0770;
+  auto tier = OpenOrDie(o);
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(ModeOf(root), 0770u);
+  EXPECT_EQ(ModeOf(root + "/blocks"), 0770u);
+  std::string hex = TestBlockKey(1).Hex();
+  EXPECT_EQ(ModeOf(root + "/blocks/" + hex.substr(0, 2)), 0770u);
+  EXPECT_EQ(ModeOf(BlockFilePath(root, TestBlockKey(1))), 0660u);
+  EXPECT_EQ(ModeOf(root + "/index.sqlite"), 0660u);
+}
+
+TEST(DiskTierTest, ClosedTierRefusesCallsAndCloseIsIdempotent) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+  ASSERT_THAT(tier->Close(), IsOk());
+  EXPECT_TRUE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(1))));
+  EXPECT_THAT(tier->Store(TestBlockKey(2), MakeTestBlock(2)),
+              StatusIs(StatusCode::kFailedPrecondition));
+  std::vector<std::byte> buf(8192);
+  EXPECT_THAT(tier->Load(TestBlockKey(1), buf), StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(tier->Erase(TestBlockKey(1)), StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  EXPECT_THAT(tier->Close(), IsOk());
+  EXPECT_EQ(tier->Stats().saves_persisted, 1u);
+}
+
+TEST(DiskTierTest, OpenRejectsBadOptionsNamingTheField) {
+  TempDir dir;
+  DiskTierOptions o = TestOptions(dir.path());
+  o.layout_signature.clear();
+  EXPECT_THAT(DiskTier::Open(o, Env::Default()),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("layout_signature")));
+  o = TestOptions(dir.Sub("file"));
+  ASSERT_TRUE(std::filesystem::create_directories(dir.path()) || true);
+  { std::ofstream(dir.Sub("file")) << "x"; }
+  EXPECT_THAT(DiskTier::Open(o, Env::Default()),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a folder")));
+  EXPECT_THAT(DiskTier::Open(TestOptions(dir.path()), nullptr),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("env")));
+}
+
+}  // namespace
+}  // namespace kvtier

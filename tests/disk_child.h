@@ -1,0 +1,53 @@
+// Child processes for the disk-tier crash and multi-process tests.
+//
+// The integration test binary doubles as the child: SpawnDiskChild() runs
+// /proc/self/exe with KVTIER_DISK_CHILD=<mode> and parameters in the
+// environment, and tests/disk_child_test.cc intercepts that at static
+// initialisation (before gtest starts), runs the mode and _exit()s with its
+// result. Modes:
+//   store_loop  stores blocks TestBlockKey(seed·10^6 + i), i = 0, 1, ...,
+//               loading back earlier ones, until killed;
+//   kill_point  stores blocks one at a time (each followed by Flush) and
+//               SIGKILLs itself at the kill_at-th arrival at kill_point;
+//   share       `ops` random stores and verified loads over `keys` shared
+//               keys, then exits.
+// Every block's content is a pure function of its key (block_generator.h),
+// so the parent can verify anything it finds. Exit codes: 0 success,
+// kExitWrongBytes if a load returned bytes that are not the block's,
+// kExitSetup if the tier could not be opened.
+#ifndef KVTIER_TESTS_DISK_CHILD_H_
+#define KVTIER_TESTS_DISK_CHILD_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+
+namespace kvtier::disk_child {
+
+inline constexpr int kExitWrongBytes = 3;
+inline constexpr int kExitSetup = 4;
+inline constexpr int kExitStoreError = 5;
+
+struct ChildParams {
+  std::string mode;                  // store_loop | kill_point | share
+  std::string dir;                   // cache folder
+  uint64_t seed = 0;                 // key space / randomness
+  uint64_t max_bytes = 0;            // DiskTierOptions::max_bytes (0 = default)
+  bool fsync = false;                // Durability::kFsync
+  int kill_point = -1;               // DiskKillPoint as int (kill_point mode)
+  int kill_at = 1;                   // ... at its kill_at-th arrival
+  uint64_t ops = 0;                  // share: operations
+  uint64_t keys = 0;                 // share: size of the shared key space
+  uint32_t writer_threads = 1;
+};
+
+// Starts a child running `p`; returns its pid (or -1).
+pid_t SpawnDiskChild(const ChildParams& p);
+
+// Waits for `pid`; returns its exit code, or 128 + signal if it was killed.
+int WaitChild(pid_t pid);
+
+}  // namespace kvtier::disk_child
+
+#endif  // KVTIER_TESTS_DISK_CHILD_H_

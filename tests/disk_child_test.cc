@@ -1,0 +1,169 @@
+// The child-process side of the disk-tier crash and multi-process tests
+// (see tests/disk_child.h), plus SpawnDiskChild/WaitChild.
+#include "disk_child.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "disk/disk_test_util.h"
+#include "kvtier/disk_tier.h"
+#include "testing/block_generator.h"
+
+namespace kvtier::disk_child {
+namespace {
+
+const char* Get(const char* name, const char* fallback = "") {
+  const char* v = getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
+uint64_t GetU64(const char* name, uint64_t fallback) {
+  const char* v = getenv(name);
+  return v != nullptr ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+DiskTierOptions ChildOptions() {
+  DiskTierOptions o = disk_test::TestOptions(Get("KVTIER_DISK_DIR"));
+  o.max_bytes = GetU64("KVTIER_DISK_MAX_BYTES", o.max_bytes);
+  if (o.max_bytes == 0) o.max_bytes = DiskTierOptions().max_bytes;
+  o.durability = GetU64("KVTIER_DISK_FSYNC", 0) ? Durability::kFsync : Durability::kChecksum;
+  o.writer_threads = static_cast<uint32_t>(GetU64("KVTIER_DISK_WRITERS", 1));
+  o.queue_max_bytes = 64 << 20;
+  o.reconcile_on_open = true;
+  return o;
+}
+
+bool LoadAndCheck(DiskTier* tier, const BlockKey& key, bool* wrong) {
+  std::vector<std::byte> buf(16384);
+  auto r = tier->Load(key, buf);
+  if (!r.ok() || !r->has_value()) return false;
+  if (!CheckBlockFile(std::span(buf).first(**r), disk_test::TinyLayout(), key).ok()) {
+    *wrong = true;
+    std::fprintf(stderr, "child %d: wrong bytes for %s\n", getpid(), key.Hex().c_str());
+  }
+  return true;
+}
+
+int RunStoreLoop() {
+  auto tier = DiskTier::Open(ChildOptions(), Env::Default());
+  if (!tier.ok()) return kExitSetup;
+  const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
+  bool wrong = false;
+  for (uint64_t i = 0;; ++i) {
+    BlockKey key = TestBlockKey(base + i);
+    (void)(*tier)->Store(key, disk_test::MakeTestBlock(disk_test::TinyLayout(), key));
+    if (i % 7 == 3) LoadAndCheck(tier->get(), TestBlockKey(base + i / 2), &wrong);
+    if (i % 50 == 49) (void)(*tier)->Erase(TestBlockKey(base + i - 10));
+    if (wrong) return kExitWrongBytes;
+  }
+}
+
+int RunKillPoint() {
+  DiskTierOptions o = ChildOptions();
+  o.reconcile_on_open = false;
+  const int point = static_cast<int>(GetU64("KVTIER_DISK_KILL_POINT", 0));
+  const int kill_at = static_cast<int>(GetU64("KVTIER_DISK_KILL_AT", 1));
+  auto arrivals = std::make_shared<std::atomic<int>>(0);
+  o.test_kill_hook = [point, kill_at, arrivals](DiskKillPoint p) {
+    if (static_cast<int>(p) != point) return;
+    if (arrivals->fetch_add(1) + 1 == kill_at) kill(getpid(), SIGKILL);
+  };
+  auto tier = DiskTier::Open(o, Env::Default());
+  if (!tier.ok()) return kExitSetup;
+  const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    BlockKey key = TestBlockKey(base + i);
+    if (!(*tier)->Store(key, disk_test::MakeTestBlock(disk_test::TinyLayout(), key)).ok()) {
+      return kExitStoreError;
+    }
+    (void)(*tier)->Flush();
+  }
+  return 0;  // the kill point was never reached
+}
+
+int RunShare() {
+  auto tier = DiskTier::Open(ChildOptions(), Env::Default());
+  if (!tier.ok()) return kExitSetup;
+  std::mt19937_64 rng(GetU64("KVTIER_DISK_SEED", 1));
+  const uint64_t keys = GetU64("KVTIER_DISK_KEYS", 100);
+  const uint64_t ops = GetU64("KVTIER_DISK_OPS", 100);
+  bool wrong = false;
+  for (uint64_t op = 0; op < ops && !wrong; ++op) {
+    BlockKey key = TestBlockKey(rng() % keys);
+    if (rng() % 2 == 0) {
+      Status s = (*tier)->Store(key, disk_test::MakeTestBlock(disk_test::TinyLayout(), key));
+      if (!s.ok()) {
+        std::fprintf(stderr, "child %d: store: %s\n", getpid(), s.ToString().c_str());
+        return kExitStoreError;
+      }
+    } else {
+      LoadAndCheck(tier->get(), key, &wrong);
+    }
+  }
+  (void)(*tier)->Close();
+  return wrong ? kExitWrongBytes : 0;
+}
+
+// Runs the child mode named by KVTIER_DISK_CHILD, before gtest's main.
+struct ChildDispatcher {
+  ChildDispatcher() {
+    const char* mode = getenv("KVTIER_DISK_CHILD");
+    if (mode == nullptr) return;
+    int rc = kExitSetup;
+    if (std::strcmp(mode, "store_loop") == 0) rc = RunStoreLoop();
+    if (std::strcmp(mode, "kill_point") == 0) rc = RunKillPoint();
+    if (std::strcmp(mode, "share") == 0) rc = RunShare();
+    _exit(rc);
+  }
+} const g_child_dispatcher;
+
+}  // namespace
+
+pid_t SpawnDiskChild(const ChildParams& p) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "KVTIER_DISK_", 12) != 0) env.emplace_back(*e);
+  }
+  env.push_back("KVTIER_DISK_CHILD=" + p.mode);
+  env.push_back("KVTIER_DISK_DIR=" + p.dir);
+  env.push_back("KVTIER_DISK_SEED=" + std::to_string(p.seed));
+  env.push_back("KVTIER_DISK_MAX_BYTES=" + std::to_string(p.max_bytes));
+  env.push_back("KVTIER_DISK_FSYNC=" + std::to_string(p.fsync ? 1 : 0));
+  env.push_back("KVTIER_DISK_KILL_POINT=" + std::to_string(p.kill_point));
+  env.push_back("KVTIER_DISK_KILL_AT=" + std::to_string(p.kill_at));
+  env.push_back("KVTIER_DISK_OPS=" + std::to_string(p.ops));
+  env.push_back("KVTIER_DISK_KEYS=" + std::to_string(p.keys));
+  env.push_back("KVTIER_DISK_WRITERS=" + std::to_string(p.writer_threads));
+  std::vector<char*> envp;
+  for (std::string& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  char exe[] = "/proc/self/exe";
+  char* argv[] = {exe, nullptr};
+  pid_t pid = fork();
+  if (pid == 0) {
+    execve(exe, argv, envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int WaitChild(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace kvtier::disk_child
