@@ -314,7 +314,7 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
 }
 
 }  // namespace
-KVTIER_COMMAND(bench_pool, "bench pool",
+KVTIER_SUBCOMMAND(bench_pool, "bench", "pool",
                "Pool append GB/s vs memcpy, and prefix-hit latency from pool, host and disk",
                SetupBenchPool);
 }  // namespace kvtier::cli

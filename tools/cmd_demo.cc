@@ -15,6 +15,7 @@ struct DemoArgs {
   std::string dir = "kvtier-demo";
   bool keep = false;
   bool quiet = false;
+  bool quick = false;
   std::string kv_dtype = "F16";
   uint32_t block_tokens = 16;
   uint32_t conversations = 4;
@@ -48,29 +49,36 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
       ->capture_default_str();
   app->add_flag("--keep", args->keep, "Keep what an earlier run left in the folder");
   app->add_flag("--quiet", args->quiet, "No progress lines");
+  app->add_flag("--quick", args->quick,
+                "A much smaller model and script (smoke tests; seconds even in debug builds)");
   app->add_option("--kv-dtype", args->kv_dtype, "K/V dtype in the pool and the tiers")
       ->check(CLI::IsMember({"F16", "BF16", "F32"}))
       ->capture_default_str();
-  app->add_option("--block-tokens", args->block_tokens, "Tokens per block")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app->add_option("--conversations", args->conversations, "Conversations")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  app->add_option("--decode-tokens", args->decode_tokens, "Tokens generated per turn")
-      ->check(CLI::Range(0, 256))
-      ->capture_default_str();
+  CLI::Option* app_block_tokens =
+      app->add_option("--block-tokens", args->block_tokens, "Tokens per block")
+          ->check(CLI::Range(1, 4096))
+          ->capture_default_str();
+  CLI::Option* app_conversations =
+      app->add_option("--conversations", args->conversations, "Conversations")
+          ->check(CLI::Range(1, 64))
+          ->capture_default_str();
+  CLI::Option* app_decode_tokens =
+      app->add_option("--decode-tokens", args->decode_tokens, "Tokens generated per turn")
+          ->check(CLI::Range(0, 256))
+          ->capture_default_str();
   app->add_option("--seed", args->seed, "Seed of the model's weights")->capture_default_str();
   app->add_option("--pool-blocks", args->pool_blocks,
                   "Slots of the serving pool (0: the longest conversation and a few more)")
       ->capture_default_str();
-  return [args, flags] {
-    engine::DemoOptions o;
+  return [args, flags, app_block_tokens, app_conversations, app_decode_tokens] {
+    engine::DemoOptions o =
+        args->quick ? engine::QuickDemoOptions(args->dir) : engine::DemoOptions{};
     o.dir = args->dir;
     o.start = args->keep ? engine::DemoStart::kKeep : engine::DemoStart::kClean;
-    o.block_tokens = args->block_tokens;
-    o.conversations = args->conversations;
-    o.decode_tokens = args->decode_tokens;
+    // Explicit flags override the configuration's defaults.
+    if (!app_block_tokens->empty()) o.block_tokens = args->block_tokens;
+    if (!app_conversations->empty()) o.conversations = args->conversations;
+    if (!app_decode_tokens->empty()) o.decode_tokens = args->decode_tokens;
     o.model.seed = args->seed;
     o.pool_blocks = args->pool_blocks;
     o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
@@ -79,7 +87,12 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     std::function<void(const engine::DemoEvent&)> progress;
     if (!args->quiet) progress = [&os](const engine::DemoEvent& e) { PrintProgress(e, os); };
     Result<engine::DemoReport> rep = engine::RunDemo(o, progress);
-    if (!rep.ok()) return ReportError(*flags, rep.status(), kExitFailure);
+    if (!rep.ok()) {
+      // Bad options or a folder that is not the demo's are bad input.
+      const bool input = rep.status().IsInvalidArgument() ||
+                         rep.status().code() == StatusCode::kFailedPrecondition;
+      return ReportError(*flags, rep.status(), input ? kExitUsage : kExitFailure);
+    }
     if (flags->json) {
       std::cout << rep->ToJson() << "\n";
     } else {

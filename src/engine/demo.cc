@@ -178,6 +178,24 @@ Status DemoOptions::Validate() const {
   return Status::Ok();
 }
 
+DemoOptions QuickDemoOptions(std::string dir) {
+  DemoOptions o;
+  o.dir = std::move(dir);
+  o.model.layers = 2;
+  o.model.heads = 2;
+  o.model.kv_heads = 1;
+  o.model.head_dim = 16;
+  o.model.hidden = 32;
+  o.model.ffn = 64;
+  o.block_tokens = 8;
+  o.conversations = 3;
+  o.decode_tokens = 3;
+  o.system_prompt_bytes = 256;
+  o.user_message_bytes = 40;
+  o.host_bytes = 16ull << 20;
+  return o;
+}
+
 Result<DemoReport> RunDemo(const DemoOptions& o,
                            const std::function<void(const DemoEvent&)>& progress) {
   KVTIER_RETURN_IF_ERROR(o.Validate());

@@ -79,6 +79,11 @@ struct DemoOptions {
   Status Validate() const;
 };
 
+// A small configuration that runs in a second or two even in a sanitizer
+// build (2 layers, hidden 32, a 256-token system prompt, 3 conversations):
+// for smoke tests of the demo and its CLI.
+DemoOptions QuickDemoOptions(std::string dir);
+
 // One request of the session.
 struct DemoRequest {
   uint32_t index = 0;  // 0-based, in serving order
