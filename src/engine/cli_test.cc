@@ -30,9 +30,13 @@ struct Ran {
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* cli = std::getenv("KVTIER_CLI");
-    ASSERT_NE(cli, nullptr) << "KVTIER_CLI must name the kvtier binary (ctest sets it)";
-    cli_ = cli;
+    // $KVTIER_CLI (ctest sets it), else the `kvtier` built next to this test.
+    if (const char* cli = std::getenv("KVTIER_CLI"); cli != nullptr && *cli != '\0') {
+      cli_ = cli;
+    } else {
+      cli_ = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kvtier").string();
+    }
+    ASSERT_TRUE(std::filesystem::exists(cli_)) << cli_ << " not found: set KVTIER_CLI";
   }
 
   Ran Run(const std::string& args) {

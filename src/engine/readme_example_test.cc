@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -138,16 +139,20 @@ TEST(ReadmeExampleTest, ReusesPrefixesWithinAndAcrossProcesses) {
 }
 
 TEST(ReadmeExampleTest, DocsShowTheSameCode) {
-  const char* src = std::getenv("KVTIER_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
+  // $KVTIER_SOURCE_DIR (ctest sets it), else this file's own checkout.
+  std::string src = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+  if (const char* env = std::getenv("KVTIER_SOURCE_DIR"); env != nullptr && *env != '\0') {
+    src = env;
+  }
   auto read = [](const std::string& path) {
     std::ifstream in(path);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
   };
-  const std::string me = read(std::string(src) + "/src/engine/readme_example_test.cc");
-  const std::string doc = read(std::string(src) + "/docs/readme-example.md");
+  const std::string me = read(src + "/src/engine/readme_example_test.cc");
+  const std::string doc = read(src + "/docs/readme-example.md");
+  ASSERT_FALSE(me.empty()) << "cannot read the sources under " << src;
   const std::string begin = "// [readme-example begin]\n", end = "// [readme-example end]";
   const size_t b = me.find(begin), e = me.find(end);
   ASSERT_NE(b, std::string::npos);
