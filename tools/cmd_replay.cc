@@ -46,7 +46,7 @@ struct ReplayPlan {
   uint64_t ram_blocks = 0;
   uint64_t disk_blocks = 0;  // 0 = no disk tier
   bool real = false;
-  EvictionPolicy policy = EvictionPolicy::kLru;
+  HostEvictionPolicy policy = HostEvictionPolicy::kLru;
   uint64_t limit = UINT64_MAX;
   ModelLayout layout;
 };
@@ -95,7 +95,7 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
         "--disk-dir is only used with --payload real (--payload none keeps no files; "
         "--disk-tokens alone sizes its disk tier)");
   }
-  KVTIER_ASSIGN_OR_RETURN(plan.policy, ParseEvictionPolicy(a.policy));
+  KVTIER_ASSIGN_OR_RETURN(plan.policy, ParseHostEvictionPolicy(a.policy));
   if (a.limit_opt->count() > 0) {
     KVTIER_ASSIGN_OR_RETURN(plan.limit, ParseCount("--limit", a.limit, 1));
   }
@@ -145,7 +145,7 @@ nlohmann::json CommonJson(const ReplayPlan& plan, const ReplayCounts& c, double 
           {"hit_ratio_disk", c.HitRatioDisk()},
           {"max_hit_ratio", max_ratio},
           {"payload", plan.real ? "real" : "none"},
-          {"policy", std::string(EvictionPolicyName(plan.policy))},
+          {"policy", std::string(HostEvictionPolicyName(plan.policy))},
           {"ram_blocks", plan.ram_blocks},
           {"disk_blocks", plan.disk_blocks},
           {"input_tokens", c.input_tokens},

@@ -16,7 +16,7 @@
 // ones). The budget is charged with entries' bytes plus outstanding
 // Reservations, and never exceeds its capacity. "LRU order" below means the
 // budget's eviction order: least recently used first under the default
-// EvictionPolicy::kLru; kReuse puts entries not yet reused ahead of the rest.
+// HostEvictionPolicy::kLru; kReuse puts entries not yet reused ahead of the rest.
 //
 // Mapping to seed 000's SharedHotCacheBudget: put = HostTier::Put,
 // touch = HostTier::Get, forget = HostTier::Erase, forget owner =
@@ -83,7 +83,7 @@ class SharedHostBudget;
 
 // How a host budget picks the entry to evict (docs/replay.md compares them
 // on a real trace).
-enum class EvictionPolicy : uint8_t {
+enum class HostEvictionPolicy : uint8_t {
   // Least recently used first.
   kLru,
   // Reuse-aware LRU: entries not yet reused (stored once, never read back)
@@ -101,7 +101,7 @@ struct HostTierOptions {
   uint64_t capacity_bytes = uint64_t{1} << 30;
   // Eviction policy of a private budget. Ignored when `shared_budget` is
   // set (the budget's own policy applies). Default: kLru.
-  EvictionPolicy eviction_policy = EvictionPolicy::kLru;
+  HostEvictionPolicy eviction_policy = HostEvictionPolicy::kLru;
   // Join this budget (and its global LRU order) instead of creating a
   // private one. Default: none.
   std::shared_ptr<SharedHostBudget> shared_budget;
@@ -162,7 +162,7 @@ class SharedHostBudget {
   // InvalidArgument if capacity_bytes is 0. `policy` orders the victims of
   // all tiers on the budget (the file comment's "LRU order" is this order).
   static Result<std::shared_ptr<SharedHostBudget>> Create(
-      uint64_t capacity_bytes, EvictionPolicy policy = EvictionPolicy::kLru);
+      uint64_t capacity_bytes, HostEvictionPolicy policy = HostEvictionPolicy::kLru);
 
   SharedHostBudget(const SharedHostBudget&) = delete;
   SharedHostBudget& operator=(const SharedHostBudget&) = delete;

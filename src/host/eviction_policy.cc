@@ -4,19 +4,19 @@
 
 namespace kvtier {
 
-std::string_view EvictionPolicyName(EvictionPolicy policy) {
+std::string_view HostEvictionPolicyName(HostEvictionPolicy policy) {
   switch (policy) {
-    case EvictionPolicy::kLru:
+    case HostEvictionPolicy::kLru:
       return "lru";
-    case EvictionPolicy::kReuse:
+    case HostEvictionPolicy::kReuse:
       return "reuse";
   }
   return "unknown";
 }
 
-Result<EvictionPolicy> ParseEvictionPolicy(std::string_view name) {
-  for (EvictionPolicy p : {EvictionPolicy::kLru, EvictionPolicy::kReuse}) {
-    if (name == EvictionPolicyName(p)) return p;
+Result<HostEvictionPolicy> ParseHostEvictionPolicy(std::string_view name) {
+  for (HostEvictionPolicy p : {HostEvictionPolicy::kLru, HostEvictionPolicy::kReuse}) {
+    if (name == HostEvictionPolicyName(p)) return p;
   }
   return Status::InvalidArgument("unknown eviction policy '" + std::string(name.substr(0, 40)) +
                                  "' (expected lru or reuse)");

@@ -1,4 +1,4 @@
-// EvictionList: entries kept in eviction order under an EvictionPolicy.
+// EvictionList: entries kept in eviction order under an HostEvictionPolicy.
 //
 // Shared by the host tier (host_arena.h, whose entries are real blocks) and
 // the metadata-only trace simulator (src/replay/, whose entries are trace
@@ -10,7 +10,7 @@
 //                               ^ reused_begin_
 //
 // kLru keeps every entry in the first segment: an insert or a touch moves it
-// to the back. kReuse (see EvictionPolicy in kvtier/host_tier.h) appends new
+// to the back. kReuse (see HostEvictionPolicy in kvtier/host_tier.h) appends new
 // entries to the first segment and moves an entry to the back of the second
 // once it is reused: touched, re-inserted after being extracted for a
 // replacement, or inserted while its key is in the ghost list of recently
@@ -39,9 +39,9 @@
 namespace kvtier {
 
 // "lru" or "reuse".
-std::string_view EvictionPolicyName(EvictionPolicy policy);
-// Inverse of EvictionPolicyName; InvalidArgument naming the accepted names.
-Result<EvictionPolicy> ParseEvictionPolicy(std::string_view name);
+std::string_view HostEvictionPolicyName(HostEvictionPolicy policy);
+// Inverse of HostEvictionPolicyName; InvalidArgument naming the accepted names.
+Result<HostEvictionPolicy> ParseHostEvictionPolicy(std::string_view name);
 
 namespace host_internal {
 
@@ -92,12 +92,12 @@ class EvictionList {
   using iterator = typename List::iterator;
   using const_iterator = typename List::const_iterator;
 
-  explicit EvictionList(EvictionPolicy policy) : policy_(policy), reused_begin_(list_.end()) {}
+  explicit EvictionList(HostEvictionPolicy policy) : policy_(policy), reused_begin_(list_.end()) {}
   // reused_begin_ points into list_: not copyable or movable.
   EvictionList(const EvictionList&) = delete;
   EvictionList& operator=(const EvictionList&) = delete;
 
-  EvictionPolicy policy() const { return policy_; }
+  HostEvictionPolicy policy() const { return policy_; }
 
   // Links the single entry of `node` (spliced: no allocation, so callers
   // can build it before taking their lock). `fp` identifies its key.
@@ -105,7 +105,7 @@ class EvictionList {
   iterator Insert(List&& node, uint64_t fp, Admission admission) {
     assert(node.size() == 1);
     iterator it = node.begin();
-    if (policy_ == EvictionPolicy::kLru) {
+    if (policy_ == HostEvictionPolicy::kLru) {
       it->reused = admission == Admission::kReused;
       list_.splice(list_.end(), node);
       return it;
@@ -133,7 +133,7 @@ class EvictionList {
   // The entry was used: it becomes the last victim (of the reused segment
   // under kReuse).
   void Touch(iterator it) {
-    if (policy_ == EvictionPolicy::kLru) {
+    if (policy_ == HostEvictionPolicy::kLru) {
       list_.splice(list_.end(), list_, it);
       return;
     }
@@ -147,7 +147,7 @@ class EvictionList {
   void Remove(iterator it, uint64_t fp, Removal why) {
     Unlink(it);
     list_.erase(it);
-    if (policy_ == EvictionPolicy::kReuse && why == Removal::kEvicted) {
+    if (policy_ == HostEvictionPolicy::kReuse && why == Removal::kEvicted) {
       ghost_.Add(fp);
       ghost_.Trim(kGhostPerEntry * (list_.size() + 1));
     }
@@ -177,7 +177,7 @@ class EvictionList {
     if (it == reused_begin_) reused_begin_ = std::next(it);
   }
 
-  const EvictionPolicy policy_;
+  const HostEvictionPolicy policy_;
   List list_;
   iterator reused_begin_;  // first reused entry, or end()
   GhostList ghost_;

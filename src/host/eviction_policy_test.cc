@@ -35,7 +35,7 @@ struct Item {
 // An EvictionList of ints with the key map a caller keeps.
 class Script {
  public:
-  explicit Script(EvictionPolicy policy) : list_(policy) {}
+  explicit Script(HostEvictionPolicy policy) : list_(policy) {}
 
   void Insert(int id, Admission a = Admission::kNew) {
     pos_[id] = list_.Insert(Item{id}, static_cast<uint64_t>(id), a);
@@ -66,16 +66,16 @@ class Script {
   std::unordered_map<int, EvictionList<Item>::iterator> pos_;
 };
 
-TEST(EvictionPolicy, NamesRoundTripAndUnknownNamesAreRejected) {
-  EXPECT_EQ(EvictionPolicyName(EvictionPolicy::kLru), "lru");
-  EXPECT_EQ(EvictionPolicyName(EvictionPolicy::kReuse), "reuse");
-  EXPECT_EQ(*ParseEvictionPolicy("lru"), EvictionPolicy::kLru);
-  EXPECT_EQ(*ParseEvictionPolicy("reuse"), EvictionPolicy::kReuse);
-  Result<EvictionPolicy> bad = ParseEvictionPolicy("LRU2");
+TEST(HostEvictionPolicy, NamesRoundTripAndUnknownNamesAreRejected) {
+  EXPECT_EQ(HostEvictionPolicyName(HostEvictionPolicy::kLru), "lru");
+  EXPECT_EQ(HostEvictionPolicyName(HostEvictionPolicy::kReuse), "reuse");
+  EXPECT_EQ(*ParseHostEvictionPolicy("lru"), HostEvictionPolicy::kLru);
+  EXPECT_EQ(*ParseHostEvictionPolicy("reuse"), HostEvictionPolicy::kReuse);
+  Result<HostEvictionPolicy> bad = ParseHostEvictionPolicy("LRU2");
   EXPECT_THAT(bad, StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("'LRU2'")));
 }
 
-TEST(EvictionPolicy, FingerprintIsTheFirstEightBytesLittleEndian) {
+TEST(HostEvictionPolicy, FingerprintIsTheFirstEightBytesLittleEndian) {
   BlockKey k;
   for (size_t i = 0; i < k.bytes.size(); ++i) k.bytes[i] = static_cast<uint8_t>(i + 1);
   EXPECT_EQ(KeyFingerprint(k), 0x0807060504030201ull);
@@ -97,7 +97,7 @@ TEST(GhostList, RemembersNewestAndForgetsOldestFirst) {
 }
 
 TEST(EvictionList, LruEvictsLeastRecentlyUsed) {
-  Script s(EvictionPolicy::kLru);
+  Script s(HostEvictionPolicy::kLru);
   for (int id : {1, 2, 3, 4}) s.Insert(id);
   s.Touch(1);
   s.Touch(3);
@@ -111,7 +111,7 @@ TEST(EvictionList, LruEvictsLeastRecentlyUsed) {
 }
 
 TEST(EvictionList, ReuseEvictsNotYetReusedFirstThenLru) {
-  Script s(EvictionPolicy::kReuse);
+  Script s(HostEvictionPolicy::kReuse);
   for (int id : {1, 2, 3, 4}) s.Insert(id);
   s.Touch(3);
   s.Touch(1);
@@ -132,7 +132,7 @@ TEST(EvictionList, ReuseEvictsNotYetReusedFirstThenLru) {
 }
 
 TEST(EvictionList, ReuseRemembersEvictedKeysButNotErasedOnes) {
-  Script s(EvictionPolicy::kReuse);
+  Script s(HostEvictionPolicy::kReuse);
   for (int id : {1, 2, 3}) s.Insert(id);
   EXPECT_EQ(s.Evict(), 1);
   s.Erase(2);
@@ -145,7 +145,7 @@ TEST(EvictionList, ReuseRemembersEvictedKeysButNotErasedOnes) {
 }
 
 TEST(EvictionList, ReuseGhostHoldsFourTimesTheEntries) {
-  Script s(EvictionPolicy::kReuse);
+  Script s(HostEvictionPolicy::kReuse);
   s.Insert(1000);
   // Each eviction leaves 1 entry; the ghost keeps 4 × (1 + 1) = 8 keys.
   for (int id = 1; id <= 20; ++id) {
@@ -159,7 +159,7 @@ TEST(EvictionList, ReuseGhostHoldsFourTimesTheEntries) {
 }
 
 TEST(EvictionList, ExtractAndReinsertAsReused) {
-  Script s(EvictionPolicy::kReuse);
+  Script s(HostEvictionPolicy::kReuse);
   for (int id : {1, 2, 3}) s.Insert(id);
   s.Touch(2);
   auto node = s.list().Extract(s.list().begin());  // 1
@@ -198,7 +198,7 @@ struct SinkKeys {
 
 // Runs the same script on a 4-block tier under `policy`; returns the
 // eviction order.
-std::vector<uint64_t> RunScript(EvictionPolicy policy, HostBudgetStats* stats) {
+std::vector<uint64_t> RunScript(HostEvictionPolicy policy, HostBudgetStats* stats) {
   constexpr size_t kBlock = 100;
   SinkKeys sink;
   for (uint64_t id = 1; id <= 9; ++id) sink.id_of[KeyOf(id)] = id;
@@ -230,7 +230,7 @@ TEST(HostTierPolicy, LruEvictionOrderOnAScript) {
   HostBudgetStats stats;
   // 5 evicts 2; 6 evicts 3; 2 evicts 4; 7 evicts 1; 8 evicts 5; 9 evicts 6.
   // Left: 2 7 8 9.
-  EXPECT_THAT(RunScript(EvictionPolicy::kLru, &stats), ElementsAre(2, 3, 4, 1, 5, 6, 2, 7, 8, 9));
+  EXPECT_THAT(RunScript(HostEvictionPolicy::kLru, &stats), ElementsAre(2, 3, 4, 1, 5, 6, 2, 7, 8, 9));
   EXPECT_EQ(stats.ghost_hits, 0u);
 }
 
@@ -239,7 +239,7 @@ TEST(HostTierPolicy, ReuseEvictionOrderOnAScript) {
   // After Get(1): [2 3 4 | 1]. 5 evicts 2; 6 evicts 3; 2 (remembered)
   // evicts 4: [5 6 | 1 2]. 7 evicts 5; 8 evicts 6; 9 evicts 7: [8 9 | 1 2].
   // The reused 1 and 2 survive every one-off block.
-  EXPECT_THAT(RunScript(EvictionPolicy::kReuse, &stats), ElementsAre(2, 3, 4, 5, 6, 7, 8, 9, 1, 2));
+  EXPECT_THAT(RunScript(HostEvictionPolicy::kReuse, &stats), ElementsAre(2, 3, 4, 5, 6, 7, 8, 9, 1, 2));
   EXPECT_EQ(stats.ghost_hits, 1u);
 }
 
@@ -247,7 +247,7 @@ TEST(HostTierPolicy, ReplacementCountsAsReuse) {
   constexpr size_t kBlock = 100;
   HostTierOptions opts;
   opts.capacity_bytes = 3 * kBlock;
-  opts.eviction_policy = EvictionPolicy::kReuse;
+  opts.eviction_policy = HostEvictionPolicy::kReuse;
   auto tier = HostTier::Create(std::move(opts));
   ASSERT_TRUE(tier.ok());
   HostTier& t = **tier;
@@ -270,11 +270,11 @@ TEST(HostTierPolicy, ReplacementCountsAsReuse) {
 
 TEST(HostTierPolicy, SharedBudgetUsesItsOwnPolicy) {
   constexpr size_t kBlock = 100;
-  auto budget = SharedHostBudget::Create(2 * kBlock, EvictionPolicy::kReuse);
+  auto budget = SharedHostBudget::Create(2 * kBlock, HostEvictionPolicy::kReuse);
   ASSERT_TRUE(budget.ok());
   HostTierOptions a_opts;
   a_opts.shared_budget = *budget;
-  a_opts.eviction_policy = EvictionPolicy::kLru;  // ignored: the budget decides
+  a_opts.eviction_policy = HostEvictionPolicy::kLru;  // ignored: the budget decides
   auto a = HostTier::Create(a_opts);
   auto b = HostTier::Create(a_opts);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -295,7 +295,7 @@ TEST(HostTierPolicy, ShrinkToFollowsThePolicyAndSkipsProtectedKeys) {
   constexpr size_t kBlock = 100;
   HostTierOptions opts;
   opts.capacity_bytes = 4 * kBlock;
-  opts.eviction_policy = EvictionPolicy::kReuse;
+  opts.eviction_policy = HostEvictionPolicy::kReuse;
   auto tier = HostTier::Create(std::move(opts));
   ASSERT_TRUE(tier.ok());
   HostTier& t = **tier;
@@ -314,10 +314,10 @@ TEST(HostTierPolicy, ShrinkToFollowsThePolicyAndSkipsProtectedKeys) {
 
 TEST(HostTierPolicy, UnknownPolicyValueIsInvalidArgument) {
   HostTierOptions opts;
-  opts.eviction_policy = static_cast<EvictionPolicy>(7);
+  opts.eviction_policy = static_cast<HostEvictionPolicy>(7);
   EXPECT_THAT(opts.Validate(),
               StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("eviction_policy")));
-  EXPECT_THAT(SharedHostBudget::Create(100, static_cast<EvictionPolicy>(7)),
+  EXPECT_THAT(SharedHostBudget::Create(100, static_cast<HostEvictionPolicy>(7)),
               StatusIs(StatusCode::kInvalidArgument));
 }
 

@@ -66,7 +66,7 @@ using KeySet = std::unordered_set<BlockKey, BlockKeyHash>;
 
 class Arena {
  public:
-  Arena(uint64_t capacity_bytes, EvictionPolicy policy)
+  Arena(uint64_t capacity_bytes, HostEvictionPolicy policy)
       : capacity_(capacity_bytes), order_(policy) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;

@@ -25,7 +25,7 @@ Status HostTierOptions::Validate() const {
     return Status::InvalidArgument(
         "HostTierOptions.capacity_bytes must be > 0 when no shared_budget is given");
   }
-  if (eviction_policy != EvictionPolicy::kLru && eviction_policy != EvictionPolicy::kReuse) {
+  if (eviction_policy != HostEvictionPolicy::kLru && eviction_policy != HostEvictionPolicy::kReuse) {
     return Status::InvalidArgument("HostTierOptions.eviction_policy is not a known policy (" +
                                    std::to_string(static_cast<int>(eviction_policy)) + ")");
   }
@@ -37,11 +37,11 @@ Status HostTierOptions::Validate() const {
 SharedHostBudget::SharedHostBudget(std::shared_ptr<Arena> arena) : arena_(std::move(arena)) {}
 
 Result<std::shared_ptr<SharedHostBudget>> SharedHostBudget::Create(uint64_t capacity_bytes,
-                                                                   EvictionPolicy policy) {
+                                                                   HostEvictionPolicy policy) {
   if (capacity_bytes == 0) {
     return Status::InvalidArgument("SharedHostBudget capacity_bytes must be > 0");
   }
-  if (policy != EvictionPolicy::kLru && policy != EvictionPolicy::kReuse) {
+  if (policy != HostEvictionPolicy::kLru && policy != HostEvictionPolicy::kReuse) {
     return Status::InvalidArgument("SharedHostBudget: unknown eviction policy " +
                                    std::to_string(static_cast<int>(policy)));
   }

@@ -53,7 +53,7 @@ struct RealReplayOptions {
   // empty (a replay must not find blocks of an earlier run).
   std::string disk_dir;
   // Host tier eviction policy. Default kLru.
-  EvictionPolicy policy = EvictionPolicy::kLru;
+  HostEvictionPolicy policy = HostEvictionPolicy::kLru;
   // What a block holds. Must validate.
   ModelLayout layout;
   // TieredCache load threads. Default 0: one thread drives the replay, so

@@ -27,7 +27,7 @@ TraceRequest Req(std::vector<uint64_t> ids, uint64_t input_length) {
   return r;
 }
 
-RealReplayOptions Options(uint64_t ram_blocks, EvictionPolicy policy = EvictionPolicy::kLru) {
+RealReplayOptions Options(uint64_t ram_blocks, HostEvictionPolicy policy = HostEvictionPolicy::kLru) {
   RealReplayOptions o;
   o.ram_blocks = ram_blocks;
   o.policy = policy;
@@ -101,7 +101,7 @@ TEST(ReplayBlockKey, DistinctPerIdAndNamespace) {
 // what the metadata simulator counts, under both policies.
 TEST(RealReplayer, HostOnlyAgreesWithTheSimulatorExactly) {
   const std::vector<TraceRequest> trace = MixedTrace();
-  for (EvictionPolicy policy : {EvictionPolicy::kLru, EvictionPolicy::kReuse}) {
+  for (HostEvictionPolicy policy : {HostEvictionPolicy::kLru, HostEvictionPolicy::kReuse}) {
     for (uint64_t ram : {3, 8, 20}) {
       SimOptions so;
       so.ram_blocks = ram;
@@ -117,7 +117,7 @@ TEST(RealReplayer, HostOnlyAgreesWithTheSimulatorExactly) {
       const ReplayCounts& want = sim.counts();
       const RealReplayStats& got = real->stats();
       const std::string what =
-          std::string(EvictionPolicyName(policy)) + " ram " + std::to_string(ram);
+          std::string(HostEvictionPolicyName(policy)) + " ram " + std::to_string(ram);
       EXPECT_EQ(got.counts.hit_tokens, want.hit_tokens) << what;
       EXPECT_EQ(got.counts.hit_tokens_ram, want.hit_tokens) << what;
       EXPECT_EQ(got.counts.input_tokens, want.input_tokens) << what;

@@ -17,7 +17,7 @@ Status SimOptions::Validate() const {
   if (ram_blocks == 0) {
     return Status::InvalidArgument("SimOptions.ram_blocks must be > 0 (at least 512 RAM tokens)");
   }
-  if (policy != EvictionPolicy::kLru && policy != EvictionPolicy::kReuse) {
+  if (policy != HostEvictionPolicy::kLru && policy != HostEvictionPolicy::kReuse) {
     return Status::InvalidArgument("SimOptions.policy is not a known eviction policy");
   }
   return Status::Ok();
@@ -30,7 +30,7 @@ uint64_t BlockHitTokens(const TraceRequest& r, uint64_t index) {
 }
 
 TierSimulator::TierSimulator(const SimOptions& options)
-    : options_(options), ram_(options.policy), disk_(EvictionPolicy::kLru) {
+    : options_(options), ram_(options.policy), disk_(HostEvictionPolicy::kLru) {
   assert(options.Validate().ok());
 }
 

@@ -8,7 +8,7 @@
 // order, is touched if present (a RAM block moves in the policy's order; a
 // disk block is promoted: it moves to RAM as a reused entry) or inserted
 // into RAM. RAM evicts by the host tier's EvictionList (the very code the
-// HostTier runs) under the chosen EvictionPolicy; with a disk tier, RAM
+// HostTier runs) under the chosen HostEvictionPolicy; with a disk tier, RAM
 // victims move down to disk, which is LRU and drops its own victims. The
 // tiers are exclusive: a block is in at most one.
 //
@@ -38,7 +38,7 @@ struct SimOptions {
   // tier. Default 0.
   uint64_t disk_blocks = 0;
   // RAM eviction policy. Default kLru.
-  EvictionPolicy policy = EvictionPolicy::kLru;
+  HostEvictionPolicy policy = HostEvictionPolicy::kLru;
 
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;

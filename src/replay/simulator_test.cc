@@ -26,7 +26,7 @@ ReplayCounts Simulate(const std::vector<TraceRequest>& trace, SimOptions o) {
   return sim.counts();
 }
 
-SimOptions Ram(uint64_t blocks, EvictionPolicy policy = EvictionPolicy::kLru) {
+SimOptions Ram(uint64_t blocks, HostEvictionPolicy policy = HostEvictionPolicy::kLru) {
   SimOptions o;
   o.ram_blocks = blocks;
   o.policy = policy;
@@ -113,8 +113,8 @@ const std::vector<TraceRequest> kScan = {Req({1}, 512), Req({1}, 512), Req({2, 3
                                          Req({4, 5}, 1024), Req({1}, 512)};
 
 TEST(TierSimulator, ReusePolicyKeepsTheReusedBlockThroughAScan) {
-  EXPECT_EQ(Simulate(kScan, Ram(3, EvictionPolicy::kLru)).hit_tokens, 512u);
-  ReplayCounts c = Simulate(kScan, Ram(3, EvictionPolicy::kReuse));
+  EXPECT_EQ(Simulate(kScan, Ram(3, HostEvictionPolicy::kLru)).hit_tokens, 512u);
+  ReplayCounts c = Simulate(kScan, Ram(3, HostEvictionPolicy::kReuse));
   EXPECT_EQ(c.hit_tokens, 1024u);
   EXPECT_EQ(c.ghost_hits, 0u);
 }
@@ -123,8 +123,8 @@ TEST(TierSimulator, ReusePolicyRemembersEvictedBlocks) {
   // RAM of 2 blocks.
   std::vector<TraceRequest> trace = {Req({1}, 512), Req({2}, 512), Req({1}, 512),
                                      Req({3}, 512), Req({4}, 512), Req({1}, 512)};
-  ReplayCounts lru = Simulate(trace, Ram(2, EvictionPolicy::kLru));
-  ReplayCounts reuse = Simulate(trace, Ram(2, EvictionPolicy::kReuse));
+  ReplayCounts lru = Simulate(trace, Ram(2, HostEvictionPolicy::kLru));
+  ReplayCounts reuse = Simulate(trace, Ram(2, HostEvictionPolicy::kReuse));
   // LRU: r2 hits 1; r3 evicts 2, r4 evicts 1 → r5 misses.
   EXPECT_EQ(lru.hit_tokens, 512u);
   // reuse: r2 hits 1 (reused); r3 evicts 2, r4 evicts 3 → r5 hits.
@@ -133,8 +133,8 @@ TEST(TierSimulator, ReusePolicyRemembersEvictedBlocks) {
                                      Req({4}, 512), Req({5}, 512), Req({1}, 512)};
   // reuse: r3 re-inserts the evicted 1 as reused (ghost hit); 4 and 5 then
   // evict 3 and 4 → r6 hits. LRU: 4 evicts 3, 5 evicts 1 → r6 misses.
-  EXPECT_EQ(Simulate(again, Ram(2, EvictionPolicy::kLru)).hit_tokens, 0u);
-  ReplayCounts g = Simulate(again, Ram(2, EvictionPolicy::kReuse));
+  EXPECT_EQ(Simulate(again, Ram(2, HostEvictionPolicy::kLru)).hit_tokens, 0u);
+  ReplayCounts g = Simulate(again, Ram(2, HostEvictionPolicy::kReuse));
   EXPECT_EQ(g.hit_tokens, 512u);
   EXPECT_EQ(g.ghost_hits, 1u);
 }
@@ -167,7 +167,7 @@ TEST(Belady, NeverBelowLruOnALongRandomishTrace) {
   }
   for (uint64_t cap : {4, 8, 16, 32}) {
     const uint64_t lru = Simulate(trace, Ram(cap)).hit_tokens;
-    const uint64_t reuse = Simulate(trace, Ram(cap, EvictionPolicy::kReuse)).hit_tokens;
+    const uint64_t reuse = Simulate(trace, Ram(cap, HostEvictionPolicy::kReuse)).hit_tokens;
     const uint64_t belady = BeladyHitTokens(trace, cap);
     EXPECT_GE(belady, lru) << cap;
     EXPECT_GE(belady, reuse) << cap;
