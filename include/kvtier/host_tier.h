@@ -14,7 +14,9 @@
 // share one global LRU order: making room for one tier may evict another
 // tier's least recently used entries (calling that tier's sink for its dirty
 // ones). The budget is charged with entries' bytes plus outstanding
-// Reservations, and never exceeds its capacity.
+// Reservations, and never exceeds its capacity. "LRU order" below means the
+// budget's eviction order: least recently used first under the default
+// HostEvictionPolicy::kLru; kReuse puts entries not yet reused ahead of the rest.
 //
 // Mapping to seed 000's SharedHotCacheBudget: put = HostTier::Put,
 // touch = HostTier::Get, forget = HostTier::Erase, forget owner =
@@ -79,10 +81,27 @@ using HostKeyListener = std::function<void(const BlockKey& key, KeyPresence chan
 
 class SharedHostBudget;
 
+// How a host budget picks the entry to evict (docs/replay.md compares them
+// on a real trace).
+enum class HostEvictionPolicy : uint8_t {
+  // Least recently used first.
+  kLru,
+  // Reuse-aware LRU: entries not yet reused (stored once, never read back)
+  // are evicted before reused ones, LRU within each group. An entry counts
+  // as reused once it is read (Get), replaced (Put of a present key), or
+  // stored again while its key is remembered from a recent eviction (the
+  // budget remembers the last 4 × entries evicted keys). Keeps blocks that
+  // several requests share when one-off blocks stream through.
+  kReuse,
+};
+
 struct HostTierOptions {
   // Bytes of RAM for a private budget. Ignored when `shared_budget` is set.
   // Must be > 0 then. Default: 1 GiB.
   uint64_t capacity_bytes = uint64_t{1} << 30;
+  // Eviction policy of a private budget. Ignored when `shared_budget` is
+  // set (the budget's own policy applies). Default: kLru.
+  HostEvictionPolicy eviction_policy = HostEvictionPolicy::kLru;
   // Join this budget (and its global LRU order) instead of creating a
   // private one. Default: none.
   std::shared_ptr<SharedHostBudget> shared_budget;
@@ -106,6 +125,7 @@ struct HostTierStats {
   uint64_t reserved_bytes = 0;  // held by this tier's live Reservations
   // Counters since creation.
   uint64_t hits = 0;                  // Get found the key
+  uint64_t handoff_hits = 0;          // ... evicted, while its sink call was running
   uint64_t misses = 0;                // Get did not
   uint64_t puts = 0;                  // successful Puts (new keys and replacements)
   uint64_t replacements = 0;          // successful Puts of a key already present
@@ -128,6 +148,8 @@ struct HostBudgetStats {
   uint64_t entries = 0;
   uint64_t tiers = 0;      // live HostTiers on the budget
   uint64_t evictions = 0;  // over all tiers, since creation
+  // kReuse only: stores of a key remembered from a recent eviction.
+  uint64_t ghost_hits = 0;
 };
 
 // A byte budget and global LRU order shared by HostTiers. Create it, pass it
@@ -137,8 +159,10 @@ struct HostBudgetStats {
 // Thread safety: see the file comment.
 class SharedHostBudget {
  public:
-  // InvalidArgument if capacity_bytes is 0.
-  static Result<std::shared_ptr<SharedHostBudget>> Create(uint64_t capacity_bytes);
+  // InvalidArgument if capacity_bytes is 0. `policy` orders the victims of
+  // all tiers on the budget (the file comment's "LRU order" is this order).
+  static Result<std::shared_ptr<SharedHostBudget>> Create(
+      uint64_t capacity_bytes, HostEvictionPolicy policy = HostEvictionPolicy::kLru);
 
   SharedHostBudget(const SharedHostBudget&) = delete;
   SharedHostBudget& operator=(const SharedHostBudget&) = delete;
@@ -221,8 +245,17 @@ class HostTier {
   // is not empty, also copies the block's bytes into its front (the rest of
   // `dst` is left alone). On a miss: returns nullptr. InvalidArgument if
   // `dst` is not empty and is smaller than the block (nothing is copied or
-  // counted then).
+  // counted then). A dirty entry that was evicted stays readable here (a
+  // hit, not re-added) until its sink call returns, so a block is never
+  // missing from both this tier and the lower one while it moves down.
   Result<SharedBlock> Get(const BlockKey& key, std::span<std::byte> dst = {});
+
+  // Get() of each key (into dsts[i] when `dsts` is not empty), looked up
+  // under one lock of the budget and copied after it: cheaper than a Get per
+  // key for a batch of small blocks. InvalidArgument if `dsts` is neither
+  // empty nor as long as `keys` (for every key then).
+  std::vector<Result<SharedBlock>> GetMany(std::span<const BlockKey> keys,
+                                           std::span<const std::span<std::byte>> dsts = {});
 
   // Whether the key is present. Neither touches the LRU order nor counts.
   bool Contains(const BlockKey& key) const;
@@ -250,8 +283,9 @@ class HostTier {
   // hold the room (counted as a reservation failure).
   Result<Reservation> Reserve(uint64_t bytes);
 
-  // Up to `limit` dirty entries, least recently used first: what a flush
-  // writes to disk (then calls MarkClean).
+  // Up to `limit` dirty entries in eviction order (next victim first; least
+  // recently used first under kLru): what a flush writes to disk (then
+  // calls MarkClean).
   std::vector<DirtyEntry> DirtyEntries(size_t limit = SIZE_MAX) const;
 
   HostTierStats Stats() const;

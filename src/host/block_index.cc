@@ -49,11 +49,23 @@ TierMask BlockIndex::MaskOf(const Slot& slot) {
   return m;
 }
 
-void BlockIndex::Add(const BlockKey& key, IndexTier tier) { Apply(key, tier, +1); }
+void BlockIndex::Add(const BlockKey& key, IndexTier tier) {
+  Apply(key, tier, +1, CountUpdate::kAdd);
+}
 
-void BlockIndex::Remove(const BlockKey& key, IndexTier tier) { Apply(key, tier, -1); }
+void BlockIndex::Remove(const BlockKey& key, IndexTier tier) {
+  Apply(key, tier, -1, CountUpdate::kAdd);
+}
 
-void BlockIndex::Apply(const BlockKey& key, IndexTier tier, int delta) {
+void BlockIndex::MarkPresent(const BlockKey& key, IndexTier tier) {
+  Apply(key, tier, 1, CountUpdate::kSet);
+}
+
+void BlockIndex::MarkAbsent(const BlockKey& key, IndexTier tier) {
+  Apply(key, tier, 0, CountUpdate::kSet);
+}
+
+void BlockIndex::Apply(const BlockKey& key, IndexTier tier, int value, CountUpdate how) {
   const size_t t = static_cast<size_t>(tier);
   assert(t < kIndexTierCount);
   const uint64_t h = Hash(key);
@@ -65,7 +77,7 @@ void BlockIndex::Apply(const BlockKey& key, IndexTier tier, int delta) {
     if (slot.key == key.bytes) {
       const bool was_held = MaskOf(slot) != 0;
       const int old_count = slot.count[t];
-      const int new_count = old_count + delta;
+      const int new_count = how == CountUpdate::kSet ? value : old_count + value;
       // |count| is bounded by the events in flight at once, far below 2^15.
       assert(new_count >= INT16_MIN && new_count <= INT16_MAX);
       slot.count[t] = static_cast<int16_t>(new_count);
@@ -81,6 +93,8 @@ void BlockIndex::Apply(const BlockKey& key, IndexTier tier, int delta) {
   }
   // A new key. A remove that overtook its add lands here too and leaves a
   // count of -1 until the add arrives.
+  if (value == 0) return;  // MarkAbsent of an unknown key
+  const int delta = value;
   if ((s.occupied + 1) * 4 > (s.mask + 1) * 3) {
     GrowLocked(s, *this);
     pos = h & s.mask;

@@ -67,6 +67,13 @@ class BlockIndex {
   void Add(const BlockKey& key, IndexTier tier);
   void Remove(const BlockKey& key, IndexTier tier);
 
+  // For a tier whose presence its owner learns by asking rather than from
+  // events (the disk tier, which other processes change too): sets the
+  // tier's count for `key` to exactly 1 (present) or 0 (absent). Idempotent.
+  // Use either these or Add/Remove for a given tier, never both.
+  void MarkPresent(const BlockKey& key, IndexTier tier);
+  void MarkAbsent(const BlockKey& key, IndexTier tier);
+
   // The tiers that hold `key` (0 = none).
   TierMask Lookup(const BlockKey& key) const;
 
@@ -103,7 +110,9 @@ class BlockIndex {
 
   uint64_t Hash(const BlockKey& key) const;
   Shard& ShardFor(uint64_t hash) const { return shards_[hash >> (64 - kShardBits)]; }
-  void Apply(const BlockKey& key, IndexTier tier, int delta);
+  enum class CountUpdate : uint8_t { kAdd, kSet };
+  // Adds `value` to the tier's count (kAdd) or sets the count to it (kSet).
+  void Apply(const BlockKey& key, IndexTier tier, int value, CountUpdate how);
   static void GrowLocked(Shard& shard, const BlockIndex& index) REQUIRES(shard.mu);
   static void EraseSlotLocked(Shard& shard, size_t pos, const BlockIndex& index) REQUIRES(shard.mu);
   static TierMask MaskOf(const Slot& slot);

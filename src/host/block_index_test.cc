@@ -182,3 +182,39 @@ TEST(BlockIndex, ConcurrentEventsConverge) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// MarkPresent/MarkAbsent set a tier's state; repeats change nothing, and
+// other tiers' counts are left alone.
+TEST(BlockIndex, MarkPresentAndAbsentAreIdempotent) {
+  BlockIndex index;
+  const BlockKey a = KeyOf(1), b = KeyOf(2);
+  index.MarkAbsent(a, IndexTier::kDisk);  // unknown key: nothing stored
+  EXPECT_EQ(index.Lookup(a), 0);
+  EXPECT_EQ(index.KeyCount(), 0u);
+
+  index.MarkPresent(a, IndexTier::kDisk);
+  index.MarkPresent(a, IndexTier::kDisk);
+  index.Add(a, IndexTier::kHost);
+  index.MarkPresent(b, IndexTier::kDisk);
+  EXPECT_EQ(index.Lookup(a), kHostBit | kDiskBit);
+  EXPECT_EQ(index.KeyCount(IndexTier::kDisk), 2u);
+  EXPECT_EQ(index.KeyCount(), 2u);
+
+  index.MarkAbsent(a, IndexTier::kDisk);  // once is enough after two marks
+  EXPECT_EQ(index.Lookup(a), kHostBit);
+  index.MarkAbsent(a, IndexTier::kDisk);
+  EXPECT_EQ(index.Lookup(a), kHostBit);
+  index.Remove(a, IndexTier::kHost);
+  EXPECT_EQ(index.Lookup(a), 0);
+  EXPECT_EQ(index.KeyCount(), 1u);
+  EXPECT_EQ(index.KeyCount(IndexTier::kDisk), 1u);
+  index.MarkAbsent(b, IndexTier::kDisk);
+  EXPECT_EQ(index.KeyCount(), 0u);
+  EXPECT_EQ(index.Lookup(b), 0);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -21,7 +21,7 @@ void Arena::CloseOwner(Owner* owner) {
   for (auto& [key, it] : owner->map) {
     used_ -= it->bytes;
     dropped.push_back(std::move(it->block));
-    lru_.erase(it);
+    order_.Remove(it, KeyFingerprint(key), Removal::kErased);
   }
   owner->map.clear();
   owner->stats.entries = 0;
@@ -64,6 +64,8 @@ void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredLi
       if (o->sink) {
         d.to_sink = true;
         ++s.dirty_evictions;
+        auto& [held, calls] = o->handoff[e.key];
+        if (calls++ == 0) held = d.block;
       } else {
         ++s.dirty_dropped;
       }
@@ -71,14 +73,15 @@ void Arena::RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredLi
   } else {
     ++s.erases;
   }
+  const uint64_t fp = KeyFingerprint(e.key);
   o->map.erase(e.key);
-  lru_.erase(it);
+  order_.Remove(it, fp, reason == RemoveReason::kEvict ? Removal::kEvicted : Removal::kErased);
   QueueLocked(out, std::move(d));
 }
 
 bool Arena::MakeRoomLocked(uint64_t need, DeferredList* out) {
-  while (used_ + reserved_ + need > capacity_ && !lru_.empty()) {
-    RemoveLocked(lru_.begin(), RemoveReason::kEvict, out);
+  while (used_ + reserved_ + need > capacity_ && !order_.empty()) {
+    RemoveLocked(order_.begin(), RemoveReason::kEvict, out);
   }
   return used_ + reserved_ + need <= capacity_;
 }
@@ -111,15 +114,26 @@ void Arena::Run(DeferredList& actions) {
     actions.clear();
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SharedBlock> retired;  // handoff blocks, freed after unlocking
+  std::unique_lock<std::mutex> lock(mu_);
   bool wake = false;
   for (size_t i = 0; i < actions.size(); ++i) {
     Deferred& a = actions[i];
     if (!a.to_sink && !a.notify_added && !a.notify_removed) continue;
     a.owner->stats.sink_errors += failed[i];
+    if (a.to_sink) {
+      auto h = a.owner->handoff.find(a.key);
+      assert(h != a.owner->handoff.end());
+      if (h != a.owner->handoff.end() && --h->second.second == 0) {
+        retired.push_back(std::move(h->second.first));
+        a.owner->handoff.erase(h);
+      }
+    }
     if (--a.owner->inflight == 0 && a.owner->closed) wake = true;
   }
   if (wake) idle_cv_.notify_all();
+  lock.unlock();
+  retired.clear();
   actions.clear();
 }
 
@@ -164,7 +178,7 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
         s.dirty_entries -= 1;
         s.dirty_bytes -= old.bytes;
       }
-      parked.splice(parked.begin(), lru_, found->second);
+      parked = order_.Extract(found->second);
     }
     const bool room = MakeRoomLocked(bytes, &actions);
     assert(room);
@@ -175,11 +189,11 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
       it = parked.begin();
       replaced = std::move(it->block);
       *it = std::move(node.front());
-      lru_.splice(lru_.end(), parked);
+      // Storing a present key again means it is wanted again.
+      order_.Insert(std::move(parked), KeyFingerprint(key), Admission::kReused);
       ++s.replacements;
     } else {
-      it = node.begin();
-      lru_.splice(lru_.end(), node);
+      it = order_.Insert(std::move(node), KeyFingerprint(key), Admission::kNew);
       owner->map.emplace(key, it);
       s.entries += 1;
       if (owner->listener) {
@@ -198,27 +212,66 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
   return Status::Ok();
 }
 
-Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+Result<SharedBlock> Arena::FindLocked(Owner* owner, const BlockKey& key, size_t dst_size) {
+  auto found = owner->map.find(key);
   SharedBlock block;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto found = owner->map.find(key);
-    if (found == owner->map.end()) {
+  if (found == owner->map.end()) {
+    auto h = owner->handoff.find(key);
+    if (h == owner->handoff.end()) {
       ++owner->stats.misses;
       return SharedBlock();
     }
-    EntryList::iterator it = found->second;
-    if (!dst.empty() && dst.size() < it->bytes) {
-      return Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
-                                     " bytes is smaller than the block of " +
-                                     std::to_string(it->bytes) + " bytes");
-    }
-    lru_.splice(lru_.end(), lru_, it);
-    ++owner->stats.hits;
-    block = it->block;
+    // Evicted, its sink call still running: serve it without re-adding.
+    block = h->second.first;
+  } else {
+    block = found->second->block;
   }
-  if (!dst.empty()) std::memcpy(dst.data(), block->data(), block->size());
+  if (dst_size != 0 && dst_size < block->size()) {
+    return Status::InvalidArgument("destination of " + std::to_string(dst_size) +
+                                   " bytes is smaller than the block of " +
+                                   std::to_string(block->size()) + " bytes");
+  }
+  if (found != owner->map.end()) {
+    order_.Touch(found->second);
+  } else {
+    ++owner->stats.handoff_hits;
+  }
+  ++owner->stats.hits;
   return block;
+}
+
+Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
+  Result<SharedBlock> got = SharedBlock();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    got = FindLocked(owner, key, dst.size());
+  }
+  if (got.ok() && *got != nullptr && !dst.empty()) {
+    std::memcpy(dst.data(), (*got)->data(), (*got)->size());
+  }
+  return got;
+}
+
+std::vector<Result<SharedBlock>> Arena::GetMany(Owner* owner, std::span<const BlockKey> keys,
+                                                std::span<const std::span<std::byte>> dsts) {
+  std::vector<Result<SharedBlock>> out;
+  out.reserve(keys.size());
+  {
+    // One lock for the batch: besides saving the lock traffic, the lookups
+    // of independent keys can overlap their cache misses.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      out.push_back(FindLocked(owner, keys[i], dsts.empty() ? 0 : dsts[i].size()));
+    }
+  }
+  if (!dsts.empty()) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (out[i].ok() && *out[i] != nullptr) {
+        std::memcpy(dsts[i].data(), (*out[i])->data(), (*out[i])->size());
+      }
+    }
+  }
+  return out;
 }
 
 bool Arena::Contains(const Owner* owner, const BlockKey& key) const {
@@ -255,8 +308,8 @@ uint64_t Arena::ShrinkTo(Owner* owner, uint64_t target_bytes, const KeySet& prot
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto total = [&]() { return owner != nullptr ? owner->stats.bytes : used_; };
-    auto it = lru_.begin();
-    while (total() > target_bytes && it != lru_.end()) {
+    auto it = order_.begin();
+    while (total() > target_bytes && it != order_.end()) {
       if ((owner != nullptr && it->owner != owner) || protected_keys.count(it->key) != 0) {
         ++it;
         continue;
@@ -276,8 +329,8 @@ uint64_t Arena::Clear(Owner* owner) {
   DeferredList actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = lru_.begin();
-    while (it != lru_.end()) {
+    auto it = order_.begin();
+    while (it != order_.end()) {
       if (owner != nullptr && it->owner != owner) {
         ++it;
         continue;
@@ -324,7 +377,7 @@ std::vector<HostTier::DirtyEntry> Arena::DirtyEntries(const Owner* owner, size_t
   std::vector<HostTier::DirtyEntry> out;
   std::lock_guard<std::mutex> lock(mu_);
   out.reserve(std::min<size_t>(limit, owner->stats.dirty_entries));
-  for (auto it = lru_.begin(); it != lru_.end() && out.size() < limit; ++it) {
+  for (auto it = order_.begin(); it != order_.end() && out.size() < limit; ++it) {
     if (it->owner == owner && it->dirty) out.push_back({it->key, it->block});
   }
   return out;
@@ -341,9 +394,10 @@ HostBudgetStats Arena::Stats() const {
   s.capacity_bytes = capacity_;
   s.used_bytes = used_;
   s.reserved_bytes = reserved_;
-  s.entries = lru_.size();
+  s.entries = order_.size();
   s.tiers = owners_;
   s.evictions = evictions_;
+  s.ghost_hits = order_.ghost_hits();
   return s;
 }
 

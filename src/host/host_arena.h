@@ -1,7 +1,8 @@
 // Arena: the state behind a SharedHostBudget and all HostTiers on it.
 //
-// One mutex guards everything: the global LRU list of entries, each tier's
-// key map and counters, and the budget's totals. HostTier and
+// One mutex guards everything: the global eviction order of entries (an
+// EvictionList under the budget's policy), each tier's key map and
+// counters, and the budget's totals. HostTier and
 // SharedHostBudget are thin handles that call in here.
 //
 // Calls out (eviction sinks, key listeners) are collected under the mutex
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
+#include "host/eviction_policy.h"
 #include "kvtier/host_tier.h"
 
 namespace kvtier::host_internal {
@@ -38,9 +40,10 @@ struct Entry {
   SharedBlock block;
   uint64_t bytes = 0;
   bool dirty = false;
+  bool reused = false;  // owned by the EvictionList
 };
 
-using EntryList = std::list<Entry>;  // front = least recently used
+using EntryList = EvictionList<Entry>::List;  // one list node, or the whole order
 
 // One HostTier's share of the arena. The callbacks are set at creation and
 // never change (safe to call without the lock); everything else is guarded
@@ -50,6 +53,10 @@ struct Owner {
   HostKeyListener listener;
 
   std::unordered_map<BlockKey, EntryList::iterator, BlockKeyHash> map;
+  // Evicted dirty entries whose sink call has not returned yet, with the
+  // number of such calls per key. Get serves them, so a block stays
+  // readable while it moves to the lower tier.
+  std::unordered_map<BlockKey, std::pair<SharedBlock, uint32_t>, BlockKeyHash> handoff;
   HostTierStats stats;    // gauges kept up to date here as well
   uint64_t inflight = 0;  // deferred actions handed out, not yet finished
   bool closed = false;
@@ -59,7 +66,8 @@ using KeySet = std::unordered_set<BlockKey, BlockKeyHash>;
 
 class Arena {
  public:
-  explicit Arena(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+  Arena(uint64_t capacity_bytes, HostEvictionPolicy policy)
+      : capacity_(capacity_bytes), order_(policy) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -73,6 +81,10 @@ class Arena {
   Status Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dirty,
              uint64_t* reserved_bytes) EXCLUDES(mu_);
   Result<SharedBlock> Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst)
+      EXCLUDES(mu_);
+  // REQUIRES: dsts empty or dsts.size() == keys.size().
+  std::vector<Result<SharedBlock>> GetMany(Owner* owner, std::span<const BlockKey> keys,
+                                           std::span<const std::span<std::byte>> dsts)
       EXCLUDES(mu_);
   bool Contains(const Owner* owner, const BlockKey& key) const EXCLUDES(mu_);
   bool MarkClean(Owner* owner, const BlockKey& key) EXCLUDES(mu_);
@@ -107,10 +119,14 @@ class Arena {
 
   enum class RemoveReason { kEvict, kErase };
 
+  // Get's lookup: the entry (or handed-off block) for `key`, touched and
+  // counted; nullptr on a miss; InvalidArgument if dst_size is not 0 and
+  // smaller than the block (nothing touched or counted then).
+  Result<SharedBlock> FindLocked(Owner* owner, const BlockKey& key, size_t dst_size) REQUIRES(mu_);
   // Unlinks `it`, updates every gauge and counter, and queues the calls out
   // it needs (sink for a dirty eviction, listener).
   void RemoveLocked(EntryList::iterator it, RemoveReason reason, DeferredList* out) REQUIRES(mu_);
-  // Evicts from the LRU end until `need` more bytes fit. False if they
+  // Evicts from the front of the order until `need` more bytes fit. False if they
   // cannot (only reservations left).
   bool MakeRoomLocked(uint64_t need, DeferredList* out) REQUIRES(mu_);
   void QueueLocked(DeferredList* out, Deferred d) REQUIRES(mu_);
@@ -120,8 +136,8 @@ class Arena {
 
   const uint64_t capacity_;
   mutable std::mutex mu_;
-  std::condition_variable idle_cv_;  // an owner's inflight dropped to 0
-  EntryList lru_ GUARDED_BY(mu_);
+  std::condition_variable idle_cv_;            // an owner's inflight dropped to 0
+  EvictionList<Entry> order_ GUARDED_BY(mu_);  // front = next victim
   uint64_t used_ GUARDED_BY(mu_) = 0;
   uint64_t reserved_ GUARDED_BY(mu_) = 0;
   uint64_t owners_ GUARDED_BY(mu_) = 0;

@@ -1,5 +1,6 @@
 #include "kvtier/host_tier.h"
 
+#include <string>
 #include <unordered_set>
 #include <utility>
 
@@ -24,6 +25,10 @@ Status HostTierOptions::Validate() const {
     return Status::InvalidArgument(
         "HostTierOptions.capacity_bytes must be > 0 when no shared_budget is given");
   }
+  if (eviction_policy != HostEvictionPolicy::kLru && eviction_policy != HostEvictionPolicy::kReuse) {
+    return Status::InvalidArgument("HostTierOptions.eviction_policy is not a known policy (" +
+                                   std::to_string(static_cast<int>(eviction_policy)) + ")");
+  }
   return Status::Ok();
 }
 
@@ -31,12 +36,17 @@ Status HostTierOptions::Validate() const {
 
 SharedHostBudget::SharedHostBudget(std::shared_ptr<Arena> arena) : arena_(std::move(arena)) {}
 
-Result<std::shared_ptr<SharedHostBudget>> SharedHostBudget::Create(uint64_t capacity_bytes) {
+Result<std::shared_ptr<SharedHostBudget>> SharedHostBudget::Create(uint64_t capacity_bytes,
+                                                                   HostEvictionPolicy policy) {
   if (capacity_bytes == 0) {
     return Status::InvalidArgument("SharedHostBudget capacity_bytes must be > 0");
   }
+  if (policy != HostEvictionPolicy::kLru && policy != HostEvictionPolicy::kReuse) {
+    return Status::InvalidArgument("SharedHostBudget: unknown eviction policy " +
+                                   std::to_string(static_cast<int>(policy)));
+  }
   return std::shared_ptr<SharedHostBudget>(
-      new SharedHostBudget(std::make_shared<Arena>(capacity_bytes)));
+      new SharedHostBudget(std::make_shared<Arena>(capacity_bytes, policy)));
 }
 
 uint64_t SharedHostBudget::capacity_bytes() const { return arena_->capacity(); }
@@ -91,7 +101,8 @@ Result<std::unique_ptr<HostTier>> HostTier::Create(HostTierOptions options) {
   KVTIER_RETURN_IF_ERROR(options.Validate());
   std::shared_ptr<SharedHostBudget> budget = std::move(options.shared_budget);
   if (budget == nullptr) {
-    KVTIER_ASSIGN_OR_RETURN(budget, SharedHostBudget::Create(options.capacity_bytes));
+    KVTIER_ASSIGN_OR_RETURN(
+        budget, SharedHostBudget::Create(options.capacity_bytes, options.eviction_policy));
   }
   auto owner = std::make_shared<Owner>();
   owner->sink = std::move(options.eviction_sink);
@@ -118,6 +129,17 @@ Status HostTier::Put(const BlockKey& key, SharedBlock block, HostEntryState stat
 
 Result<SharedBlock> HostTier::Get(const BlockKey& key, std::span<std::byte> dst) {
   return arena().Get(owner_.get(), key, dst);
+}
+
+std::vector<Result<SharedBlock>> HostTier::GetMany(std::span<const BlockKey> keys,
+                                                   std::span<const std::span<std::byte>> dsts) {
+  if (!dsts.empty() && dsts.size() != keys.size()) {
+    return std::vector<Result<SharedBlock>>(
+        keys.size(),
+        Status::InvalidArgument("HostTier::GetMany: " + std::to_string(keys.size()) + " keys but " +
+                                std::to_string(dsts.size()) + " buffers"));
+  }
+  return arena().GetMany(owner_.get(), keys, dsts);
 }
 
 bool HostTier::Contains(const BlockKey& key) const { return arena().Contains(owner_.get(), key); }

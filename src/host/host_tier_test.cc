@@ -634,3 +634,93 @@ TEST(SharedHostBudget, DestroyingATierWaitsForItsSinkCallsInFlight) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// While an evicted dirty entry's sink call runs, Get still serves it (a
+// hit, counted as a handoff hit, not re-added); once the sink has returned
+// it is a miss. Without this a block moving to the lower tier is briefly
+// in neither tier.
+TEST(HostTier, EvictedDirtyEntryStaysReadableUntilItsSinkReturns) {
+  std::atomic<bool> in_sink{false}, release{false};
+  HostTierOptions opts;
+  opts.capacity_bytes = 1000;
+  opts.eviction_sink = [&](const BlockKey&, SharedBlock) {
+    in_sink = true;
+    while (!release) std::this_thread::yield();
+    return Status::Ok();
+  };
+  auto tier = std::move(HostTier::Create(std::move(opts))).value();
+  PutId(*tier, 1, 1000, kDirty);
+  std::thread evictor([&] { PutId(*tier, 2, 1000, kClean); });  // evicts 1 → sink
+  while (!in_sink) std::this_thread::yield();
+
+  std::vector<std::byte> dst(1000);
+  auto got = tier->Get(KeyOf(1), dst);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_NE(*got, nullptr);
+  EXPECT_TRUE(BlockMatches(KeyOf(1), **got, 1000));
+  EXPECT_EQ(std::memcmp(dst.data(), (*got)->data(), 1000), 0);
+  EXPECT_FALSE(tier->Contains(KeyOf(1)));  // not re-added
+  // A too-small buffer is refused for a handed-off block as for any other.
+  std::vector<std::byte> small(10);
+  EXPECT_THAT(tier->Get(KeyOf(1), small), StatusIs(StatusCode::kInvalidArgument));
+
+  release = true;
+  evictor.join();
+  auto after = tier->Get(KeyOf(1));
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(*after, nullptr);
+  HostTierStats s = tier->Stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.handoff_hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_EQ(s.bytes, 1000u);
+}
+
+}  // namespace
+}  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// GetMany is Get per key under one lock: same bytes, hits, misses, LRU
+// touches and size errors.
+TEST(HostTier, GetManyIsGetPerKey) {
+  auto tier = MakeTier(3000);
+  PutId(*tier, 1, 1000, kDirty);
+  PutId(*tier, 2, 1000, kClean);
+  PutId(*tier, 3, 1000, kClean);
+  std::vector<BlockKey> keys = {KeyOf(1), KeyOf(9), KeyOf(2)};
+  std::vector<std::vector<std::byte>> bufs = {
+      std::vector<std::byte>(1000), std::vector<std::byte>(1000), std::vector<std::byte>(999)};
+  std::vector<std::span<std::byte>> dsts(bufs.begin(), bufs.end());
+  auto got = tier->GetMany(keys, dsts);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_THAT(got[0], IsOk());
+  ASSERT_NE(*got[0], nullptr);
+  EXPECT_TRUE(BlockMatches(KeyOf(1), **got[0], 1000));
+  EXPECT_EQ(std::memcmp(bufs[0].data(), (*got[0])->data(), 1000), 0);
+  ASSERT_THAT(got[1], IsOk());
+  EXPECT_EQ(*got[1], nullptr);
+  EXPECT_THAT(got[2], StatusIs(StatusCode::kInvalidArgument));
+  HostTierStats s = tier->Stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  // Key 1 was touched, key 2 (refused) was not: 2 is now the LRU victim.
+  PutId(*tier, 4, 1000, kClean);
+  EXPECT_FALSE(tier->Contains(KeyOf(2)));
+  EXPECT_TRUE(tier->Contains(KeyOf(1)));
+  // Without buffers: blocks only. Mismatched lengths: every key refused.
+  auto no_copy = tier->GetMany(keys);
+  ASSERT_THAT(no_copy[0], IsOk());
+  EXPECT_NE(*no_copy[0], nullptr);
+  auto mismatched = tier->GetMany(keys, std::span(dsts).first(2));
+  ASSERT_EQ(mismatched.size(), 3u);
+  for (const auto& r : mismatched) EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,320 @@
+// TieredCache: one object over kvtier's tiers — the host (RAM) tier and the
+// optional disk tier — that an inference engine opens once and asks for
+// blocks by key (DESIGN.md §1, docs/tiers.md).
+//
+//   Match(chain)   how many leading blocks of a key chain are available and
+//                  in which tier, answered from an in-memory index (no data
+//                  I/O);
+//   Load(keys, …)  copies blocks into the caller's buffers: host hits at
+//                  once, disk hits in parallel behind a LoadFuture, with host
+//                  budget reserved before each disk read and the block
+//                  promoted into RAM afterwards (configurable);
+//   Preload(keys)  warms the host tier from disk within its free budget;
+//   Store(keys, …) write-back (a dirty host entry; evicting it hands it to
+//                  the disk tier) or write-through (queued to disk at once
+//                  plus a clean host copy);
+//   Flush / Close  write dirty entries down; Close within a bounded time;
+//   Stats          per tier and combined, as JSON and Prometheus text.
+//
+// A block is loadable in every state it passes through: only in RAM (a
+// dirty entry), being handed to the disk tier (HostTier keeps it readable
+// until its sink returns), queued for writing (the disk tier's pending
+// buffer) and only on disk. Bytes are never re-encoded: what Load copies is
+// the block file Store was given, or a miss.
+//
+// The Match index holds, per key, whether the host tier has it (exact: fed
+// by the host tier's key listener) and whether the disk tier has it (a
+// hint: set when this cache stores to or reads from disk, and learned by
+// asking DiskTier::Contains when the index has no answer, which also finds
+// blocks other processes wrote). A stale disk hint is corrected when a Load
+// misses it on disk; until then Match may report a block the disk tier has
+// since evicted, which Load then reports as a miss.
+//
+// Ownership: Open() returns the only owner. The Env must outlive the cache.
+// A LoadFuture holds its own state and may outlive the cache; the buffers a
+// Load writes into must stay valid until its future is ready or destroyed.
+//
+// Thread safety: every method may be called from any number of threads at
+// once. No file I/O, SQLite call or callback runs under a lock of the cache.
+// Close() (or the destructor) waits for calls in progress; calls after it
+// return FailedPrecondition (Match: an empty match), except Stats().
+#ifndef KVTIER_TIERED_CACHE_H_
+#define KVTIER_TIERED_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/disk_tier.h"
+#include "kvtier/env.h"
+#include "kvtier/host_tier.h"
+#include "kvtier/options.h"
+#include "kvtier/stats.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+namespace cache_internal {
+class CacheCore;
+struct LoadState;
+}  // namespace cache_internal
+
+// How Store() sends a block towards the disk tier.
+enum class WritePolicy : uint8_t {
+  // A dirty host entry; the disk tier gets it when the host budget evicts
+  // it, on Flush() or on Close(). Fastest; a crash loses dirty entries.
+  kWriteBack,
+  // Queued to the disk tier at once, plus a clean host copy. Needs a disk
+  // tier.
+  kWriteThrough,
+};
+
+// Where a block was found or served from.
+enum class CacheTier : uint8_t { kNone = 0, kHost = 1, kDisk = 2 };
+
+// "none", "host", "disk".
+std::string_view CacheTierName(CacheTier tier);
+
+struct CacheOptions {
+  // --- Host tier ----------------------------------------------------------
+  // The RAM tier: `host.capacity_bytes` (default 1 GiB) or
+  // `host.shared_budget` (one budget and global LRU order for several
+  // caches). `host.eviction_sink` and `host.key_listener` must be empty: the
+  // cache wires them (to the disk tier and to its Match index).
+  HostTierOptions host;
+
+  // --- Disk tier ----------------------------------------------------------
+  // The disk tier's options, or nullopt for a host-only (hot-only) cache, in
+  // which dirty entries the budget evicts are dropped and counted. An empty
+  // `disk->layout_signature` is filled from `layout_signature` below; a
+  // non-empty one must equal it. Default: nullopt.
+  std::optional<DiskTierOptions> disk;
+
+  // --- Blocks -------------------------------------------------------------
+  // The layout signature (ModelLayout::Signature()) of every block this
+  // cache holds. Required.
+  std::string layout_signature;
+  // Store() checks each block's header first (structure, that its key is
+  // the key it is stored under, its signature) and refuses bad blocks with
+  // InvalidArgument. The data checksum is not computed. Default true.
+  bool verify_stores = true;
+
+  // --- Policy -------------------------------------------------------------
+  // Store()'s policy when StoreOptions does not name one. kWriteThrough
+  // needs `disk`. Default kWriteBack.
+  WritePolicy write_policy = WritePolicy::kWriteBack;
+  // Load() keeps a clean host copy of each block it reads from disk, paid
+  // for with host budget reserved before the read; when no budget can be
+  // reserved the block is still loaded, just not promoted (counted).
+  // Default true.
+  bool promote_disk_hits = true;
+  // Match() asks the disk tier (DiskTier::Contains: one index lookup, no
+  // file read) about a key its in-memory index has no answer for, and
+  // remembers a yes. Off: Match only knows disk blocks this cache stored or
+  // loaded. Default true.
+  bool match_asks_disk = true;
+  // Threads that run the disk part of Load() (the disk tier reads a batch
+  // in parallel on its own read threads). 0 = Load() does all its work on
+  // the caller's thread and returns a ready future. At most 64. Default 2.
+  uint32_t load_threads = 2;
+  // Blocks the Match index is sized for up front (0 = grow on demand).
+  // Default 0.
+  uint64_t index_expected_blocks = 0;
+  // Milliseconds Close() may spend handing dirty entries to the disk tier
+  // (after that, the rest are dropped, counted, and Close() returns
+  // Unavailable). The disk tier then finishes the writes it accepted.
+  // 0 = no bound. Default 60000.
+  uint64_t close_timeout_ms = 60'000;
+
+  // OK, or InvalidArgument whose message starts with the bad field's name
+  // (disk fields as "disk.<field>").
+  Status Validate() const;
+};
+
+// Per-call options of Store().
+struct StoreOptions {
+  // Overrides CacheOptions::write_policy for this call. Default: none.
+  std::optional<WritePolicy> write_policy;
+};
+
+// What Match() found.
+struct MatchResult {
+  // Leading blocks of the chain that are available.
+  size_t blocks = 0;
+  // The fastest tier holding each of them (tiers.size() == blocks).
+  std::vector<CacheTier> tiers;
+  size_t host_blocks = 0;  // of `blocks`, those in the host tier
+  size_t disk_blocks = 0;  // ... and those only on disk
+};
+
+// The outcome of one key of a Load().
+struct LoadedBlock {
+  CacheTier tier = CacheTier::kNone;  // kNone = a miss
+  uint64_t bytes = 0;                 // bytes written to the front of its buffer
+};
+
+// Counters and gauges of one cache. Counters count events since Open().
+struct CacheStats {
+  // Lookups (Load), per key.
+  uint64_t lookups = 0;
+  uint64_t hits_host = 0;
+  uint64_t hits_disk = 0;
+  uint64_t misses = 0;
+  double hit_ratio = 0;          // (hits_host + hits_disk) / lookups; 0 with no lookups
+  uint64_t load_errors = 0;      // keys whose destination was too small
+  uint64_t loads_cancelled = 0;  // Loads cancelled before their disk reads
+  // Match.
+  uint64_t matches = 0;            // Match() calls
+  uint64_t match_blocks = 0;       // blocks they reported available
+  uint64_t match_disk_probes = 0;  // index misses checked with the disk tier
+  uint64_t stale_disk_hints = 0;   // disk hints a disk read found wrong
+  // Stores.
+  uint64_t stores = 0;          // blocks accepted by Store()
+  uint64_t store_errors = 0;    // blocks refused
+  uint64_t store_bypasses = 0;  // write-back blocks the host budget could not take: sent to disk
+  // Bytes each way.
+  uint64_t bytes_stored = 0;           // given to Store()
+  uint64_t bytes_loaded_host = 0;      // copied to callers from the host tier
+  uint64_t bytes_loaded_disk = 0;      // copied to callers from the disk tier
+  uint64_t bytes_written_back = 0;     // dirty bytes handed to the disk tier
+  uint64_t bytes_written_through = 0;  // write-through bytes handed to the disk tier
+  uint64_t bytes_promoted = 0;         // disk bytes copied into the host tier
+  // Movement between tiers.
+  uint64_t write_backs = 0;         // dirty blocks handed to the disk tier (eviction, Flush, Close)
+  uint64_t write_back_errors = 0;   // ... that the disk tier refused
+  uint64_t promotions = 0;          // disk hits (Load, Preload) now in the host tier
+  uint64_t promotion_failures = 0;  // disk hits not promoted (no budget, Put refused)
+  uint64_t reservation_failures = 0;  // host budget reservations refused
+  uint64_t preloads = 0;              // blocks Preload() brought into RAM
+  uint64_t close_dropped = 0;         // dirty blocks Close() could not hand down in time
+  // Latency, µs.
+  LatencyHistogram load_latency;   // Load(): call until the future is ready
+  LatencyHistogram store_latency;  // Store(): one call
+  // Match index gauges.
+  uint64_t index_keys = 0;       // keys any tier holds
+  uint64_t index_host_keys = 0;  // ... the host tier
+  uint64_t index_disk_keys = 0;  // ... the disk tier (hints)
+  uint64_t index_bytes = 0;      // table memory
+  // Per tier.
+  HostTierStats host;
+  HostBudgetStats host_budget;
+  std::optional<DiskTierStats> disk;  // nullopt in a host-only cache
+
+  // One JSON object: the fields above, "host", "host_budget" and "disk"
+  // (null when host-only) as nested objects, histograms as
+  // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.
+  std::string ToJson() const;
+  // Prometheus text exposition: kvtier_cache_*, kvtier_host_*, kvtier_disk_*.
+  std::string ToPrometheus() const;
+};
+
+// The pending result of a Load(). Move-only. Destroying (or reassigning) a
+// future that is not ready cancels the reads not started yet, waits for the
+// reads in flight (they write into the caller's buffers) and releases the
+// host budget they reserved; nothing is promoted then.
+class LoadFuture {
+ public:
+  LoadFuture() = default;
+  LoadFuture(LoadFuture&& other) noexcept;
+  LoadFuture& operator=(LoadFuture&& other) noexcept;
+  LoadFuture(const LoadFuture&) = delete;
+  LoadFuture& operator=(const LoadFuture&) = delete;
+  ~LoadFuture();
+
+  // False for a default-constructed or moved-from future.
+  bool valid() const { return state_ != nullptr; }
+  // True once Get() would not block. REQUIRES: valid().
+  bool Ready() const;
+  // Waits, then returns each key's outcome in order. InvalidArgument if a
+  // destination was smaller than its block (the message names the first
+  // such key's position; the others were still loaded); Unavailable if the
+  // cache closed before the load ran. May be called again.
+  // REQUIRES: valid().
+  Result<std::vector<LoadedBlock>> Get() const;
+  // Asks the load to skip the reads it has not started (their keys report
+  // kNone) and not to promote; returns at once.
+  void Cancel();
+
+ private:
+  friend class cache_internal::CacheCore;
+  explicit LoadFuture(std::shared_ptr<cache_internal::LoadState> state);
+  void Reset();
+  std::shared_ptr<cache_internal::LoadState> state_;
+};
+
+// The facade. See the file comment.
+class TieredCache {
+ public:
+  // Opens the tiers (creating the disk folder if needed). InvalidArgument
+  // naming the bad option; the disk tier's errors otherwise.
+  // REQUIRES: env != nullptr, outliving the cache.
+  static Result<std::unique_ptr<TieredCache>> Open(CacheOptions options, Env* env);
+
+  TieredCache(const TieredCache&) = delete;
+  TieredCache& operator=(const TieredCache&) = delete;
+  // Close(), ignoring its status.
+  ~TieredCache();
+
+  // How many leading blocks of `chain` some tier holds, and which. No data
+  // I/O: the in-memory index, plus DiskTier::Contains for keys it does not
+  // know (CacheOptions::match_asks_disk).
+  MatchResult Match(std::span<const BlockKey> chain) const;
+
+  // Copies block keys[i] into the front of dsts[i], from the host tier or
+  // else the disk tier. Host hits are copied before Load returns; disk
+  // reads run on the load threads. InvalidArgument if the spans differ in
+  // length; FailedPrecondition after Close. REQUIRES: the buffers stay
+  // valid and untouched until the future is ready or destroyed.
+  Result<LoadFuture> Load(std::span<const BlockKey> keys,
+                          std::span<const std::span<std::byte>> dsts);
+
+  // Reads the keys that are on disk but not in RAM into the host tier
+  // (clean), in order, stopping before the first block that would not fit
+  // in the budget's free bytes: it never evicts to make room. Returns the
+  // number of blocks brought in. FailedPrecondition after Close.
+  Result<size_t> Preload(std::span<const BlockKey> keys);
+
+  // Stores block files (DESIGN.md §4) under their keys, as `options` or
+  // CacheOptions::write_policy says. Stops at the first block refused:
+  // InvalidArgument (spans of different lengths, a null block, a bad header
+  // with verify_stores, kWriteThrough without a disk tier), or the tier's
+  // error. The message names the block's position.
+  Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
+               const StoreOptions& options = {});
+
+  // Hands every dirty host entry to the disk tier (they become clean) and
+  // waits until the disk tier has written what it accepted. OK in a
+  // host-only cache (nothing to do).
+  Status Flush();
+
+  // Evicts this cache's host entries in LRU order until it holds at most
+  // `target_bytes`, skipping `protected_keys`; dirty ones go to disk.
+  // Returns the bytes evicted. (For every cache on a shared budget, use
+  // SharedHostBudget::ShrinkTo.)
+  uint64_t ShrinkHost(uint64_t target_bytes, std::span<const BlockKey> protected_keys = {});
+
+  // Stops accepting calls, waits for calls in progress and cancels loads
+  // not started, hands every dirty entry to the disk tier within
+  // close_timeout_ms, releases this cache's share of the host budget and
+  // closes the disk tier (which writes everything queued). Idempotent.
+  Status Close();
+
+  CacheStats Stats() const;
+  // The host budget this cache draws from.
+  std::shared_ptr<SharedHostBudget> host_budget() const;
+
+ private:
+  explicit TieredCache(std::unique_ptr<cache_internal::CacheCore> core);
+  std::unique_ptr<cache_internal::CacheCore> core_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_TIERED_CACHE_H_

@@ -1,0 +1,85 @@
+// `kvtier bench cache` keeps the CLI contract (DESIGN.md §6): the JSON
+// names, sane figures, and a one-line error with a non-zero exit on bad
+// input. Runs the CLI named by $KVTIER_CLI, or the one built next to this
+// test binary.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace kvtier {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout + stderr
+};
+
+CliRun RunCli(const std::string& args) {
+  CliRun r;
+  // $KVTIER_CLI, else the `kvtier` built next to this test binary.
+  std::string cli;
+  if (const char* env = std::getenv("KVTIER_CLI"); env != nullptr && *env != '\0') {
+    cli = env;
+  } else {
+    std::error_code ec;
+    cli = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kvtier").string();
+  }
+  if (!std::filesystem::exists(cli)) {
+    ADD_FAILURE() << "no kvtier binary at " << cli << " (build kvtier_cli)";
+    return r;
+  }
+  const std::string cmd = cli + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    ADD_FAILURE() << "popen failed: " << cmd;
+    return r;
+  }
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(BenchCacheCli, PrintsTheContractFieldsAsOneJsonObject) {
+  CliRun r =
+      RunCli("bench cache --layout tiny --blocks 640 --samples 200 --round-bytes 1048576 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* name : {"host_hit_GBps", "memcpy_GBps", "match_ns_per_block_p50",
+                           "match_ns_per_block_p99", "index_bytes_per_block"}) {
+    ASSERT_TRUE(j.contains(name)) << name;
+    EXPECT_TRUE(j[name].is_number()) << name;
+    EXPECT_GT(j[name].get<double>(), 0) << name;
+  }
+  EXPECT_LE(j["match_ns_per_block_p50"].get<double>(), j["match_ns_per_block_p99"].get<double>());
+  EXPECT_EQ(j["blocks"], 640);
+  EXPECT_EQ(j["host_blocks"], 640);
+  EXPECT_EQ(j["chain_blocks"], 64);
+}
+
+TEST(BenchCacheCli, BadInputIsAOneLineErrorAndExitTwo) {
+  for (const char* args :
+       {"bench cache --layout tiny", "bench cache --blocks 10",
+        "bench cache --layout tiny --blocks 0", "bench cache --layout tiny --blocks 12x",
+        "bench cache --layout no-such-layout --blocks 10",
+        "bench cache --layout tiny --blocks 10 --samples 0"}) {
+    CliRun r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with("kvtier: ")) << args << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,112 @@
+// CacheCore: the implementation behind TieredCache (include/kvtier/
+// tiered_cache.h), also used directly by `kvtier bench cache` to fill the
+// Match index without storing a million blocks.
+//
+// Parts: a HostTier on a (private or shared) budget, an optional DiskTier,
+// the BlockIndex that answers Match, a TaskPool for the disk part of
+// loads, and a CallGate that lets Close wait for the calls in progress.
+// Wiring: the host tier's key listener feeds the index (host bits); its
+// eviction sink hands dirty entries to the disk tier (WriteBack), so the
+// sink may run on any thread that made a budget evict, including another
+// cache's on a shared budget.
+//
+// The cache's own state needs no lock: the tiers, the index and the pool
+// are thread-safe, counters are atomic. The only mutex guards the stats
+// snapshot Close leaves behind. No I/O, SQLite call or callback runs under
+// it.
+//
+// Lifetime: Close() closes the gate and waits, stops the pool (cancelling
+// queued loads, waiting for running ones), writes dirty entries down,
+// destroys the host tier (which waits for sink calls in flight) and only
+// then closes the disk tier, so no sink call can reach a closed disk tier.
+//
+// Thread safety: as TieredCache.
+#ifndef KVTIER_CACHE_CACHE_CORE_H_
+#define KVTIER_CACHE_CACHE_CORE_H_
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cache/cache_counters.h"
+#include "cache/call_gate.h"
+#include "cache/load_state.h"
+#include "cache/task_pool.h"
+#include "core/thread_annotations.h"
+#include "host/block_index.h"
+#include "kvtier/tiered_cache.h"
+
+namespace kvtier::cache_internal {
+
+class CacheCore {
+ public:
+  // REQUIRES: env != nullptr, outliving the core.
+  static Result<std::unique_ptr<CacheCore>> Open(CacheOptions options, Env* env);
+  ~CacheCore();  // Close()
+  CacheCore(const CacheCore&) = delete;
+  CacheCore& operator=(const CacheCore&) = delete;
+
+  MatchResult Match(std::span<const BlockKey> chain);
+  Result<LoadFuture> Load(std::span<const BlockKey> keys,
+                          std::span<const std::span<std::byte>> dsts);
+  Result<size_t> Preload(std::span<const BlockKey> keys);
+  Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
+               const StoreOptions& options);
+  Status Flush();
+  uint64_t ShrinkHost(uint64_t target_bytes, std::span<const BlockKey> protected_keys);
+  Status Close();
+  CacheStats Stats();
+  const std::shared_ptr<SharedHostBudget>& host_budget() const { return budget_; }
+
+  // The Match index, for benchmarks and tests that fill it directly.
+  BlockIndex& index() { return index_; }
+
+ private:
+  CacheCore(CacheOptions options, Env* env);
+  Status Init();
+
+  // The disk part of a load: reserve, read in parallel, promote. Runs on a
+  // pool thread (or the caller's when load_threads is 0) and finishes `st`.
+  void RunDiskPart(const std::shared_ptr<LoadState>& st);
+  // Records latency and publishes the result of `st`.
+  void FinishLoad(LoadState& st);
+  // A key whose destination was too small: counted, first one kept.
+  void NoteLoadError(LoadState& st, size_t pos, const Status& s);
+  // Copies a block read from disk into the host tier, paid for by `r`.
+  void Promote(const BlockKey& key, std::span<const std::byte> bytes, HostTier::Reservation* r);
+  // The disk said it does not have `key`: clears the index's disk hint.
+  void NoteDiskMiss(const BlockKey& key);
+
+  Status StoreOne(const BlockKey& key, const SharedBlock& block, WritePolicy policy);
+  Status CheckHeader(const BlockKey& key, const BlockBuffer& block) const;
+  // Hands a dirty block to the disk tier (eviction sink, Flush, Close).
+  Status WriteBack(const BlockKey& key, const SharedBlock& block);
+  // Writes dirty host entries down until `deadline_micros` (env clock);
+  // returns how many were left unwritten and the first error.
+  Status WriteBackDirty(uint64_t deadline_micros, uint64_t* left);
+
+  CacheStats LiveStats();
+  Status DoClose();
+
+  const CacheOptions options_;
+  Env* const env_;
+  CallGate gate_;
+  CacheCounters counters_;
+  BlockIndex index_;
+  std::shared_ptr<SharedHostBudget> budget_;
+  std::unique_ptr<DiskTier> disk_;  // null in a host-only cache
+  std::unique_ptr<HostTier> host_;  // destroyed by Close
+  std::unique_ptr<TaskPool> pool_;  // null when load_threads is 0
+
+  std::once_flag close_once_;
+  Status close_status_;  // written once inside close_once_
+
+  std::mutex final_mu_;
+  std::optional<CacheStats> final_stats_ GUARDED_BY(final_mu_);  // set by Close
+};
+
+}  // namespace kvtier::cache_internal
+
+#endif  // KVTIER_CACHE_CACHE_CORE_H_

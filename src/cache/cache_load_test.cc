@@ -1,0 +1,238 @@
+// TieredCache loads: host budget reserved before each disk read and given
+// back when the read fails, when the future is dropped early, and when the
+// cache closes; loads still served when no budget can be reserved.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "cache/cache_test_util.h"
+#include "kvtier/tiered_cache.h"
+#include "testing/fault_env.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier {
+namespace {
+
+using cache_test::BlockBytes;
+using cache_test::Blocks;
+using cache_test::Buffers;
+using cache_test::CheckLoaded;
+using cache_test::DiskOptions;
+using cache_test::GateEnv;
+using cache_test::Keys;
+using cache_test::TempDir;
+using ::kvtier::testing::IsOk;
+using ::kvtier::testing::StatusIs;
+
+// Writes `keys` into the folder and closes: they are only on disk.
+void Seed(const std::string& dir, const std::vector<BlockKey>& keys) {
+  auto writer = TieredCache::Open(DiskOptions(dir, keys.size() + 1), Env::Default());
+  ASSERT_THAT(writer, IsOk());
+  ASSERT_THAT((*writer)->Store(keys, Blocks(keys)), IsOk());
+  ASSERT_THAT((*writer)->Close(), IsOk());
+}
+
+TEST(CacheLoad, ReservationIsReleasedWhenTheDiskReadFails) {
+  TempDir dir;
+  const auto keys = Keys(0, 2);
+  Seed(dir.path(), keys);
+  FaultInjectionEnv env(Env::Default());
+  auto cache = TieredCache::Open(DiskOptions(dir.path(), 4), &env).value();
+  env.FailAll(OpKind::kRead, EIO);
+
+  Buffers buf(2);
+  auto f = cache->Load(keys, buf.spans);
+  ASSERT_THAT(f, IsOk());
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ((*got)[0].tier, CacheTier::kNone);
+  EXPECT_EQ((*got)[1].tier, CacheTier::kNone);
+  EXPECT_EQ(env.Injected(OpKind::kRead), 2);
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.host.reservations, 2u);    // reserved before the reads...
+  EXPECT_EQ(s.host.reserved_bytes, 0u);  // ...and given back
+  EXPECT_EQ(s.host_budget.reserved_bytes, 0u);
+  EXPECT_EQ(s.host_budget.used_bytes, 0u);
+  EXPECT_EQ(s.promotions, 0u);
+  EXPECT_EQ(s.misses, 2u);
+
+  env.Clear();
+  auto again = cache->Load(keys, buf.spans);
+  ASSERT_THAT(again, IsOk());
+  auto ok = again->Get();
+  ASSERT_THAT(ok, IsOk());
+  EXPECT_EQ((*ok)[0].tier, CacheTier::kDisk);
+  EXPECT_THAT(CheckLoaded(keys[0], buf.spans[0], (*ok)[0].bytes), IsOk());
+  EXPECT_EQ(cache->Stats().promotions, 2u);
+}
+
+// The future is dropped while its read is held at the gate: the destructor
+// waits for the read (it writes into the caller's buffer), then the
+// reservation is gone and nothing was promoted.
+TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
+  TempDir dir;
+  const auto keys = Keys(0, 1);
+  Seed(dir.path(), keys);
+  GateEnv env(Env::Default());
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.disk->read_threads = 0;
+  auto cache = TieredCache::Open(o, &env).value();
+
+  env.reads.Close();
+  Buffers buf(1);
+  auto f = cache->Load(keys, buf.spans);
+  ASSERT_THAT(f, IsOk());
+  env.reads.AwaitWaiters(1);
+  EXPECT_FALSE(f->Ready());
+  EXPECT_EQ(cache->Stats().host.reserved_bytes, BlockBytes());
+
+  std::atomic<bool> dropped{false};
+  std::thread dropper([&] {
+    { LoadFuture gone = std::move(f).value(); }  // destroyed here
+    dropped = true;
+  });
+  // The destructor cannot return while the read is held.
+  env.SleepForMicros(20'000);
+  EXPECT_FALSE(dropped.load());
+  env.reads.Open();
+  dropper.join();
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.host.reserved_bytes, 0u);
+  EXPECT_EQ(s.host_budget.reserved_bytes, 0u);
+  EXPECT_EQ(s.promotions, 0u);
+  EXPECT_EQ(s.host.entries, 0u);
+  EXPECT_EQ(s.hits_disk, 1u);  // the read itself completed
+}
+
+// A load queued behind another, dropped before it started: it reserves
+// nothing and reads nothing.
+TEST(CacheLoad, ALoadDroppedBeforeItStartsReservesAndReadsNothing) {
+  TempDir dir;
+  const auto keys = Keys(0, 2);
+  Seed(dir.path(), keys);
+  GateEnv env(Env::Default());
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.load_threads = 1;
+  o.disk->read_threads = 0;
+  auto cache = TieredCache::Open(o, &env).value();
+
+  env.reads.Close();
+  Buffers first_buf(1), second_buf(1);
+  auto first = cache->Load(std::span(keys).first(1), first_buf.spans);
+  ASSERT_THAT(first, IsOk());
+  env.reads.AwaitWaiters(1);  // the only load thread is busy
+  auto second = cache->Load(std::span(keys).subspan(1, 1), second_buf.spans);
+  ASSERT_THAT(second, IsOk());
+  std::thread dropper([&] { LoadFuture gone = std::move(second).value(); });
+  env.SleepForMicros(10'000);
+  env.reads.Open();
+  dropper.join();
+  auto got = first->Get();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ((*got)[0].tier, CacheTier::kDisk);
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.loads_cancelled, 1u);
+  EXPECT_EQ(s.host.reservations, 1u);
+  EXPECT_EQ(s.host.reserved_bytes, 0u);
+  EXPECT_EQ(s.disk->loads, 1u);
+  EXPECT_EQ(s.promotions, 1u);
+  EXPECT_EQ(s.hits_disk, 1u);
+  EXPECT_EQ(s.misses, 1u);
+}
+
+TEST(CacheLoad, CloseCancelsQueuedLoadsAndWaitsForRunningOnes) {
+  TempDir dir;
+  const auto keys = Keys(0, 2);
+  Seed(dir.path(), keys);
+  GateEnv env(Env::Default());
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.load_threads = 1;
+  o.disk->read_threads = 0;
+  auto cache = TieredCache::Open(o, &env).value();
+
+  env.reads.Close();
+  Buffers a(1), b(1);
+  auto running = cache->Load(std::span(keys).first(1), a.spans);
+  ASSERT_THAT(running, IsOk());
+  env.reads.AwaitWaiters(1);
+  auto queued = cache->Load(std::span(keys).subspan(1, 1), b.spans);
+  ASSERT_THAT(queued, IsOk());
+
+  Status closed;
+  std::thread closer([&] { closed = cache->Close(); });
+  // Close cancels the queued load at once, then waits for the running one.
+  EXPECT_THAT(queued->Get(), StatusIs(StatusCode::kUnavailable));
+  EXPECT_FALSE(running->Ready());
+  env.reads.Open();
+  closer.join();
+  EXPECT_THAT(closed, IsOk());
+  auto got = running->Get();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ((*got)[0].tier, CacheTier::kDisk);
+  EXPECT_THAT(CheckLoaded(keys[0], a.spans[0], (*got)[0].bytes), IsOk());
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.loads_cancelled, 1u);
+  EXPECT_EQ(s.host_budget.reserved_bytes, 0u);
+}
+
+// No budget can be reserved (another tier on the budget reserved all of
+// it): the block is still served, just not promoted.
+TEST(CacheLoad, WithoutBudgetABlockIsLoadedButNotPromoted) {
+  TempDir dir;
+  const auto keys = Keys(0, 1);
+  Seed(dir.path(), keys);
+  auto budget = SharedHostBudget::Create(4 * BlockBytes()).value();
+  HostTierOptions other_opts;
+  other_opts.shared_budget = budget;
+  auto other = HostTier::Create(other_opts).value();
+  auto hog = other->Reserve(4 * BlockBytes());
+  ASSERT_THAT(hog, IsOk());
+
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.host.shared_budget = budget;
+  auto cache = TieredCache::Open(o, Env::Default()).value();
+  Buffers buf(1);
+  auto f = cache->Load(keys, buf.spans);
+  ASSERT_THAT(f, IsOk());
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ((*got)[0].tier, CacheTier::kDisk);
+  EXPECT_THAT(CheckLoaded(keys[0], buf.spans[0], (*got)[0].bytes), IsOk());
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.reservation_failures, 1u);
+  EXPECT_EQ(s.promotion_failures, 1u);
+  EXPECT_EQ(s.promotions, 0u);
+  EXPECT_EQ(s.host.reservation_failures, 1u);
+  EXPECT_EQ(s.host_budget.reserved_bytes, 4 * BlockBytes());
+  EXPECT_EQ(s.host_budget.used_bytes, 0u);
+}
+
+// load_threads = 0: everything on the caller's thread, the future is ready
+// when Load returns.
+TEST(CacheLoad, WithoutLoadThreadsTheFutureIsReadyAtOnce) {
+  TempDir dir;
+  const auto keys = Keys(0, 3);
+  Seed(dir.path(), keys);
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.load_threads = 0;
+  auto cache = TieredCache::Open(o, Env::Default()).value();
+  Buffers buf(3);
+  auto f = cache->Load(keys, buf.spans);
+  ASSERT_THAT(f, IsOk());
+  EXPECT_TRUE(f->Ready());
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ((*got)[i].tier, CacheTier::kDisk);
+    EXPECT_THAT(CheckLoaded(keys[i], buf.spans[i], (*got)[i].bytes), IsOk());
+  }
+  // Get may be called again; a moved-from future is not valid.
+  EXPECT_THAT(f->Get(), IsOk());
+  LoadFuture moved = std::move(f).value();
+  EXPECT_TRUE(moved.valid());
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,224 @@
+// Helpers for src/cache tests: a temporary folder, an Env that can hold
+// block-file reads and writes at a gate, tiny-layout blocks whose content is
+// a pure function of their key, and cache options for a test folder.
+//
+// Test-only: included by *_test.cc files, never by the library.
+#ifndef KVTIER_CACHE_CACHE_TEST_UTIL_H_
+#define KVTIER_CACHE_CACHE_TEST_UTIL_H_
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "kvtier/tiered_cache.h"
+#include "testing/block_generator.h"
+
+namespace kvtier::cache_test {
+
+// A fresh folder under the system temp folder, removed with its content.
+class TempDir {
+ public:
+  TempDir() {
+    std::string base = std::filesystem::temp_directory_path().string() + "/kvtier_cache_XXXXXX";
+    std::vector<char> buf(base.begin(), base.end());
+    buf.push_back('\0');
+    char* made = ::mkdtemp(buf.data());
+    path_ = made != nullptr ? std::string(made) : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One gate: while closed, callers of Pass() wait (and are counted) until
+// Open().
+class Gate {
+ public:
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closed_) return;
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !closed_; });
+    --waiting_;
+  }
+  // Blocks until at least `n` callers wait at the gate.
+  void AwaitWaiters(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ >= n; });
+  }
+  int waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int waiting_ = 0;
+};
+
+// Forwards to another Env; block-file reads (OpenForRead of *.safetensors)
+// pass `reads`, block-file writes (CreateFile of a temp block file) pass
+// `writes`. NowMicros adds `clock_skew_micros` per call while
+// `clock_jump_micros` is non-zero (a clock that races ahead).
+class GateEnv final : public Env {
+ public:
+  explicit GateEnv(Env* base) : base_(base) {}
+
+  Gate reads;
+  Gate writes;
+  std::atomic<uint64_t> clock_jump_micros{0};
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path,
+                                                        const ReadFileOptions& opts) override {
+    if (path.ends_with(".safetensors")) reads.Pass();
+    return base_->OpenForRead(path, opts);
+  }
+  Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& path,
+                                                   const WriteFileOptions& opts) override {
+    if (path.find(".safetensors.tmp") != std::string::npos) writes.Pass();
+    return base_->CreateFile(path, opts);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Result<FileInfo> Stat(const std::string& path) override { return base_->Stat(path); }
+  Status Chmod(const std::string& path, uint32_t permissions) override {
+    return base_->Chmod(path, permissions);
+  }
+  Status CreateDir(const std::string& path, uint32_t permissions) override {
+    return base_->CreateDir(path, permissions);
+  }
+  Status RemoveDir(const std::string& path) override { return base_->RemoveDir(path); }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    return base_->ListDir(path);
+  }
+  Status SyncDir(const std::string& path) override { return base_->SyncDir(path); }
+  Status SyncFileSystem(const std::string& path) override { return base_->SyncFileSystem(path); }
+  Result<uint64_t> FreeSpace(const std::string& path) override { return base_->FreeSpace(path); }
+  uint64_t NowMicros() override {
+    const uint64_t jump = clock_jump_micros.load();
+    if (jump != 0) skew_ += jump;
+    return base_->NowMicros() + skew_.load();
+  }
+  int64_t NowUnixMicros() override { return base_->NowUnixMicros(); }
+  void SleepForMicros(uint64_t micros) override { base_->SleepForMicros(micros); }
+  int ProcessId() override { return base_->ProcessId(); }
+  bool ProcessAlive(int pid) override { return base_->ProcessAlive(pid); }
+  std::thread StartThread(std::function<void()> fn) override {
+    return base_->StartThread(std::move(fn));
+  }
+
+ private:
+  Env* const base_;
+  std::atomic<uint64_t> skew_{0};
+};
+
+inline const ModelLayout& TinyLayout() {
+  static const ModelLayout* layout = new ModelLayout(ModelLayout::Preset("tiny").value());
+  return *layout;
+}
+
+// The block file of `key` (tiny layout), content a pure function of the key.
+inline SharedBlock MakeBlock(const BlockKey& key) {
+  BlockKey zero{};
+  Result<BlockBuffer> buf = MakeBlockFile(TinyLayout(), key, zero, zero, 1'700'000'000);
+  if (!buf.ok()) return nullptr;
+  return std::make_shared<const BlockBuffer>(std::move(buf).value());
+}
+
+// Bytes of one tiny block file (all tiny blocks have the same size).
+inline uint64_t BlockBytes() {
+  static const uint64_t n = MakeBlock(TestBlockKey(0))->size();
+  return n;
+}
+
+inline std::vector<BlockKey> Keys(uint64_t first, uint64_t count) {
+  std::vector<BlockKey> keys;
+  for (uint64_t i = first; i < first + count; ++i) keys.push_back(TestBlockKey(i));
+  return keys;
+}
+
+inline std::vector<SharedBlock> Blocks(const std::vector<BlockKey>& keys) {
+  std::vector<SharedBlock> blocks;
+  for (const BlockKey& k : keys) blocks.push_back(MakeBlock(k));
+  return blocks;
+}
+
+// A host-only cache holding `blocks` tiny blocks.
+inline CacheOptions HostOnlyOptions(uint64_t blocks) {
+  CacheOptions o;
+  o.host.capacity_bytes = blocks * BlockBytes();
+  o.layout_signature = TinyLayout().Signature();
+  o.load_threads = 2;
+  return o;
+}
+
+// A cache on folder `dir` whose host tier holds `blocks` tiny blocks.
+inline CacheOptions DiskOptions(const std::string& dir, uint64_t blocks) {
+  CacheOptions o = HostOnlyOptions(blocks);
+  DiskTierOptions d;
+  d.dir = dir;
+  d.writer_threads = 2;
+  d.read_threads = 2;
+  d.queue_max_bytes = 1 << 20;
+  d.reconcile_on_open = false;
+  d.touch_flush_interval_ms = 50;
+  o.disk = d;
+  return o;
+}
+
+// Buffers for `n` blocks, and spans over them.
+struct Buffers {
+  explicit Buffers(size_t n, size_t bytes = 0)
+      : storage(n, std::vector<std::byte>(bytes != 0 ? bytes : BlockBytes())) {
+    for (auto& b : storage) spans.push_back(std::span<std::byte>(b));
+  }
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<std::span<std::byte>> spans;
+};
+
+// OK iff buffer holds exactly the block file of `key` in its first `n` bytes.
+inline Status CheckLoaded(const BlockKey& key, std::span<const std::byte> buffer, uint64_t n) {
+  if (n != BlockBytes()) {
+    return Status::Corruption("loaded " + std::to_string(n) + " bytes, expected " +
+                              std::to_string(BlockBytes()));
+  }
+  return CheckBlockFile(buffer.first(n), TinyLayout(), key);
+}
+
+}  // namespace kvtier::cache_test
+
+#endif  // KVTIER_CACHE_CACHE_TEST_UTIL_H_

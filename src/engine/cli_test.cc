@@ -1,0 +1,137 @@
+// The `kvtier demo` and `kvtier bench pool` commands as scripts see them
+// (DESIGN.md §6): one JSON object on stdout with --json, progress on
+// stderr, exit 0 on success, a one-line error and exit 2 on bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "engine/engine_test_util.h"
+
+namespace kvtier::engine {
+namespace {
+
+using ::kvtier::engine::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Ran {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // $KVTIER_CLI (ctest sets it), else the `kvtier` built next to this test.
+    if (const char* cli = std::getenv("KVTIER_CLI"); cli != nullptr && *cli != '\0') {
+      cli_ = cli;
+    } else {
+      cli_ = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kvtier").string();
+    }
+    ASSERT_TRUE(std::filesystem::exists(cli_)) << cli_ << " not found: set KVTIER_CLI";
+  }
+
+  Ran Run(const std::string& args) {
+    const std::string err_path = tmp_.path() + "/stderr.txt";
+    const std::string cmd = "'" + cli_ + "' " + args + " 2>'" + err_path + "'";
+    Ran r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+    const int status = ::pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream in(err_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    r.err = ss.str();
+    return r;
+  }
+
+  static size_t Lines(const std::string& s) {
+    size_t n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+  }
+
+  std::string cli_;
+  TempDir tmp_;
+};
+
+TEST_F(CliTest, DemoJsonIsOneObjectAndShowsDiskHitsAfterTheRestart) {
+  Ran r = Run("demo --quick --json --dir '" + tmp_.path() + "/demo'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(Lines(r.out), 1u) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["bit_exact"], true);
+  EXPECT_EQ(j["requests"].size(), 9u);
+  EXPECT_GT(j["disk_blocks_after_restart"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["requests"][0]["source"], "none");
+  EXPECT_EQ(j["requests"][6]["source"], "disk");
+  // Progress went to stderr.
+  EXPECT_THAT(r.err, HasSubstr("[ 1/9] conversation 1 turn 1"));
+  EXPECT_THAT(r.err, HasSubstr("== restart"));
+}
+
+TEST_F(CliTest, DemoTextEndsWithTheSummary) {
+  Ran r = Run("demo --quick --quiet --dir '" + tmp_.path() + "/demo'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("logits with the cache vs without: identical, bit for bit"));
+  EXPECT_THAT(r.out, HasSubstr("after the restart)"));
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(std::filesystem::exists(tmp_.path() + "/demo/kvtier-demo.marker"));
+}
+
+TEST_F(CliTest, DemoBadInputIsAOneLineErrorWithExitTwo) {
+  Ran r = Run("demo --quick --kv-dtype I8 --dir '" + tmp_.path() + "/demo'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_THAT(r.err, StartsWith("kvtier: "));
+
+  const std::string mine = tmp_.path() + "/mine";
+  std::filesystem::create_directories(mine);
+  std::ofstream(mine + "/notes.txt") << "keep me";
+  r = Run("demo --quick --dir '" + mine + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("not a kvtier demo folder"));
+  EXPECT_TRUE(std::filesystem::exists(mine + "/notes.txt"));
+}
+
+TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
+  Ran r = Run("bench pool --layout tiny --tokens 256 --repeats 1 --json --dir '" + tmp_.path() +
+              "/cache'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(Lines(r.out), 1u) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["append_GBps"].get<double>(), 0);
+  EXPECT_GT(j["memcpy_GBps"].get<double>(), 0);
+  for (const char* tier : {"pool", "host", "disk"}) {
+    ASSERT_TRUE(j["prefix_hit_ms"].contains(tier)) << tier;
+    EXPECT_GE(j["prefix_hit_ms"][tier].get<double>(), 0) << tier;
+  }
+  EXPECT_EQ(j["prefix_tokens"], 256);
+  EXPECT_EQ(j["prefix_blocks"], 16);
+  EXPECT_EQ(j["block_bytes"], 4096);
+
+  r = Run("bench pool --layout no-such-layout");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_THAT(r.err, StartsWith("kvtier: "));
+  r = Run("bench pool --layout tiny --tokens 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("less than one block"));
+}
+
+}  // namespace
+}  // namespace kvtier::engine

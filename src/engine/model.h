@@ -1,0 +1,102 @@
+// The reference engine's model: a small Llama-style decoder (RMSNorm,
+// rotary embeddings, grouped-query attention, SwiGLU MLP, tied embedding
+// and output head) whose weights are drawn from a fixed seed.
+//
+// The weights are not trained: the model exists so that kvtier has a real
+// producer and consumer of K/V (the engine's logits depend on every cached
+// byte), not to say anything sensible. The same ModelConfig gives the same
+// weights bit for bit on every run and machine (SplitMix64 and one
+// correctly rounded sqrt per tensor; no transcendental functions).
+//
+// Thread safety: a Model is immutable after Create() and may be shared by
+// any number of engines and threads.
+#ifndef KVTIER_ENGINE_MODEL_H_
+#define KVTIER_ENGINE_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier::engine {
+
+struct ModelConfig {
+  // Decoder layers. Default 4.
+  uint32_t layers = 4;
+  // Query heads. A multiple of kv_heads. Default 4.
+  uint32_t heads = 4;
+  // Key/value heads (grouped-query attention). Default 2.
+  uint32_t kv_heads = 2;
+  // Elements per head; even (rotary pairs). Default 32.
+  uint32_t head_dim = 32;
+  // Width of the residual stream. Default 128.
+  uint32_t hidden = 128;
+  // Width of the SwiGLU MLP. Default 384.
+  uint32_t ffn = 384;
+  // Token ids are 0..vocab-1. Default 256 (one token per byte).
+  uint32_t vocab = 256;
+  // Rotary base. Default 10000.
+  double rope_theta = 10000.0;
+  // RMSNorm epsilon. Default 1e-5.
+  float norm_eps = 1e-5f;
+  // Seed of every weight. Default 1.
+  uint64_t seed = 1;
+  // How K/V are stored in the pool and the tiers: F16, BF16 or F32. The
+  // math is f32; K/V are rounded to this dtype when written, so a token
+  // sees the same rounded K/V whether they were computed now or loaded.
+  // Default F16.
+  DType kv_dtype = DType::kF16;
+
+  // OK, or InvalidArgument naming the bad field. Sizes are bounded (each at
+  // most 65536, weights at most 1 Gi floats) so a config cannot ask for
+  // absurd memory.
+  Status Validate() const;
+
+  // The attention layout whose blocks hold this model's K/V:
+  // ModelLayout::Attention(name, layers, kv_heads, head_dim, kv_dtype,
+  // block_tokens).
+  ModelLayout KvLayout(uint32_t block_tokens, std::string name = "kvtier-demo-engine") const;
+
+  // Number of weights (floats).
+  uint64_t ParameterCount() const;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [hidden]
+  std::vector<float> wq;         // [heads × head_dim, hidden]
+  std::vector<float> wk;         // [kv_heads × head_dim, hidden]
+  std::vector<float> wv;         // [kv_heads × head_dim, hidden]
+  std::vector<float> wo;         // [hidden, heads × head_dim]
+  std::vector<float> mlp_norm;   // [hidden]
+  std::vector<float> w_gate;     // [ffn, hidden]
+  std::vector<float> w_up;       // [ffn, hidden]
+  std::vector<float> w_down;     // [hidden, ffn]
+};
+
+class Model {
+ public:
+  // InvalidArgument for a bad config; ResourceExhausted if the weights do
+  // not fit in memory.
+  static Result<std::unique_ptr<const Model>> Create(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+  // [vocab, hidden]; also the output head (tied).
+  const std::vector<float>& embedding() const { return embedding_; }
+  const std::vector<float>& final_norm() const { return final_norm_; }
+  const LayerWeights& layer(uint32_t l) const { return layers_[l]; }
+
+ private:
+  explicit Model(const ModelConfig& config) : config_(config) {}
+
+  ModelConfig config_;
+  std::vector<float> embedding_;
+  std::vector<float> final_norm_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace kvtier::engine
+
+#endif  // KVTIER_ENGINE_MODEL_H_

@@ -1,0 +1,446 @@
+#!/usr/bin/python3
+"""`kvtier replay` against an independent simulation of DESIGN.md §6.
+
+The simulation below uses no kvtier code. It replays the Mooncake trace
+(../shared/data/synthetic_trace.jsonl, searched upwards from the
+repository, or --trace) with 512-token blocks:
+requests in file order; a request's match is the longest run of its leading
+hash ids present in the cache (any tier) on arrival; its hit tokens are
+min(512 × match, input_length), split by the tier each matched block was
+found in; then each block, in order, is touched (RAM: most recent; disk:
+promoted to RAM) or inserted into RAM. RAM victims move to the disk tier
+(LRU) when there is one. Tiers are exclusive (docs/replay.md).
+
+Checks, on the full trace with --payload none and 3,000,000 RAM tokens:
+  - LRU: hit_ratio within 0.005 of the simulation (and the exact token
+    counts: the semantics are deterministic), max_hit_ratio likewise;
+  - the reuse policy likewise, and that it beats LRU;
+  - Belady's MIN likewise;
+  - with --disk-tokens 50000000: the simulation's figures, and
+    hit_ratio >= 0.99 × max_hit_ratio;
+  - the figures the lead's own simulation gave (max 0.65124, LRU 0.31509,
+    Belady 0.56003) within 0.005.
+Then --payload real on the first 300 requests (--limit 300) with --layout
+tiny, a small RAM tier and a disk tier: every loaded block verified, none wrong, disk hits
+present, hit_ratio within 0.005 of the simulation. Then bad input: exit 2,
+one line on stderr, nothing on stdout.
+
+    /usr/bin/python3 tests/replay_test.py --cli build/dev/kvtier [--trace FILE]
+
+Prints "N passed, M failed" last and exits non-zero on any failure.
+"""
+import argparse
+import collections
+import heapq
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRACE_NAME = os.path.join("shared", "data", "synthetic_trace.jsonl")
+BLOCK = 512
+RAM_TOKENS = 3000000
+DISK_TOKENS = 50000000
+GHOST_PER_ENTRY = 4  # the reuse policy remembers 4 × entries evicted keys
+TOLERANCE = 0.005
+
+# --- The independent simulation ------------------------------------------
+
+
+def find_trace():
+    """../shared/data/synthetic_trace.jsonl from the main checkout; worktrees
+    sit deeper, so look in every folder above the repository."""
+    d = REPO
+    while True:
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+        if os.path.isfile(os.path.join(d, TRACE_NAME)):
+            return os.path.join(d, TRACE_NAME)
+
+
+def load_trace(path, limit=None):
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            out.append((r["input_length"], r["hash_ids"]))
+            if limit is not None and len(out) == limit:
+                break
+    return out
+
+
+def block_tokens(input_length, i):
+    return max(0, min(BLOCK, input_length - BLOCK * i))
+
+
+class Lru:
+    """Plain LRU over block ids."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.d = collections.OrderedDict()
+
+    def __contains__(self, x):
+        return x in self.d
+
+    def __len__(self):
+        return len(self.d)
+
+    def touch(self, x):
+        self.d.move_to_end(x)
+
+    def victim(self):
+        return next(iter(self.d))
+
+    def remove(self, x, evicted):
+        del self.d[x]
+
+    def add(self, x, reused):
+        self.d[x] = True
+
+
+class Reuse:
+    """Blocks not yet reused go first (LRU among them), then reused ones
+    (LRU). A block is reused once touched, promoted, or re-inserted while a
+    bounded ghost list of evicted ids still remembers it."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.once = collections.OrderedDict()
+        self.again = collections.OrderedDict()
+        self.ghost = collections.OrderedDict()
+
+    def __contains__(self, x):
+        return x in self.once or x in self.again
+
+    def __len__(self):
+        return len(self.once) + len(self.again)
+
+    def touch(self, x):
+        if x in self.once:
+            del self.once[x]
+        else:
+            del self.again[x]
+        self.again[x] = True
+
+    def victim(self):
+        return next(iter(self.once)) if self.once else next(iter(self.again))
+
+    def remove(self, x, evicted):
+        self.once.pop(x, None)
+        self.again.pop(x, None)
+        if evicted:
+            self.ghost.pop(x, None)
+            self.ghost[x] = True
+            while len(self.ghost) > GHOST_PER_ENTRY * (len(self) + 1):
+                self.ghost.popitem(last=False)
+
+    def add(self, x, reused):
+        if x in self.ghost:
+            del self.ghost[x]
+            reused = True
+        (self.again if reused else self.once)[x] = True
+
+
+def simulate(trace, ram_blocks, disk_blocks=0, policy=Lru):
+    ram = policy(ram_blocks)
+    disk = collections.OrderedDict()
+    out = collections.Counter()
+
+    def insert_ram(x, reused):
+        if len(ram) >= ram_blocks:
+            v = ram.victim()
+            ram.remove(v, True)
+            if disk_blocks:
+                if len(disk) >= disk_blocks:
+                    disk.popitem(last=False)
+                disk[v] = True
+        ram.add(x, reused)
+
+    for input_length, ids in trace:
+        out["input"] += input_length
+        for i, x in enumerate(ids):
+            if x in ram:
+                out["ram"] += block_tokens(input_length, i)
+            elif x in disk:
+                out["disk"] += block_tokens(input_length, i)
+            else:
+                break
+        for x in ids:
+            if x in ram:
+                ram.touch(x)
+            elif x in disk:
+                del disk[x]
+                insert_ram(x, True)
+            else:
+                insert_ram(x, False)
+    out["hit"] = out["ram"] + out["disk"]
+    return out
+
+
+def max_hits(trace):
+    seen = set()
+    hit = 0
+    for input_length, ids in trace:
+        for i, x in enumerate(ids):
+            if x not in seen:
+                break
+            hit += block_tokens(input_length, i)
+        seen.update(ids)
+    return hit
+
+
+def belady_hits(trace, cap):
+    seq = [x for _, ids in trace for x in ids]
+    never = len(seq) + 1
+    nxt = [never] * len(seq)
+    last = {}
+    for p in range(len(seq) - 1, -1, -1):
+        nxt[p] = last.get(seq[p], never)
+        last[seq[p]] = p
+    cached = {}  # id -> next use
+    heap = []  # (-next use, id), stale entries skipped
+    hit = 0
+    p = 0
+    for input_length, ids in trace:
+        for i, x in enumerate(ids):
+            if x not in cached:
+                break
+            hit += block_tokens(input_length, i)
+        for x in ids:
+            if x not in cached and len(cached) >= cap:
+                while True:
+                    use, y = heapq.heappop(heap)
+                    if cached.get(y) == -use:
+                        del cached[y]
+                        break
+            cached[x] = nxt[p]
+            heapq.heappush(heap, (-nxt[p], x))
+            p += 1
+    return hit
+
+
+# --- Running the CLI ------------------------------------------------------
+
+
+class Runner:
+    def __init__(self, cli):
+        self.cli = cli
+        self.passed = 0
+        self.failed = 0
+
+    def run(self, args):
+        return subprocess.run([self.cli, "replay"] + args, capture_output=True, text=True)
+
+    def check(self, what, ok, detail=""):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL %s %s" % (what, detail))
+
+    def replay_json(self, what, args):
+        p = self.run(args + ["--json"])
+        self.check(what + ": exit 0", p.returncode == 0, p.stderr.strip())
+        # Not a terminal: no progress bar, nothing on stderr.
+        self.check(what + ": quiet stderr", p.stderr == "", repr(p.stderr[:200]))
+        try:
+            return json.loads(p.stdout)
+        except ValueError:
+            self.check(what + ": JSON output", False, repr(p.stdout[:200]))
+            return None
+
+    def expect_close(self, what, got, want, tol=TOLERANCE):
+        self.check(what, got is not None and abs(got - want) <= tol,
+                   "got %r want %r (tolerance %g)" % (got, want, tol))
+
+    def expect_eq(self, what, got, want):
+        self.check(what, got == want, "got %r want %r" % (got, want))
+
+    def expect_usage_error(self, what, args, needle):
+        p = self.run(args)
+        lines = p.stderr.strip().split("\n")
+        self.check(what + ": exit 2", p.returncode == 2,
+                   "exit %d stderr %r" % (p.returncode, p.stderr[:300]))
+        self.check(what + ": one line", len(lines) == 1 and lines[0].startswith("kvtier: "),
+                   repr(p.stderr[:300]))
+        self.check(what + ": names the problem", needle in p.stderr, repr(p.stderr[:300]))
+        self.check(what + ": nothing on stdout", p.stdout == "", repr(p.stdout[:200]))
+
+
+def check_metadata(runner, trace_path, trace):
+    ram_blocks = RAM_TOKENS // BLOCK
+    disk_blocks = DISK_TOKENS // BLOCK
+    total = sum(t for t, _ in trace)
+    want_max = max_hits(trace)
+    sims = {
+        "lru": simulate(trace, ram_blocks),
+        "reuse": simulate(trace, ram_blocks, policy=Reuse),
+    }
+    want_belady = belady_hits(trace, ram_blocks)
+    figures = {}
+    for policy, sim in sims.items():
+        j = runner.replay_json("none/" + policy, [trace_path, "--ram-tokens", str(RAM_TOKENS),
+                                                  "--payload", "none", "--policy", policy])
+        if j is None:
+            continue
+        figures[policy] = j["hit_ratio"]
+        runner.expect_eq(policy + ": requests", j["requests"], len(trace))
+        runner.expect_eq(policy + ": ram_blocks", j["ram_blocks"], ram_blocks)
+        runner.expect_close(policy + ": hit_ratio", j["hit_ratio"], sim["hit"] / total)
+        runner.expect_close(policy + ": max_hit_ratio", j["max_hit_ratio"], want_max / total)
+        runner.expect_close(policy + ": belady_hit_ratio", j["belady_hit_ratio"],
+                            want_belady / total)
+        runner.expect_eq(policy + ": hit_tokens", j["hit_tokens"], sim["hit"])
+        runner.expect_eq(policy + ": hit_tokens_ram", j["hit_tokens_ram"], sim["hit"])
+        runner.expect_eq(policy + ": hit_tokens_disk", j["hit_tokens_disk"], 0)
+        runner.expect_eq(policy + ": input_tokens", j["input_tokens"], total)
+        runner.expect_eq(policy + ": belady_hit_tokens", j["belady_hit_tokens"], want_belady)
+        runner.expect_eq(policy + ": max_hit_tokens", j["max_hit_tokens"], want_max)
+        print("%-6s hit_ratio %.5f (simulation %.5f)  max %.5f  belady %.5f" %
+              (policy, j["hit_ratio"], sim["hit"] / total, j["max_hit_ratio"],
+               j["belady_hit_ratio"]))
+    if "lru" in figures and "reuse" in figures:
+        runner.check("reuse beats lru", figures["reuse"] > figures["lru"],
+                     "%r vs %r" % (figures["reuse"], figures["lru"]))
+        # The lead's own simulation (issue 6 brief), a third opinion.
+        runner.expect_close("lead: LRU 0.31509", figures["lru"], 0.31509)
+        runner.expect_close("lead: max 0.65124", want_max / total, 0.65124)
+        runner.expect_close("lead: Belady 0.56003", want_belady / total, 0.56003)
+
+    for policy in ("lru", "reuse"):
+        sim = simulate(trace, ram_blocks, disk_blocks,
+                       policy=Lru if policy == "lru" else Reuse)
+        what = "none/%s+disk" % policy
+        j = runner.replay_json(what, [trace_path, "--ram-tokens", str(RAM_TOKENS),
+                                      "--disk-tokens", str(DISK_TOKENS), "--payload", "none",
+                                      "--policy", policy])
+        if j is None:
+            continue
+        runner.expect_eq(what + ": disk_blocks", j["disk_blocks"], disk_blocks)
+        runner.expect_close(what + ": hit_ratio", j["hit_ratio"], sim["hit"] / total)
+        runner.expect_close(what + ": hit_ratio_ram", j["hit_ratio_ram"], sim["ram"] / total)
+        runner.expect_close(what + ": hit_ratio_disk", j["hit_ratio_disk"], sim["disk"] / total)
+        runner.expect_eq(what + ": hit_tokens_ram", j["hit_tokens_ram"], sim["ram"])
+        runner.expect_eq(what + ": hit_tokens_disk", j["hit_tokens_disk"], sim["disk"])
+        runner.check(what + ": hit_ratio >= 0.99 max",
+                     j["hit_ratio"] >= 0.99 * j["max_hit_ratio"],
+                     "%r vs %r" % (j["hit_ratio"], j["max_hit_ratio"]))
+        print("%-12s hit_ratio %.5f (RAM %.5f, disk %.5f; simulation %.5f)  max %.5f" %
+              (policy + "+disk", j["hit_ratio"], j["hit_ratio_ram"], j["hit_ratio_disk"],
+               sim["hit"] / total, j["max_hit_ratio"]))
+
+
+def check_real(runner, trace_path, trace, tmp):
+    # First 300 requests; 1,500,000 RAM tokens (2,929 blocks) so that some
+    # blocks go down to disk and come back (67 in the simulation).
+    limit = 300
+    ram_tokens = 1500000
+    head = trace[:limit]
+    total = sum(t for t, _ in head)
+    sim = simulate(head, ram_tokens // BLOCK, DISK_TOKENS // BLOCK)
+    disk_dir = os.path.join(tmp, "disk")
+    j = runner.replay_json("real", [trace_path, "--ram-tokens", str(ram_tokens), "--disk-tokens",
+                                    str(DISK_TOKENS), "--disk-dir", disk_dir, "--payload", "real",
+                                    "--layout", "tiny", "--limit", str(limit)])
+    if j is None:
+        return
+    runner.expect_eq("real: requests", j["requests"], limit)
+    runner.expect_eq("real: wrong", j["wrong"], 0)
+    runner.check("real: verified every loaded block",
+                 j["verified"] > 0 and j["verified"] == j["ram_hits"] + j["disk_hits"],
+                 "verified %r, ram_hits %r, disk_hits %r" %
+                 (j["verified"], j["ram_hits"], j["disk_hits"]))
+    runner.check("real: disk served blocks", j["disk_hits"] > 0 and j["hit_tokens_disk"] > 0,
+                 repr(j["disk_hits"]))
+    runner.check("real: bytes loaded", j["bytes_loaded"] == j["verified"] * j["block_file_bytes"],
+                 "%r vs %r × %r" % (j["bytes_loaded"], j["verified"], j["block_file_bytes"]))
+    runner.expect_close("real: hit_ratio", j["hit_ratio"], sim["hit"] / total)
+    runner.expect_close("real: max_hit_ratio", j["max_hit_ratio"], max_hits(head) / total)
+    runner.check("real: load_GBps", isinstance(j["load_GBps"], float) and j["load_GBps"] > 0,
+                 repr(j["load_GBps"]))
+    print("real   hit_ratio %.5f (simulation %.5f)  verified %d  wrong %d  load %.3f GB/s" %
+          (j["hit_ratio"], sim["hit"] / total, j["verified"], j["wrong"], j["load_GBps"]))
+    # The folder now holds blocks: a second replay into it is refused.
+    runner.expect_usage_error("real: used disk dir",
+                              [trace_path, "--ram-tokens", "1024", "--disk-tokens", "1024",
+                               "--disk-dir", disk_dir, "--limit", "1"], "is not empty")
+
+
+def check_bad_input(runner, trace_path, tmp):
+    def write(name, text):
+        path = os.path.join(tmp, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    good = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n'
+    cases = [
+        ("missing field", write("a.jsonl", good + '{"timestamp": 1, "input_length": 5}\n'),
+         "line 2: missing field output_length"),
+        ("negative", write("b.jsonl", good.replace("600", "-600")),
+         "line 1: input_length must be a non-negative integer"),
+        ("unknown field", write("c.jsonl", good.replace('"timestamp"', '"time"')),
+         'line 1: unknown field "time"'),
+        ("not json", write("d.jsonl", good + "hello\n"), "line 2: not a JSON object"),
+        ("empty", write("e.jsonl", ""), "no request"),
+        ("huge line", write("f.jsonl", good + "[" + "1," * 600000 + "1]\n"),
+         "line 2: longer than the limit of 1048576 bytes"),
+        ("huge array", write("g.jsonl", '{"timestamp": 0, "input_length": 1, "output_length": 1, '
+                             '"hash_ids": [' + ",".join(["7"] * 70000) + "]}\n"),
+         "line 1: hash_ids has 70000 entries, over the limit of 65536"),
+        ("missing file", os.path.join(tmp, "nope.jsonl"), "nope.jsonl"),
+    ]
+    for what, path, needle in cases:
+        runner.expect_usage_error(what, [path, "--ram-tokens", "4096", "--payload", "none"],
+                                  needle)
+    flags = [
+        ("ram below a block", ["--ram-tokens", "511"], "less than one 512-token block"),
+        ("ram not a number", ["--ram-tokens", "3e6"], "--ram-tokens: expected an integer"),
+        ("policy", ["--ram-tokens", "4096", "--policy", "lfu"], "unknown eviction policy 'lfu'"),
+        ("payload", ["--ram-tokens", "4096", "--payload", "some"], "--payload: expected real"),
+        ("disk dir without real", ["--ram-tokens", "4096", "--payload", "none", "--disk-dir",
+                                   tmp, "--disk-tokens", "4096"], "--disk-dir is only used"),
+        ("real disk without dir", ["--ram-tokens", "4096", "--payload", "real", "--disk-tokens",
+                                   "4096"], "give both --disk-dir and --disk-tokens"),
+        ("disk below a block", ["--ram-tokens", "4096", "--payload", "none", "--disk-tokens",
+                                "100"], "--disk-tokens: 100 is less than"),
+        ("limit zero", ["--ram-tokens", "4096", "--limit", "0"], "--limit: expected an integer 1"),
+        ("layout", ["--ram-tokens", "4096", "--layout", "nosuch"], "--layout"),
+        ("no ram", ["--payload", "none"], "--ram-tokens"),
+    ]
+    for what, args, needle in flags:
+        runner.expect_usage_error(what, [trace_path] + args, needle)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--trace", help="default: ../shared/data/synthetic_trace.jsonl, searched "
+                    "upwards from the repository")
+    args = ap.parse_args()
+    if args.trace is None:
+        args.trace = find_trace()
+        if args.trace is None:
+            print("FAIL: no %s above %s; pass --trace" % (TRACE_NAME, REPO))
+            return 1
+    runner = Runner(args.cli)
+    trace = load_trace(args.trace)
+    tmp = tempfile.mkdtemp(prefix="kvtier-replay-test-")
+    try:
+        check_metadata(runner, args.trace, trace)
+        check_real(runner, args.trace, trace, tmp)
+        check_bad_input(runner, args.trace, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d passed, %d failed" % (runner.passed, runner.failed))
+    return 1 if runner.failed or runner.passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+// kvtier bench pool (DESIGN.md §6): BlockPool append (and packed-view)
+// throughput against memcpy of the same bytes in the same run, and the
+// latency of an Allocate whose prefix (32k tokens by default) is held in the
+// pool, in the host tier, and only on disk (after closing and reopening the
+// cache; the files are likely still in the OS page cache).
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "engine/file_tree.h"
+#include "kvtier/block_pool.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "kvtier/tiered_backing_store.h"
+#include "kvtier/tiered_cache.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct BenchPoolArgs {
+  std::string layout;
+  uint32_t block_tokens = 0;
+  uint64_t tokens = 32768;
+  std::string dir;
+  uint32_t repeats = 3;
+};
+
+// The layout's per-layer K/V for `n` tokens, [A, n, B] per state, filled
+// with a pattern; one buffer per state of layer 0 (every layer has the same
+// shapes in the layouts the pool takes, checked by the caller).
+struct Source {
+  std::vector<std::vector<std::byte>> per_state;  // [layer][state] flattened
+  std::vector<std::vector<std::span<const std::byte>>> views;
+  uint64_t bytes = 0;
+};
+
+Result<Source> MakeSource(const ModelLayout& layout, size_t n) {
+  Source s;
+  s.views.resize(layout.layers.size());
+  for (size_t l = 0; l < layout.layers.size(); ++l) {
+    for (const TensorSpec& t : layout.layers[l].states) {
+      if (t.shape.size() != 3 || t.token_dim != 1) {
+        return Status::InvalidArgument("layer " + std::to_string(l) + " state " + t.role +
+                                       " is not [A, block_tokens, B]");
+      }
+      const uint64_t bytes = t.shape[0] * n * t.shape[2] * DTypeSize(t.dtype);
+      s.per_state.emplace_back(bytes);
+      std::vector<std::byte>& buf = s.per_state.back();
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<std::byte>((i * 131 + l) & 0xff);
+      s.bytes += bytes;
+    }
+  }
+  size_t k = 0;
+  for (size_t l = 0; l < layout.layers.size(); ++l) {
+    for (size_t st = 0; st < layout.layers[l].states.size(); ++st) {
+      s.views[l].emplace_back(s.per_state[k++]);
+    }
+  }
+  return s;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Bench {
+  BenchPoolArgs args;
+  ModelLayout layout;
+  Env* env = Env::Default();
+  std::string cache_dir;
+  std::vector<uint32_t> prompt;  // prefix + one more token
+  size_t prefix = 0;
+  size_t blocks = 0;
+  NamespaceOptions ns;
+
+  Result<std::unique_ptr<BlockPool>> NewPool(BlockBackingStore* store, uint32_t slots) {
+    PoolOptions po;
+    po.layout = layout;
+    po.key_namespace = ns;
+    po.total_blocks = slots;
+    po.chunk_blocks = std::min<uint32_t>(slots, 256);
+    po.store = store;
+    po.env = env;
+    return BlockPool::Create(std::move(po));
+  }
+
+  Result<std::unique_ptr<TieredCache>> OpenCache() {
+    CacheOptions co;
+    co.layout_signature = layout.Signature();
+    // Room for every block file with headroom for headers.
+    co.host.capacity_bytes = blocks * (layout.BlockBytes() + 65536) + (64ull << 20);
+    DiskTierOptions d;
+    d.dir = cache_dir;
+    d.max_bytes = 0;  // bounded by free disk only
+    co.disk = std::move(d);
+    return TieredCache::Open(std::move(co), env);
+  }
+
+  // Writes K/V for the prefix into `seq` of `pool` and commits it.
+  Status Fill(BlockPool* pool, uint64_t seq, const Source& src) {
+    KVTIER_ASSIGN_OR_RETURN(size_t m, pool->Allocate(seq, prompt));
+    if (m != 0) return Status::Internal("a fresh pool reused " + std::to_string(m) + " tokens");
+    for (uint32_t l = 0; l < layout.layers.size(); ++l) {
+      KVTIER_RETURN_IF_ERROR(pool->AppendLayer(seq, l, 0, prefix, src.views[l]));
+    }
+    return pool->Advance(seq, std::span<const uint32_t>(prompt).first(prefix));
+  }
+
+  // Milliseconds of one blocking Allocate of the prompt, which must reuse
+  // the whole prefix.
+  Result<double> TimeHit(BlockPool* pool, uint64_t seq) {
+    const uint64_t t0 = env->NowMicros();
+    KVTIER_ASSIGN_OR_RETURN(size_t m, pool->Allocate(seq, prompt));
+    const uint64_t t1 = env->NowMicros();
+    if (m != prefix) {
+      return Status::Internal("the prefix hit reused " + std::to_string(m) + " of " +
+                              std::to_string(prefix) + " tokens");
+    }
+    return static_cast<double>(t1 - t0) / 1000.0;
+  }
+};
+
+Status RunBench(Bench& b, nlohmann::json* out) {
+  const size_t bt = b.layout.block_tokens;
+  KVTIER_ASSIGN_OR_RETURN(Source src, MakeSource(b.layout, b.prefix));
+  const uint32_t slots = static_cast<uint32_t>(b.blocks + 2);
+
+  // --- Append vs memcpy of the same bytes (best of `repeats`, warm memory).
+  double append_s = 1e30, memcpy_s = 1e30;
+  {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(nullptr, slots));
+    std::vector<std::byte> dst(src.bytes);
+    std::memset(dst.data(), 1, dst.size());
+    for (uint32_t r = 0; r <= b.args.repeats; ++r) {  // r == 0 warms the slots up
+      KVTIER_ASSIGN_OR_RETURN(size_t m, pool->Allocate(1, b.prompt));
+      (void)m;
+      const uint64_t t0 = b.env->NowMicros();
+      for (uint32_t l = 0; l < b.layout.layers.size(); ++l) {
+        KVTIER_RETURN_IF_ERROR(pool->AppendLayer(1, l, 0, b.prefix, src.views[l]));
+      }
+      const uint64_t t1 = b.env->NowMicros();
+      KVTIER_RETURN_IF_ERROR(pool->Remove(1));
+      size_t off = 0;
+      const uint64_t t2 = b.env->NowMicros();
+      for (const auto& buf : src.per_state) {
+        std::memcpy(dst.data() + off, buf.data(), buf.size());
+        off += buf.size();
+      }
+      const uint64_t t3 = b.env->NowMicros();
+      if (r > 0) {
+        append_s = std::min(append_s, static_cast<double>(std::max<uint64_t>(t1 - t0, 1)) / 1e6);
+        memcpy_s = std::min(memcpy_s, static_cast<double>(std::max<uint64_t>(t3 - t2, 1)) / 1e6);
+      }
+    }
+    // Read the copy so it cannot be optimised away.
+    volatile std::byte sink = dst[dst.size() / 2];
+    (void)sink;
+  }
+  const double gb = static_cast<double>(src.bytes) / 1e9;
+
+  // --- Prefix hits: pool, host tier, disk tier.
+  std::vector<double> pool_ms, host_ms;
+  double disk_ms = 0, packed_s = 1e30;
+  uint64_t host_loaded = 0, disk_loaded = 0;
+  {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
+                            TieredBackingStore::Create(cache.get(), b.layout));
+    {
+      KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots * 2));
+      KVTIER_RETURN_IF_ERROR(b.Fill(pool.get(), 1, src));
+      for (uint32_t r = 0; r < b.args.repeats; ++r) {
+        KVTIER_ASSIGN_OR_RETURN(double ms, b.TimeHit(pool.get(), 100 + r));
+        pool_ms.push_back(ms);
+        // Packed views of a sequence that shares every block (built anew:
+        // views are cached per sequence).
+        const uint64_t t0 = b.env->NowMicros();
+        for (uint32_t l = 0; l < b.layout.layers.size(); ++l) {
+          KVTIER_ASSIGN_OR_RETURN(auto view, pool->PackedLayer(100 + r, l));
+          (void)view;
+        }
+        packed_s = std::min(
+            packed_s, static_cast<double>(std::max<uint64_t>(b.env->NowMicros() - t0, 1)) / 1e6);
+        KVTIER_RETURN_IF_ERROR(pool->Remove(100 + r));
+      }
+    }
+    for (uint32_t r = 0; r < b.args.repeats; ++r) {
+      // A fresh pool holds nothing: the prefix comes from the host tier.
+      KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots));
+      const uint64_t before = tiers->counters().loaded_host;
+      KVTIER_ASSIGN_OR_RETURN(double ms, b.TimeHit(pool.get(), 1));
+      host_ms.push_back(ms);
+      host_loaded += tiers->counters().loaded_host - before;
+    }
+    tiers.reset();
+    KVTIER_RETURN_IF_ERROR(cache->Close());  // dirty blocks go to disk
+  }
+  {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
+                            TieredBackingStore::Create(cache.get(), b.layout));
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots));
+    KVTIER_ASSIGN_OR_RETURN(disk_ms, b.TimeHit(pool.get(), 1));
+    disk_loaded = tiers->counters().loaded_disk;
+    pool.reset();
+    tiers.reset();
+    KVTIER_RETURN_IF_ERROR(cache->Close());
+  }
+  if (host_loaded != b.blocks * b.args.repeats || disk_loaded != b.blocks) {
+    return Status::Internal("expected every prefix block from its tier: host " +
+                            std::to_string(host_loaded) + ", disk " + std::to_string(disk_loaded) +
+                            " of " + std::to_string(b.blocks) + " per run");
+  }
+
+  (*out)["layout"] = b.layout.name;
+  (*out)["block_tokens"] = bt;
+  (*out)["block_bytes"] = b.layout.BlockBytes();
+  (*out)["prefix_tokens"] = b.prefix;
+  (*out)["prefix_blocks"] = b.blocks;
+  (*out)["append_bytes"] = src.bytes;
+  (*out)["append_GBps"] = gb / append_s;
+  (*out)["memcpy_GBps"] = gb / memcpy_s;
+  (*out)["packed_GBps"] = gb / packed_s;
+  (*out)["append_vs_memcpy"] = memcpy_s / append_s;
+  (*out)["prefix_hit_ms"] = {
+      {"pool", Median(pool_ms)}, {"host", Median(host_ms)}, {"disk", disk_ms}};
+  return Status::Ok();
+}
+
+std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
+  auto args = std::make_shared<BenchPoolArgs>();
+  app->add_option("--layout", args->layout, "Layout preset or FILE.json")->required();
+  app->add_option("--block-tokens", args->block_tokens, "Tokens per block (0: the layout's)")
+      ->check(CLI::Range(0, 1 << 20));
+  app->add_option("--tokens", args->tokens, "Prefix length in tokens")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app->add_option("--dir", args->dir,
+                  "Folder for the disk tier (default: a new temp folder, removed after)");
+  app->add_option("--repeats", args->repeats, "Runs of each timed step")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  return [args, flags] {
+    Bench b;
+    b.args = *args;
+    Result<ModelLayout> layout = ModelLayout::Resolve(b.env, args->layout, args->block_tokens);
+    if (!layout.ok()) return ReportError(*flags, layout.status());
+    b.layout = *std::move(layout);
+    const size_t bt = b.layout.block_tokens;
+    b.blocks = args->tokens / bt;
+    if (b.blocks == 0) {
+      return ReportError(
+          *flags, Status::InvalidArgument("--tokens " + std::to_string(args->tokens) +
+                                          " is less than one block of " + std::to_string(bt)));
+    }
+    b.prefix = b.blocks * bt;
+    b.prompt.resize(b.prefix + 1);
+    for (size_t i = 0; i < b.prompt.size(); ++i) {
+      b.prompt[i] = static_cast<uint32_t>((i * 2654435761u) % 151936u);
+    }
+    b.ns.model_id = "kvtier-bench-pool";
+    // A salt per run: blocks an earlier run left in --dir do not count as hits.
+    b.ns.salt = std::to_string(b.env->NowUnixMicros()) + "." + std::to_string(b.env->ProcessId());
+
+    std::string temp;
+    if (args->dir.empty()) {
+      std::string tmpl =
+          (std::filesystem::temp_directory_path() / "kvtier-bench-pool-XXXXXX").string();
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        return ReportError(*flags, Status::IOError("mkdtemp " + tmpl, errno), kExitFailure);
+      }
+      temp = tmpl;
+      b.cache_dir = JoinPath(temp, "cache");
+    } else {
+      b.cache_dir = args->dir;
+    }
+    nlohmann::json out = nlohmann::json::object();
+    Status s = RunBench(b, &out);
+    if (!temp.empty()) {
+      Status rm = engine::RemoveTree(b.env, temp);
+      if (!rm.ok())
+        std::cerr << "kvtier: could not remove " << temp << ": " << rm.message() << "\n";
+    }
+    if (!s.ok()) return ReportError(*flags, s, kExitFailure);
+    if (flags->json) {
+      PrintJson(out);
+    } else {
+      std::printf("layout %s: %zu-token prefix = %zu blocks of %llu bytes\n", b.layout.name.c_str(),
+                  b.prefix, b.blocks, static_cast<unsigned long long>(b.layout.BlockBytes()));
+      std::printf(
+          "append %.2f GB/s   packed view %.2f GB/s   memcpy %.2f GB/s   (append = %.2f x memcpy, "
+          "%llu bytes)\n",
+          out["append_GBps"].get<double>(), out["packed_GBps"].get<double>(),
+          out["memcpy_GBps"].get<double>(), out["append_vs_memcpy"].get<double>(),
+          static_cast<unsigned long long>(out["append_bytes"].get<uint64_t>()));
+      std::printf("prefix hit: pool %.3f ms   host %.3f ms   disk %.3f ms\n",
+                  out["prefix_hit_ms"]["pool"].get<double>(),
+                  out["prefix_hit_ms"]["host"].get<double>(),
+                  out["prefix_hit_ms"]["disk"].get<double>());
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace
+KVTIER_SUBCOMMAND(bench_pool, "bench", "pool",
+               "Pool append GB/s vs memcpy, and prefix-hit latency from pool, host and disk",
+               SetupBenchPool);
+}  // namespace kvtier::cli

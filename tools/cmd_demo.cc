@@ -1,0 +1,120 @@
+// kvtier demo: the reference engine serving a scripted session through the
+// pool and the tiers, with a restart in the middle (src/engine/demo.h).
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "command.h"
+#include "engine/demo.h"
+#include "kvtier/layout.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct DemoArgs {
+  std::string dir = "kvtier-demo";
+  bool keep = false;
+  bool quiet = false;
+  bool quick = false;
+  std::string kv_dtype = "F16";
+  uint32_t block_tokens = 16;
+  uint32_t conversations = 4;
+  uint32_t decode_tokens = 8;
+  uint64_t seed = 1;
+  uint32_t pool_blocks = 0;
+};
+
+void PrintProgress(const engine::DemoEvent& e, std::ostream& os) {
+  using Kind = engine::DemoEvent::Kind;
+  if (e.kind != Kind::kRequest) {
+    os << (e.kind == Kind::kRestart ? "\n== " : "== ") << e.message << "\n";
+    if (e.kind == Kind::kRestart) os << "\n";
+    return;
+  }
+  const engine::DemoRequest& r = *e.request;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "[%2u/%u] conversation %u turn %u: %zu tokens, %zu reused from %s, %zu computed;"
+                " prefill %.1f ms, first token %.1f ms (recompute %.1f ms); logits %s\n",
+                r.index + 1, e.total_requests, r.conversation + 1, r.turn + 1, r.prompt_tokens,
+                r.reused_tokens, r.source.c_str(), r.computed_tokens, r.prefill_ms, r.ttft_ms,
+                r.recompute_ttft_ms,
+                r.logits_mismatched == 0 ? "identical" : ("DIFFER: " + r.mismatch).c_str());
+  os << line << std::flush;
+}
+
+std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
+  auto args = std::make_shared<DemoArgs>();
+  app->add_option("--dir", args->dir, "Demo folder (cleared first unless --keep)")
+      ->capture_default_str();
+  app->add_flag("--keep", args->keep, "Keep what an earlier run left in the folder");
+  app->add_flag("--quiet", args->quiet, "No progress lines");
+  app->add_flag("--quick", args->quick,
+                "A much smaller model and script (smoke tests; seconds even in debug builds)");
+  app->add_option("--kv-dtype", args->kv_dtype, "K/V dtype in the pool and the tiers")
+      ->check(CLI::IsMember({"F16", "BF16", "F32"}))
+      ->capture_default_str();
+  CLI::Option* app_block_tokens =
+      app->add_option("--block-tokens", args->block_tokens, "Tokens per block")
+          ->check(CLI::Range(1, 4096))
+          ->capture_default_str();
+  CLI::Option* app_conversations =
+      app->add_option("--conversations", args->conversations, "Conversations")
+          ->check(CLI::Range(1, 64))
+          ->capture_default_str();
+  CLI::Option* app_decode_tokens =
+      app->add_option("--decode-tokens", args->decode_tokens, "Tokens generated per turn")
+          ->check(CLI::Range(0, 256))
+          ->capture_default_str();
+  app->add_option("--seed", args->seed, "Seed of the model's weights")->capture_default_str();
+  app->add_option("--pool-blocks", args->pool_blocks,
+                  "Slots of the serving pool (0: the longest conversation and a few more)")
+      ->capture_default_str();
+  return [args, flags, app_block_tokens, app_conversations, app_decode_tokens] {
+    engine::DemoOptions o =
+        args->quick ? engine::QuickDemoOptions(args->dir) : engine::DemoOptions{};
+    o.dir = args->dir;
+    o.start = args->keep ? engine::DemoStart::kKeep : engine::DemoStart::kClean;
+    // Explicit flags override the configuration's defaults.
+    if (!app_block_tokens->empty()) o.block_tokens = args->block_tokens;
+    if (!app_conversations->empty()) o.conversations = args->conversations;
+    if (!app_decode_tokens->empty()) o.decode_tokens = args->decode_tokens;
+    o.model.seed = args->seed;
+    o.pool_blocks = args->pool_blocks;
+    o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
+    // With --json, stdout carries only the JSON object; progress goes to stderr.
+    std::ostream& os = flags->json ? std::cerr : std::cout;
+    std::function<void(const engine::DemoEvent&)> progress;
+    if (!args->quiet) progress = [&os](const engine::DemoEvent& e) { PrintProgress(e, os); };
+    Result<engine::DemoReport> rep = engine::RunDemo(o, progress);
+    if (!rep.ok()) {
+      // Bad options or a folder that is not the demo's are bad input.
+      const bool input = rep.status().IsInvalidArgument() ||
+                         rep.status().code() == StatusCode::kFailedPrecondition;
+      return ReportError(*flags, rep.status(), input ? kExitUsage : kExitFailure);
+    }
+    if (flags->json) {
+      std::cout << rep->ToJson() << "\n";
+    } else {
+      std::cout << "\n" << engine::FormatDemoTable(*rep);
+      std::printf("ran in %.1f s; the cache folder is %s\n", rep->wall_s, rep->cache_dir.c_str());
+    }
+    if (!rep->bit_exact) {
+      std::cerr << "kvtier: logits with the cache differ from logits without it in "
+                << rep->mismatched_requests << " request(s)\n";
+      return kExitFailure;
+    }
+    if (o.turns_after_restart > 0 && rep->disk_blocks_after_restart == 0) {
+      std::cerr << "kvtier: the disk tier served no block after the restart\n";
+      return kExitFailure;
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace
+KVTIER_COMMAND(demo, "demo",
+               "Serve a scripted chat session on a small reference engine through the pool and "
+               "the tiers, with a restart; check cached logits are bit-exact",
+               SetupDemo);
+}  // namespace kvtier::cli

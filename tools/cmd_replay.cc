@@ -1,0 +1,316 @@
+// `kvtier replay`: replays a Mooncake-format trace through the cache tiers
+// (DESIGN.md §6, docs/replay.md). --payload none simulates the tiers over
+// block ids at full scale; --payload real runs a real TieredCache with real
+// block bytes and verifies every block it loads.
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "command.h"
+#include "host/eviction_policy.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "replay/real_replayer.h"
+#include "replay/simulator.h"
+#include "replay/trace_reader.h"
+
+namespace kvtier::cli {
+namespace {
+
+using replay::kTraceBlockTokens;
+using replay::ReplayCounts;
+using replay::TraceRequest;
+
+struct ReplayArgs {
+  std::string trace;
+  std::string ram_tokens;
+  std::string disk_tokens;
+  std::string disk_dir;
+  std::string layout = "tiny";
+  std::string payload = "real";
+  std::string policy = "lru";
+  std::string limit;
+  CLI::Option* disk_tokens_opt = nullptr;
+  CLI::Option* disk_dir_opt = nullptr;
+  CLI::Option* limit_opt = nullptr;
+};
+
+// What the flags say, checked.
+struct ReplayPlan {
+  uint64_t ram_blocks = 0;
+  uint64_t disk_blocks = 0;  // 0 = no disk tier
+  bool real = false;
+  HostEvictionPolicy policy = HostEvictionPolicy::kLru;
+  uint64_t limit = UINT64_MAX;
+  ModelLayout layout;
+};
+
+Result<uint64_t> ParseCount(std::string_view flag, const std::string& text, uint64_t min) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < min) {
+    return Status::InvalidArgument(std::string(flag) + ": expected an integer " +
+                                   std::to_string(min) + "..18446744073709551615, got '" +
+                                   text.substr(0, 40) + "'");
+  }
+  return v;
+}
+
+Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
+  ReplayPlan plan;
+  KVTIER_ASSIGN_OR_RETURN(uint64_t ram_tokens, ParseCount("--ram-tokens", a.ram_tokens, 0));
+  plan.ram_blocks = ram_tokens / kTraceBlockTokens;
+  if (plan.ram_blocks == 0) {
+    return Status::InvalidArgument("--ram-tokens: " + std::to_string(ram_tokens) +
+                                   " is less than one 512-token block");
+  }
+  if (a.payload == "real") {
+    plan.real = true;
+  } else if (a.payload != "none") {
+    return Status::InvalidArgument("--payload: expected real or none, got '" +
+                                   a.payload.substr(0, 40) + "'");
+  }
+  const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
+  const bool has_disk_dir = a.disk_dir_opt->count() > 0;
+  if (has_disk_tokens) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t disk_tokens, ParseCount("--disk-tokens", a.disk_tokens, 0));
+    plan.disk_blocks = disk_tokens / kTraceBlockTokens;
+    if (plan.disk_blocks == 0) {
+      return Status::InvalidArgument("--disk-tokens: " + std::to_string(disk_tokens) +
+                                     " is less than one 512-token block");
+    }
+  }
+  if (plan.real && has_disk_tokens != has_disk_dir) {
+    return Status::InvalidArgument(
+        "--payload real: give both --disk-dir and --disk-tokens for a disk tier, or neither");
+  }
+  if (!plan.real && has_disk_dir) {
+    return Status::InvalidArgument(
+        "--disk-dir is only used with --payload real (--payload none keeps no files; "
+        "--disk-tokens alone sizes its disk tier)");
+  }
+  KVTIER_ASSIGN_OR_RETURN(plan.policy, ParseHostEvictionPolicy(a.policy));
+  if (a.limit_opt->count() > 0) {
+    KVTIER_ASSIGN_OR_RETURN(plan.limit, ParseCount("--limit", a.limit, 1));
+  }
+  Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout);
+  if (!layout.ok()) return layout.status().WithContext("--layout");
+  plan.layout = std::move(layout).value();
+  return plan;
+}
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+ public:
+  explicit ProgressBar(uint64_t total) : total_(total), enabled_(isatty(STDERR_FILENO) == 1) {}
+  ~ProgressBar() { Finish(); }
+
+  void Update(uint64_t done) {
+    if (!enabled_ || total_ == 0) return;
+    const uint64_t permille = done * 1000 / total_;
+    if (permille == last_permille_) return;
+    last_permille_ = permille;
+    constexpr int kWidth = 40;
+    const int filled = static_cast<int>(done * kWidth / total_);
+    std::fprintf(stderr, "\r[%s%s] %5.1f%% %llu/%llu requests", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), permille / 10.0,
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_));
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void Finish() {
+    if (drawn_) std::fputs("\n", stderr);
+    drawn_ = false;
+  }
+
+ private:
+  const uint64_t total_;
+  const bool enabled_;
+  uint64_t last_permille_ = UINT64_MAX;
+  bool drawn_ = false;
+};
+
+// Fields both modes print.
+nlohmann::json CommonJson(const ReplayPlan& plan, const ReplayCounts& c, double max_ratio,
+                          double seconds) {
+  return {{"requests", c.requests},
+          {"hit_ratio", c.HitRatio()},
+          {"hit_ratio_ram", c.HitRatioRam()},
+          {"hit_ratio_disk", c.HitRatioDisk()},
+          {"max_hit_ratio", max_ratio},
+          {"payload", plan.real ? "real" : "none"},
+          {"policy", std::string(HostEvictionPolicyName(plan.policy))},
+          {"ram_blocks", plan.ram_blocks},
+          {"disk_blocks", plan.disk_blocks},
+          {"input_tokens", c.input_tokens},
+          {"hit_tokens", c.hit_tokens},
+          {"hit_tokens_ram", c.hit_tokens_ram},
+          {"hit_tokens_disk", c.hit_tokens_disk},
+          {"block_accesses", c.blocks},
+          {"ram_hits", c.ram_hits},
+          {"disk_hits", c.disk_hits},
+          {"inserts", c.inserts},
+          {"ram_evictions", c.ram_evictions},
+          {"disk_evictions", c.disk_evictions},
+          {"ghost_hits", c.ghost_hits},
+          {"layout", plan.layout.name},
+          {"seconds", seconds}};
+}
+
+void PrintText(const nlohmann::json& j) {
+  std::ostringstream out;
+  out << "requests        " << j["requests"] << " (" << j["input_tokens"] << " input tokens)\n";
+  out << "payload         " << j["payload"].get<std::string>() << ", policy "
+      << j["policy"].get<std::string>() << ", RAM " << j["ram_blocks"] << " blocks, disk "
+      << j["disk_blocks"] << " blocks\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "hit_ratio       %.5f (RAM %.5f, disk %.5f)\n",
+                j["hit_ratio"].get<double>(), j["hit_ratio_ram"].get<double>(),
+                j["hit_ratio_disk"].get<double>());
+  out << line;
+  std::snprintf(line, sizeof(line), "max_hit_ratio   %.5f (unbounded capacity)\n",
+                j["max_hit_ratio"].get<double>());
+  out << line;
+  if (j.contains("belady_hit_ratio")) {
+    std::snprintf(line, sizeof(line), "belady          %.5f (Belady's MIN at the RAM capacity)\n",
+                  j["belady_hit_ratio"].get<double>());
+    out << line;
+  }
+  out << "blocks          " << j["ram_hits"] << " RAM hits, " << j["disk_hits"] << " disk hits, "
+      << j["inserts"] << " inserts, " << j["ram_evictions"] << " RAM evictions, "
+      << j["disk_evictions"] << " disk evictions\n";
+  if (j["payload"] == "real") {
+    std::snprintf(line, sizeof(line),
+                  "loads           %.3f GB/s (%llu bytes), %llu verified, %llu wrong\n",
+                  j["load_GBps"].get<double>(),
+                  static_cast<unsigned long long>(j["bytes_loaded"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["verified"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["wrong"].get<uint64_t>()));
+    out << line;
+  }
+  std::snprintf(line, sizeof(line), "time            %.2f s\n", j["seconds"].get<double>());
+  out << line;
+  std::cout << out.str();
+}
+
+int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
+  Result<ReplayPlan> plan = MakePlan(a);
+  if (!plan.ok()) return ReportError(flags, plan.status());
+  replay::TraceReadOptions topts;
+  topts.max_requests = plan->limit;
+  Result<std::vector<TraceRequest>> trace = replay::ReadTrace(Env::Default(), a.trace, topts);
+  if (!trace.ok()) return ReportError(flags, trace.status());
+
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  ReplayCounts totals;
+  for (const TraceRequest& r : *trace) totals.input_tokens += r.input_length;
+  const uint64_t max_hit_tokens = replay::MaxHitTokens(*trace);
+  const double max_ratio = totals.Ratio(max_hit_tokens);
+  const uint64_t block_bytes = plan->layout.BlockBytes();
+  ProgressBar progress(trace->size());
+  nlohmann::json j;
+  int exit_code = kExitOk;
+  if (!plan->real) {
+    replay::SimOptions sopts;
+    sopts.ram_blocks = plan->ram_blocks;
+    sopts.disk_blocks = plan->disk_blocks;
+    sopts.policy = plan->policy;
+    replay::TierSimulator sim(sopts);
+    for (size_t i = 0; i < trace->size(); ++i) {
+      sim.Replay((*trace)[i]);
+      progress.Update(i + 1);
+    }
+    progress.Finish();
+    const ReplayCounts& c = sim.counts();
+    const uint64_t belady = replay::BeladyHitTokens(*trace, plan->ram_blocks);
+    j = CommonJson(*plan, c, max_ratio, elapsed());
+    j["belady_hit_ratio"] = c.Ratio(belady);
+    j["belady_hit_tokens"] = belady;
+    // No bytes move: the byte counts are what the layout's blocks would
+    // move, and there is no load speed to report.
+    j["load_GBps"] = nullptr;
+    j["block_bytes"] = block_bytes;
+    j["bytes_loaded"] = (c.ram_hits + c.disk_hits) * block_bytes;
+    j["bytes_stored"] = c.inserts * block_bytes;
+    j["bytes_to_disk"] = plan->disk_blocks == 0 ? 0 : c.ram_evictions * block_bytes;
+    j["bytes_from_disk"] = c.disk_hits * block_bytes;
+  } else {
+    replay::RealReplayOptions ropts;
+    ropts.ram_blocks = plan->ram_blocks;
+    ropts.disk_blocks = plan->disk_blocks;
+    ropts.disk_dir = a.disk_dir;
+    ropts.policy = plan->policy;
+    ropts.layout = plan->layout;
+    Result<std::unique_ptr<replay::RealReplayer>> rr =
+        replay::RealReplayer::Create(Env::Default(), ropts);
+    if (!rr.ok()) return ReportError(flags, rr.status());
+    for (size_t i = 0; i < trace->size(); ++i) {
+      Status s = (*rr)->Replay((*trace)[i]);
+      if (!s.ok()) {
+        progress.Finish();
+        return ReportError(flags, s.WithContext("request " + std::to_string(i + 1)), kExitFailure);
+      }
+      progress.Update(i + 1);
+    }
+    Status s = (*rr)->Finish();
+    progress.Finish();
+    if (!s.ok()) return ReportError(flags, s, kExitFailure);
+    const replay::RealReplayStats& st = (*rr)->stats();
+    j = CommonJson(*plan, st.counts, max_ratio, elapsed());
+    j["load_GBps"] = st.LoadGBps();
+    j["block_bytes"] = block_bytes;
+    j["block_file_bytes"] = st.block_file_bytes;
+    j["bytes_loaded"] = st.bytes_loaded;
+    j["prefix_bytes_loaded"] = st.prefix_bytes_loaded;
+    j["bytes_stored"] = st.bytes_stored;
+    j["bytes_to_disk"] = st.bytes_to_disk;
+    j["bytes_from_disk"] = st.bytes_from_disk;
+    j["load_seconds"] = st.load_seconds;
+    j["verified"] = st.verified;
+    j["wrong"] = st.wrong;
+    if (st.wrong > 0) exit_code = kExitFailure;
+  }
+  j["max_hit_tokens"] = max_hit_tokens;
+  if (flags.json) {
+    PrintJson(j);
+  } else {
+    PrintText(j);
+  }
+  if (exit_code != kExitOk) {
+    std::cerr << "kvtier: replay loaded " << j["wrong"] << " wrong block(s)\n";
+  }
+  std::cout.flush();
+  return std::cout.good() ? exit_code : kExitFailure;
+}
+
+std::function<int()> SetupReplay(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<ReplayArgs>();
+  app->add_option("trace", a->trace, "Mooncake-format trace (.jsonl)")->required();
+  app->add_option("--ram-tokens", a->ram_tokens,
+                  "Host (RAM) tier capacity in tokens (floor(N/512) blocks)")
+      ->required();
+  a->disk_tokens_opt = app->add_option("--disk-tokens", a->disk_tokens,
+                                       "Disk tier capacity in tokens (floor(M/512) blocks)");
+  a->disk_dir_opt = app->add_option("--disk-dir", a->disk_dir, "Disk tier folder (--payload real)");
+  app->add_option("--layout", a->layout,
+                  "Layout preset or .json file of the block bytes (--payload real; default tiny)");
+  app->add_option("--payload", a->payload,
+                  "real: real blocks through a TieredCache, verified on every load; "
+                  "none: metadata-only simulation (default real)");
+  app->add_option("--policy", a->policy, "Host tier eviction policy: lru or reuse (default lru)");
+  a->limit_opt = app->add_option("--limit", a->limit, "Replay only the first R requests");
+  return [a, flags] { return RunReplay(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_COMMAND(replay, "replay", "Replay a Mooncake trace through the cache tiers", SetupReplay);
+}  // namespace kvtier::cli
