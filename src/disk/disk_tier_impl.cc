@@ -100,20 +100,19 @@ Status DiskTierImpl::Init() {
   KVTIER_RETURN_IF_ERROR(CreateFolder(options_.dir));
   KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.BlocksDir()));
   KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.QuarantineDir()));
-  // All 256 subfolders up front (a few hundred mkdir calls, EEXIST on a
-  // reopen), so writes never pay for creating one (and, in kFsync mode, for
-  // syncing blocks/ after it).
-  for (int prefix = 0; prefix < 256; ++prefix) {
-    const std::string sub = layout_.Subdir(static_cast<uint8_t>(prefix));
-    if (NeedsChmod(options_.dir_permissions, 0700)) {
-      KVTIER_RETURN_IF_ERROR(CreateFolder(sub));  // chmods only what it creates
-    } else {
-      KVTIER_RETURN_IF_ERROR(env_->CreateDir(sub, options_.dir_permissions));
-    }
-    subdir_ready_[prefix].store(true, std::memory_order_relaxed);
-  }
   if (options_.durability == Durability::kFsync) {
-    // The folders must survive a power cut before any block in them can.
+    // All 256 subfolders up front, so a write never pays for syncing blocks/
+    // after making its subfolder; then the folders are made durable once.
+    // (kChecksum makes them as needed: mkdir is all it costs.)
+    for (int prefix = 0; prefix < 256; ++prefix) {
+      const std::string sub = layout_.Subdir(static_cast<uint8_t>(prefix));
+      if (NeedsChmod(options_.dir_permissions, 0700)) {
+        KVTIER_RETURN_IF_ERROR(CreateFolder(sub));  // chmods only what it creates
+      } else {
+        KVTIER_RETURN_IF_ERROR(env_->CreateDir(sub, options_.dir_permissions));
+      }
+      subdir_ready_[prefix].store(true, std::memory_order_relaxed);
+    }
     KVTIER_RETURN_IF_ERROR(env_->SyncDir(layout_.BlocksDir()));
     KVTIER_RETURN_IF_ERROR(env_->SyncDir(options_.dir));
   }
