@@ -77,7 +77,7 @@ Status CheckText(const std::string& value, const char* field, bool required) {
   if (value.size() > UINT32_MAX) {
     return Status::InvalidArgument(std::string(field) + " is longer than 4294967295 bytes");
   }
-  if (!internal::IsValidUtf8(value)) {
+  if (!internal::IsStrictUtf8(value)) {
     return Status::InvalidArgument(std::string(field) + " must be valid UTF-8");
   }
   return Status::Ok();

@@ -11,38 +11,6 @@
 namespace kvtier {
 namespace internal {
 
-bool IsValidUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const unsigned char* end = p + s.size();
-  while (p < end) {
-    unsigned char c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    uint32_t min;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;  // a continuation byte or 0xF8..0xFF as a lead byte
-    }
-    if (static_cast<size_t>(end - p) < len) return false;
-    for (size_t i = 1; i < len; ++i) {
-      if ((p[i] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    p += len;
-  }
-  return true;
-}
-
 bool IsValidName(std::string_view s) {
   if (s.empty() || s.size() > kMaxNameBytes) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -142,7 +110,7 @@ Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_
   }
   for (size_t m = 0; m < layer.meta_state.size(); ++m) {
     const std::string& s = layer.meta_state[m];
-    if (s.size() > kMaxMetaStateBytes || !IsValidUtf8(s)) {
+    if (s.size() > kMaxMetaStateBytes || !IsStrictUtf8(s)) {
       return Status::InvalidArgument(p + ".meta_state[" + std::to_string(m) +
                                      "] must be UTF-8 of at most " +
                                      std::to_string(kMaxMetaStateBytes) + " bytes");

@@ -8,6 +8,8 @@
 #include "kvtier/layout.h"
 #include "kvtier/status.h"
 
+#include "core/json_strict.h"  // IsStrictUtf8
+
 namespace kvtier::internal {
 
 // Limits Validate() enforces (documented in docs/layouts.md).
@@ -17,9 +19,6 @@ inline constexpr size_t kMaxRank = 8;
 inline constexpr size_t kMaxNameBytes = 64;
 inline constexpr size_t kMaxMetaStateBytes = 1024;
 inline constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 32;  // 4 GiB
-
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
-bool IsValidUtf8(std::string_view s);
 
 // True for a non-empty [A-Za-z0-9_.-] string of at most kMaxNameBytes.
 bool IsValidName(std::string_view s);
