@@ -23,30 +23,11 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "testing/block_generator.h"
+#include "testing/temp_dir.h"
 
 namespace kvtier::cache_test {
 
-// A fresh folder under the system temp folder, removed with its content.
-class TempDir {
- public:
-  TempDir() {
-    std::string base = std::filesystem::temp_directory_path().string() + "/kvtier_cache_XXXXXX";
-    std::vector<char> buf(base.begin(), base.end());
-    buf.push_back('\0');
-    char* made = ::mkdtemp(buf.data());
-    path_ = made != nullptr ? std::string(made) : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::kvtier::testing::TempDir;
 
 // One gate: while closed, callers of Pass() wait (and are counted) until
 // Open().

@@ -23,33 +23,11 @@
 #include "kvtier/layout.h"
 #include "kvtier/options.h"
 #include "testing/block_generator.h"
+#include "testing/temp_dir.h"
 
 namespace kvtier::disk_test {
 
-// A fresh folder under $TMPDIR (or /tmp), removed with its content on
-// destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string base = std::filesystem::temp_directory_path().string() + "/kvtier_disk_XXXXXX";
-    std::vector<char> buf(base.begin(), base.end());
-    buf.push_back('\0');
-    char* made = ::mkdtemp(buf.data());
-    path_ = made != nullptr ? std::string(made) : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::kvtier::testing::TempDir;
 
 inline const ModelLayout& TinyLayout() {
   static const ModelLayout* layout = new ModelLayout(ModelLayout::Preset("tiny").value());

@@ -20,27 +20,11 @@
 #include "kvtier/env.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
+#include "testing/temp_dir.h"
 
 namespace kvtier::engine::testing {
 
-// A fresh folder under the system temp folder, removed with its content.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvtier_engine_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::kvtier::testing::TempDir;
 
 // Small enough for ASan: 2 layers, hidden 48, 4 query heads over 2 KV heads.
 inline ModelConfig SmallConfig(DType kv_dtype = DType::kF16, uint64_t seed = 7) {

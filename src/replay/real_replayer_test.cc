@@ -12,6 +12,7 @@
 #include "replay/simulator.h"
 #include "testing/block_generator.h"
 #include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace kvtier::replay {
 namespace {
@@ -41,20 +42,7 @@ std::unique_ptr<RealReplayer> Open(RealReplayOptions o) {
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvtier_replay_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::kvtier::testing::TempDir;
 
 // Chains over a few shared prefixes with one-off tails: hits, evictions and
 // re-inserts at small capacities.
