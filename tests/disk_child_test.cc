@@ -16,7 +16,7 @@
 
 #include "disk/disk_test_util.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::disk_child {
 namespace {

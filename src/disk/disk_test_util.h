@@ -21,7 +21,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/disk_tier.h"
 #include "kvtier/layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/temp_dir.h"
 
 namespace kvtier::disk_test {
