@@ -38,7 +38,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/remote_tier.h"
 #include "remote/redis_url.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <span>
 
 #include "kvtier/env.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::cli {
 

@@ -17,7 +17,7 @@
 #include "kvtier/remote_tier.h"
 #include "remote/redis_url.h"
 #include "remote/value_layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/redis_server.h"
 
 namespace kvtier::remote {
