@@ -41,17 +41,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "kvtier/block_file.h"
+#include "kvtier/block_buffer.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
+#include "kvtier/latency_histogram.h"
 #include "kvtier/layout.h"
-#include "kvtier/stats.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -159,6 +161,7 @@ struct RemoteTierStats {
   uint64_t bad_values = 0;  // values that failed verification (bad, partial, foreign, wrong type)
   uint64_t bad_values_deleted = 0;  // ... deleted from the server
   uint64_t too_small = 0;           // GetInto() calls whose buffer was too small
+  uint64_t alloc_failures = 0;      // LoadBuffers() values whose allocator failed
   uint64_t bytes_read = 0;          // block bytes served
   // --- Writes --------------------------------------------------------------
   uint64_t puts = 0;               // blocks accepted by Put() (queued)
@@ -197,6 +200,13 @@ struct RemoteTierStats {
   uint64_t nodes = 0;         // nodes known (1 for one server)
   uint64_t nodes_down = 0;    // nodes whose breaker is open now
   uint64_t connections = 0;   // connections open now
+
+  // One JSON object: every field above, histograms as
+  // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.
+  std::string ToJson() const;
+  // Prometheus text exposition: `<prefix>_<name>`, counters end in
+  // `_total`, latencies as `<prefix>_*_latency_seconds` histograms.
+  std::string ToPrometheus(std::string_view prefix = "kvtier_remote") const;
 };
 
 class RemoteTier {
@@ -224,6 +234,20 @@ class RemoteTier {
   // Get() of each key, pipelined per node; result[i] is keys[i]'s block or
   // nullptr.
   virtual std::vector<SharedBlock> GetMany(std::span<const BlockKey> keys) = 0;
+  // Supplies the buffer a value is read into (exact size: known from the
+  // reply before any of its bytes are read), e.g. a recycled, already
+  // page-faulted buffer. Called on the caller's thread.
+  using BufferAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
+  // Called once per key, in key order, after the batch: the verified block,
+  // nullopt on a miss, or the allocator's error for that key alone.
+  using LoadedBufferCallback =
+      std::function<void(size_t index, Result<std::optional<BlockBuffer>> result)>;
+  // GetMany() into buffers from `alloc` (the shape of DiskTier::LoadBuffers,
+  // so that a cache can treat both lower tiers alike). A buffer `done` does
+  // not receive is destroyed before `done` is called. `alloc` and `done`
+  // must not call back into the tier. Returns after every callback.
+  virtual void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                           const LoadedBufferCallback& done) = 0;
   // Reads `key`'s block into the front of `dst` and verifies it there.
   // Returns its size, or nullopt on a miss (dst's contents then
   // unspecified). InvalidArgument if `dst` is smaller than the block (the

@@ -48,6 +48,9 @@ void BlockReader::CountMiss(const GetResult& r) {
     case State::kTooSmall:
       C::Add(counters_->too_small);
       break;
+    case State::kAllocError:
+      C::Add(counters_->alloc_failures);
+      break;
     default:
       break;
   }
@@ -76,12 +79,13 @@ std::vector<bool> BlockReader::Exists(std::span<const BlockKey> keys) {
   return found;
 }
 
-std::vector<SharedBlock> BlockReader::GetMany(std::span<const BlockKey> keys) {
+void BlockReader::LoadBuffers(
+    std::span<const BlockKey> keys, const ValueAllocator* alloc,
+    const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done) {
   C::Add(counters_->lookups, keys.size());
   std::vector<KeyOp> ops = MakeOps(keys);
-  GetOps get(*values_, keys.size(), counters_);
+  GetOps get(*values_, keys.size(), alloc, counters_);
   runner_->Run(ops, get);
-  std::vector<SharedBlock> out(keys.size());
   std::vector<BlockKey> bad;
   for (size_t i = 0; i < keys.size(); ++i) {
     GetResult& r = get.results()[i];
@@ -89,16 +93,28 @@ std::vector<SharedBlock> BlockReader::GetMany(std::span<const BlockKey> keys) {
       if (Verify(keys[i], r.buffer.span())) {
         C::Add(counters_->hits);
         C::Add(counters_->bytes_read, r.buffer.size());
-        out[i] = std::make_shared<const BlockBuffer>(std::move(r.buffer));
+        done(i, std::optional<BlockBuffer>(std::move(r.buffer)));
         continue;
       }
       r.state = State::kBad;
-      r.buffer = BlockBuffer();
     }
+    r.buffer = BlockBuffer();
     CountMiss(r);
     if (r.state == State::kBad) bad.push_back(keys[i]);
+    if (r.state == State::kAllocError) {
+      done(i, r.alloc_error);
+    } else {
+      done(i, std::optional<BlockBuffer>());
+    }
   }
   DeleteBad(bad);
+}
+
+std::vector<SharedBlock> BlockReader::GetMany(std::span<const BlockKey> keys) {
+  std::vector<SharedBlock> out(keys.size());
+  LoadBuffers(keys, nullptr, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+    if (r.ok() && r->has_value()) out[i] = std::make_shared<const BlockBuffer>(std::move(**r));
+  });
   return out;
 }
 

@@ -13,11 +13,13 @@
 #define KVTIER_REMOTE_BLOCK_READER_H_
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kvtier/block_buffer.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
@@ -35,6 +37,9 @@ class BlockReader {
               RemoteCounters* counters);
 
   std::vector<bool> Exists(std::span<const BlockKey> keys);
+  // RemoteTier::LoadBuffers(); `alloc` null = the heap.
+  void LoadBuffers(std::span<const BlockKey> keys, const ValueAllocator* alloc,
+                   const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done);
   std::vector<SharedBlock> GetMany(std::span<const BlockKey> keys);
   Result<std::optional<size_t>> GetInto(const BlockKey& key, std::span<std::byte> dst);
   // True if anything was deleted; Unavailable without an answer.

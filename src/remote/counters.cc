@@ -13,6 +13,7 @@ void RemoteCounters::CopyTo(RemoteTierStats* out) const {
   out->bad_values = Get(bad_values);
   out->bad_values_deleted = Get(bad_values_deleted);
   out->too_small = Get(too_small);
+  out->alloc_failures = Get(alloc_failures);
   out->bytes_read = Get(bytes_read);
   out->puts = Get(puts);
   out->puts_deduplicated = Get(puts_deduplicated);

@@ -9,8 +9,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kvtier/latency_histogram.h"
 #include "kvtier/remote_tier.h"
-#include "kvtier/stats.h"
 
 namespace kvtier::remote {
 
@@ -26,6 +26,7 @@ struct RemoteCounters {
   Counter bad_values{0};
   Counter bad_values_deleted{0};
   Counter too_small{0};
+  Counter alloc_failures{0};
   Counter bytes_read{0};
   Counter puts{0};
   Counter puts_deduplicated{0};

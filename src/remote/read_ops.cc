@@ -62,12 +62,18 @@ void ExistsOps::Fail(const KeyOp& op, OpFailure why) {
 
 // --- GET / MGET -----------------------------------------------------------------
 
-GetOps::GetOps(const ValueLayout& layout, size_t n, RemoteCounters* counters)
-    : layout_(layout), allocate_(true), results_(n), counters_(counters) {}
+GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
+               RemoteCounters* counters)
+    : layout_(layout), allocate_(true), alloc_(alloc), results_(n), counters_(counters) {}
 
 GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
                RemoteCounters* counters)
-    : layout_(layout), dsts_(dsts), allocate_(false), results_(dsts.size()), counters_(counters) {}
+    : layout_(layout),
+      dsts_(dsts),
+      allocate_(false),
+      alloc_(nullptr),
+      results_(dsts.size()),
+      counters_(counters) {}
 
 void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
   if (layout_.single_part()) {
@@ -97,9 +103,16 @@ std::span<std::byte> GetOps::Destination(GetResult& r, size_t index, uint64_t si
     }
     return dsts_[index].first(static_cast<size_t>(size));
   }
-  Result<BlockBuffer> b = BlockBuffer::Allocate(static_cast<size_t>(size));
+  Result<BlockBuffer> b = alloc_ != nullptr ? (*alloc_)(static_cast<size_t>(size))
+                                            : BlockBuffer::Allocate(static_cast<size_t>(size));
+  if (b.ok() && b->size() != size) {
+    b = Status::InvalidArgument("remote: the allocator returned " + std::to_string(b->size()) +
+                                " bytes for a value of " + std::to_string(size));
+  }
   if (!b.ok()) {
-    r.state = State::kMiss;  // out of memory: the value is fine, we cannot take it now
+    // The value is fine; there is nowhere to put it now. It is skipped.
+    r.state = State::kAllocError;
+    r.alloc_error = b.status();
     return {};
   }
   r.buffer = std::move(b).value();

@@ -23,10 +23,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
-#include "kvtier/block_file.h"
+#include "kvtier/block_buffer.h"
 #include "remote/batch_runner.h"
 #include "remote/counters.h"
 #include "remote/value_layout.h"
@@ -61,17 +62,24 @@ struct GetResult {
     kMiss,         // absent (or an error reply)
     kBad,          // present but wrong (wrong type, size, missing part): delete it
     kTooSmall,     // the caller's buffer is smaller than `size`
+    kAllocError,   // the allocator failed: `alloc_error` (the value was skipped)
     kUnavailable,  // no answer (node down, timeout, protocol error, redirects)
   };
   State state = State::kPending;
   uint64_t size = 0;   // value bytes (kRead, kTooSmall)
   BlockBuffer buffer;  // allocating mode: the value (kRead)
+  Status alloc_error;  // kAllocError
 };
+
+// Supplies an exact-size buffer for a value (RemoteTier::BufferAllocator).
+using ValueAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
 
 class GetOps : public OpHandler {
  public:
-  // Allocating mode: each value gets its own exact-size BlockBuffer.
-  GetOps(const ValueLayout& layout, size_t n, RemoteCounters* counters);
+  // Allocating mode: each value gets its own exact-size BlockBuffer from
+  // `alloc` (the heap when null; it must outlive the handler).
+  GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
+         RemoteCounters* counters);
   // Into mode: op i's value goes to the front of dsts[i].
   GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
          RemoteCounters* counters);
@@ -94,6 +102,7 @@ class GetOps : public OpHandler {
   const ValueLayout& layout_;
   const std::span<const std::span<std::byte>> dsts_;  // empty in allocating mode
   const bool allocate_;
+  const ValueAllocator* const alloc_;  // allocating mode; null = the heap
   std::vector<GetResult> results_;
   RemoteCounters* counters_;
 };

@@ -49,6 +49,8 @@ class RemoteTierImpl final : public RemoteTier {
   std::vector<bool> Exists(std::span<const BlockKey> keys) override;
   SharedBlock Get(const BlockKey& key) override;
   std::vector<SharedBlock> GetMany(std::span<const BlockKey> keys) override;
+  void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                   const LoadedBufferCallback& done) override;
   Result<std::optional<size_t>> GetInto(const BlockKey& key, std::span<std::byte> dst) override;
   Status Put(const BlockKey& key, SharedBlock block) override;
   Status PutSync(const BlockKey& key, std::span<const std::byte> block) override;
@@ -192,6 +194,33 @@ std::vector<SharedBlock> RemoteTierImpl::GetMany(std::span<const BlockKey> keys)
   }
   counters_.get_latency.Record(env_->NowMicros() - start);
   return out;
+}
+
+void RemoteTierImpl::LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                                 const LoadedBufferCallback& done) {
+  const uint64_t start = env_->NowMicros();
+  if (closed_.load()) {
+    C::Add(counters_.lookups, keys.size());
+    C::Add(counters_.misses, keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      done(i, Status::FailedPrecondition("remote tier closed"));
+    }
+    return;
+  }
+  const remote::ValueAllocator* a = alloc ? &alloc : nullptr;
+  std::vector<bool> answered(keys.size(), false);
+  try {
+    reader_.LoadBuffers(keys, a, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+      answered[i] = true;
+      done(i, std::move(r));
+    });
+  } catch (const std::bad_alloc&) {
+    // Every key still gets its one callback.
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!answered[i]) done(i, Status::ResourceExhausted("remote: out of memory"));
+    }
+  }
+  counters_.get_latency.Record(env_->NowMicros() - start);
 }
 
 Result<std::optional<size_t>> RemoteTierImpl::GetInto(const BlockKey& key,

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "remote/remote_test_util.h"
@@ -304,6 +305,69 @@ TEST_P(RemoteTierTest, RefusesBadBlocks) {
   EXPECT_THAT(tier->Put(TestBlockKey(1), foreign), StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(tier->Put(TestBlockKey(1), nullptr), StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(tier->Stats().puts, 0u);
+}
+
+TEST_P(RemoteTierTest, LoadBuffersUsesTheAllocator) {
+  const ModelLayout layout = MultiPartLayout();
+  RemoteTierOptions o = Options(layout);
+  o.part_bytes = 8192;
+  std::unique_ptr<RemoteTier> tier = Open(o);
+  ASSERT_NE(tier, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(tier->PutSync(TestBlockKey(i), TestBlock(layout, i)->span()).ok());
+  }
+  // Keys 0..3 stored, 4 absent; the allocator refuses key 2's buffer.
+  std::vector<BlockKey> keys = {TestBlockKey(0), TestBlockKey(1), TestBlockKey(2), TestBlockKey(3),
+                                TestBlockKey(4)};
+  std::vector<size_t> sizes;
+  auto alloc = [&](size_t bytes) -> Result<BlockBuffer> {
+    sizes.push_back(bytes);
+    if (sizes.size() == 3) return Status::ResourceExhausted("no buffer for you");
+    return BlockBuffer::Allocate(bytes);
+  };
+  std::vector<int> outcome(keys.size(), -1);  // 0 miss, 1 hit, 2 error
+  std::vector<size_t> order;
+  tier->LoadBuffers(keys, alloc, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+    order.push_back(i);
+    if (!r.ok()) {
+      EXPECT_THAT(r, StatusIs(StatusCode::kResourceExhausted));
+      outcome[i] = 2;
+    } else if (!r->has_value()) {
+      outcome[i] = 0;
+    } else {
+      outcome[i] = 1;
+      EXPECT_TRUE(CheckBlockFile((*r)->span(), layout, keys[i]).ok()) << i;
+    }
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(outcome, (std::vector<int>{1, 1, 2, 1, 0}));
+  ASSERT_EQ(sizes.size(), 4u);  // exact sizes, asked before any byte was read
+  EXPECT_EQ(sizes[0], TestBlock(layout, 0)->size());
+  RemoteTierStats s = tier->Stats();
+  EXPECT_EQ(s.alloc_failures, 1u);
+  EXPECT_EQ(s.hits, 3u);
+  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(s.protocol_errors, 0u);
+  // The connection stayed in sync: the refused value was skipped, not left behind.
+  EXPECT_NE(tier->Get(TestBlockKey(2)), nullptr);
+}
+
+TEST_P(RemoteTierTest, StatsRender) {
+  const ModelLayout layout = TinyLayout();
+  std::unique_ptr<RemoteTier> tier = Open(Options(layout));
+  ASSERT_NE(tier, nullptr);
+  ASSERT_TRUE(tier->PutSync(TestBlockKey(1), TestBlock(layout, 1)->span()).ok());
+  ASSERT_NE(tier->Get(TestBlockKey(1)), nullptr);
+  RemoteTierStats s = tier->Stats();
+  nlohmann::json j = nlohmann::json::parse(s.ToJson());
+  EXPECT_EQ(j["hits"], 1);
+  EXPECT_EQ(j["stored"], 1);
+  EXPECT_EQ(j["nodes"], GetParam() == Where::kSingle ? 1 : 3);
+  EXPECT_EQ(j["get_latency"]["count"], 1);
+  const std::string prom = s.ToPrometheus();
+  EXPECT_THAT(prom, HasSubstr("kvtier_remote_hits_total 1\n"));
+  EXPECT_THAT(prom, HasSubstr("# TYPE kvtier_remote_nodes gauge"));
+  EXPECT_THAT(prom, HasSubstr("kvtier_remote_get_latency_seconds_count 1"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Servers, RemoteTierTest,
