@@ -12,9 +12,11 @@
 //   set       Put() of every block into the tier's write queue (sized to
 //             hold them all), then Flush(): the writer threads' pipelined
 //             EXISTS + SET (parts in MULTI/EXEC), values sent with writev;
-//   get       GetMany() in batches of B keys (default 16): each value read
-//             from the socket into its own exact-size buffer and verified
-//             (structure, key, signature, checksum);
+//   get       LoadBuffers() in batches of B keys (default 16), as the cache
+//             reads remote hits: each value read from the socket straight
+//             into an exact-size buffer from a BufferPool (recycled, so not
+//             page-faulted again) and verified (structure, key, signature,
+//             checksum), then dropped;
 //   exists    Exists() of all M keys at once (one round trip), per key.
 // The phases run --rounds times (default 2), alternating which side goes
 // first; each side's best round is reported. Keys are fresh per round and
@@ -32,6 +34,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "cache/buffer_pool.h"
 #include "command.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
@@ -289,6 +292,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     return "kvtier-bench-raw:" + run_id + ":" + std::to_string(round_no) + ":" + std::to_string(i);
   };
 
+  // Where hits land, as in the cache: recycled, already faulted-in buffers.
+  std::shared_ptr<cache_internal::BufferPool> buffers =
+      cache_internal::BufferPool::Create(uint64_t{a.batch} * max_size * 2);
   std::unique_ptr<RemoteTier> tier;
   auto open_tier = [&]() -> Status {
     o.key_prefix = tier_prefix();
@@ -329,7 +335,11 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     for (size_t begin = 0; begin < keys.size(); begin += a.batch) {
       std::span<const BlockKey> batch(keys.data() + begin,
                                       std::min<size_t>(a.batch, keys.size() - begin));
-      for (const SharedBlock& b : tier->GetMany(batch)) hits += b != nullptr;
+      tier->LoadBuffers(
+          batch, [&](size_t bytes) { return buffers->Take(bytes); },
+          [&](size_t, Result<std::optional<BlockBuffer>> r) {
+            hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
+          });
     }
     const double secs = Seconds(t0, Clock::now());
     if (hits != keys.size()) {
