@@ -92,10 +92,10 @@ struct RemoteTierOptions {
   // Milliseconds a TCP connect (plus AUTH/SELECT) may take. > 0.
   // Default 500.
   uint32_t connect_timeout_ms = 500;
-  // Milliseconds one round trip (a pipelined batch to one node) may take,
-  // plus 10 ms per MiB of values it carries. After a timeout the connection
-  // is dropped and the batch's keys are misses (or dropped copies). > 0.
-  // Default 2000.
+  // Milliseconds the server may take to answer one request (or to take
+  // one request's bytes), plus 10 ms per MiB the answer carries. After a
+  // timeout the connection is dropped and the keys it had not answered are
+  // misses (or dropped copies). > 0. Default 2000.
   uint32_t command_timeout_ms = 2000;
   // Consecutive failed round trips or connects to one node that open its
   // circuit breaker: calls to that node are immediate misses until the
@@ -117,9 +117,12 @@ struct RemoteTierOptions {
   // Connections kept per node; a call that finds all of them busy waits for
   // one (up to its deadline). > 0, at most 64. Default 4.
   uint32_t connections_per_node = 4;
-  // Bytes of values one round trip carries at most; larger batches are
-  // split into several round trips. At least part_bytes. Default 64 MiB.
-  uint64_t pipeline_max_bytes = uint64_t{64} << 20;
+  // Bytes of replies (values) in flight on one connection: more requests
+  // are pipelined only while the replies they ask for stay within this
+  // bound (two requests are always in flight), so that the server does not
+  // buffer a long queue of large replies. Small requests (EXISTS) all go in
+  // one round trip. > 0. Default 8 MiB.
+  uint64_t pipeline_max_bytes = uint64_t{8} << 20;
 
   // --- Writes ----------------------------------------------------------------
   // Threads that drain the write queue. > 0, at most 64. Default 2.

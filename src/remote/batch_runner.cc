@@ -106,62 +106,73 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
     return;
   }
   std::unique_ptr<Connection> conn = std::move(acquired).value();
+  // A sliding window: requests [i, sent) are on the wire, their replies not
+  // read yet. More are sent while the replies they announce stay within
+  // pipeline_max_bytes (two are always in flight, so the server always has
+  // the next one), so that the server never builds a long queue of large
+  // replies in its own memory while this side is still reading the first.
   RequestBuffer req;
-  size_t i = 0;
-  while (i < ops.size() && conn->healthy()) {
-    // One chunk: [i, end).
-    size_t end = i;
-    uint64_t bytes = 0;
+  size_t i = 0, sent = 0;
+  uint64_t in_flight = 0;
+  Status s;
+  while (s.ok() && i < ops.size()) {
     req.Clear();
-    while (end < ops.size() &&
-           (end == i || bytes + handler.TransferBytes(*ops[end]) <= options_.pipeline_max_bytes)) {
-      bytes += handler.TransferBytes(*ops[end]);
-      if (ops[end]->ask) req.Command({"ASKING"});
-      handler.AppendRequest(*ops[end], &req);
-      ++end;
+    while (sent < ops.size() && (sent - i < 2 || in_flight + handler.TransferBytes(*ops[sent]) <=
+                                                     options_.pipeline_max_bytes)) {
+      in_flight += handler.TransferBytes(*ops[sent]);
+      if (ops[sent]->ask) req.Command({"ASKING"});
+      handler.AppendRequest(*ops[sent], &req);
+      ++sent;
     }
-    conn->SetDeadline(DeadlineFor(bytes));
-    const std::vector<iovec> iov = req.Iovecs();
-    Status s = conn->Write(iov);
-    for (; s.ok() && i < end; ++i) {
-      KeyOp& op = *ops[i];
-      if (op.ask) {
-        Result<ReplyHead> h = ReadReplyHead(*conn, ReplyLimits{0, 0});
-        if (!h.ok()) {
-          s = h.status();
-          break;
-        }
-        if (h->type != ReplyType::kStatus) {
-          s = Status::Corruption("protocol error: ASKING was not answered +OK");
-          break;
-        }
-        op.ask.reset();
-      }
-      Result<OpOutcome> r = handler.ReadReply(op, conn.get());
-      if (!r.ok()) {
-        s = r.status();
+    if (!req.empty()) {
+      conn->SetDeadline(DeadlineFor(req.bytes()));
+      const std::vector<iovec> iov = req.Iovecs();
+      s = conn->Write(iov);
+      if (!s.ok()) break;
+    }
+    // Each reply has its own deadline: a stalled server is noticed within
+    // command_timeout however long the batch.
+    KeyOp& op = *ops[i];
+    const uint64_t op_bytes = handler.TransferBytes(op);
+    conn->SetDeadline(DeadlineFor(op_bytes));
+    if (op.ask) {
+      Result<ReplyHead> h = ReadReplyHead(*conn, ReplyLimits{0, 0});
+      if (!h.ok()) {
+        s = h.status();
         break;
       }
-      OpOutcome o = std::move(r).value();
-      if (o.kind == OpOutcome::Kind::kDone) continue;
-      if (o.to.host.empty()) o.to.host = node.address.host;  // "MOVED 12 :6380"
-      ++op.attempts;
-      if (o.kind == OpOutcome::Kind::kMoved) {
-        C::Add(counters_->moved);
-        router_->OnMoved(o.slot, o.to);
-      } else if (o.kind == OpOutcome::Kind::kAsk) {
-        C::Add(counters_->asked);
-        op.ask = o.to;
-      } else {
-        C::Add(counters_->retries);
-        op.retry_later = true;
+      if (h->type != ReplyType::kStatus) {
+        s = Status::Corruption("protocol error: ASKING was not answered +OK");
+        break;
       }
-      again->push_back(&op);
+      op.ask.reset();
     }
-    if (!s.ok()) {
-      if (s.IsCorruption()) C::Add(counters_->protocol_errors);
-      conn->MarkBroken();
+    Result<OpOutcome> r = handler.ReadReply(op, conn.get());
+    if (!r.ok()) {
+      s = r.status();
+      break;
     }
+    ++i;
+    in_flight -= op_bytes;
+    OpOutcome o = std::move(r).value();
+    if (o.kind == OpOutcome::Kind::kDone) continue;
+    if (o.to.host.empty()) o.to.host = node.address.host;  // "MOVED 12 :6380"
+    ++op.attempts;
+    if (o.kind == OpOutcome::Kind::kMoved) {
+      C::Add(counters_->moved);
+      router_->OnMoved(o.slot, o.to);
+    } else if (o.kind == OpOutcome::Kind::kAsk) {
+      C::Add(counters_->asked);
+      op.ask = o.to;
+    } else {
+      C::Add(counters_->retries);
+      op.retry_later = true;
+    }
+    again->push_back(&op);
+  }
+  if (!s.ok()) {
+    if (s.IsCorruption()) C::Add(counters_->protocol_errors);
+    conn->MarkBroken();
   }
   const bool healthy = conn->healthy();
   node.pool.Release(std::move(conn));

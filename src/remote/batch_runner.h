@@ -3,9 +3,12 @@
 //
 // Run() groups the keys by the node that serves their slot (or the node an
 // ASK named), and per node: asks the node's circuit breaker, takes a
-// connection, and in chunks of at most pipeline_max_bytes writes every
-// request of the chunk in one writev and reads the replies in order through
-// the OpHandler. Each chunk has its own deadline: command_timeout plus
+// connection, and pipelines the requests through a sliding window: more
+// requests are written (several per writev) while the replies on the wire
+// stay within pipeline_max_bytes, two always in flight, and the replies are
+// read in order through the OpHandler. A long pipeline of large replies
+// would only pile up in the server's memory; small ones (EXISTS) all go in
+// one round trip. Each reply has its own deadline: command_timeout plus
 // 10 ms per MiB it carries. MOVED updates the slot map and retries on the
 // new owner, ASK retries once on the named node behind ASKING, TRYAGAIN /
 // CLUSTERDOWN / LOADING retry after a short backoff (10, 20, 40, 80, 160 ms);
@@ -80,7 +83,8 @@ class OpHandler {
   virtual ~OpHandler() = default;
   // Appends the request(s) for `op`.
   virtual void AppendRequest(const KeyOp& op, RequestBuffer* out) = 0;
-  // Bytes the request and its reply carry at most (chunking, deadlines).
+  // Bytes the request and its reply usually carry (the pipeline window,
+  // deadlines).
   virtual uint64_t TransferBytes(const KeyOp& op) = 0;
   // Reads exactly the replies of AppendRequest(op). An error means the
   // connection can no longer be trusted.
@@ -92,7 +96,7 @@ class OpHandler {
 struct RunnerOptions {
   uint64_t connect_timeout_micros = 500'000;
   uint64_t command_timeout_micros = 2'000'000;
-  uint64_t pipeline_max_bytes = uint64_t{64} << 20;
+  uint64_t pipeline_max_bytes = uint64_t{8} << 20;
 };
 
 class BatchRunner {

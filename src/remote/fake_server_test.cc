@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include "kvtier/remote_tier.h"
 #include "remote/remote_test_util.h"
@@ -253,6 +255,42 @@ TEST(FakeServer, UnreachableAtOpen) {
   EXPECT_EQ(s.nodes_down, 1u);
   o.require_server_at_open = true;
   EXPECT_THAT(RemoteTier::Open(o, Env::Default()), StatusIs(StatusCode::kUnavailable));
+}
+
+TEST(FakeServer, PipelineWindowBoundsLargeRepliesNotSmallOnes) {
+  // A server that never answers: what arrives before the client gives up
+  // is what the client pipelined.
+  auto server = std::move(FakeRedisServer::Start([](const FakeRedisServer::Command& c)
+                                                     -> std::optional<Reply> {
+                  if (Is(c, "PING")) return std::nullopt;
+                  return Reply{""};  // no answer
+                })).value();
+  const ModelLayout qwen = ModelLayout::Preset("qwen2.5-0.5b").value();  // 3 MiB values
+  RemoteTierOptions o = FakeOptions(server->url(), qwen);
+  o.pipeline_max_bytes = 8 << 20;
+  std::unique_ptr<RemoteTier> tier = std::move(RemoteTier::Open(o, Env::Default())).value();
+  std::vector<BlockKey> keys;
+  for (int i = 0; i < 50; ++i) keys.push_back(TestBlockKey(i));
+  auto count = [&](const char* name) {
+    size_t n = 0;
+    for (const auto& c : server->Log()) n += Is(c, name);
+    return n;
+  };
+  auto wait_closed = [&](uint64_t n) {
+    Stopwatch w;
+    while (server->closed_connections() < n && w.Seconds() < kMarginSeconds) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return server->closed_connections() >= n;
+  };
+  EXPECT_EQ(tier->Exists(keys), std::vector<bool>(50, false));
+  ASSERT_TRUE(wait_closed(1));
+  EXPECT_EQ(count("EXISTS"), 50u);  // small replies: all in one round trip
+  std::vector<SharedBlock> got = tier->GetMany(keys);
+  EXPECT_EQ(std::count(got.begin(), got.end(), nullptr), 50);
+  ASSERT_TRUE(wait_closed(2));
+  EXPECT_EQ(count("MGET") + count("GET"), 2u);  // 3 MiB each: two in flight
+  EXPECT_EQ(tier->Stats().timeouts, 2u);
 }
 
 // --- Cluster redirects ----------------------------------------------------------

@@ -34,7 +34,7 @@ Status RemoteTierOptions::Validate() const {
   if (connections_per_node == 0 || connections_per_node > 64) {
     return Bad("connections_per_node", "must be 1..64");
   }
-  if (pipeline_max_bytes < part_bytes) return Bad("pipeline_max_bytes", "must be >= part_bytes");
+  if (pipeline_max_bytes == 0) return Bad("pipeline_max_bytes", "must be > 0");
   if (writer_threads == 0 || writer_threads > 64) return Bad("writer_threads", "must be 1..64");
   if (queue_max_bytes == 0) return Bad("queue_max_bytes", "must be > 0");
   return Status::Ok();

@@ -1,5 +1,6 @@
 #include "remote/read_ops.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -83,7 +84,11 @@ void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
   }
 }
 
-uint64_t GetOps::TransferBytes(const KeyOp& op) { return layout_.max_value_bytes(); }
+uint64_t GetOps::TransferBytes(const KeyOp& op) {
+  // A typical value: the data plus a header of a few KiB (the 1 MiB header
+  // bound only limits what a reply may announce).
+  return std::min(layout_.max_value_bytes(), 8 + layout_.data_bytes() + (64 << 10));
+}
 
 void GetOps::Fail(const KeyOp& op, OpFailure why) {
   GetResult& r = results_[op.index];

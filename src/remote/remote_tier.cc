@@ -23,8 +23,10 @@ namespace {
 using remote::RemoteCounters;
 using C = RemoteCounters;
 
-// Blocks a writer takes from the queue at once (within pipeline_max_bytes).
+// What a writer takes from the queue at once: one EXISTS round trip for the
+// batch, then its SETs through the pipeline window.
 constexpr size_t kWriterBatchBlocks = 64;
+constexpr uint64_t kWriterBatchBytes = uint64_t{64} << 20;
 
 class RemoteTierImpl final : public RemoteTier {
  public:
@@ -149,8 +151,7 @@ Status RemoteTierImpl::Start() {
 
 void RemoteTierImpl::WriterLoop() {
   while (true) {
-    std::vector<remote::QueuedBlock> batch =
-        queue_.PopBatch(kWriterBatchBlocks, options_.pipeline_max_bytes);
+    std::vector<remote::QueuedBlock> batch = queue_.PopBatch(kWriterBatchBlocks, kWriterBatchBytes);
     if (batch.empty()) return;
     try {
       writer_.WriteBatch(batch);

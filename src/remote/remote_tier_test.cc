@@ -401,7 +401,7 @@ TEST(RemoteTierOptions, ValidateNamesTheField) {
   bad([](auto& c) { c.breaker_max_open_ms = 1; }, "breaker_max_open_ms");
   bad([](auto& c) { c.connections_per_node = 0; }, "connections_per_node");
   bad([](auto& c) { c.connections_per_node = 65; }, "connections_per_node");
-  bad([](auto& c) { c.pipeline_max_bytes = 1; }, "pipeline_max_bytes");
+  bad([](auto& c) { c.pipeline_max_bytes = 0; }, "pipeline_max_bytes");
   bad([](auto& c) { c.writer_threads = 0; }, "writer_threads");
   bad([](auto& c) { c.queue_max_bytes = 0; }, "queue_max_bytes");
 }

@@ -132,7 +132,10 @@ void FakeRedisServer::Serve(int fd) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 20) <= 0) continue;
     const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      closed_.fetch_add(1);
+      break;
+    }
     if (stalled) continue;  // read and ignore: the client must time out
     buf.append(chunk, static_cast<size_t>(n));
     bool close = false;

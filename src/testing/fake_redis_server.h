@@ -50,6 +50,8 @@ class FakeRedisServer {
   std::vector<Command> Log();
   // Connections accepted so far.
   uint64_t connections() const { return connections_.load(); }
+  // Connections the client closed (every command sent on them is in Log()).
+  uint64_t closed_connections() const { return closed_.load(); }
 
   // A RESP bulk string.
   static std::string Bulk(std::string_view s);
@@ -65,6 +67,7 @@ class FakeRedisServer {
   const uint16_t port_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> connections_{0};
+  std::atomic<uint64_t> closed_{0};
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> workers_;  // guarded by mu_
