@@ -124,8 +124,9 @@ struct CacheOptions {
   // in parallel on its own read threads). 0 = Load() does all its work on
   // the caller's thread and returns a ready future. At most 64. Default 2.
   uint32_t load_threads = 2;
-  // Blocks the Match index is sized for up front (0 = grow on demand).
-  // Default 0.
+  // Blocks the Match index is sized for up front (0 = grow on demand), at
+  // most 2^32. At most 2^20 are reserved at open (about 80 MB); the index
+  // grows past that on demand. Default 0.
   uint64_t index_expected_blocks = 0;
   // Milliseconds Close() may spend handing dirty entries to the disk tier
   // (after that, the rest are dropped, counted, and Close() returns
