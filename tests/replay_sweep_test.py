@@ -30,7 +30,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 import zlib
 
-from replay_test import TRACE, Runner
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from replay_test import TRACE, Runner  # noqa: E402 (after the line above)
 
 SIZES = [500000, 3000000, 1000000]
 ROW_FIELDS = {"policy", "ram_tokens", "disk_tokens", "hit_ratio", "hit_ratio_ram",
