@@ -18,7 +18,7 @@
 
 #include "disk/disk_test_util.h"
 #include "kvtier/tiered_cache.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/temp_dir.h"
 
 namespace kvtier {

@@ -20,7 +20,7 @@
 
 #include "disk/disk_test_util.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::disk_child {
 namespace {
@@ -112,11 +112,11 @@ int RunKillPoint() {
   const int point = static_cast<int>(GetU64("KVTIER_DISK_KILL_POINT", 0));
   const int kill_at = static_cast<int>(GetU64("KVTIER_DISK_KILL_AT", 1));
   auto arrivals = std::make_shared<std::atomic<int>>(0);
-  o.test_kill_hook = [point, kill_at, arrivals](DiskKillPoint p) {
+  disk::KillHook hook = [point, kill_at, arrivals](DiskKillPoint p) {
     if (static_cast<int>(p) != point) return;
     if (arrivals->fetch_add(1) + 1 == kill_at) kill(getpid(), SIGKILL);
   };
-  auto tier = DiskTier::Open(o, Env::Default());
+  auto tier = disk::OpenWithKillHook(o, Env::Default(), std::move(hook));
   if (!tier.ok()) return kExitSetup;
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
   for (uint64_t i = 0; i < 1000; ++i) {

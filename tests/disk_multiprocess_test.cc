@@ -15,7 +15,7 @@
 #include "disk_child.h"
 #include "disk_verify.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {

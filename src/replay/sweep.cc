@@ -1,18 +1,16 @@
 #include "replay/sweep.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <exception>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <system_error>
 #include <thread>
 #include <unordered_set>
 #include <utility>
 
-#include "core/thread_annotations.h"
+#include "core/mutex.h"
 #include "replay/real_replayer.h"
 
 namespace kvtier::replay {
@@ -69,8 +67,8 @@ class SweepRunner {
   std::vector<uint64_t> belady_blocks_;  // distinct RAM sizes, in blocks
   std::vector<uint64_t> belady_tokens_;  // their Belady hit tokens
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;  // signalled on progress and when a worker ends
   size_t next_task_ GUARDED_BY(mu_) = 0;
   size_t workers_done_ GUARDED_BY(mu_) = 0;
   uint64_t requests_done_ GUARDED_BY(mu_) = 0;
@@ -116,8 +114,8 @@ Result<SweepResult> SweepRunner::Run() {
     uint64_t done;
     bool finished;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return requests_done_ != reported || workers_done_ == threads; });
+      MutexLock lock(&mu_);
+      while (requests_done_ == reported && workers_done_ != threads) cv_.Wait(&lock);
       done = requests_done_;
       finished = workers_done_ == threads;
     }
@@ -127,7 +125,7 @@ Result<SweepResult> SweepRunner::Run() {
   }
   for (std::thread& w : workers) w.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!error_.ok()) return error_;
   }
 
@@ -150,7 +148,7 @@ void SweepRunner::WorkerLoop() {
   while (true) {
     size_t t;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!error_.ok() || next_task_ == tasks) break;
       t = next_task_++;
     }
@@ -163,23 +161,23 @@ void SweepRunner::WorkerLoop() {
       s = Status::Internal(std::string("replay sweep: ") + e.what());
     }
     if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (error_.ok()) error_ = std::move(s);
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++workers_done_;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void SweepRunner::AddProgress(uint64_t requests) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     requests_done_ += requests;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status SweepRunner::RunTask(size_t t) {
