@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "host/block_index.h"
+#include "cache/block_index.h"
 #include "host/test_blocks.h"
 
 namespace kvtier {

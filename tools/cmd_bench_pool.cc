@@ -176,7 +176,7 @@ Status RunBench(Bench& b, nlohmann::json* out) {
   {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
-                            TieredBackingStore::Create(cache.get(), b.layout));
+                            TieredBackingStore::Create(cache.get()));
     {
       KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots * 2));
       KVTIER_RETURN_IF_ERROR(b.Fill(pool.get(), 1, src));
@@ -209,7 +209,7 @@ Status RunBench(Bench& b, nlohmann::json* out) {
   {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
-                            TieredBackingStore::Create(cache.get(), b.layout));
+                            TieredBackingStore::Create(cache.get()));
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots));
     KVTIER_ASSIGN_OR_RETURN(disk_ms, b.TimeHit(pool.get(), 1));
     disk_loaded = tiers->counters().loaded_disk;
@@ -315,6 +315,6 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
 
 }  // namespace
 KVTIER_SUBCOMMAND(bench_pool, "bench", "pool",
-               "Pool append GB/s vs memcpy, and prefix-hit latency from pool, host and disk",
-               SetupBenchPool);
+                  "Pool append GB/s vs memcpy, and prefix-hit latency from pool, host and disk",
+                  SetupBenchPool);
 }  // namespace kvtier::cli

@@ -32,13 +32,13 @@
 #include <span>
 #include <vector>
 
+#include "cache/block_index.h"
 #include "cache/buffer_pool.h"
 #include "cache/cache_counters.h"
 #include "cache/call_gate.h"
 #include "cache/load_state.h"
 #include "cache/task_pool.h"
 #include "core/thread_annotations.h"
-#include "host/block_index.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier::cache_internal {

@@ -81,7 +81,7 @@ Result<Serving> OpenServing(const DemoOptions& o, const Model* model, const Mode
   disk.read_threads = 2;
   co.disk = std::move(disk);
   KVTIER_ASSIGN_OR_RETURN(s.cache, TieredCache::Open(std::move(co), env));
-  KVTIER_ASSIGN_OR_RETURN(s.store, TieredBackingStore::Create(s.cache.get(), layout));
+  KVTIER_ASSIGN_OR_RETURN(s.store, TieredBackingStore::Create(s.cache.get()));
   PoolOptions po;
   po.layout = layout;
   po.key_namespace.model_id = "kvtier-demo-engine/seed-" + std::to_string(o.model.seed);
