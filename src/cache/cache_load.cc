@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "cache/cache_core.h"
-#include "cache/disk_reads.h"
 
 namespace kvtier {
 
@@ -232,10 +231,12 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
   const bool promote = options_.promote_disk_hits;
   ReservationBank bank;
 
-  // Sizes come from the disk tier's index as it looks each key up: budget
-  // first, read second (seed 003), so concurrent promotions cannot
-  // overshoot the budget, and a refusal costs no I/O.
-  BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
+  // Sizes come from the disk tier's index (one batched lookup) as it asks
+  // for each buffer: budget first, read second (seed 003), so concurrent
+  // promotions cannot overshoot the budget, and a refusal costs no I/O.
+  // Each block reaches HandOut (and the caller) on the read thread that
+  // verified it, as soon as it lands.
+  DiskTier::BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
     if (st->cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
     if (promote) {
       Result<HostTier::Reservation> r = host_->Reserve(bytes);
@@ -248,7 +249,7 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
     }
     return buffers_->Take(bytes);
   };
-  LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+  DiskTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
     const size_t i = todo[j];
     if (!r.ok() || !r->has_value()) {
       if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
@@ -263,7 +264,7 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
       if (!res.empty()) Promote(keys[j], block, &res);
     }
   };
-  LoadBuffersFromDisk(disk_.get(), keys, alloc, done);
+  disk_->LoadBuffers(keys, alloc, done);
 }
 
 // ---- Preload ----

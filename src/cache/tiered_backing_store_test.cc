@@ -20,7 +20,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/tiered_cache.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/map_backing_store.h"
 #include "testing/status_matchers.h"
 
