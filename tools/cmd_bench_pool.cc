@@ -46,6 +46,9 @@
 namespace kvtier::cli {
 namespace {
 
+// Bytes over a block's K/V that its block file's header can take here.
+constexpr uint64_t kHeaderRoom = 64 << 10;
+
 struct BenchPoolArgs {
   std::string layout;
   uint32_t block_tokens = 0;
@@ -53,6 +56,7 @@ struct BenchPoolArgs {
   std::string dir;
   uint32_t repeats = 3;
   bool drop_caches = false;
+  bool direct_io = false;
   uint32_t load_threads = CacheOptions{}.load_threads;
   uint32_t read_threads = DiskTierOptions{}.read_threads;
 };
@@ -210,10 +214,12 @@ struct Bench {
     // Room for every block file with headroom for headers.
     co.host.capacity_bytes = blocks * (layout.BlockBytes() + 65536) + (64ull << 20);
     co.load_threads = args.load_threads;
+    co.read_buffer_pool_bytes = blocks * (layout.BlockBytes() + kHeaderRoom) + (64ull << 20);
     DiskTierOptions d;
     d.dir = cache_dir;
     d.max_bytes = 0;  // bounded by free disk only
     d.read_threads = args.read_threads;
+    d.direct_io_reads = args.direct_io;
     // A reconcile pass would compete with the timed reads.
     d.reconcile_on_open = false;
     co.disk = std::move(d);
@@ -338,6 +344,9 @@ Status RunBench(Bench& b, nlohmann::json* out) {
     KVTIER_ASSIGN_OR_RETURN(double raw, RawRead(b.env, files, b.args.read_threads));
     raw_s.push_back(raw);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
+    // Read buffers for the restore, faulted in at startup as the slots are.
+    KVTIER_ASSIGN_OR_RETURN(uint64_t prefaulted, cache->PrefaultReadBuffers(b.layout, b.blocks));
+    if (prefaulted != b.blocks) return Status::Internal("read buffers not prefaulted");
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
                             TieredBackingStore::Create(cache.get()));
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool,
@@ -374,6 +383,7 @@ Status RunBench(Bench& b, nlohmann::json* out) {
   (*out)["host_vs_memcpy"] = (gb / (host_med / 1e3)) / (gb / memcpy_s);
   (*out)["disk_vs_raw_read"] = (gb / (disk_med / 1e3)) / (file_gb / raw_med);
   (*out)["drop_caches"] = b.args.drop_caches;
+  (*out)["direct_io"] = b.args.direct_io;
   (*out)["load_threads"] = b.args.load_threads;
   (*out)["read_threads"] = b.args.read_threads;
   (*out)["repeats"] = b.args.repeats;
@@ -395,6 +405,9 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
       ->capture_default_str();
   app->add_flag("--drop-caches", args->drop_caches,
                 "Drop the OS page cache before each raw read and disk restore (root)");
+  app->add_flag("--direct-io", args->direct_io,
+                "Disk restores read with O_DIRECT (DiskTierOptions::direct_io_reads); the raw "
+                "loop reads buffered");
   app->add_option("--load-threads", args->load_threads, "CacheOptions::load_threads")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();

@@ -56,6 +56,7 @@ class CacheCore {
                           std::span<const std::span<std::byte>> dsts);
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options);
   Result<size_t> Preload(std::span<const BlockKey> keys);
+  Result<uint64_t> PrefaultReadBuffers(const ModelLayout& layout, uint64_t count);
   Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
                const StoreOptions& options);
   Status Flush();

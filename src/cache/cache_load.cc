@@ -74,16 +74,20 @@ void CacheCore::NoteDiskMiss(const BlockKey& key) {
 
 void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlock& block) {
   const uint64_t n = block->size();
+  if (st.mode == LoadState::Mode::kCopy && st.dsts[i].size() < n) {
+    NoteLoadError(st, i,
+                  Status::InvalidArgument("destination of " + std::to_string(st.dsts[i].size()) +
+                                          " bytes is smaller than the block of " +
+                                          std::to_string(n) + " bytes"));
+    return;
+  }
+  // Counted before the caller sees the block: whoever it wakes reads
+  // counters that include it.
+  const bool host = tier == CacheTier::kHost;
+  CacheCounters::Add(host ? counters_.hits_host : counters_.hits_disk);
+  CacheCounters::Add(host ? counters_.bytes_loaded_host : counters_.bytes_loaded_disk, n);
   if (st.mode == LoadState::Mode::kCopy) {
-    std::span<std::byte> dst = st.dsts[i];
-    if (dst.size() < n) {
-      NoteLoadError(st, i,
-                    Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
-                                            " bytes is smaller than the block of " +
-                                            std::to_string(n) + " bytes"));
-      return;
-    }
-    std::memcpy(dst.data(), block->data(), n);
+    std::memcpy(st.dsts[i].data(), block->data(), n);
     st.out[i] = LoadedBlock{tier, n, nullptr};
   } else if (st.on_block) {
     st.out[i] = LoadedBlock{tier, n, nullptr};
@@ -91,13 +95,10 @@ void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlo
   } else {
     st.out[i] = LoadedBlock{tier, n, block};
   }
-  const bool host = tier == CacheTier::kHost;
-  CacheCounters::Add(host ? counters_.hits_host : counters_.hits_disk);
-  CacheCounters::Add(host ? counters_.bytes_loaded_host : counters_.bytes_loaded_disk, n);
 }
 
 void CacheCore::HandOutMiss(LoadState& st, size_t i) {
-  CacheCounters::Add(counters_.misses);
+  CacheCounters::Add(counters_.misses);  // before the caller hears of it, as in HandOut
   if (st.mode == LoadState::Mode::kShare && st.on_block) st.on_block(i, LoadedBlock{});
 }
 
@@ -258,11 +259,13 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
     }
     auto block = std::make_shared<const BlockBuffer>(std::move(**r));
     index_.MarkPresent(keys[j], IndexTier::kDisk);
-    HandOut(*st, i, CacheTier::kDisk, block);
+    // Promoted before it is handed out: once the caller has the block, a
+    // second load of the key finds it in RAM.
     if (promote && !st->cancelled.load()) {
       HostTier::Reservation res = bank.Take();
       if (!res.empty()) Promote(keys[j], block, &res);
     }
+    HandOut(*st, i, CacheTier::kDisk, block);
   };
   disk_->LoadBuffers(keys, alloc, done);
 }

@@ -30,6 +30,10 @@ Result<LoadFuture> TieredCache::LoadShared(std::span<const BlockKey> keys,
   return core_->LoadShared(keys, std::move(options));
 }
 
+Result<uint64_t> TieredCache::PrefaultReadBuffers(const ModelLayout& layout, uint64_t count) {
+  return core_->PrefaultReadBuffers(layout, count);
+}
+
 Result<size_t> TieredCache::Preload(std::span<const BlockKey> keys) { return core_->Preload(keys); }
 
 Status TieredCache::Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
