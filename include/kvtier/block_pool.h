@@ -109,9 +109,9 @@ struct PoolOptions {
   // may be left empty / 0 (filled from `layout`), else must equal it.
   NamespaceOptions key_namespace;
 
-  // Paged mode. Number of slots (blocks). Create refuses (kResourceExhausted)
-  // a pool whose slots and bookkeeping would not fit in this machine's RAM
-  // (host slot memory) before allocating anything. Default 2048.
+  // Paged mode. Number of slots (blocks). Validate refuses a number whose
+  // slots (host slot memory) and bookkeeping would not fit in this
+  // machine's RAM, so Create fails before allocating anything. Default 2048.
   uint32_t total_blocks = 2048;
   // Slots allocated together when storage grows. Default 64.
   uint32_t chunk_blocks = 64;

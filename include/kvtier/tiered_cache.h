@@ -329,6 +329,14 @@ class TieredCache {
   // FailedPrecondition after Close (then no callback runs).
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options = {});
 
+  // Tells the Match index that the disk tier holds `keys` without asking
+  // it: keys another process stored in a shared folder, or a list an
+  // engine kept from an earlier run, so that Match answers from memory
+  // from the first request on. A wrong hint costs one disk miss on Load,
+  // which clears it (CacheStats::stale_disk_hints). Nothing happens in a
+  // host-only cache or after Close.
+  void HintDiskKeys(std::span<const BlockKey> keys);
+
   // Copies block keys[i] into the front of dsts[i], from the host tier or
   // else the disk tier. Host hits are copied before Load returns; disk
   // reads run on the load threads. InvalidArgument if the spans differ in

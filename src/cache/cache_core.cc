@@ -95,6 +95,12 @@ MatchResult CacheCore::Match(std::span<const BlockKey> chain) {
   return r;
 }
 
+void CacheCore::HintDiskKeys(std::span<const BlockKey> keys) {
+  GateScope gate(gate_);
+  if (!gate.entered() || disk_ == nullptr) return;
+  for (const BlockKey& key : keys) index_.MarkPresent(key, IndexTier::kDisk);
+}
+
 // ---- Store ----
 
 Status CacheCore::CheckHeader(const BlockKey& key, const BlockBuffer& block) const {

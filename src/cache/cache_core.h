@@ -1,6 +1,5 @@
 // CacheCore: the implementation behind TieredCache (include/kvtier/
-// tiered_cache.h), also used directly by `kvtier bench cache` to fill the
-// Match index without storing a million blocks.
+// tiered_cache.h).
 //
 // Parts: a HostTier on a (private or shared) budget, an optional DiskTier,
 // the BlockIndex that answers Match, a TaskPool for the load parts that
@@ -52,6 +51,7 @@ class CacheCore {
   CacheCore& operator=(const CacheCore&) = delete;
 
   MatchResult Match(std::span<const BlockKey> chain);
+  void HintDiskKeys(std::span<const BlockKey> keys);
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options);
@@ -64,9 +64,6 @@ class CacheCore {
   Status Close();
   CacheStats Stats();
   const std::shared_ptr<SharedHostBudget>& host_budget() const { return budget_; }
-
-  // The Match index, for benchmarks and tests that fill it directly.
-  BlockIndex& index() { return index_; }
 
  private:
   CacheCore(CacheOptions options, Env* env);

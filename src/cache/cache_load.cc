@@ -47,7 +47,7 @@ class ReservationBank {
 
 void CacheCore::NoteLoadError(LoadState& st, size_t pos, const Status& s) {
   CacheCounters::Add(counters_.load_errors);
-  std::lock_guard<std::mutex> lock(st.error_mu);
+  std::lock_guard<std::mutex> lock(st.mu);
   if (st.first_error.ok()) {
     st.first_error = Status::InvalidArgument("TieredCache::Load: buffer " + std::to_string(pos) +
                                              ": " + s.message());
@@ -59,7 +59,7 @@ void CacheCore::FinishPart(LoadState& st) {
   counters_.load_latency.Record(env_->NowMicros() - st.start_micros);
   Status s;
   {
-    std::lock_guard<std::mutex> lock(st.error_mu);
+    std::lock_guard<std::mutex> lock(st.mu);
     s = st.closed.ok() ? st.first_error : st.closed;
   }
   st.Finish(std::move(s));
@@ -208,7 +208,7 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
       CacheCounters::Add(counters_.loads_cancelled);
       for (size_t i : st->disk_todo) HandOutMiss(*st, i);
       {
-        std::lock_guard<std::mutex> lock(st->error_mu);
+        std::lock_guard<std::mutex> lock(st->mu);
         st->closed = Status::Unavailable("TieredCache: the cache closed before the load ran");
       }
       FinishPart(*st);

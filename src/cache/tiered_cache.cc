@@ -20,6 +20,8 @@ MatchResult TieredCache::Match(std::span<const BlockKey> chain) const {
   return core_->Match(chain);
 }
 
+void TieredCache::HintDiskKeys(std::span<const BlockKey> keys) { core_->HintDiskKeys(keys); }
+
 Result<LoadFuture> TieredCache::Load(std::span<const BlockKey> keys,
                                      std::span<const std::span<std::byte>> dsts) {
   return core_->Load(keys, dsts);

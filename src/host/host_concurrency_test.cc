@@ -11,16 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "host/test_blocks.h"
 #include "kvtier/host_tier.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {
-
-using host_testing::BlockMatches;
-using host_testing::BlockOf;
-using host_testing::KeyOf;
-using host_testing::SplitMix64;
 
 constexpr uint64_t kCapacity = 40000;
 constexpr int kThreads = 4;
@@ -76,12 +71,12 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
     HostTierOptions opts;
     opts.shared_budget = budget;
     opts.eviction_sink = [tut, t, &check_budget](const BlockKey& key, SharedBlock block) {
-      // Find the id: keys are KeyOf(id) for ids of this tier.
+      // Find the id: keys are TestBlockKey(id) for ids of this tier.
       uint64_t id = UINT64_MAX;
       for (uint64_t i = t * kIdsPerTier; i < (t + 1) * kIdsPerTier; ++i) {
-        if (KeyOf(i) == key) id = i;
+        if (TestBlockKey(i) == key) id = i;
       }
-      if (id == UINT64_MAX || !BlockMatches(key, *block, SizeOf(id))) ++tut->sink_wrong_bytes;
+      if (id == UINT64_MAX || !IsOpaqueBlock(key, *block, SizeOf(id))) ++tut->sink_wrong_bytes;
       ++tut->sink_calls;
       check_budget();  // sinks run outside the budget's lock
       return Status::Ok();
@@ -104,17 +99,17 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
       uint64_t rng = 1000 + w;
       std::vector<std::byte> dst(2048);
       for (int op = 0; op < kOpsPerThread; ++op) {
-        const int t = SplitMix64(rng) % 2;
+        const int t = SplitMix64Next(rng) % 2;
         HostTier& tier = *tiers[t].tier;
-        const uint64_t id = t * kIdsPerTier + SplitMix64(rng) % kIdsPerTier;
-        const BlockKey key = KeyOf(id);
-        switch (SplitMix64(rng) % 10) {
+        const uint64_t id = t * kIdsPerTier + SplitMix64Next(rng) % kIdsPerTier;
+        const BlockKey key = TestBlockKey(id);
+        switch (SplitMix64Next(rng) % 10) {
           case 0:
           case 1:
           case 2: {
             const auto state =
-                SplitMix64(rng) % 2 ? HostEntryState::kDirty : HostEntryState::kClean;
-            if (!tier.Put(key, BlockOf(key, SizeOf(id)), state).ok()) ++errors;
+                SplitMix64Next(rng) % 2 ? HostEntryState::kDirty : HostEntryState::kClean;
+            if (!tier.Put(key, MakeOpaqueBlock(key, SizeOf(id)), state).ok()) ++errors;
             break;
           }
           case 3:
@@ -125,8 +120,8 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
               ++errors;
             } else if (*got != nullptr) {
               auto copy = BlockBuffer::CopyOf(std::span(dst).first(SizeOf(id)));
-              if (!BlockMatches(key, **got, SizeOf(id)) || !copy.ok() ||
-                  !BlockMatches(key, *copy, SizeOf(id))) {
+              if (!IsOpaqueBlock(key, **got, SizeOf(id)) || !copy.ok() ||
+                  !IsOpaqueBlock(key, *copy, SizeOf(id))) {
                 ++wrong_reads;
               }
             }
@@ -137,8 +132,9 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
             auto r = tier.Reserve(SizeOf(id));
             if (!r.ok()) break;  // other threads' reservations hold the room
             check_budget();
-            if (SplitMix64(rng) % 2 == 0) {
-              Status s = tier.Put(key, BlockOf(key, SizeOf(id)), HostEntryState::kClean, &*r);
+            if (SplitMix64Next(rng) % 2 == 0) {
+              Status s =
+                  tier.Put(key, MakeOpaqueBlock(key, SizeOf(id)), HostEntryState::kClean, &*r);
               if (!s.ok() || !r->empty()) ++errors;
             }
             break;
@@ -150,7 +146,7 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
             tier.Erase(key);
             break;
           case 9:
-            if (SplitMix64(rng) % 20 == 0) {
+            if (SplitMix64Next(rng) % 20 == 0) {
               tier.ShrinkTo(kCapacity / 4);
             } else {
               (void)tier.Contains(key);
@@ -188,7 +184,7 @@ TEST(HostTierConcurrency, BudgetHoldsAndEveryCounterAddsUp) {
     // The gauges equal a recount of the entries.
     uint64_t recount_entries = 0, recount_bytes = 0, recount_dirty = 0;
     for (uint64_t id = t * kIdsPerTier; id < (t + 1) * kIdsPerTier; ++id) {
-      const BlockKey key = KeyOf(id);
+      const BlockKey key = TestBlockKey(id);
       const bool present = tier.Contains(key);
       if (present) {
         ++recount_entries;

@@ -47,43 +47,6 @@ std::string_view StorePolicyName(StorePolicy p) {
   return "unknown";
 }
 
-Status PoolOptions::Validate() const {
-  if (mode != PoolMode::kPaged && mode != PoolMode::kDense) {
-    return Status::InvalidArgument("mode: unknown value");
-  }
-  if (eviction > EvictionPolicy::kPriority) {
-    return Status::InvalidArgument("eviction: unknown value");
-  }
-  if (store_policy > StorePolicy::kNever) {
-    return Status::InvalidArgument("store_policy: unknown value");
-  }
-  KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
-                          pool_internal::PoolGeometry::Create(layout));
-  (void)geo;
-  if (key_namespace.model_id.empty()) {
-    return Status::InvalidArgument("key_namespace.model_id must not be empty");
-  }
-  if (!key_namespace.layout_signature.empty() &&
-      key_namespace.layout_signature != layout.Signature()) {
-    return Status::InvalidArgument(
-        "key_namespace.layout_signature differs from layout.Signature()");
-  }
-  if (key_namespace.block_tokens != 0 && key_namespace.block_tokens != layout.block_tokens) {
-    return Status::InvalidArgument(
-        "key_namespace.block_tokens " + std::to_string(key_namespace.block_tokens) +
-        " differs from layout.block_tokens " + std::to_string(layout.block_tokens));
-  }
-  if (total_blocks == 0) return Status::InvalidArgument("total_blocks must be > 0");
-  if (chunk_blocks == 0) return Status::InvalidArgument("chunk_blocks must be > 0");
-  if (dense_initial_tokens == 0) {
-    return Status::InvalidArgument("dense_initial_tokens must be > 0");
-  }
-  if (dense_max_tokens < dense_initial_tokens) {
-    return Status::InvalidArgument("dense_max_tokens must be >= dense_initial_tokens");
-  }
-  return Status::Ok();
-}
-
 namespace {
 
 uint64_t PhysicalMemoryBytes() {
@@ -105,14 +68,55 @@ Status CheckPagedSize(const PoolOptions& o, const pool_internal::PoolGeometry& g
                             pool_internal::BlockAllocator::kBytesPerSlot + (host ? stride : 0);
   const uint64_t ram = PhysicalMemoryBytes();
   if (per_slot != 0 && n > ram / per_slot) {
-    return Status::ResourceExhausted(
-        "pool options: total_blocks " + std::to_string(n) + " would need " +
+    return Status::InvalidArgument(
+        "total_blocks " + std::to_string(n) + " would need " +
         (n > UINT64_MAX / per_slot ? std::string("more than 2^64") : std::to_string(n * per_slot)) +
         " bytes of RAM (" + std::to_string(per_slot) + " per slot), more than this machine's " +
         std::to_string(ram));
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Status PoolOptions::Validate() const {
+  if (mode != PoolMode::kPaged && mode != PoolMode::kDense) {
+    return Status::InvalidArgument("mode: unknown value");
+  }
+  if (eviction > EvictionPolicy::kPriority) {
+    return Status::InvalidArgument("eviction: unknown value");
+  }
+  if (store_policy > StorePolicy::kNever) {
+    return Status::InvalidArgument("store_policy: unknown value");
+  }
+  KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
+                          pool_internal::PoolGeometry::Create(layout));
+  if (key_namespace.model_id.empty()) {
+    return Status::InvalidArgument("key_namespace.model_id must not be empty");
+  }
+  if (!key_namespace.layout_signature.empty() &&
+      key_namespace.layout_signature != layout.Signature()) {
+    return Status::InvalidArgument(
+        "key_namespace.layout_signature differs from layout.Signature()");
+  }
+  if (key_namespace.block_tokens != 0 && key_namespace.block_tokens != layout.block_tokens) {
+    return Status::InvalidArgument(
+        "key_namespace.block_tokens " + std::to_string(key_namespace.block_tokens) +
+        " differs from layout.block_tokens " + std::to_string(layout.block_tokens));
+  }
+  if (total_blocks == 0) return Status::InvalidArgument("total_blocks must be > 0");
+  if (mode == PoolMode::kPaged) KVTIER_RETURN_IF_ERROR(CheckPagedSize(*this, geo));
+  if (chunk_blocks == 0) return Status::InvalidArgument("chunk_blocks must be > 0");
+  if (dense_initial_tokens == 0) {
+    return Status::InvalidArgument("dense_initial_tokens must be > 0");
+  }
+  if (dense_max_tokens < dense_initial_tokens) {
+    return Status::InvalidArgument("dense_max_tokens must be >= dense_initial_tokens");
+  }
+  return Status::Ok();
+}
+
+namespace {
 
 Result<std::unique_ptr<BlockPool>> CreatePool(PoolOptions options) {
   KVTIER_RETURN_IF_ERROR(options.Validate().WithContext("pool options"));
@@ -122,7 +126,6 @@ Result<std::unique_ptr<BlockPool>> CreatePool(PoolOptions options) {
     return std::unique_ptr<BlockPool>(
         std::make_unique<pool_internal::DensePool>(std::move(options), std::move(geo)));
   }
-  KVTIER_RETURN_IF_ERROR(CheckPagedSize(options, geo));
   NamespaceOptions ns = options.key_namespace;
   ns.layout_signature = options.layout.Signature();
   ns.block_tokens = options.layout.block_tokens;
