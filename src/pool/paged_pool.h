@@ -209,7 +209,8 @@ class PagedPool final : public BlockPool {
   const KeyChain chain_;
   const std::string signature_;
   Env* const env_;
-  // The arena's SlotMemory, for copies out of pinned slots without mu_.
+  // The arena's SlotMemory, for copies into loading slots and out of
+  // pinned slots without mu_.
   const std::shared_ptr<SlotMemory> arena_memory_;
 
   // Lock order: mu_, then packed_bin_'s own mutex.

@@ -257,8 +257,8 @@ bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std
       block->data.size() != geo_.block_bytes()) {
     return false;
   }
-  arena_.memory()->Copy(CopyDirection::kHostToSlot,
-                        Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
+  arena_memory_->Copy(CopyDirection::kHostToSlot,
+                      Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
   return true;
 }
 
