@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "host/test_blocks.h"
 #include "kvtier/host_tier.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {
@@ -39,8 +39,8 @@ Fixture& FixtureFor(size_t block_bytes) {
   opts.capacity_bytes = count * block_bytes;
   f.tier = std::move(HostTier::Create(std::move(opts))).value();
   for (size_t i = 0; i < count; ++i) {
-    BlockKey key = host_testing::KeyOf(i);
-    SharedBlock block = host_testing::BlockOf(key, block_bytes);
+    BlockKey key = TestBlockKey(i);
+    SharedBlock block = MakeOpaqueBlock(key, block_bytes);
     if (!f.tier->Put(key, block, HostEntryState::kClean).ok()) std::abort();
     f.keys.push_back(key);
     f.blocks.push_back(std::move(block));

@@ -15,8 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include "host/block_index.h"
-#include "host/test_blocks.h"
+#include "cache/block_index.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {
@@ -44,7 +44,7 @@ World& TheWorld() {
   static World* w = [] {
     auto* world = new World;
     world->keys.reserve(kBlocks);
-    for (size_t i = 0; i < kBlocks; ++i) world->keys.push_back(host_testing::KeyOf(i));
+    for (size_t i = 0; i < kBlocks; ++i) world->keys.push_back(TestBlockKey(i));
     const size_t before = ResidentBytes();
     world->index = std::make_unique<BlockIndex>();
     // Every block on disk, the first half of each chain also in RAM.
@@ -67,7 +67,7 @@ void BM_MatchFullChain(benchmark::State& state) {
   std::vector<TierMask> masks(kChainBlocks);
   uint64_t rng = 7;
   for (auto _ : state) {
-    const size_t c = host_testing::SplitMix64(rng) % kChains;
+    const size_t c = SplitMix64Next(rng) % kChains;
     const size_t n = w.index->MatchPrefix(Chain(w, c), masks);
     benchmark::DoNotOptimize(n);
   }
@@ -78,7 +78,7 @@ BENCHMARK(BM_MatchFullChain);
 void BM_LookupMiss(benchmark::State& state) {
   World& w = TheWorld();
   uint64_t i = kBlocks;
-  for (auto _ : state) benchmark::DoNotOptimize(w.index->Lookup(host_testing::KeyOf(i++)));
+  for (auto _ : state) benchmark::DoNotOptimize(w.index->Lookup(TestBlockKey(i++)));
 }
 BENCHMARK(BM_LookupMiss);
 
@@ -90,7 +90,7 @@ std::vector<double> SampleNsPerBlock(World& w, size_t calls) {
   std::vector<TierMask> masks(kChainBlocks);
   uint64_t rng = 11;
   for (size_t i = 0; i < calls; ++i) {
-    const size_t c = host_testing::SplitMix64(rng) % kChains;
+    const size_t c = SplitMix64Next(rng) % kChains;
     const auto t0 = std::chrono::steady_clock::now();
     const size_t n = w.index->MatchPrefix(Chain(w, c), masks);
     const auto t1 = std::chrono::steady_clock::now();

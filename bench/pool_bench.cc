@@ -29,15 +29,16 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <future>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "kvtier/block_pool.h"
-#include "kvtier/host_tier.h"
+#include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "kvtier/tiered_backing_store.h"
+#include "kvtier/tiered_cache.h"
 
 namespace {
 
@@ -289,33 +290,6 @@ class RatioReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> best_;
 };
 
-// The host tier as the pool's lower tier (until TieredCache exists).
-class HostStore final : public BlockBackingStore {
- public:
-  explicit HostStore(HostTier* tier) : tier_(tier) {}
-  size_t Match(std::span<const BlockKey> keys) override {
-    size_t n = 0;
-    while (n < keys.size() && tier_->Contains(keys[n])) ++n;
-    return n;
-  }
-  Status Store(const BlockKey& key, SharedBlock block) override {
-    return tier_->Put(key, std::move(block), HostEntryState::kDirty);
-  }
-  std::future<std::vector<SharedBlock>> Load(std::vector<BlockKey> keys) override {
-    std::vector<SharedBlock> out;
-    for (const BlockKey& k : keys) {
-      Result<SharedBlock> b = tier_->Get(k);
-      out.push_back(b.ok() ? *b : nullptr);
-    }
-    std::promise<std::vector<SharedBlock>> p;
-    p.set_value(std::move(out));
-    return p.get_future();
-  }
-
- private:
-  HostTier* tier_;
-};
-
 double MedianMs(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -336,11 +310,15 @@ PrefixHit MeasurePrefixHit(size_t n) {
   const auto chunk = Bytes(A() * kChunk * Row());
   PrefixHit out;
 
-  HostTierOptions ho;
-  ho.capacity_bytes = uint64_t{2} << 30;
-  auto tier = HostTier::Create(ho);
-  Check(tier.status());
-  HostStore store(tier->get());
+  // The host tier behind the pool, as an engine wires it.
+  CacheOptions co;
+  co.layout_signature = Layout().Signature();
+  co.host.capacity_bytes = uint64_t{2} << 30;
+  auto cache = TieredCache::Open(co, Env::Default());
+  Check(cache.status());
+  auto tiers = TieredBackingStore::Create(cache->get());
+  Check(tiers.status());
+  BlockBackingStore& store = **tiers;
   {
     auto pool = MakePool(blocks, &store);  // stores each block as it fills
     if (!pool->Allocate(1, prompt).ok()) std::abort();

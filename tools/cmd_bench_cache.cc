@@ -10,22 +10,25 @@
 //
 // The host part uses min(M, ~256 MiB of blocks, at least 4) blocks so the
 // working set exceeds the CPU caches without needing M blocks of RAM; the
-// Match index is filled directly (CacheCore::index()) with the keys of M
-// blocks, as the host key listener and disk hints would fill it, so that a
-// million blocks need no million block files.
+// Match index is filled with the keys of M blocks as disk hints
+// (TieredCache::HintDiskKeys, over an empty disk folder), so that a million
+// blocks need no million block files.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <vector>
 
-#include "cache/cache_core.h"
 #include "command.h"
+#include "engine/file_tree.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
@@ -198,18 +201,25 @@ Result<MatchFigures> BenchMatch(const ModelLayout& layout, const KeyChain& kc, u
   const uint64_t chains = m / chain;
   const std::vector<BlockKey> keys = MakeKeys(kc, chains * chain, chain);
 
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "kvtier-bench-cache-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return Status::IOError("mkdtemp " + tmpl, errno);
+  struct RemoveAfter {
+    std::string dir;
+    ~RemoveAfter() { (void)engine::RemoveTree(Env::Default(), dir); }
+  } remove_after{tmpl};
   CacheOptions o;
   o.layout_signature = layout.Signature();
   o.host.capacity_bytes = 1 << 20;
   o.load_threads = 0;
-  KVTIER_ASSIGN_OR_RETURN(auto core, cache_internal::CacheCore::Open(o, Env::Default()));
+  DiskTierOptions d;
+  d.dir = JoinPath(tmpl, "cache");
+  d.reconcile_on_open = false;
+  o.disk = std::move(d);
+  KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(o, Env::Default()));
   const size_t before = ResidentBytes();
-  BlockIndex& index = core->index();
-  // Every block on disk, the first half of each chain also in RAM.
-  for (size_t i = 0; i < keys.size(); ++i) {
-    index.MarkPresent(keys[i], IndexTier::kDisk);
-    if (i % chain < chain / 2) index.Add(keys[i], IndexTier::kHost);
-  }
+  // Every block on disk, as another process that stored them would leave it.
+  cache->HintDiskKeys(keys);
   const size_t after = ResidentBytes();
 
   std::vector<double> ns;
@@ -220,7 +230,7 @@ Result<MatchFigures> BenchMatch(const ModelLayout& layout, const KeyChain& kc, u
     const uint64_t c = (rng >> 17) % chains;
     std::span<const BlockKey> ch = std::span(keys).subspan(c * chain, chain);
     const auto t0 = Clock::now();
-    MatchResult r = core->Match(ch);
+    MatchResult r = cache->Match(ch);
     const auto t1 = Clock::now();
     if (r.blocks != chain) {
       return Status::Internal("bench cache: an indexed chain matched " + std::to_string(r.blocks) +

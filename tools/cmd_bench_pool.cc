@@ -1,19 +1,38 @@
 // kvtier bench pool (DESIGN.md §6): BlockPool append (and packed-view)
 // throughput against memcpy of the same bytes in the same run, and the
-// latency of an Allocate whose prefix (32k tokens by default) is held in the
-// pool, in the host tier, and only on disk (after closing and reopening the
-// cache; the files are likely still in the OS page cache).
+// restore of a cached prefix (32k tokens by default) into a pool: held in
+// the pool, in the host tier, and only on disk (after closing and reopening
+// the cache), each against its limit measured in the same run.
+//
+//   prefix_hit_ms      median time of a blocking Allocate that reuses the
+//                      whole prefix: from the call until every slot is
+//                      filled (pool: shared, nothing to copy);
+//   prefix_hit_GBps    prefix K/V bytes / that time, for host and disk;
+//   memcpy_GBps        one thread's memcpy of the same bytes (the host
+//                      limit);
+//   raw_read_GBps      a plain pread loop, on --read-threads threads, over
+//                      the same block files the disk hits read (the disk
+//                      limit); with --drop-caches both it and every disk
+//                      restore start from a cold page cache (root only).
+//
+// Pools for the timed restores are created with prefault_slots, as an
+// engine allocates its KV memory at startup: the timing is the restore, not
+// the kernel zeroing fresh slot pages.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "command.h"
@@ -27,13 +46,102 @@
 namespace kvtier::cli {
 namespace {
 
+// Bytes over a block's K/V that its block file's header can take here.
+constexpr uint64_t kHeaderRoom = 64 << 10;
+
 struct BenchPoolArgs {
   std::string layout;
   uint32_t block_tokens = 0;
   uint64_t tokens = 32768;
   std::string dir;
   uint32_t repeats = 3;
+  bool drop_caches = false;
+  bool direct_io = false;
+  uint32_t load_threads = CacheOptions{}.load_threads;
+  uint32_t read_threads = DiskTierOptions{}.read_threads;
 };
+
+Status DropCaches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  f.flush();
+  if (!f) {
+    return Status::FailedPrecondition(
+        "--drop-caches: cannot write /proc/sys/vm/drop_caches (needs root)");
+  }
+  return Status::Ok();
+}
+
+// Every block file of `keys` under `dir` (the disk tier's hashed
+// subfolders, walked through the Env; files are named by key hex).
+Result<std::vector<std::string>> BlockFiles(Env* env, const std::string& dir,
+                                            const std::vector<BlockKey>& keys) {
+  std::unordered_set<std::string> want;
+  for (const BlockKey& k : keys) want.insert(k.Hex() + ".safetensors");
+  std::vector<std::string> found;
+  std::vector<std::string> todo = {JoinPath(dir, "blocks")};
+  while (!todo.empty()) {
+    const std::string d = todo.back();
+    todo.pop_back();
+    KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(d));
+    for (const std::string& name : names) {
+      const std::string path = JoinPath(d, name);
+      KVTIER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(path));
+      if (info.type == FileType::kDirectory) {
+        todo.push_back(path);
+      } else if (info.type == FileType::kRegular && want.count(name) != 0) {
+        found.push_back(path);
+      }
+    }
+  }
+  if (found.size() != keys.size()) {
+    return Status::Internal("expected " + std::to_string(keys.size()) + " block files under " +
+                            dir + ", found " + std::to_string(found.size()));
+  }
+  return found;
+}
+
+// Seconds to read every file whole with pread, `threads` threads each
+// reading its share into one reused buffer: the disk's limit for these
+// files, with nothing else in the way.
+Result<double> RawRead(Env* env, const std::vector<std::string>& files, uint32_t threads) {
+  uint64_t largest = 0;
+  for (const std::string& f : files) {
+    KVTIER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(f));
+    largest = std::max(largest, info.size);
+  }
+  std::vector<BlockBuffer> bufs;
+  for (uint32_t t = 0; t < threads; ++t) {
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(largest));
+    std::memset(b.data(), 0, b.size());  // faulted in before the clock starts
+    bufs.push_back(std::move(b));
+  }
+  std::vector<Status> errors(threads);
+  std::vector<std::thread> pool;
+  const uint64_t t0 = env->NowMicros();
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.push_back(env->StartThread([&, t] {
+      for (size_t i = t; i < files.size(); i += threads) {
+        Result<std::unique_ptr<RandomAccessFile>> f = env->OpenForRead(files[i], {});
+        if (!f.ok()) {
+          errors[t] = f.status();
+          return;
+        }
+        const uint64_t size = (*f)->size();
+        Result<size_t> n = (*f)->ReadAt(0, bufs[t].mutable_span().first(size));
+        if (!n.ok() || *n != size) {
+          errors[t] = n.ok() ? Status::IOError("short read of " + files[i], 0) : n.status();
+          return;
+        }
+      }
+    }));
+  }
+  for (std::thread& th : pool) th.join();
+  const uint64_t t1 = env->NowMicros();
+  for (Status& e : errors) KVTIER_RETURN_IF_ERROR(e);
+  return static_cast<double>(std::max<uint64_t>(t1 - t0, 1)) / 1e6;
+}
 
 // The layout's per-layer K/V for `n` tokens, [A, n, B] per state, filled
 // with a pattern; one buffer per state of layer 0 (every layer has the same
@@ -83,8 +191,12 @@ struct Bench {
   size_t prefix = 0;
   size_t blocks = 0;
   NamespaceOptions ns;
+  std::unique_ptr<KeyChain> chain;  // the prompt's keys: which files are ours
 
-  Result<std::unique_ptr<BlockPool>> NewPool(BlockBackingStore* store, uint32_t slots) {
+  // A pool for `slots` blocks; `prefault`: its memory allocated and
+  // faulted in now, as an engine sizes its KV memory at startup.
+  Result<std::unique_ptr<BlockPool>> NewPool(BlockBackingStore* store, uint32_t slots,
+                                             bool prefault = false) {
     PoolOptions po;
     po.layout = layout;
     po.key_namespace = ns;
@@ -92,6 +204,7 @@ struct Bench {
     po.chunk_blocks = std::min<uint32_t>(slots, 256);
     po.store = store;
     po.env = env;
+    po.prefault_slots = prefault;
     return BlockPool::Create(std::move(po));
   }
 
@@ -100,9 +213,15 @@ struct Bench {
     co.layout_signature = layout.Signature();
     // Room for every block file with headroom for headers.
     co.host.capacity_bytes = blocks * (layout.BlockBytes() + 65536) + (64ull << 20);
+    co.load_threads = args.load_threads;
+    co.read_buffer_pool_bytes = blocks * (layout.BlockBytes() + kHeaderRoom) + (64ull << 20);
     DiskTierOptions d;
     d.dir = cache_dir;
     d.max_bytes = 0;  // bounded by free disk only
+    d.read_threads = args.read_threads;
+    d.direct_io_reads = args.direct_io;
+    // A reconcile pass would compete with the timed reads.
+    d.reconcile_on_open = false;
     co.disk = std::move(d);
     return TieredCache::Open(std::move(co), env);
   }
@@ -171,12 +290,12 @@ Status RunBench(Bench& b, nlohmann::json* out) {
 
   // --- Prefix hits: pool, host tier, disk tier.
   std::vector<double> pool_ms, host_ms;
-  double disk_ms = 0, packed_s = 1e30;
+  double packed_s = 1e30;
   uint64_t host_loaded = 0, disk_loaded = 0;
   {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
-                            TieredBackingStore::Create(cache.get(), b.layout));
+                            TieredBackingStore::Create(cache.get()));
     {
       KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots * 2));
       KVTIER_RETURN_IF_ERROR(b.Fill(pool.get(), 1, src));
@@ -197,7 +316,8 @@ Status RunBench(Bench& b, nlohmann::json* out) {
     }
     for (uint32_t r = 0; r < b.args.repeats; ++r) {
       // A fresh pool holds nothing: the prefix comes from the host tier.
-      KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots));
+      KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool,
+                              b.NewPool(tiers.get(), slots, /*prefault=*/true));
       const uint64_t before = tiers->counters().loaded_host;
       KVTIER_ASSIGN_OR_RETURN(double ms, b.TimeHit(pool.get(), 1));
       host_ms.push_back(ms);
@@ -206,22 +326,46 @@ Status RunBench(Bench& b, nlohmann::json* out) {
     tiers.reset();
     KVTIER_RETURN_IF_ERROR(cache->Close());  // dirty blocks go to disk
   }
-  {
+  // Disk: each run reopens the cache (its host tier empty, as after a
+  // restart) and restores into a fresh pool; the raw pread loop over the
+  // same files runs before it, both cold with --drop-caches.
+  std::vector<double> disk_ms, raw_s;
+  const std::vector<BlockKey> keys =
+      b.chain->KeysFor(std::span<const uint32_t>(b.prompt).first(b.prefix));
+  KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> files, BlockFiles(b.env, b.cache_dir, keys));
+  uint64_t file_bytes = 0;
+  for (const std::string& f : files) {
+    KVTIER_ASSIGN_OR_RETURN(FileInfo info, b.env->Stat(f));
+    file_bytes += info.size;
+  }
+  const double file_gb = static_cast<double>(file_bytes) / 1e9;
+  for (uint32_t r = 0; r < b.args.repeats; ++r) {
+    if (b.args.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    KVTIER_ASSIGN_OR_RETURN(double raw, RawRead(b.env, files, b.args.read_threads));
+    raw_s.push_back(raw);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
+    // Read buffers for the restore, faulted in at startup as the slots are.
+    KVTIER_ASSIGN_OR_RETURN(uint64_t prefaulted, cache->PrefaultReadBuffers(b.layout, b.blocks));
+    if (prefaulted != b.blocks) return Status::Internal("read buffers not prefaulted");
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredBackingStore> tiers,
-                            TieredBackingStore::Create(cache.get(), b.layout));
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool, b.NewPool(tiers.get(), slots));
-    KVTIER_ASSIGN_OR_RETURN(disk_ms, b.TimeHit(pool.get(), 1));
-    disk_loaded = tiers->counters().loaded_disk;
+                            TieredBackingStore::Create(cache.get()));
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<BlockPool> pool,
+                            b.NewPool(tiers.get(), slots, /*prefault=*/true));
+    if (b.args.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    KVTIER_ASSIGN_OR_RETURN(double ms, b.TimeHit(pool.get(), 1));
+    disk_ms.push_back(ms);
+    disk_loaded += tiers->counters().loaded_disk;
     pool.reset();
     tiers.reset();
     KVTIER_RETURN_IF_ERROR(cache->Close());
   }
-  if (host_loaded != b.blocks * b.args.repeats || disk_loaded != b.blocks) {
+  if (host_loaded != b.blocks * b.args.repeats || disk_loaded != b.blocks * b.args.repeats) {
     return Status::Internal("expected every prefix block from its tier: host " +
                             std::to_string(host_loaded) + ", disk " + std::to_string(disk_loaded) +
                             " of " + std::to_string(b.blocks) + " per run");
   }
+  const double host_med = Median(host_ms), disk_med = Median(disk_ms);
+  const double raw_med = Median(raw_s);
 
   (*out)["layout"] = b.layout.name;
   (*out)["block_tokens"] = bt;
@@ -233,8 +377,16 @@ Status RunBench(Bench& b, nlohmann::json* out) {
   (*out)["memcpy_GBps"] = gb / memcpy_s;
   (*out)["packed_GBps"] = gb / packed_s;
   (*out)["append_vs_memcpy"] = memcpy_s / append_s;
-  (*out)["prefix_hit_ms"] = {
-      {"pool", Median(pool_ms)}, {"host", Median(host_ms)}, {"disk", disk_ms}};
+  (*out)["prefix_hit_ms"] = {{"pool", Median(pool_ms)}, {"host", host_med}, {"disk", disk_med}};
+  (*out)["prefix_hit_GBps"] = {{"host", gb / (host_med / 1e3)}, {"disk", gb / (disk_med / 1e3)}};
+  (*out)["raw_read_GBps"] = file_gb / raw_med;
+  (*out)["host_vs_memcpy"] = (gb / (host_med / 1e3)) / (gb / memcpy_s);
+  (*out)["disk_vs_raw_read"] = (gb / (disk_med / 1e3)) / (file_gb / raw_med);
+  (*out)["drop_caches"] = b.args.drop_caches;
+  (*out)["direct_io"] = b.args.direct_io;
+  (*out)["load_threads"] = b.args.load_threads;
+  (*out)["read_threads"] = b.args.read_threads;
+  (*out)["repeats"] = b.args.repeats;
   return Status::Ok();
 }
 
@@ -248,8 +400,20 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
       ->capture_default_str();
   app->add_option("--dir", args->dir,
                   "Folder for the disk tier (default: a new temp folder, removed after)");
-  app->add_option("--repeats", args->repeats, "Runs of each timed step")
+  app->add_option("--repeats", args->repeats, "Runs of each timed step (the median is reported)")
       ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app->add_flag("--drop-caches", args->drop_caches,
+                "Drop the OS page cache before each raw read and disk restore (root)");
+  app->add_flag("--direct-io", args->direct_io,
+                "Disk restores read with O_DIRECT (DiskTierOptions::direct_io_reads); the raw "
+                "loop reads buffered");
+  app->add_option("--load-threads", args->load_threads, "CacheOptions::load_threads")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app->add_option("--read-threads", args->read_threads,
+                  "DiskTierOptions::read_threads, also the raw read's threads")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   return [args, flags] {
     Bench b;
@@ -272,6 +436,11 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
     b.ns.model_id = "kvtier-bench-pool";
     // A salt per run: blocks an earlier run left in --dir do not count as hits.
     b.ns.salt = std::to_string(b.env->NowUnixMicros()) + "." + std::to_string(b.env->ProcessId());
+    b.ns.layout_signature = b.layout.Signature();
+    b.ns.block_tokens = b.layout.block_tokens;
+    Result<KeyChain> chain = KeyChain::Create(b.ns);
+    if (!chain.ok()) return ReportError(*flags, chain.status());
+    b.chain = std::make_unique<KeyChain>(*std::move(chain));
 
     std::string temp;
     if (args->dir.empty()) {
@@ -308,6 +477,13 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
                   out["prefix_hit_ms"]["pool"].get<double>(),
                   out["prefix_hit_ms"]["host"].get<double>(),
                   out["prefix_hit_ms"]["disk"].get<double>());
+      std::printf(
+          "restore: host %.2f GB/s = %.2f x memcpy   disk %.2f GB/s = %.2f x raw read %.2f GB/s "
+          "(%s)\n",
+          out["prefix_hit_GBps"]["host"].get<double>(), out["host_vs_memcpy"].get<double>(),
+          out["prefix_hit_GBps"]["disk"].get<double>(), out["disk_vs_raw_read"].get<double>(),
+          out["raw_read_GBps"].get<double>(),
+          args->drop_caches ? "cold page cache" : "reads may hit the page cache");
     }
     return kExitOk;
   };
@@ -315,6 +491,6 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
 
 }  // namespace
 KVTIER_SUBCOMMAND(bench_pool, "bench", "pool",
-               "Pool append GB/s vs memcpy, and prefix-hit latency from pool, host and disk",
-               SetupBenchPool);
+                  "Pool append GB/s vs memcpy, and prefix-hit latency from pool, host and disk",
+                  SetupBenchPool);
 }  // namespace kvtier::cli

@@ -1,17 +1,21 @@
 // BlockPool: the engine's working KV memory.
 //
 // In paged mode (the default) the pool is `total_blocks` slots of one block
-// each (include/kvtier/block_allocator.h). A sequence is a list of slots (its
-// block table) and a length in tokens. Full blocks are named by their
-// BlockKey (KeyChain over the sequence's token ids), enter a prefix index and
-// are shared between sequences with refcounts: `Allocate(seq, tokens)` reuses
-// the longest cached prefix, first from the pool, then from the lower tiers
-// through a BlockBackingStore (asynchronously, so an engine can overlap
-// compute). When slots run out, inactive sequences are evicted by policy and
-// offloaded, not lost: their full blocks go to the lower tiers, their partial
-// last block stays in host memory, and the next Allocate with the same id
-// restores them. In dense mode each sequence is a set of growable per-layer
-// tensors instead (no sharing, no tiers), for engines without paged attention.
+// each (memory from a SlotMemory, kvtier/slot_memory.h). A sequence is a
+// list of slots (its block table) and a length in tokens. Full blocks are
+// named by their BlockKey (KeyChain over the sequence's token ids), enter a
+// prefix index and are shared between sequences with refcounts:
+// `Allocate(seq, tokens)` reuses the longest cached prefix, first from the
+// pool, then from the lower tiers through a BlockBackingStore. Those loads
+// are asynchronous: each block is copied into its slot (once; the store has
+// verified it) on the thread it arrives on, while later blocks are still
+// being read, and WaitTokensLoaded tells an engine when a prefix of the
+// sequence is in place, so it can start on the first blocks while the rest
+// land (the per-layer wait of vLLM's connectors, per block here). When slots run out, inactive
+// sequences are evicted by policy and offloaded, not lost: their full blocks go to the lower tiers,
+// their partial last block stays in host memory, and the next Allocate with the same id restores
+// them. In dense mode each sequence is a set of growable per-layer tensors instead (no sharing, no
+// tiers), for engines without paged attention.
 //
 // Tensor shapes. Every state tensor of every layer must have the per-block
 // shape [A, block_tokens, B] (A = KV heads, B = head_dim for attention; the
@@ -25,33 +29,38 @@
 // the next tokens once every layer has K/V for them.
 //
 // Thread safety: every method may be called from any thread. Calls for one
-// sequence are serialized by the caller, except WaitLoaded. One internal
-// mutex guards the pool; no BlockBackingStore call runs under it.
+// sequence are serialized by the caller, except WaitLoaded and
+// WaitTokensLoaded. One internal mutex guards the pool; no
+// BlockBackingStore call, block encoding or key hashing runs under it.
 #ifndef KVTIER_BLOCK_POOL_H_
 #define KVTIER_BLOCK_POOL_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <future>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
 
-#include "kvtier/block_allocator.h"
-#include "kvtier/block_file.h"
+#include "kvtier/block_buffer.h"
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
+#include "kvtier/slot_memory.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
 
 class Env;
 
-// The lower tiers as the pool sees them (TieredCache or an adapter implements
-// it; tests use MapBackingStore). Blocks cross as block files (block_file.h).
-// Implementations are thread-safe: the pool calls them from the engine's
-// threads and from its loader thread, never under its lock.
+// Receives block `index` of a BlockBackingStore::Load: the block file of
+// keys[index], or null for a miss.
+using BlockArrivalCallback = std::function<void(size_t index, SharedBlock block)>;
+
+// The lower tiers as the pool sees them (TieredBackingStore over a
+// TieredCache; tests use MapBackingStore). Blocks cross as block files
+// (block_file.h). Implementations are thread-safe: the pool calls them from
+// the engine's threads, never under its lock.
 class BlockBackingStore {
  public:
   virtual ~BlockBackingStore() = default;
@@ -60,9 +69,15 @@ class BlockBackingStore {
   virtual size_t Match(std::span<const BlockKey> keys) = 0;
   // Stores the block file `block` under `key`. The store may keep `block`.
   virtual Status Store(const BlockKey& key, SharedBlock block) = 0;
-  // Starts loading `keys`. The future yields one entry per key, in order: the
-  // block file, or null for a miss. The pool verifies every file it gets.
-  virtual std::future<std::vector<SharedBlock>> Load(std::vector<BlockKey> keys) = 0;
+  // Starts loading `keys` and returns. Calls on_block(i, file) exactly once
+  // for each i in [0, keys.size()): before Load returns or later, from any
+  // thread, several at once, in any order. `file` is keys[i]'s block file,
+  // verified by the store where its bytes entered the process (structure,
+  // key, checksums: DESIGN.md §4), or null for a miss. The pool checks only
+  // the header and copies the data section into its slot inside the
+  // callback, so those copies run on the store's threads while later
+  // blocks are still being read. The store must outlive the calls.
+  virtual void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) = 0;
 };
 
 enum class PoolMode : uint8_t { kPaged, kDense };
@@ -94,7 +109,9 @@ struct PoolOptions {
   // may be left empty / 0 (filled from `layout`), else must equal it.
   NamespaceOptions key_namespace;
 
-  // Paged mode. Number of slots (blocks). Default 2048.
+  // Paged mode. Number of slots (blocks). Validate refuses a number whose
+  // slots (host slot memory) and bookkeeping would not fit in this
+  // machine's RAM, so Create fails before allocating anything. Default 2048.
   uint32_t total_blocks = 2048;
   // Slots allocated together when storage grows. Default 64.
   uint32_t chunk_blocks = 64;
@@ -111,6 +128,11 @@ struct PoolOptions {
   BlockBackingStore* store = nullptr;
   // Where slots live. Null: host RAM.
   std::shared_ptr<SlotMemory> memory;
+  // Allocate every slot in Create and write host memory once, so that no
+  // Allocate, load or append pays page faults (an engine's KV memory,
+  // sized at startup). Off: chunks of chunk_blocks slots are allocated as
+  // slots are first used. Default off.
+  bool prefault_slots = false;
   // Clock and threads. Null: Env::Default(). Not owned.
   Env* env = nullptr;
 
@@ -207,10 +229,17 @@ class BlockPool {
   // `tokens`. Blocking: waits for the loads.
   virtual Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) = 0;
   // The same, returning while lower-tier blocks still load. Until WaitLoaded
-  // returns, other calls on `seq` fail with kFailedPrecondition.
+  // returns, other calls on `seq` fail with kFailedPrecondition, except
+  // BlockTable, SlotAddress and WaitTokensLoaded.
   virtual Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) = 0;
   // Waits for `seq`'s loads; returns its length (kNotFound if unknown).
   virtual Result<size_t> WaitLoaded(uint64_t seq) = 0;
+  // Waits until the first `tokens` tokens of `seq` are in its slots, or its
+  // load has ended, and returns how many leading tokens are in place then:
+  // at least min(tokens, the length WaitLoaded would return). Blocks land
+  // in any order; the ready prefix grows as the gaps fill. 0 waits for
+  // nothing (a progress probe). kNotFound if `seq` is unknown.
+  virtual Result<size_t> WaitTokensLoaded(uint64_t seq, size_t tokens) = 0;
 
   // K/V appends at positions ≥ Length(seq); slots are taken as needed
   // (evicting if needed: kResourceExhausted when nothing can be evicted).
@@ -249,7 +278,10 @@ class BlockPool {
   virtual bool HasSequence(uint64_t seq) const = 0;
   virtual Result<size_t> Length(uint64_t seq) const = 0;
   // Slot ids of `seq`'s blocks, in order (paged mode; kFailedPrecondition in
-  // dense mode).
+  // dense mode). While a load is in flight, slots past the prefix that
+  // WaitTokensLoaded reports hold no valid K/V yet, and a load that falls
+  // short frees those past the blocks that landed: read the table again
+  // after WaitLoaded.
   virtual Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const = 0;
   // Address of a slot in use (paged mode). Valid until the slot is freed.
   virtual Result<std::byte*> SlotAddress(uint32_t slot) const = 0;

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kvtier/status.h"
@@ -135,6 +136,57 @@ class Env {
   // `opts.sync` adds the fsyncs. On failure the temp file is removed.
   Status WriteFileAtomic(const std::string& path, std::span<const std::byte> data,
                          const WriteFileOptions& opts);
+};
+
+// An Env that forwards every call to another (the LevelDB pattern): a test
+// or tool Env derives from it and overrides only the calls it changes, so
+// a new Env method needs no edit in every wrapper.
+//
+// Ownership: `target` is not owned and must outlive the wrapper.
+// Thread safety: as the target's.
+class EnvWrapper : public Env {
+ public:
+  // REQUIRES: target != nullptr.
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path,
+                                                        const ReadFileOptions& opts) override {
+    return target_->OpenForRead(path, opts);
+  }
+  Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& path,
+                                                   const WriteFileOptions& opts) override {
+    return target_->CreateFile(path, opts);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return target_->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
+  Result<FileInfo> Stat(const std::string& path) override { return target_->Stat(path); }
+  Status Chmod(const std::string& path, uint32_t permissions) override {
+    return target_->Chmod(path, permissions);
+  }
+  Status CreateDir(const std::string& path, uint32_t permissions) override {
+    return target_->CreateDir(path, permissions);
+  }
+  Status RemoveDir(const std::string& path) override { return target_->RemoveDir(path); }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    return target_->ListDir(path);
+  }
+  Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  Status SyncFileSystem(const std::string& path) override { return target_->SyncFileSystem(path); }
+  Result<uint64_t> FreeSpace(const std::string& path) override { return target_->FreeSpace(path); }
+  uint64_t NowMicros() override { return target_->NowMicros(); }
+  int64_t NowUnixMicros() override { return target_->NowUnixMicros(); }
+  void SleepForMicros(uint64_t micros) override { target_->SleepForMicros(micros); }
+  int ProcessId() override { return target_->ProcessId(); }
+  bool ProcessAlive(int pid) override { return target_->ProcessAlive(pid); }
+  std::thread StartThread(std::function<void()> fn) override {
+    return target_->StartThread(std::move(fn));
+  }
+
+ private:
+  Env* const target_;
 };
 
 // Joins path components with a single '/'.

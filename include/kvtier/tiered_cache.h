@@ -74,6 +74,7 @@
 #include "kvtier/disk_tier.h"
 #include "kvtier/env.h"
 #include "kvtier/host_tier.h"
+#include "kvtier/layout.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -246,6 +247,7 @@ struct CacheStats {
   uint64_t read_buffers = 0;             // buffers disk reads were given
   uint64_t read_buffers_reused = 0;      // ... that were recycled (no page faults)
   uint64_t read_buffer_fresh_bytes = 0;  // bytes of new memory allocated for them
+  uint64_t read_buffers_prefaulted = 0;  // added by PrefaultReadBuffers
   uint64_t read_buffer_free_bytes = 0;   // gauge: kept for the next reads
   // Latency, µs.
   LatencyHistogram load_latency;   // Load(): call until the future is ready
@@ -328,6 +330,14 @@ class TieredCache {
   // FailedPrecondition after Close (then no callback runs).
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options = {});
 
+  // Tells the Match index that the disk tier holds `keys` without asking
+  // it: keys another process stored in a shared folder, or a list an
+  // engine kept from an earlier run, so that Match answers from memory
+  // from the first request on. A wrong hint costs one disk miss on Load,
+  // which clears it (CacheStats::stale_disk_hints). Nothing happens in a
+  // host-only cache or after Close.
+  void HintDiskKeys(std::span<const BlockKey> keys);
+
   // Copies block keys[i] into the front of dsts[i], from the host tier or
   // else the disk tier. Host hits are copied before Load returns; disk
   // reads run on the load threads. InvalidArgument if the spans differ in
@@ -335,6 +345,16 @@ class TieredCache {
   // valid and untouched until the future is ready or destroyed.
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
+
+  // Allocates up to `count` read buffers for block files of `layout` and
+  // faults them in now, so that the first disk restores after a start pay
+  // no page faults: what an engine does at startup, as it sizes its KV
+  // memory (PoolOptions::prefault_slots). The buffers wait in the read
+  // buffer pool, which keeps at most read_buffer_pool_bytes. Returns how
+  // many were added. InvalidArgument if the layout is invalid or its
+  // signature is not the cache's; ResourceExhausted when memory runs out;
+  // FailedPrecondition after Close.
+  Result<uint64_t> PrefaultReadBuffers(const ModelLayout& layout, uint64_t count);
 
   // Reads the keys that are on disk but not in RAM into the host tier
   // (clean), in order, stopping before the first block that would not fit

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -72,10 +74,10 @@ Result<BlockBuffer> BufferPool::Take(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.takes;
-    // Reuse a buffer no more than 1/8 larger than needed (or than a fresh
-    // one would be), so blocks of one layout share buffers and little
-    // memory is wasted.
-    const size_t limit = std::max(CapacityFor(bytes), bytes + bytes / 8);
+    // Reuse a buffer no more than 1/8 larger than needed (rounded up to
+    // the allocation unit), so blocks of one layout, whose sizes differ by
+    // a few header bytes, share buffers and little memory is wasted.
+    const size_t limit = CapacityFor(bytes + bytes / 8);
     auto it = free_.lower_bound(bytes);
     if (it != free_.end() && it->first <= limit) {
       capacity = it->first;
@@ -97,6 +99,39 @@ Result<BlockBuffer> BufferPool::Take(size_t bytes) {
     stats_.fresh_bytes += capacity;
   }
   return BlockBuffer::Adopt(data, bytes, capacity, shared_from_this());
+}
+
+Result<uint64_t> BufferPool::Prefault(size_t bytes, uint64_t count) {
+  if (bytes == 0 || bytes > kMaxBufferBytes) {
+    return Status::InvalidArgument("read buffers of " + std::to_string(bytes) +
+                                   " bytes refused (1.." + std::to_string(kMaxBufferBytes) + ")");
+  }
+  const size_t capacity = CapacityFor(bytes);
+  uint64_t added = 0;
+  for (; added < count; ++added) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stats_.free_bytes + capacity > max_free_bytes_) break;
+    }
+    std::byte* data = NewMemory(capacity);
+    if (data == nullptr) {
+      return Status::ResourceExhausted("cannot allocate a read buffer of " +
+                                       std::to_string(capacity) + " bytes");
+    }
+    std::memset(data, 0, capacity);  // the page faults happen here, not in a read
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      free_.emplace(capacity, data);
+    } catch (const std::bad_alloc&) {
+      FreeMemory(data, capacity);
+      return Status::ResourceExhausted("no memory for the read buffer pool's free list");
+    }
+    stats_.free_bytes += capacity;
+    stats_.fresh_bytes += capacity;
+    ++stats_.free_buffers;
+    ++stats_.prefaulted;
+  }
+  return added;
 }
 
 void BufferPool::Recycle(std::byte* data, size_t capacity) noexcept {

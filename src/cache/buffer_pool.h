@@ -36,6 +36,7 @@ struct BufferPoolStats {
   uint64_t free_bytes = 0;    // gauge: memory kept for reuse
   uint64_t free_buffers = 0;  // gauge
   uint64_t released = 0;      // buffers given back to the OS (free lists full)
+  uint64_t prefaulted = 0;    // buffers added by Prefault
 };
 
 class BufferPool final : public BufferRecycler, public std::enable_shared_from_this<BufferPool> {
@@ -48,6 +49,12 @@ class BufferPool final : public BufferRecycler, public std::enable_shared_from_t
   // A buffer of size() == bytes: a free one that fits, else new memory.
   // kResourceExhausted if memory runs out or `bytes` is 0 or absurd.
   Result<BlockBuffer> Take(size_t bytes);
+
+  // Adds up to `count` free buffers that fit blocks of `bytes`, written
+  // once so their pages are faulted in now rather than during a read;
+  // stops where the free memory would pass max_free_bytes. Returns how
+  // many were added; kResourceExhausted if memory runs out first.
+  Result<uint64_t> Prefault(size_t bytes, uint64_t count);
 
   void Recycle(std::byte* data, size_t capacity) noexcept override;
 

@@ -83,6 +83,22 @@ TEST(BufferPool, KeepsAtMostItsCapOfFreeMemory) {
   EXPECT_EQ(none->Stats().released, 1u);
 }
 
+TEST(BufferPool, PrefaultedBuffersServeTheNextTakesWithinTheCap) {
+  auto pool = BufferPool::Create(3 * 8192);
+  Result<uint64_t> added = pool->Prefault(8000, 5);
+  ASSERT_TRUE(added.ok());
+  EXPECT_EQ(*added, 3u);  // the cap holds three
+  BufferPoolStats s = pool->Stats();
+  EXPECT_EQ(s.prefaulted, 3u);
+  EXPECT_EQ(s.free_bytes, 3u * 8192);
+  std::vector<BlockBuffer> held;
+  for (int i = 0; i < 3; ++i) held.push_back(pool->Take(7900 + i).value());
+  s = pool->Stats();
+  EXPECT_EQ(s.reused, 3u);
+  EXPECT_EQ(s.fresh_bytes, 3u * 8192);  // nothing new since the prefault
+  EXPECT_THAT(pool->Prefault(0, 1), StatusIs(StatusCode::kInvalidArgument));
+}
+
 TEST(BufferPool, ABufferOutlivesEveryOtherHandleOnThePool) {
   SharedBlock kept;
   {

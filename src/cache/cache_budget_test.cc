@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "cache/cache_test_util.h"
-#include "host/test_blocks.h"
 #include "kvtier/tiered_cache.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -69,7 +69,7 @@ TEST(CacheBudget, NeverExceededUnderConcurrentStoresAndLoads) {
       uint64_t rng = 1000 + t;
       Buffers buf(3);
       for (int op = 0; op < kOpsPerThread; ++op) {
-        const uint64_t r = host_testing::SplitMix64(rng);
+        const uint64_t r = SplitMix64Next(rng);
         const size_t k = r % kKeys;
         if (r % 3 == 0 || !stored[k].load()) {
           StoreOptions so;

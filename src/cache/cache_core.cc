@@ -106,6 +106,12 @@ MatchResult CacheCore::Match(std::span<const BlockKey> chain) {
   return r;
 }
 
+void CacheCore::HintDiskKeys(std::span<const BlockKey> keys) {
+  GateScope gate(gate_);
+  if (!gate.entered() || disk_ == nullptr) return;
+  for (const BlockKey& key : keys) index_.MarkPresent(key, IndexTier::kDisk);
+}
+
 // ---- Store ----
 
 Status CacheCore::CheckHeader(const BlockKey& key, const BlockBuffer& block) const {
@@ -279,6 +285,40 @@ Status CacheCore::DoClose() {
   return result;
 }
 
+// ---- Read buffers ----
+
+Result<uint64_t> CacheCore::PrefaultReadBuffers(const ModelLayout& layout, uint64_t count) {
+  GateScope gate(gate_);
+  if (!gate.entered()) {
+    return Status::FailedPrecondition("TieredCache::PrefaultReadBuffers: the cache is closed");
+  }
+  KVTIER_RETURN_IF_ERROR(layout.Validate().WithContext("TieredCache::PrefaultReadBuffers"));
+  if (layout.Signature() != options_.layout_signature) {
+    return Status::InvalidArgument(
+        "TieredCache::PrefaultReadBuffers: the layout's signature is not the cache's");
+  }
+  // The size of this layout's block file as EncodeBlock writes it, with the
+  // widest numbers its header can hold (other writers' headers differ by a
+  // few bytes, which the pool's fit rule absorbs).
+  std::vector<std::vector<std::byte>> tensors;
+  std::vector<std::span<const std::byte>> views;
+  for (const LayerSpec& l : layout.layers) {
+    for (const TensorSpec& t : l.states) {
+      tensors.emplace_back(static_cast<size_t>(t.ByteSize()));
+      views.emplace_back(tensors.back());
+    }
+  }
+  EncodeRequest req;
+  req.layout = &layout;
+  req.created_at = INT64_MIN;
+  req.tensors = views;
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer sample, EncodeBlock(req));
+  tensors.clear();
+  Result<uint64_t> added = buffers_->Prefault(sample.size(), count);
+  if (!added.ok()) return added.status().WithContext("TieredCache::PrefaultReadBuffers");
+  return added;
+}
+
 // ---- Stats ----
 
 void CacheCore::CopyBufferStats(CacheStats* s) const {
@@ -288,6 +328,7 @@ void CacheCore::CopyBufferStats(CacheStats* s) const {
   s->read_buffers_reused = b.reused;
   s->read_buffer_fresh_bytes = b.fresh_bytes;
   s->read_buffer_free_bytes = b.free_bytes;
+  s->read_buffers_prefaulted = b.prefaulted;
 }
 
 CacheStats CacheCore::LiveStats() {

@@ -1,6 +1,5 @@
 // CacheCore: the implementation behind TieredCache (include/kvtier/
-// tiered_cache.h), also used directly by `kvtier bench cache` to fill the
-// Match index without storing a million blocks.
+// tiered_cache.h).
 //
 // Parts: a HostTier on a (private or shared) budget, an optional DiskTier,
 // the BlockIndex that answers Match, a TaskPool for the load parts that
@@ -32,13 +31,13 @@
 #include <span>
 #include <vector>
 
+#include "cache/block_index.h"
 #include "cache/buffer_pool.h"
 #include "cache/cache_counters.h"
 #include "cache/call_gate.h"
 #include "cache/load_state.h"
 #include "cache/task_pool.h"
 #include "core/thread_annotations.h"
-#include "host/block_index.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier::cache_internal {
@@ -52,10 +51,12 @@ class CacheCore {
   CacheCore& operator=(const CacheCore&) = delete;
 
   MatchResult Match(std::span<const BlockKey> chain);
+  void HintDiskKeys(std::span<const BlockKey> keys);
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options);
   Result<size_t> Preload(std::span<const BlockKey> keys);
+  Result<uint64_t> PrefaultReadBuffers(const ModelLayout& layout, uint64_t count);
   Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
                const StoreOptions& options);
   Status Flush();
@@ -63,9 +64,6 @@ class CacheCore {
   Status Close();
   CacheStats Stats();
   const std::shared_ptr<SharedHostBudget>& host_budget() const { return budget_; }
-
-  // The Match index, for benchmarks and tests that fill it directly.
-  BlockIndex& index() { return index_; }
 
  private:
   CacheCore(CacheOptions options, Env* env);

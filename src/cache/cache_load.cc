@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "cache/cache_core.h"
-#include "cache/disk_reads.h"
 
 namespace kvtier {
 
@@ -48,7 +47,7 @@ class ReservationBank {
 
 void CacheCore::NoteLoadError(LoadState& st, size_t pos, const Status& s) {
   CacheCounters::Add(counters_.load_errors);
-  std::lock_guard<std::mutex> lock(st.error_mu);
+  std::lock_guard<std::mutex> lock(st.mu);
   if (st.first_error.ok()) {
     st.first_error = Status::InvalidArgument("TieredCache::Load: buffer " + std::to_string(pos) +
                                              ": " + s.message());
@@ -60,7 +59,7 @@ void CacheCore::FinishPart(LoadState& st) {
   counters_.load_latency.Record(env_->NowMicros() - st.start_micros);
   Status s;
   {
-    std::lock_guard<std::mutex> lock(st.error_mu);
+    std::lock_guard<std::mutex> lock(st.mu);
     s = st.closed.ok() ? st.first_error : st.closed;
   }
   st.Finish(std::move(s));
@@ -75,16 +74,20 @@ void CacheCore::NoteDiskMiss(const BlockKey& key) {
 
 void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlock& block) {
   const uint64_t n = block->size();
+  if (st.mode == LoadState::Mode::kCopy && st.dsts[i].size() < n) {
+    NoteLoadError(st, i,
+                  Status::InvalidArgument("destination of " + std::to_string(st.dsts[i].size()) +
+                                          " bytes is smaller than the block of " +
+                                          std::to_string(n) + " bytes"));
+    return;
+  }
+  // Counted before the caller sees the block: whoever it wakes reads
+  // counters that include it.
+  const bool host = tier == CacheTier::kHost;
+  CacheCounters::Add(host ? counters_.hits_host : counters_.hits_disk);
+  CacheCounters::Add(host ? counters_.bytes_loaded_host : counters_.bytes_loaded_disk, n);
   if (st.mode == LoadState::Mode::kCopy) {
-    std::span<std::byte> dst = st.dsts[i];
-    if (dst.size() < n) {
-      NoteLoadError(st, i,
-                    Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
-                                            " bytes is smaller than the block of " +
-                                            std::to_string(n) + " bytes"));
-      return;
-    }
-    std::memcpy(dst.data(), block->data(), n);
+    std::memcpy(st.dsts[i].data(), block->data(), n);
     st.out[i] = LoadedBlock{tier, n, nullptr};
   } else if (st.on_block) {
     st.out[i] = LoadedBlock{tier, n, nullptr};
@@ -92,13 +95,10 @@ void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlo
   } else {
     st.out[i] = LoadedBlock{tier, n, block};
   }
-  const bool host = tier == CacheTier::kHost;
-  CacheCounters::Add(host ? counters_.hits_host : counters_.hits_disk);
-  CacheCounters::Add(host ? counters_.bytes_loaded_host : counters_.bytes_loaded_disk, n);
 }
 
 void CacheCore::HandOutMiss(LoadState& st, size_t i) {
-  CacheCounters::Add(counters_.misses);
+  CacheCounters::Add(counters_.misses);  // before the caller hears of it, as in HandOut
   if (st.mode == LoadState::Mode::kShare && st.on_block) st.on_block(i, LoadedBlock{});
 }
 
@@ -208,7 +208,7 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
       CacheCounters::Add(counters_.loads_cancelled);
       for (size_t i : st->disk_todo) HandOutMiss(*st, i);
       {
-        std::lock_guard<std::mutex> lock(st->error_mu);
+        std::lock_guard<std::mutex> lock(st->mu);
         st->closed = Status::Unavailable("TieredCache: the cache closed before the load ran");
       }
       FinishPart(*st);
@@ -232,10 +232,12 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
   const bool promote = options_.promote_disk_hits;
   ReservationBank bank;
 
-  // Sizes come from the disk tier's index as it looks each key up: budget
-  // first, read second (seed 003), so concurrent promotions cannot
-  // overshoot the budget, and a refusal costs no I/O.
-  BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
+  // Sizes come from the disk tier's index (one batched lookup) as it asks
+  // for each buffer: budget first, read second (seed 003), so concurrent
+  // promotions cannot overshoot the budget, and a refusal costs no I/O.
+  // Each block reaches HandOut (and the caller) on the read thread that
+  // verified it, as soon as it lands.
+  DiskTier::BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
     if (st->cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
     if (promote) {
       Result<HostTier::Reservation> r = host_->Reserve(bytes);
@@ -248,7 +250,7 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
     }
     return buffers_->Take(bytes);
   };
-  LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+  DiskTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
     const size_t i = todo[j];
     if (!r.ok() || !r->has_value()) {
       if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
@@ -257,13 +259,15 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
     }
     auto block = std::make_shared<const BlockBuffer>(std::move(**r));
     index_.MarkPresent(keys[j], IndexTier::kDisk);
-    HandOut(*st, i, CacheTier::kDisk, block);
+    // Promoted before it is handed out: once the caller has the block, a
+    // second load of the key finds it in RAM.
     if (promote && !st->cancelled.load()) {
       HostTier::Reservation res = bank.Take();
       if (!res.empty()) Promote(keys[j], block, &res);
     }
+    HandOut(*st, i, CacheTier::kDisk, block);
   };
-  LoadBuffersFromDisk(disk_.get(), keys, alloc, done);
+  disk_->LoadBuffers(keys, alloc, done);
 }
 
 // ---- Preload ----

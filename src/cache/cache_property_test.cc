@@ -9,8 +9,8 @@
 #include <set>
 
 #include "cache/cache_test_util.h"
-#include "host/test_blocks.h"
 #include "kvtier/tiered_cache.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -40,7 +40,7 @@ void RunProperty(uint64_t seed, Mode mode) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   TempDir dir;
   uint64_t rng = seed;
-  auto next = [&] { return host_testing::SplitMix64(rng); };
+  auto next = [&] { return SplitMix64Next(rng); };
   std::vector<BlockKey> keys;
   std::vector<SharedBlock> blocks;
   for (uint64_t i = 0; i < kKeys; ++i) {

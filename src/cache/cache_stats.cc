@@ -44,7 +44,8 @@ std::vector<Field> CacheCounterFields(const CacheStats& s) {
           {"close_dropped", s.close_dropped},
           {"read_buffers", s.read_buffers},
           {"read_buffers_reused", s.read_buffers_reused},
-          {"read_buffer_fresh_bytes", s.read_buffer_fresh_bytes}};
+          {"read_buffer_fresh_bytes", s.read_buffer_fresh_bytes},
+          {"read_buffers_prefaulted", s.read_buffers_prefaulted}};
 }
 
 std::vector<Field> CacheGaugeFields(const CacheStats& s) {

@@ -73,9 +73,9 @@ class Gate {
 // pass `reads`, block-file writes (CreateFile of a temp block file) pass
 // `writes`. NowMicros adds `clock_skew_micros` per call while
 // `clock_jump_micros` is non-zero (a clock that races ahead).
-class GateEnv final : public Env {
+class GateEnv final : public EnvWrapper {
  public:
-  explicit GateEnv(Env* base) : base_(base) {}
+  explicit GateEnv(Env* base) : EnvWrapper(base) {}
 
   Gate reads;
   Gate writes;
@@ -84,46 +84,20 @@ class GateEnv final : public Env {
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path,
                                                         const ReadFileOptions& opts) override {
     if (path.ends_with(".safetensors")) reads.Pass();
-    return base_->OpenForRead(path, opts);
+    return target()->OpenForRead(path, opts);
   }
   Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& path,
                                                    const WriteFileOptions& opts) override {
     if (path.find(".safetensors.tmp") != std::string::npos) writes.Pass();
-    return base_->CreateFile(path, opts);
+    return target()->CreateFile(path, opts);
   }
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    return base_->RenameFile(from, to);
-  }
-  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
-  Result<FileInfo> Stat(const std::string& path) override { return base_->Stat(path); }
-  Status Chmod(const std::string& path, uint32_t permissions) override {
-    return base_->Chmod(path, permissions);
-  }
-  Status CreateDir(const std::string& path, uint32_t permissions) override {
-    return base_->CreateDir(path, permissions);
-  }
-  Status RemoveDir(const std::string& path) override { return base_->RemoveDir(path); }
-  Result<std::vector<std::string>> ListDir(const std::string& path) override {
-    return base_->ListDir(path);
-  }
-  Status SyncDir(const std::string& path) override { return base_->SyncDir(path); }
-  Status SyncFileSystem(const std::string& path) override { return base_->SyncFileSystem(path); }
-  Result<uint64_t> FreeSpace(const std::string& path) override { return base_->FreeSpace(path); }
   uint64_t NowMicros() override {
     const uint64_t jump = clock_jump_micros.load();
     if (jump != 0) skew_ += jump;
-    return base_->NowMicros() + skew_.load();
-  }
-  int64_t NowUnixMicros() override { return base_->NowUnixMicros(); }
-  void SleepForMicros(uint64_t micros) override { base_->SleepForMicros(micros); }
-  int ProcessId() override { return base_->ProcessId(); }
-  bool ProcessAlive(int pid) override { return base_->ProcessAlive(pid); }
-  std::thread StartThread(std::function<void()> fn) override {
-    return base_->StartThread(std::move(fn));
+    return target()->NowMicros() + skew_.load();
   }
 
  private:
-  Env* const base_;
   std::atomic<uint64_t> skew_{0};
 };
 

@@ -6,8 +6,8 @@
 // the parts not finished; the part that brings it to zero publishes the
 // result (Finish), after which no part touches the state.
 //
-// Thread safety: `cancelled` and `parts_left` are atomic; `done` and
-// `status` are guarded by `mu`; `first_error` by `error_mu`. Each entry of
+// Thread safety: `cancelled` and `parts_left` are atomic; `done`,
+// `status`, `first_error` and `closed` are guarded by `mu`. Each entry of
 // `out` is written by the one part that handles its key; the future reads
 // the other fields only after it saw `done` (which orders them).
 #ifndef KVTIER_CACHE_LOAD_STATE_H_
@@ -42,14 +42,12 @@ struct LoadState {
   std::atomic<bool> cancelled{false};
   std::atomic<uint32_t> parts_left{0};
 
-  std::mutex error_mu;
-  Status first_error GUARDED_BY(error_mu);  // the first per-key error (a small buffer)
-  Status closed GUARDED_BY(error_mu);       // set when Close cancelled the disk part
-
   mutable std::mutex mu;
   mutable std::condition_variable cv;
   bool done GUARDED_BY(mu) = false;
   Status status GUARDED_BY(mu);
+  Status first_error GUARDED_BY(mu);  // the first per-key error (a small buffer)
+  Status closed GUARDED_BY(mu);       // set when Close cancelled the disk part
 
   void Finish(Status s) {
     {

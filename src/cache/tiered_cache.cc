@@ -20,6 +20,8 @@ MatchResult TieredCache::Match(std::span<const BlockKey> chain) const {
   return core_->Match(chain);
 }
 
+void TieredCache::HintDiskKeys(std::span<const BlockKey> keys) { core_->HintDiskKeys(keys); }
+
 Result<LoadFuture> TieredCache::Load(std::span<const BlockKey> keys,
                                      std::span<const std::span<std::byte>> dsts) {
   return core_->Load(keys, dsts);
@@ -28,6 +30,10 @@ Result<LoadFuture> TieredCache::Load(std::span<const BlockKey> keys,
 Result<LoadFuture> TieredCache::LoadShared(std::span<const BlockKey> keys,
                                            SharedLoadOptions options) {
   return core_->LoadShared(keys, std::move(options));
+}
+
+Result<uint64_t> TieredCache::PrefaultReadBuffers(const ModelLayout& layout, uint64_t count) {
+  return core_->PrefaultReadBuffers(layout, count);
 }
 
 Result<size_t> TieredCache::Preload(std::span<const BlockKey> keys) { return core_->Preload(keys); }

@@ -16,6 +16,9 @@
 #include "gtest/gtest.h"
 #include "kvtier/env.h"
 
+// What every Env must do is tested once for all of them in
+// src/testing/env_contract_test.cc; these are the POSIX Env's own cases
+// (real symlinks, FIFOs, O_DIRECT, umask, processes).
 namespace kvtier {
 namespace {
 
@@ -63,46 +66,6 @@ class PosixEnvTest : public ::testing::Test {
 
 TEST_F(PosixEnvTest, DefaultIsOneObject) { EXPECT_EQ(Env::Default(), Env::Default()); }
 
-TEST_F(PosixEnvTest, WriteThenReadBack) {
-  auto f = env_->CreateFile(P("a"), WriteFileOptions{});
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
-  ASSERT_TRUE((*f)->Append(Bytes("hello ")).ok());
-  ASSERT_TRUE((*f)->Append(Bytes("world")).ok());
-  ASSERT_TRUE((*f)->Append({}).ok());
-  ASSERT_TRUE((*f)->Sync().ok());
-  ASSERT_TRUE((*f)->Close().ok());
-  EXPECT_TRUE((*f)->Close().ok());  // a second Close is harmless
-  EXPECT_EQ((*f)->Append(Bytes("x")).code(), StatusCode::kFailedPrecondition);
-
-  auto r = env_->OpenForRead(P("a"), ReadFileOptions{});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ((*r)->size(), 11u);
-  std::vector<std::byte> buf(11);
-  auto n = (*r)->ReadAt(0, buf);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 11u);
-  EXPECT_EQ(Str(buf), "hello world");
-
-  std::vector<std::byte> part(5);
-  n = (*r)->ReadAt(6, part);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 5u);
-  EXPECT_EQ(Str(part), "world");
-
-  // Short only at end of file.
-  std::vector<std::byte> tail(10);
-  n = (*r)->ReadAt(8, tail);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 3u);
-  EXPECT_EQ(Str(std::span(tail).first(3)), "rld");
-  n = (*r)->ReadAt(11, tail);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 0u);
-  n = (*r)->ReadAt(1000, tail);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 0u);
-}
-
 TEST_F(PosixEnvTest, DirectIoReadsExactBytesEvenUnaligned) {
   std::string content(10000, '\0');
   for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 7 + 3);
@@ -118,35 +81,6 @@ TEST_F(PosixEnvTest, DirectIoReadsExactBytesEvenUnaligned) {
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 1001u);
   EXPECT_EQ(Str(buf), content.substr(13, 1001));
-}
-
-TEST_F(PosixEnvTest, ExclusiveCreateRefusesExistingFile) {
-  Write(P("a"), "old");
-  auto f = env_->CreateFile(P("a"), WriteFileOptions{});
-  ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.status().code(), StatusCode::kIOError);
-  EXPECT_EQ(f.status().sys_errno(), EEXIST);
-  EXPECT_THAT(f.status().message(), HasSubstr(P("a")));
-
-  WriteFileOptions trunc;
-  trunc.exclusive = false;
-  auto g = env_->CreateFile(P("a"), trunc);
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  ASSERT_TRUE((*g)->Append(Bytes("n")).ok());
-  ASSERT_TRUE((*g)->Close().ok());
-  auto data = env_->ReadWholeFile(P("a"), 100);
-  ASSERT_TRUE(data.ok());
-  EXPECT_EQ(Str(*data), "n");
-}
-
-TEST_F(PosixEnvTest, RenameReplacesTarget) {
-  Write(P("a"), "new");
-  Write(P("b"), "old");
-  ASSERT_TRUE(env_->RenameFile(P("a"), P("b")).ok());
-  auto data = env_->ReadWholeFile(P("b"), 100);
-  ASSERT_TRUE(data.ok());
-  EXPECT_EQ(Str(*data), "new");
-  EXPECT_TRUE(env_->Stat(P("a")).status().IsNotFound());
 }
 
 TEST_F(PosixEnvTest, StatReportsTypesWithoutFollowingSymlinks) {
@@ -227,57 +161,6 @@ TEST_F(PosixEnvTest, ReadWholeFileRefusesNonRegularAndOversize) {
   EXPECT_TRUE(empty->empty());
 }
 
-TEST_F(PosixEnvTest, MissingPathIsNotFoundNamingThePath) {
-  const std::string missing = P("missing");
-  std::vector<Status> statuses = {
-      env_->OpenForRead(missing, ReadFileOptions{}).status(),
-      env_->Stat(missing).status(),
-      env_->RemoveFile(missing),
-      env_->RemoveDir(missing),
-      env_->RenameFile(missing, P("other")),
-      env_->ListDir(missing).status(),
-      env_->SyncDir(missing),
-      env_->Chmod(missing, 0600),
-      env_->ReadWholeFile(missing, 10).status(),
-      env_->CreateFile(JoinPath(missing, "x"), WriteFileOptions{}).status(),
-      env_->CreateDir(JoinPath(missing, "x"), 0700),
-  };
-  for (const Status& s : statuses) {
-    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
-    EXPECT_EQ(s.sys_errno(), ENOENT) << s.ToString();
-    EXPECT_THAT(s.message(), HasSubstr(missing));
-  }
-}
-
-TEST_F(PosixEnvTest, FoldersCreateListRemove) {
-  ASSERT_TRUE(env_->CreateDir(P("a"), 0700).ok());
-  EXPECT_TRUE(env_->CreateDir(P("a"), 0700).ok());  // exists as a folder: OK
-  Write(P("f"), "x");
-  Status s = env_->CreateDir(P("f"), 0700);
-  EXPECT_EQ(s.code(), StatusCode::kIOError);
-  EXPECT_EQ(s.sys_errno(), EEXIST);
-  EXPECT_THAT(s.message(), HasSubstr("not a folder"));
-
-  ASSERT_TRUE(env_->CreateDirs(P("b/c/d"), 0700).ok());
-  ASSERT_TRUE(env_->CreateDirs(P("b/c/d/"), 0700).ok());
-  EXPECT_EQ(env_->Stat(P("b/c/d"))->type, FileType::kDirectory);
-  EXPECT_EQ(env_->CreateDirs(P("f/g"), 0700).sys_errno(), ENOTDIR);
-
-  auto names = env_->ListDir(dir_);
-  ASSERT_TRUE(names.ok());
-  EXPECT_THAT(*names, UnorderedElementsAre("a", "b", "f"));
-  auto empty = env_->ListDir(P("a"));
-  ASSERT_TRUE(empty.ok());
-  EXPECT_TRUE(empty->empty());
-
-  EXPECT_EQ(env_->RemoveDir(P("b")).sys_errno(), ENOTEMPTY);
-  EXPECT_TRUE(env_->RemoveDir(P("a")).ok());
-  EXPECT_TRUE(env_->RemoveFile(P("f")).ok());
-  EXPECT_THAT(*env_->ListDir(dir_), ElementsAre("b"));
-  EXPECT_TRUE(env_->SyncDir(dir_).ok());
-  EXPECT_TRUE(env_->SyncFileSystem(dir_).ok());
-}
-
 TEST_F(PosixEnvTest, PermissionsAreAppliedDespiteUmask) {
   mode_t old = ::umask(0077);
   WriteFileOptions opts;
@@ -295,36 +178,6 @@ TEST_F(PosixEnvTest, PermissionsAreAppliedDespiteUmask) {
   EXPECT_EQ(ModeOf(P("f")), 0604u);
 }
 
-TEST_F(PosixEnvTest, WriteFileAtomicReplacesAndLeavesNoTemp) {
-  Write(P("target"), "old content");
-  for (bool sync : {false, true}) {
-    WriteFileOptions opts;
-    opts.sync = sync;
-    ASSERT_TRUE(env_->WriteFileAtomic(P("target"), Bytes(sync ? "synced" : "new"), opts).ok());
-    auto data = env_->ReadWholeFile(P("target"), 100);
-    ASSERT_TRUE(data.ok());
-    EXPECT_EQ(Str(*data), sync ? "synced" : "new");
-  }
-  EXPECT_THAT(*env_->ListDir(dir_), ElementsAre("target"));
-}
-
-TEST_F(PosixEnvTest, WriteFileAtomicRemovesTempOnFailure) {
-  // rename(file, non-empty folder) fails: the temp must not be left behind.
-  ASSERT_TRUE(env_->CreateDirs(P("dst/inner"), 0700).ok());
-  Status s = env_->WriteFileAtomic(P("dst"), Bytes("x"), WriteFileOptions{});
-  EXPECT_EQ(s.code(), StatusCode::kIOError);
-  EXPECT_EQ(s.sys_errno(), EISDIR);
-  EXPECT_THAT(*env_->ListDir(dir_), ElementsAre("dst"));
-  EXPECT_TRUE(env_->WriteFileAtomic(P("nope/x"), Bytes("x"), WriteFileOptions{}).IsNotFound());
-}
-
-TEST_F(PosixEnvTest, FreeSpaceIsPositive) {
-  auto free = env_->FreeSpace(dir_);
-  ASSERT_TRUE(free.ok()) << free.status().ToString();
-  EXPECT_GT(*free, 0u);
-  EXPECT_TRUE(env_->FreeSpace(P("missing")).status().IsNotFound());
-}
-
 TEST_F(PosixEnvTest, ProcessAliveSeesSelfButNotAReapedChild) {
   EXPECT_EQ(env_->ProcessId(), static_cast<int>(::getpid()));
   EXPECT_TRUE(env_->ProcessAlive(env_->ProcessId()));
@@ -337,22 +190,6 @@ TEST_F(PosixEnvTest, ProcessAliveSeesSelfButNotAReapedChild) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_FALSE(env_->ProcessAlive(static_cast<int>(child)));
-}
-
-TEST_F(PosixEnvTest, ClocksAndSleep) {
-  uint64_t t0 = env_->NowMicros();
-  env_->SleepForMicros(2000);
-  uint64_t t1 = env_->NowMicros();
-  EXPECT_GE(t1 - t0, 2000u);
-  int64_t unix_s = env_->NowUnixMicros() / 1000000;
-  EXPECT_LE(std::abs(unix_s - static_cast<int64_t>(std::time(nullptr))), 1);
-}
-
-TEST_F(PosixEnvTest, StartThreadRunsTheFunction) {
-  std::atomic<int> ran{0};
-  std::thread t = env_->StartThread([&] { ran = 42; });
-  t.join();
-  EXPECT_EQ(ran.load(), 42);
 }
 
 TEST(JoinPathTest, JoinsWithOneSlash) {

@@ -39,9 +39,11 @@ class CliTest : public ::testing::Test {
     ASSERT_TRUE(std::filesystem::exists(cli_)) << cli_ << " not found: set KVTIER_CLI";
   }
 
-  Ran Run(const std::string& args) {
+  // Runs the CLI with `args`; `shell_prefix` runs first in the same shell
+  // (e.g. a ulimit).
+  Ran Run(const std::string& args, const std::string& shell_prefix = "") {
     const std::string err_path = tmp_.path() + "/stderr.txt";
-    const std::string cmd = "'" + cli_ + "' " + args + " 2>'" + err_path + "'";
+    const std::string cmd = shell_prefix + "'" + cli_ + "' " + args + " 2>'" + err_path + "'";
     Ran r;
     FILE* p = ::popen(cmd.c_str(), "r");
     if (p == nullptr) return r;
@@ -108,6 +110,27 @@ TEST_F(CliTest, DemoBadInputIsAOneLineErrorWithExitTwo) {
   EXPECT_TRUE(std::filesystem::exists(mine + "/notes.txt"));
 }
 
+// A pool size no machine can hold is refused before anything is allocated
+// (it once sized the pool's bookkeeping by it and died of bad_alloc).
+TEST_F(CliTest, DemoRefusesAPoolLargerThanTheMachine) {
+  const std::string dir = tmp_.path() + "/demo";
+  Ran r = Run("demo --quick --pool-blocks 4000000000 --dir '" + dir + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_THAT(r.err, StartsWith("kvtier: "));
+  EXPECT_THAT(r.err, HasSubstr("total_blocks 4000000000"));
+  EXPECT_FALSE(std::filesystem::exists(dir));  // refused before touching the folder
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // The same under a 4 GB address-space limit (sanitizers need more than
+  // that to start at all).
+  r = Run("demo --quick --pool-blocks 4000000000 --dir '" + dir + "'", "ulimit -v 4000000; ");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("total_blocks 4000000000"));
+#endif
+}
+
 TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
   Ran r = Run("bench pool --layout tiny --tokens 256 --repeats 1 --json --dir '" + tmp_.path() +
               "/cache'");
@@ -119,6 +142,11 @@ TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
   for (const char* tier : {"pool", "host", "disk"}) {
     ASSERT_TRUE(j["prefix_hit_ms"].contains(tier)) << tier;
     EXPECT_GE(j["prefix_hit_ms"][tier].get<double>(), 0) << tier;
+  }
+  EXPECT_GT(j["raw_read_GBps"].get<double>(), 0);
+  for (const char* tier : {"host", "disk"}) {
+    ASSERT_TRUE(j["prefix_hit_GBps"].contains(tier)) << tier;
+    EXPECT_GT(j["prefix_hit_GBps"][tier].get<double>(), 0) << tier;
   }
   EXPECT_EQ(j["prefix_tokens"], 256);
   EXPECT_EQ(j["prefix_blocks"], 16);

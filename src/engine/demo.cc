@@ -67,6 +67,20 @@ struct Serving {
   }
 };
 
+// The serving pool's options (its store is set by OpenServing).
+PoolOptions ServingPoolOptions(const DemoOptions& o, const ModelLayout& layout,
+                               uint32_t pool_blocks, Env* env) {
+  PoolOptions po;
+  po.layout = layout;
+  po.key_namespace.model_id = "kvtier-demo-engine/seed-" + std::to_string(o.model.seed);
+  po.total_blocks = pool_blocks;
+  po.chunk_blocks = std::min<uint32_t>(pool_blocks, 64);
+  po.eviction = EvictionPolicy::kLru;
+  po.store_policy = StorePolicy::kOnFill;
+  po.env = env;
+  return po;
+}
+
 Result<Serving> OpenServing(const DemoOptions& o, const Model* model, const ModelLayout& layout,
                             uint32_t pool_blocks, const std::string& cache_dir, Env* env) {
   Serving s;
@@ -81,16 +95,9 @@ Result<Serving> OpenServing(const DemoOptions& o, const Model* model, const Mode
   disk.read_threads = 2;
   co.disk = std::move(disk);
   KVTIER_ASSIGN_OR_RETURN(s.cache, TieredCache::Open(std::move(co), env));
-  KVTIER_ASSIGN_OR_RETURN(s.store, TieredBackingStore::Create(s.cache.get(), layout));
-  PoolOptions po;
-  po.layout = layout;
-  po.key_namespace.model_id = "kvtier-demo-engine/seed-" + std::to_string(o.model.seed);
-  po.total_blocks = pool_blocks;
-  po.chunk_blocks = std::min<uint32_t>(pool_blocks, 64);
-  po.eviction = EvictionPolicy::kLru;
-  po.store_policy = StorePolicy::kOnFill;
+  KVTIER_ASSIGN_OR_RETURN(s.store, TieredBackingStore::Create(s.cache.get()));
+  PoolOptions po = ServingPoolOptions(o, layout, pool_blocks, env);
   po.store = s.store.get();
-  po.env = env;
   KVTIER_ASSIGN_OR_RETURN(s.pool, BlockPool::Create(std::move(po)));
   EngineOptions eo;
   eo.env = env;
@@ -228,6 +235,11 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   const uint32_t seq_blocks =
       static_cast<uint32_t>((longest + o.block_tokens - 1) / o.block_tokens);
   report.pool_blocks = o.pool_blocks != 0 ? o.pool_blocks : seq_blocks + seq_blocks / 16 + 2;
+  // A pool this machine cannot hold is bad input: refused here, before the
+  // folder is touched or anything is allocated.
+  KVTIER_RETURN_IF_ERROR(ServingPoolOptions(o, layout, report.pool_blocks, env)
+                             .Validate()
+                             .WithContext("pool_blocks " + std::to_string(report.pool_blocks)));
 
   KVTIER_RETURN_IF_ERROR(PrepareFolder(env, o.dir, o.start));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<const Model> model, Model::Create(o.model));

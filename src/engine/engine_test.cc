@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "engine/engine_test_util.h"
@@ -296,6 +298,55 @@ TEST_P(CachedPrefixTest, ContinuingALiveSequenceGivesTheSameLogits) {
   PrefillResult r = ServeB(s.engine.get(), 9);
   EXPECT_TRUE(r.continued);
   EXPECT_EQ(r.reused_tokens, 20u);
+}
+
+// A block damaged on disk after the restart: the restore reads it, the
+// disk tier's verification turns it into a miss, the pool keeps the blocks
+// before it, and the engine computes the rest: the same logits, bit for
+// bit.
+TEST_P(CachedPrefixTest, ABlockDamagedOnDiskIsRecomputedBitExact) {
+  {
+    auto stack = OpenStack(model_.get(), layout_, dir_.path());
+    ASSERT_THAT(stack, IsOk());
+    ServeB((*stack)->engine.get(), 1);
+    ASSERT_THAT((*stack)->Close(), IsOk());
+  }
+  NamespaceOptions ns;
+  ns.model_id = "engine-test";
+  ns.layout_signature = layout_.Signature();
+  ns.block_tokens = kBlockTokens;
+  const std::vector<BlockKey> keys = KeyChain::Create(ns)->KeysFor(p_.b);
+  ASSERT_GE(keys.size(), 5u);
+  // Flip the last data byte of B's third block file.
+  std::string victim;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_.path())) {
+    if (e.path().filename() == keys[2].Hex() + ".safetensors") victim = e.path().string();
+  }
+  ASSERT_FALSE(victim.empty());
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x40));
+    ASSERT_TRUE(f.good());
+  }
+
+  auto reopened = OpenStack(model_.get(), layout_, dir_.path());
+  ASSERT_THAT(reopened, IsOk());
+  Stack& r = **reopened;
+  PrefillResult hit = ServeB(r.engine.get(), 2);  // checks every logit
+  EXPECT_EQ(hit.reused_tokens, 16u);  // blocks 0 and 1
+  EXPECT_EQ(hit.computed_tokens, p_.b.size() - 16);
+  EXPECT_EQ(hit.allocate.tier_blocks, 5u);  // promised by Match
+  EXPECT_EQ(r.store->counters().load_misses, 1u);
+  CacheStats cs = r.cache->Stats();
+  EXPECT_EQ(cs.misses, 1u);
+  EXPECT_EQ(cs.disk->quarantined, 1u);
+  PoolStats ps = r.pool->GetStats();
+  EXPECT_EQ(ps.loaded_blocks, 2u);
+  EXPECT_EQ(ps.load_misses, 3u);
 }
 
 // The comparison means something: a changed cached byte changes the logits.

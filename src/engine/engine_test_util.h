@@ -89,7 +89,7 @@ inline Result<std::unique_ptr<Stack>> OpenStack(const Model* model, const ModelL
   disk.read_threads = 1;
   co.disk = std::move(disk);
   KVTIER_ASSIGN_OR_RETURN(s->cache, TieredCache::Open(std::move(co), Env::Default()));
-  KVTIER_ASSIGN_OR_RETURN(s->store, TieredBackingStore::Create(s->cache.get(), layout));
+  KVTIER_ASSIGN_OR_RETURN(s->store, TieredBackingStore::Create(s->cache.get()));
   PoolOptions po;
   po.layout = layout;
   po.key_namespace.model_id = std::move(model_id);

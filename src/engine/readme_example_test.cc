@@ -85,7 +85,7 @@ kvtier::Result<std::vector<size_t>> Serve(MyModel& model, const std::string& cac
   cache_options.disk.emplace().dir = cache_dir;
   KVTIER_ASSIGN_OR_RETURN(auto cache,
                           kvtier::TieredCache::Open(cache_options, kvtier::Env::Default()));
-  KVTIER_ASSIGN_OR_RETURN(auto tiers, kvtier::TieredBackingStore::Create(cache.get(), layout));
+  KVTIER_ASSIGN_OR_RETURN(auto tiers, kvtier::TieredBackingStore::Create(cache.get()));
   kvtier::PoolOptions pool_options;
   pool_options.layout = layout;
   pool_options.key_namespace.model_id = model.Id();

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "host/test_blocks.h"
 #include "kvtier/host_tier.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -21,8 +21,6 @@ using host_internal::EvictionList;
 using host_internal::GhostList;
 using host_internal::KeyFingerprint;
 using host_internal::Removal;
-using host_testing::BlockOf;
-using host_testing::KeyOf;
 using ::kvtier::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
@@ -201,7 +199,7 @@ struct SinkKeys {
 std::vector<uint64_t> RunScript(HostEvictionPolicy policy, HostBudgetStats* stats) {
   constexpr size_t kBlock = 100;
   SinkKeys sink;
-  for (uint64_t id = 1; id <= 9; ++id) sink.id_of[KeyOf(id)] = id;
+  for (uint64_t id = 1; id <= 9; ++id) sink.id_of[TestBlockKey(id)] = id;
   HostTierOptions opts;
   opts.capacity_bytes = 4 * kBlock;
   opts.eviction_policy = policy;
@@ -209,10 +207,13 @@ std::vector<uint64_t> RunScript(HostEvictionPolicy policy, HostBudgetStats* stat
   auto tier = HostTier::Create(std::move(opts));
   EXPECT_TRUE(tier.ok());
   auto put = [&](uint64_t id) {
-    EXPECT_TRUE((*tier)->Put(KeyOf(id), BlockOf(KeyOf(id), kBlock), HostEntryState::kDirty).ok());
+    EXPECT_TRUE((*tier)
+                    ->Put(TestBlockKey(id), MakeOpaqueBlock(TestBlockKey(id), kBlock),
+                          HostEntryState::kDirty)
+                    .ok());
   };
   for (uint64_t id : {1, 2, 3, 4}) put(id);
-  EXPECT_NE(*(*tier)->Get(KeyOf(1)), nullptr);  // 1 is reused
+  EXPECT_NE(*(*tier)->Get(TestBlockKey(1)), nullptr);  // 1 is reused
   put(5);
   put(6);
   put(2);  // evicted a moment ago: remembered under kReuse
@@ -230,7 +231,8 @@ TEST(HostTierPolicy, LruEvictionOrderOnAScript) {
   HostBudgetStats stats;
   // 5 evicts 2; 6 evicts 3; 2 evicts 4; 7 evicts 1; 8 evicts 5; 9 evicts 6.
   // Left: 2 7 8 9.
-  EXPECT_THAT(RunScript(HostEvictionPolicy::kLru, &stats), ElementsAre(2, 3, 4, 1, 5, 6, 2, 7, 8, 9));
+  EXPECT_THAT(RunScript(HostEvictionPolicy::kLru, &stats),
+              ElementsAre(2, 3, 4, 1, 5, 6, 2, 7, 8, 9));
   EXPECT_EQ(stats.ghost_hits, 0u);
 }
 
@@ -239,7 +241,8 @@ TEST(HostTierPolicy, ReuseEvictionOrderOnAScript) {
   // After Get(1): [2 3 4 | 1]. 5 evicts 2; 6 evicts 3; 2 (remembered)
   // evicts 4: [5 6 | 1 2]. 7 evicts 5; 8 evicts 6; 9 evicts 7: [8 9 | 1 2].
   // The reused 1 and 2 survive every one-off block.
-  EXPECT_THAT(RunScript(HostEvictionPolicy::kReuse, &stats), ElementsAre(2, 3, 4, 5, 6, 7, 8, 9, 1, 2));
+  EXPECT_THAT(RunScript(HostEvictionPolicy::kReuse, &stats),
+              ElementsAre(2, 3, 4, 5, 6, 7, 8, 9, 1, 2));
   EXPECT_EQ(stats.ghost_hits, 1u);
 }
 
@@ -252,19 +255,25 @@ TEST(HostTierPolicy, ReplacementCountsAsReuse) {
   ASSERT_TRUE(tier.ok());
   HostTier& t = **tier;
   for (uint64_t id : {1, 2, 3}) {
-    ASSERT_TRUE(t.Put(KeyOf(id), BlockOf(KeyOf(id), kBlock), HostEntryState::kDirty).ok());
+    ASSERT_TRUE(
+        t.Put(TestBlockKey(id), MakeOpaqueBlock(TestBlockKey(id), kBlock), HostEntryState::kDirty)
+            .ok());
   }
-  ASSERT_TRUE(t.Put(KeyOf(1), BlockOf(KeyOf(1), kBlock), HostEntryState::kClean).ok());
+  ASSERT_TRUE(
+      t.Put(TestBlockKey(1), MakeOpaqueBlock(TestBlockKey(1), kBlock), HostEntryState::kClean)
+          .ok());
   // Order: [2 3 | 1]; two new blocks evict 2 and 3, not 1.
   for (uint64_t id : {4, 5}) {
-    ASSERT_TRUE(t.Put(KeyOf(id), BlockOf(KeyOf(id), kBlock), HostEntryState::kDirty).ok());
+    ASSERT_TRUE(
+        t.Put(TestBlockKey(id), MakeOpaqueBlock(TestBlockKey(id), kBlock), HostEntryState::kDirty)
+            .ok());
   }
-  EXPECT_TRUE(t.Contains(KeyOf(1)));
-  EXPECT_FALSE(t.Contains(KeyOf(2)));
-  EXPECT_FALSE(t.Contains(KeyOf(3)));
+  EXPECT_TRUE(t.Contains(TestBlockKey(1)));
+  EXPECT_FALSE(t.Contains(TestBlockKey(2)));
+  EXPECT_FALSE(t.Contains(TestBlockKey(3)));
   std::vector<BlockKey> dirty;
   for (const auto& e : t.DirtyEntries()) dirty.push_back(e.key);
-  EXPECT_THAT(dirty, ElementsAre(KeyOf(4), KeyOf(5)));
+  EXPECT_THAT(dirty, ElementsAre(TestBlockKey(4), TestBlockKey(5)));
   EXPECT_EQ(t.Stats().replacements, 1u);
 }
 
@@ -278,17 +287,25 @@ TEST(HostTierPolicy, SharedBudgetUsesItsOwnPolicy) {
   auto a = HostTier::Create(a_opts);
   auto b = HostTier::Create(a_opts);
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE((*a)->Put(KeyOf(1), BlockOf(KeyOf(1), kBlock), HostEntryState::kClean).ok());
-  ASSERT_TRUE((*b)->Put(KeyOf(2), BlockOf(KeyOf(2), kBlock), HostEntryState::kClean).ok());
-  EXPECT_NE(*(*a)->Get(KeyOf(1)), nullptr);
-  EXPECT_NE(*(*a)->Get(KeyOf(1)), nullptr);
-  ASSERT_TRUE((*b)->Put(KeyOf(3), BlockOf(KeyOf(3), kBlock), HostEntryState::kClean).ok());
+  ASSERT_TRUE(
+      (*a)->Put(TestBlockKey(1), MakeOpaqueBlock(TestBlockKey(1), kBlock), HostEntryState::kClean)
+          .ok());
+  ASSERT_TRUE(
+      (*b)->Put(TestBlockKey(2), MakeOpaqueBlock(TestBlockKey(2), kBlock), HostEntryState::kClean)
+          .ok());
+  EXPECT_NE(*(*a)->Get(TestBlockKey(1)), nullptr);
+  EXPECT_NE(*(*a)->Get(TestBlockKey(1)), nullptr);
+  ASSERT_TRUE(
+      (*b)->Put(TestBlockKey(3), MakeOpaqueBlock(TestBlockKey(3), kBlock), HostEntryState::kClean)
+          .ok());
   // kReuse evicts b's never-read 2; tier a's reused 1 stays.
-  EXPECT_TRUE((*a)->Contains(KeyOf(1)));
-  EXPECT_FALSE((*b)->Contains(KeyOf(2)));
-  ASSERT_TRUE((*b)->Put(KeyOf(4), BlockOf(KeyOf(4), kBlock), HostEntryState::kClean).ok());
-  EXPECT_TRUE((*a)->Contains(KeyOf(1)));
-  EXPECT_FALSE((*b)->Contains(KeyOf(3)));
+  EXPECT_TRUE((*a)->Contains(TestBlockKey(1)));
+  EXPECT_FALSE((*b)->Contains(TestBlockKey(2)));
+  ASSERT_TRUE(
+      (*b)->Put(TestBlockKey(4), MakeOpaqueBlock(TestBlockKey(4), kBlock), HostEntryState::kClean)
+          .ok());
+  EXPECT_TRUE((*a)->Contains(TestBlockKey(1)));
+  EXPECT_FALSE((*b)->Contains(TestBlockKey(3)));
 }
 
 TEST(HostTierPolicy, ShrinkToFollowsThePolicyAndSkipsProtectedKeys) {
@@ -300,14 +317,16 @@ TEST(HostTierPolicy, ShrinkToFollowsThePolicyAndSkipsProtectedKeys) {
   ASSERT_TRUE(tier.ok());
   HostTier& t = **tier;
   for (uint64_t id : {1, 2, 3, 4}) {
-    ASSERT_TRUE(t.Put(KeyOf(id), BlockOf(KeyOf(id), kBlock), HostEntryState::kClean).ok());
+    ASSERT_TRUE(
+        t.Put(TestBlockKey(id), MakeOpaqueBlock(TestBlockKey(id), kBlock), HostEntryState::kClean)
+            .ok());
   }
-  EXPECT_NE(*t.Get(KeyOf(1)), nullptr);
+  EXPECT_NE(*t.Get(TestBlockKey(1)), nullptr);
   // Order [2 3 4 | 1]; protect 3: evicts 2 and 4.
-  const BlockKey keep[] = {KeyOf(3)};
+  const BlockKey keep[] = {TestBlockKey(3)};
   EXPECT_EQ(t.ShrinkTo(2 * kBlock, keep), 2 * kBlock);
-  EXPECT_TRUE(t.Contains(KeyOf(1)));
-  EXPECT_TRUE(t.Contains(KeyOf(3)));
+  EXPECT_TRUE(t.Contains(TestBlockKey(1)));
+  EXPECT_TRUE(t.Contains(TestBlockKey(3)));
   EXPECT_EQ(t.Stats().entries, 2u);
   EXPECT_THAT(t.DirtyEntries(), IsEmpty());
 }

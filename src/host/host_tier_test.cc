@@ -11,15 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "host/test_blocks.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
 namespace {
 
-using host_testing::BlockMatches;
-using host_testing::BlockOf;
-using host_testing::KeyOf;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -97,9 +94,9 @@ std::shared_ptr<SharedHostBudget> MakeBudget(uint64_t capacity) {
   return std::move(b).value();
 }
 
-// Puts KeyOf(id) with `size` bytes.
+// Puts TestBlockKey(id) with `size` bytes.
 void PutId(HostTier& tier, uint64_t id, size_t size, HostEntryState state) {
-  Status s = tier.Put(KeyOf(id), BlockOf(KeyOf(id), size), state);
+  Status s = tier.Put(TestBlockKey(id), MakeOpaqueBlock(TestBlockKey(id), size), state);
   ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
@@ -122,8 +119,8 @@ TEST(HostTierOptions, ValidateNamesTheBadField) {
 
 TEST(HostTier, GetCopiesExactBytesAndReturnsTheSharedBlock) {
   auto tier = MakeTier(1 << 20);
-  const BlockKey key = KeyOf(1);
-  SharedBlock block = BlockOf(key, 1000);
+  const BlockKey key = TestBlockKey(1);
+  SharedBlock block = MakeOpaqueBlock(key, 1000);
   ASSERT_TRUE(tier->Put(key, block, kDirty).ok());
 
   std::vector<std::byte> dst(1200, std::byte{0xEE});
@@ -138,12 +135,12 @@ TEST(HostTier, GetCopiesExactBytesAndReturnsTheSharedBlock) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->get(), block.get());
 
-  auto miss = tier->Get(KeyOf(2), dst);
+  auto miss = tier->Get(TestBlockKey(2), dst);
   ASSERT_TRUE(miss.ok());
   EXPECT_EQ(*miss, nullptr);
 
   EXPECT_TRUE(tier->Contains(key));
-  EXPECT_FALSE(tier->Contains(KeyOf(2)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
 
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.entries, 1u);
@@ -160,11 +157,11 @@ TEST(HostTier, GetCopiesExactBytesAndReturnsTheSharedBlock) {
 TEST(HostTier, AReaderKeepsItsBlockAfterEviction) {
   auto tier = MakeTier(1000);
   PutId(*tier, 1, 1000, kClean);
-  SharedBlock held = std::move(tier->Get(KeyOf(1))).value();
+  SharedBlock held = std::move(tier->Get(TestBlockKey(1))).value();
   ASSERT_NE(held, nullptr);
   PutId(*tier, 2, 1000, kClean);  // evicts 1
-  EXPECT_FALSE(tier->Contains(KeyOf(1)));
-  EXPECT_TRUE(BlockMatches(KeyOf(1), *held, 1000));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  EXPECT_TRUE(IsOpaqueBlock(TestBlockKey(1), *held, 1000));
   EXPECT_EQ(tier->budget()->Stats().used_bytes, 1000u);  // the budget no longer counts it
 }
 
@@ -173,7 +170,7 @@ TEST(HostTier, GetIntoSmallBufferFailsWithoutCountingOrTouching) {
   PutId(*tier, 1, 1000, kClean);
   PutId(*tier, 2, 1000, kClean);
   std::vector<std::byte> small(999);
-  auto got = tier->Get(KeyOf(1), small);
+  auto got = tier->Get(TestBlockKey(1), small);
   EXPECT_THAT(got, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(got.status().message(), ::testing::HasSubstr("999"));
   HostTierStats s = tier->Stats();
@@ -181,8 +178,8 @@ TEST(HostTier, GetIntoSmallBufferFailsWithoutCountingOrTouching) {
   EXPECT_EQ(s.misses, 0u);
   // Key 1 was not touched, so it is still the least recently used.
   PutId(*tier, 3, 1000, kClean);
-  EXPECT_FALSE(tier->Contains(KeyOf(1)));
-  EXPECT_TRUE(tier->Contains(KeyOf(2)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(2)));
 }
 
 TEST(HostTier, EvictsLeastRecentlyUsedAndGetTouches) {
@@ -190,13 +187,13 @@ TEST(HostTier, EvictsLeastRecentlyUsedAndGetTouches) {
   PutId(*tier, 1, 1000, kClean);
   PutId(*tier, 2, 1000, kClean);
   PutId(*tier, 3, 1000, kClean);
-  ASSERT_TRUE(tier->Get(KeyOf(1)).ok());
-  EXPECT_TRUE(tier->Contains(KeyOf(2)));  // Contains does not touch
+  ASSERT_TRUE(tier->Get(TestBlockKey(1)).ok());
+  EXPECT_TRUE(tier->Contains(TestBlockKey(2)));  // Contains does not touch
   PutId(*tier, 4, 1000, kClean);
-  EXPECT_TRUE(tier->Contains(KeyOf(1)));
-  EXPECT_FALSE(tier->Contains(KeyOf(2)));
-  EXPECT_TRUE(tier->Contains(KeyOf(3)));
-  EXPECT_TRUE(tier->Contains(KeyOf(4)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(1)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(3)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(4)));
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.entries, 3u);
   EXPECT_EQ(s.bytes, 3000u);
@@ -207,16 +204,16 @@ TEST(HostTier, EvictsLeastRecentlyUsedAndGetTouches) {
 TEST(HostTier, DirtyEvictionsReachTheSinkOnceCleanOnesDoNot) {
   SinkLog sink;
   auto tier = MakeTier(2000, &sink);
-  SharedBlock a = BlockOf(KeyOf(1), 1000);
-  ASSERT_TRUE(tier->Put(KeyOf(1), a, kDirty).ok());
+  SharedBlock a = MakeOpaqueBlock(TestBlockKey(1), 1000);
+  ASSERT_TRUE(tier->Put(TestBlockKey(1), a, kDirty).ok());
   PutId(*tier, 2, 1000, kClean);
   PutId(*tier, 3, 1000, kClean);  // evicts 1 (dirty)
   PutId(*tier, 4, 1000, kDirty);  // evicts 2 (clean)
-  ASSERT_THAT(sink.Keys(), ElementsAre(KeyOf(1)));
+  ASSERT_THAT(sink.Keys(), ElementsAre(TestBlockKey(1)));
   EXPECT_EQ(sink.Calls()[0].block.get(), a.get());  // the same bytes, not a copy
 
   EXPECT_EQ(tier->Clear(), 2u);  // 3 (clean) dropped, 4 (dirty) written back
-  EXPECT_THAT(sink.Keys(), ElementsAre(KeyOf(1), KeyOf(4)));
+  EXPECT_THAT(sink.Keys(), ElementsAre(TestBlockKey(1), TestBlockKey(4)));
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.entries, 0u);
   EXPECT_EQ(s.bytes, 0u);
@@ -237,7 +234,7 @@ TEST(HostTier, HotOnlyModeDropsDirtyEvictionsAndCountsThem) {
   EXPECT_EQ(s.evictions, 1u);
   EXPECT_EQ(s.dirty_evictions, 0u);
   EXPECT_EQ(s.dirty_dropped, 1u);
-  EXPECT_FALSE(tier->Contains(KeyOf(1)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
 }
 
 TEST(HostTier, SinkErrorsAreCounted) {
@@ -251,25 +248,25 @@ TEST(HostTier, SinkErrorsAreCounted) {
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.dirty_evictions, 1u);
   EXPECT_EQ(s.sink_errors, 1u);
-  EXPECT_THAT(sink.Keys(), ElementsAre(KeyOf(1)));
+  EXPECT_THAT(sink.Keys(), ElementsAre(TestBlockKey(1)));
 }
 
 TEST(HostTier, RejectsBlockLargerThanTheBudget) {
   auto tier = MakeTier(1000);
   PutId(*tier, 1, 600, kDirty);
-  Status s = tier->Put(KeyOf(2), BlockOf(KeyOf(2), 1001), kDirty);
+  Status s = tier->Put(TestBlockKey(2), MakeOpaqueBlock(TestBlockKey(2), 1001), kDirty);
   EXPECT_THAT(s, StatusIs(StatusCode::kResourceExhausted));
   EXPECT_THAT(s.message(), ::testing::HasSubstr("1001"));
   HostTierStats st = tier->Stats();
   EXPECT_EQ(st.rejections, 1u);
   EXPECT_EQ(st.puts, 1u);
   EXPECT_EQ(st.evictions, 0u);
-  EXPECT_TRUE(tier->Contains(KeyOf(1)));  // nothing was evicted for it
+  EXPECT_TRUE(tier->Contains(TestBlockKey(1)));  // nothing was evicted for it
 }
 
 TEST(HostTier, NullBlockIsInvalidArgument) {
   auto tier = MakeTier(1000);
-  EXPECT_THAT(tier->Put(KeyOf(1), nullptr, kDirty), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(tier->Put(TestBlockKey(1), nullptr, kDirty), StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(tier->Stats().puts, 0u);
 }
 
@@ -286,12 +283,12 @@ TEST(HostTier, ReplacementKeepsOneEntryAndIsNeverItsOwnVictim) {
   EXPECT_EQ(s.puts, 2u);
   EXPECT_EQ(s.replacements, 1u);
   EXPECT_EQ(s.evictions, 0u);
-  auto got = tier->Get(KeyOf(1));
+  auto got = tier->Get(TestBlockKey(1));
   ASSERT_TRUE(got.ok());
   ASSERT_NE(*got, nullptr);
-  EXPECT_TRUE(BlockMatches(KeyOf(1), **got, 1000));
+  EXPECT_TRUE(IsOpaqueBlock(TestBlockKey(1), **got, 1000));
   // One key arrived once.
-  EXPECT_THAT(events.Events(), ElementsAre(std::pair(KeyOf(1), KeyPresence::kAdded)));
+  EXPECT_THAT(events.Events(), ElementsAre(std::pair(TestBlockKey(1), KeyPresence::kAdded)));
   EXPECT_EQ(tier->budget()->Stats().used_bytes, 1000u);
 }
 
@@ -302,7 +299,7 @@ TEST(HostTier, ReplacementEvictsOthersLeastRecentFirst) {
   PutId(*tier, 2, 500, kDirty);
   PutId(*tier, 3, 500, kDirty);
   PutId(*tier, 1, 1600, kDirty);  // 2 + 3 + 1600 > 2000: evicts 2, then 3
-  EXPECT_THAT(sink.Keys(), ElementsAre(KeyOf(2), KeyOf(3)));
+  EXPECT_THAT(sink.Keys(), ElementsAre(TestBlockKey(2), TestBlockKey(3)));
   EXPECT_EQ(tier->Stats().bytes, 1600u);
 }
 
@@ -312,26 +309,26 @@ TEST(HostTier, MarkCleanAndDirtyEntries) {
   PutId(*tier, 1, 1000, kDirty);
   PutId(*tier, 2, 1000, kDirty);
   PutId(*tier, 3, 1000, kClean);
-  ASSERT_TRUE(tier->Get(KeyOf(1)).ok());  // order now 2, 3, 1
+  ASSERT_TRUE(tier->Get(TestBlockKey(1)).ok());  // order now 2, 3, 1
 
   std::vector<HostTier::DirtyEntry> dirty = tier->DirtyEntries();
   ASSERT_EQ(dirty.size(), 2u);
-  EXPECT_EQ(dirty[0].key, KeyOf(2));
-  EXPECT_EQ(dirty[1].key, KeyOf(1));
-  EXPECT_TRUE(BlockMatches(KeyOf(2), *dirty[0].block, 1000));
+  EXPECT_EQ(dirty[0].key, TestBlockKey(2));
+  EXPECT_EQ(dirty[1].key, TestBlockKey(1));
+  EXPECT_TRUE(IsOpaqueBlock(TestBlockKey(2), *dirty[0].block, 1000));
   ASSERT_EQ(tier->DirtyEntries(1).size(), 1u);
-  EXPECT_EQ(tier->DirtyEntries(1)[0].key, KeyOf(2));
+  EXPECT_EQ(tier->DirtyEntries(1)[0].key, TestBlockKey(2));
 
-  EXPECT_TRUE(tier->MarkClean(KeyOf(2)));
-  EXPECT_FALSE(tier->MarkClean(KeyOf(2)));  // already clean
-  EXPECT_FALSE(tier->MarkClean(KeyOf(3)));  // was clean
-  EXPECT_FALSE(tier->MarkClean(KeyOf(9)));  // absent
+  EXPECT_TRUE(tier->MarkClean(TestBlockKey(2)));
+  EXPECT_FALSE(tier->MarkClean(TestBlockKey(2)));  // already clean
+  EXPECT_FALSE(tier->MarkClean(TestBlockKey(3)));  // was clean
+  EXPECT_FALSE(tier->MarkClean(TestBlockKey(9)));  // absent
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.dirty_entries, 1u);
   EXPECT_EQ(s.dirty_bytes, 1000u);
 
   PutId(*tier, 4, 1000, kClean);  // evicts 2, now clean: no sink call
-  EXPECT_FALSE(tier->Contains(KeyOf(2)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
   EXPECT_THAT(sink.Keys(), IsEmpty());
 }
 
@@ -339,8 +336,8 @@ TEST(HostTier, EraseDropsWithoutTheSink) {
   SinkLog sink;
   auto tier = MakeTier(3000, &sink);
   PutId(*tier, 1, 1000, kDirty);
-  EXPECT_TRUE(tier->Erase(KeyOf(1)));
-  EXPECT_FALSE(tier->Erase(KeyOf(1)));
+  EXPECT_TRUE(tier->Erase(TestBlockKey(1)));
+  EXPECT_FALSE(tier->Erase(TestBlockKey(1)));
   EXPECT_THAT(sink.Keys(), IsEmpty());
   HostTierStats s = tier->Stats();
   EXPECT_EQ(s.erases, 1u);
@@ -353,18 +350,19 @@ TEST(HostTier, ShrinkToNeverEvictsProtectedKeys) {
   SinkLog sink;
   auto tier = MakeTier(10000, &sink);
   for (uint64_t id = 1; id <= 4; ++id) PutId(*tier, id, 1000, kDirty);
-  const std::vector<BlockKey> keep = {KeyOf(1)};
+  const std::vector<BlockKey> keep = {TestBlockKey(1)};
   EXPECT_EQ(tier->ShrinkTo(2000, keep), 2000u);
-  EXPECT_THAT(sink.Keys(), ElementsAre(KeyOf(2), KeyOf(3)));
-  EXPECT_TRUE(tier->Contains(KeyOf(1)));
-  EXPECT_TRUE(tier->Contains(KeyOf(4)));
+  EXPECT_THAT(sink.Keys(), ElementsAre(TestBlockKey(2), TestBlockKey(3)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(1)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(4)));
 
   // Only protected entries left: it stops above the target.
-  const std::vector<BlockKey> keep_all = {KeyOf(1), KeyOf(4)};
+  const std::vector<BlockKey> keep_all = {TestBlockKey(1), TestBlockKey(4)};
   EXPECT_EQ(tier->ShrinkTo(0, keep_all), 0u);
   EXPECT_EQ(tier->Stats().bytes, 2000u);
   EXPECT_EQ(tier->ShrinkTo(0), 2000u);
-  EXPECT_THAT(sink.Keys(), ElementsAre(KeyOf(2), KeyOf(3), KeyOf(1), KeyOf(4)));
+  EXPECT_THAT(sink.Keys(),
+              ElementsAre(TestBlockKey(2), TestBlockKey(3), TestBlockKey(1), TestBlockKey(4)));
   EXPECT_EQ(tier->Stats().evictions, 4u);
 }
 
@@ -378,18 +376,20 @@ TEST(HostTier, KeyListenerSeesEveryArrivalAndDeparture) {
   auto tier = std::move(HostTier::Create(std::move(opts))).value();
   PutId(*tier, 1, 1000, kDirty);
   PutId(*tier, 2, 1000, kDirty);  // evicts 1
-  EXPECT_TRUE(tier->Erase(KeyOf(2)));
+  EXPECT_TRUE(tier->Erase(TestBlockKey(2)));
   PutId(*tier, 3, 500, kClean);
   EXPECT_EQ(tier->Clear(), 1u);
   PutId(*tier, 4, 500, kClean);
   tier.reset();  // the destructor calls neither sink nor listener
   using P = std::pair<BlockKey, KeyPresence>;
-  EXPECT_THAT(events.Events(),
-              ElementsAre(P(KeyOf(1), KeyPresence::kAdded), P(KeyOf(1), KeyPresence::kRemoved),
-                          P(KeyOf(2), KeyPresence::kAdded), P(KeyOf(2), KeyPresence::kRemoved),
-                          P(KeyOf(3), KeyPresence::kAdded), P(KeyOf(3), KeyPresence::kRemoved),
-                          P(KeyOf(4), KeyPresence::kAdded)));
-  EXPECT_THAT(sink.Keys(), ElementsAre(KeyOf(1)));
+  EXPECT_THAT(events.Events(), ElementsAre(P(TestBlockKey(1), KeyPresence::kAdded),
+                                           P(TestBlockKey(1), KeyPresence::kRemoved),
+                                           P(TestBlockKey(2), KeyPresence::kAdded),
+                                           P(TestBlockKey(2), KeyPresence::kRemoved),
+                                           P(TestBlockKey(3), KeyPresence::kAdded),
+                                           P(TestBlockKey(3), KeyPresence::kRemoved),
+                                           P(TestBlockKey(4), KeyPresence::kAdded)));
+  EXPECT_THAT(sink.Keys(), ElementsAre(TestBlockKey(1)));
 }
 
 TEST(HostTier, ReserveHoldsBudgetUntilDropped) {
@@ -400,19 +400,19 @@ TEST(HostTier, ReserveHoldsBudgetUntilDropped) {
     auto r = tier->Reserve(2000);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->bytes(), 2000u);
-    EXPECT_FALSE(tier->Contains(KeyOf(1)));  // evicted to make room
+    EXPECT_FALSE(tier->Contains(TestBlockKey(1)));  // evicted to make room
     EXPECT_EQ(tier->Stats().reserved_bytes, 2000u);
     HostBudgetStats b = tier->budget()->Stats();
     EXPECT_EQ(b.used_bytes, 1000u);
     EXPECT_EQ(b.reserved_bytes, 2000u);
 
     PutId(*tier, 3, 1000, kClean);  // room only by evicting 2
-    EXPECT_FALSE(tier->Contains(KeyOf(2)));
+    EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
     // Reservations are never evicted: 1001 bytes cannot fit.
-    Status s = tier->Put(KeyOf(4), BlockOf(KeyOf(4), 1001), kClean);
+    Status s = tier->Put(TestBlockKey(4), MakeOpaqueBlock(TestBlockKey(4), 1001), kClean);
     EXPECT_THAT(s, StatusIs(StatusCode::kResourceExhausted));
     EXPECT_EQ(tier->Stats().put_failures, 1u);
-    EXPECT_TRUE(tier->Contains(KeyOf(3)));  // a failed put evicts nothing
+    EXPECT_TRUE(tier->Contains(TestBlockKey(3)));  // a failed put evicts nothing
 
     auto r2 = tier->Reserve(1001);
     EXPECT_THAT(r2, StatusIs(StatusCode::kResourceExhausted));
@@ -424,7 +424,7 @@ TEST(HostTier, ReserveHoldsBudgetUntilDropped) {
   EXPECT_EQ(tier->budget()->Stats().reserved_bytes, 0u);
   PutId(*tier, 5, 1000, kClean);
   PutId(*tier, 6, 1000, kClean);
-  EXPECT_TRUE(tier->Contains(KeyOf(3)));  // the released room was enough
+  EXPECT_TRUE(tier->Contains(TestBlockKey(3)));  // the released room was enough
   EXPECT_EQ(tier->Stats().evictions, 2u);
 }
 
@@ -439,7 +439,8 @@ TEST(HostTier, ReserveRejectsZeroAndOversize) {
 TEST(HostTier, ReservationConvertsIntoAnEntry) {
   auto tier = MakeTier(3000);
   auto r = std::move(tier->Reserve(1000)).value();
-  ASSERT_THAT(tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r), IsOk());
+  ASSERT_THAT(tier->Put(TestBlockKey(1), MakeOpaqueBlock(TestBlockKey(1), 1000), kClean, &r),
+              IsOk());
   EXPECT_TRUE(r.empty());
   HostBudgetStats b = tier->budget()->Stats();
   EXPECT_EQ(b.used_bytes, 1000u);
@@ -447,10 +448,10 @@ TEST(HostTier, ReservationConvertsIntoAnEntry) {
 
   // A block larger than its reservation takes the difference from the budget.
   auto r2 = std::move(tier->Reserve(500)).value();
-  ASSERT_TRUE(tier->Put(KeyOf(2), BlockOf(KeyOf(2), 1000), kClean, &r2).ok());
+  ASSERT_TRUE(tier->Put(TestBlockKey(2), MakeOpaqueBlock(TestBlockKey(2), 1000), kClean, &r2).ok());
   // A smaller one gives the rest back.
   auto r3 = std::move(tier->Reserve(1000)).value();
-  ASSERT_TRUE(tier->Put(KeyOf(3), BlockOf(KeyOf(3), 200), kClean, &r3).ok());
+  ASSERT_TRUE(tier->Put(TestBlockKey(3), MakeOpaqueBlock(TestBlockKey(3), 200), kClean, &r3).ok());
   b = tier->budget()->Stats();
   EXPECT_EQ(b.used_bytes, 2200u);
   EXPECT_EQ(b.reserved_bytes, 0u);
@@ -462,12 +463,13 @@ TEST(HostTier, FailedConversionKeepsTheReservation) {
   auto tier = MakeTier(3000);
   auto r = std::move(tier->Reserve(1000)).value();
   auto other = std::move(tier->Reserve(2000)).value();
-  Status s = tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1500), kClean, &r);
+  Status s = tier->Put(TestBlockKey(1), MakeOpaqueBlock(TestBlockKey(1), 1500), kClean, &r);
   EXPECT_THAT(s, StatusIs(StatusCode::kResourceExhausted));
   EXPECT_EQ(r.bytes(), 1000u);
   EXPECT_EQ(tier->budget()->Stats().reserved_bytes, 3000u);
   // The exact size fits in its own reservation.
-  ASSERT_THAT(tier->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r), IsOk());
+  ASSERT_THAT(tier->Put(TestBlockKey(1), MakeOpaqueBlock(TestBlockKey(1), 1000), kClean, &r),
+              IsOk());
   EXPECT_EQ(tier->budget()->Stats().reserved_bytes, 2000u);
 }
 
@@ -476,10 +478,10 @@ TEST(HostTier, ReservationOfAnotherTierIsRejected) {
   auto x = MakeSharedTier(budget);
   auto y = MakeSharedTier(budget);
   auto r = std::move(x->Reserve(1000)).value();
-  Status s = y->Put(KeyOf(1), BlockOf(KeyOf(1), 1000), kClean, &r);
+  Status s = y->Put(TestBlockKey(1), MakeOpaqueBlock(TestBlockKey(1), 1000), kClean, &r);
   EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_EQ(r.bytes(), 1000u);
-  EXPECT_FALSE(y->Contains(KeyOf(1)));
+  EXPECT_FALSE(y->Contains(TestBlockKey(1)));
 }
 
 TEST(HostTier, ReservationMovesAndReleasesOnce) {
@@ -521,16 +523,16 @@ TEST(SharedHostBudget, TwoTiersEvictInGlobalLruOrder) {
   PutId(*x, 1, 1000, kDirty);
   PutId(*y, 2, 1000, kDirty);
   PutId(*x, 3, 1000, kDirty);
-  ASSERT_TRUE(x->Get(KeyOf(1)).ok());  // global order: y2, x3, x1
+  ASSERT_TRUE(x->Get(TestBlockKey(1)).ok());  // global order: y2, x3, x1
 
   PutId(*y, 4, 1000, kDirty);  // evicts y2
-  EXPECT_THAT(sink_y.Keys(), ElementsAre(KeyOf(2)));
+  EXPECT_THAT(sink_y.Keys(), ElementsAre(TestBlockKey(2)));
   EXPECT_THAT(sink_x.Keys(), IsEmpty());
   PutId(*y, 5, 1000, kDirty);  // evicts x3: y's put evicts x's entry
-  EXPECT_THAT(sink_x.Keys(), ElementsAre(KeyOf(3)));
+  EXPECT_THAT(sink_x.Keys(), ElementsAre(TestBlockKey(3)));
   PutId(*x, 6, 1000, kDirty);  // evicts x1
-  EXPECT_THAT(sink_x.Keys(), ElementsAre(KeyOf(3), KeyOf(1)));
-  EXPECT_THAT(sink_y.Keys(), ElementsAre(KeyOf(2)));
+  EXPECT_THAT(sink_x.Keys(), ElementsAre(TestBlockKey(3), TestBlockKey(1)));
+  EXPECT_THAT(sink_y.Keys(), ElementsAre(TestBlockKey(2)));
 
   HostBudgetStats b = budget->Stats();
   EXPECT_EQ(b.used_bytes, 3000u);
@@ -553,12 +555,12 @@ TEST(SharedHostBudget, ShrinkToProtectsKeysInEveryTier) {
   PutId(*y, 2, 1000, kDirty);
   PutId(*x, 3, 1000, kDirty);
   PutId(*y, 4, 1000, kClean);
-  const std::vector<BlockKey> keep = {KeyOf(1), KeyOf(4)};
+  const std::vector<BlockKey> keep = {TestBlockKey(1), TestBlockKey(4)};
   EXPECT_EQ(budget->ShrinkTo(1000, keep), 2000u);  // stops at 2000: the rest is protected
-  EXPECT_THAT(sink_x.Keys(), ElementsAre(KeyOf(3)));
-  EXPECT_THAT(sink_y.Keys(), ElementsAre(KeyOf(2)));
-  EXPECT_TRUE(x->Contains(KeyOf(1)));
-  EXPECT_TRUE(y->Contains(KeyOf(4)));
+  EXPECT_THAT(sink_x.Keys(), ElementsAre(TestBlockKey(3)));
+  EXPECT_THAT(sink_y.Keys(), ElementsAre(TestBlockKey(2)));
+  EXPECT_TRUE(x->Contains(TestBlockKey(1)));
+  EXPECT_TRUE(y->Contains(TestBlockKey(4)));
   EXPECT_EQ(budget->Stats().used_bytes, 2000u);
 }
 
@@ -571,8 +573,8 @@ TEST(SharedHostBudget, ClearAllClearsEveryTier) {
   PutId(*y, 2, 1000, kClean);
   PutId(*y, 3, 1000, kDirty);
   EXPECT_EQ(budget->ClearAll(), 3u);
-  EXPECT_THAT(sink_x.Keys(), ElementsAre(KeyOf(1)));
-  EXPECT_THAT(sink_y.Keys(), ElementsAre(KeyOf(3)));
+  EXPECT_THAT(sink_x.Keys(), ElementsAre(TestBlockKey(1)));
+  EXPECT_THAT(sink_y.Keys(), ElementsAre(TestBlockKey(3)));
   HostBudgetStats b = budget->Stats();
   EXPECT_EQ(b.used_bytes, 0u);
   EXPECT_EQ(b.entries, 0u);
@@ -596,7 +598,7 @@ TEST(SharedHostBudget, DroppingATierReleasesItsShare) {
   EXPECT_THAT(sink_x.Keys(), IsEmpty());
   PutId(*y, 4, 1000, kDirty);
   PutId(*y, 5, 1000, kDirty);
-  EXPECT_TRUE(y->Contains(KeyOf(3)));
+  EXPECT_TRUE(y->Contains(TestBlockKey(3)));
   EXPECT_EQ(y->Stats().evictions, 0u);
 }
 
@@ -657,19 +659,19 @@ TEST(HostTier, EvictedDirtyEntryStaysReadableUntilItsSinkReturns) {
   while (!in_sink) std::this_thread::yield();
 
   std::vector<std::byte> dst(1000);
-  auto got = tier->Get(KeyOf(1), dst);
+  auto got = tier->Get(TestBlockKey(1), dst);
   ASSERT_THAT(got, IsOk());
   ASSERT_NE(*got, nullptr);
-  EXPECT_TRUE(BlockMatches(KeyOf(1), **got, 1000));
+  EXPECT_TRUE(IsOpaqueBlock(TestBlockKey(1), **got, 1000));
   EXPECT_EQ(std::memcmp(dst.data(), (*got)->data(), 1000), 0);
-  EXPECT_FALSE(tier->Contains(KeyOf(1)));  // not re-added
+  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));  // not re-added
   // A too-small buffer is refused for a handed-off block as for any other.
   std::vector<std::byte> small(10);
-  EXPECT_THAT(tier->Get(KeyOf(1), small), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(tier->Get(TestBlockKey(1), small), StatusIs(StatusCode::kInvalidArgument));
 
   release = true;
   evictor.join();
-  auto after = tier->Get(KeyOf(1));
+  auto after = tier->Get(TestBlockKey(1));
   ASSERT_THAT(after, IsOk());
   EXPECT_EQ(*after, nullptr);
   HostTierStats s = tier->Stats();
@@ -693,7 +695,7 @@ TEST(HostTier, GetManyIsGetPerKey) {
   PutId(*tier, 1, 1000, kDirty);
   PutId(*tier, 2, 1000, kClean);
   PutId(*tier, 3, 1000, kClean);
-  std::vector<BlockKey> keys = {KeyOf(1), KeyOf(9), KeyOf(2)};
+  std::vector<BlockKey> keys = {TestBlockKey(1), TestBlockKey(9), TestBlockKey(2)};
   std::vector<std::vector<std::byte>> bufs = {
       std::vector<std::byte>(1000), std::vector<std::byte>(1000), std::vector<std::byte>(999)};
   std::vector<std::span<std::byte>> dsts(bufs.begin(), bufs.end());
@@ -701,7 +703,7 @@ TEST(HostTier, GetManyIsGetPerKey) {
   ASSERT_EQ(got.size(), 3u);
   ASSERT_THAT(got[0], IsOk());
   ASSERT_NE(*got[0], nullptr);
-  EXPECT_TRUE(BlockMatches(KeyOf(1), **got[0], 1000));
+  EXPECT_TRUE(IsOpaqueBlock(TestBlockKey(1), **got[0], 1000));
   EXPECT_EQ(std::memcmp(bufs[0].data(), (*got[0])->data(), 1000), 0);
   ASSERT_THAT(got[1], IsOk());
   EXPECT_EQ(*got[1], nullptr);
@@ -711,8 +713,8 @@ TEST(HostTier, GetManyIsGetPerKey) {
   EXPECT_EQ(s.misses, 1u);
   // Key 1 was touched, key 2 (refused) was not: 2 is now the LRU victim.
   PutId(*tier, 4, 1000, kClean);
-  EXPECT_FALSE(tier->Contains(KeyOf(2)));
-  EXPECT_TRUE(tier->Contains(KeyOf(1)));
+  EXPECT_FALSE(tier->Contains(TestBlockKey(2)));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(1)));
   // Without buffers: blocks only. Mismatched lengths: every key refused.
   auto no_copy = tier->GetMany(keys);
   ASSERT_THAT(no_copy[0], IsOk());

@@ -1,105 +1,9 @@
-#include "kvtier/block_allocator.h"
+#include "pool/block_allocator.h"
 
-#include <algorithm>
 #include <cassert>
-#include <cstring>
-#include <new>
 #include <string>
 
-namespace kvtier {
-
-namespace {
-
-constexpr size_t kSlotAlignment = 256;
-
-class HostSlotMemory final : public SlotMemory {
- public:
-  MemoryKind kind() const override { return MemoryKind::kHost; }
-
-  Result<std::byte*> Allocate(size_t bytes) override {
-    void* p = ::operator new(bytes, std::align_val_t(kSlotAlignment), std::nothrow);
-    if (p == nullptr) {
-      return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) +
-                                       " bytes of slot memory");
-    }
-    return static_cast<std::byte*>(p);
-  }
-
-  void Deallocate(std::byte* p, size_t bytes) override {
-    ::operator delete(p, std::align_val_t(kSlotAlignment));
-  }
-
-  void Copy(CopyDirection dir, const Copy2D& c) override {
-    if (c.width == 0 || c.rows == 0) return;
-    if (c.rows == 1 || (c.dst_pitch == c.width && c.src_pitch == c.width)) {
-      std::memcpy(c.dst, c.src, c.width * c.rows);
-      return;
-    }
-    for (size_t r = 0; r < c.rows; ++r) {
-      std::memcpy(c.dst + r * c.dst_pitch, c.src + r * c.src_pitch, c.width);
-    }
-  }
-};
-
-}  // namespace
-
-std::shared_ptr<SlotMemory> NewHostSlotMemory() { return std::make_shared<HostSlotMemory>(); }
-
-// ---------------------------------------------------------------------------
-// SlotArena
-
-SlotArena::SlotArena(std::shared_ptr<SlotMemory> memory, size_t slot_bytes, uint32_t total_slots,
-                     uint32_t chunk_slots)
-    : memory_(std::move(memory)),
-      slot_stride_((slot_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment),
-      total_slots_(total_slots),
-      chunk_slots_(chunk_slots) {
-  assert(memory_ != nullptr && slot_bytes > 0 && total_slots > 0 && chunk_slots > 0);
-  chunks_.assign((static_cast<size_t>(total_slots) + chunk_slots - 1) / chunk_slots, nullptr);
-}
-
-SlotArena::~SlotArena() {
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    if (chunks_[c] != nullptr) memory_->Deallocate(chunks_[c], ChunkBytes(c));
-  }
-}
-
-size_t SlotArena::ChunkBytes(size_t chunk) const {
-  size_t first = chunk * chunk_slots_;
-  size_t slots = std::min<size_t>(chunk_slots_, total_slots_ - first);
-  return slots * slot_stride_;
-}
-
-Status SlotArena::Ensure(uint32_t slot) {
-  if (slot >= total_slots_) {
-    return Status::InvalidArgument("slot " + std::to_string(slot) + " out of range (" +
-                                   std::to_string(total_slots_) + " slots)");
-  }
-  size_t c = slot / chunk_slots_;
-  if (chunks_[c] != nullptr) return Status::Ok();
-  KVTIER_ASSIGN_OR_RETURN(chunks_[c], memory_->Allocate(ChunkBytes(c)));
-  return Status::Ok();
-}
-
-bool SlotArena::IsBacked(uint32_t slot) const {
-  return slot < total_slots_ && chunks_[slot / chunk_slots_] != nullptr;
-}
-
-std::byte* SlotArena::Address(uint32_t slot) const {
-  assert(IsBacked(slot));
-  return chunks_[slot / chunk_slots_] + static_cast<size_t>(slot % chunk_slots_) * slot_stride_;
-}
-
-uint64_t SlotArena::capacity_bytes() const {
-  uint64_t total = 0;
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    if (chunks_[c] != nullptr) total += ChunkBytes(c);
-  }
-  return total;
-}
-
-// ---------------------------------------------------------------------------
-// BlockAllocator
+namespace kvtier::pool_internal {
 
 BlockAllocator::BlockAllocator(uint32_t total_slots)
     : ref_(total_slots, 0),
@@ -236,4 +140,4 @@ void BlockAllocator::RemovePlain(uint32_t slot) {
   plain_pos_[slot] = kNil;
 }
 
-}  // namespace kvtier
+}  // namespace kvtier::pool_internal

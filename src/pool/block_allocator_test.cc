@@ -1,4 +1,4 @@
-#include "kvtier/block_allocator.h"
+#include "pool/block_allocator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kvtier/slot_memory.h"
+#include "pool/slot_arena.h"
 #include "testing/status_matchers.h"
 
-namespace kvtier {
+namespace kvtier::pool_internal {
 namespace {
 
 using ::kvtier::testing::IsOk;
@@ -172,5 +174,36 @@ TEST(HostSlotMemoryTest, CopiesRowsWithPitches) {
   for (int i = 0; i < 12; ++i) EXPECT_EQ(static_cast<uint8_t>(dst[i]), want[i]) << i;
 }
 
+TEST(SlotArenaTest, AllocateAllBacksEverySlotOnce) {
+  auto mem = std::make_shared<CountingMemory>(3);
+  {
+    SlotArena arena(mem, 1000, 10, 4);
+    ASSERT_THAT(arena.Ensure(0), IsOk());
+    ASSERT_THAT(arena.AllocateAll(), IsOk());
+    EXPECT_EQ(mem->live(), 3);
+    EXPECT_EQ(arena.capacity_bytes(), 10u * 1024);
+    for (uint32_t s = 0; s < 10; ++s) EXPECT_TRUE(arena.IsBacked(s)) << s;
+    // Fresh chunks come back written (faulted in): zeros.
+    EXPECT_EQ(arena.Address(9)[1023], std::byte{0});
+    ASSERT_THAT(arena.AllocateAll(), IsOk());  // nothing left to do
+    EXPECT_EQ(mem->live(), 3);
+  }
+  EXPECT_EQ(mem->live(), 0);
+  auto short_of_memory = std::make_shared<CountingMemory>(1);
+  SlotArena arena(short_of_memory, 1000, 10, 4);
+  EXPECT_THAT(arena.AllocateAll(), StatusIs(StatusCode::kResourceExhausted));
+}
+
+TEST(HostSlotMemoryTest, LargeChunksStartOnAHugePage) {
+  auto mem = NewHostSlotMemory();
+  const size_t bytes = (size_t{4} << 20) + 256;
+  Result<std::byte*> p = mem->Allocate(bytes);
+  ASSERT_THAT(p, IsOk());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % (size_t{2} << 20), 0u);
+  (*p)[0] = std::byte{1};
+  (*p)[bytes - 1] = std::byte{2};
+  mem->Deallocate(*p, bytes);
+}
+
 }  // namespace
-}  // namespace kvtier
+}  // namespace kvtier::pool_internal

@@ -1,5 +1,8 @@
 #include "kvtier/block_pool.h"
 
+#include <unistd.h>
+
+#include <new>
 #include <string>
 
 #include "pool/dense_pool.h"
@@ -44,6 +47,38 @@ std::string_view StorePolicyName(StorePolicy p) {
   return "unknown";
 }
 
+namespace {
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return UINT64_MAX;  // unknown: no bound
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// A paged pool's slots and bookkeeping must fit in RAM, checked before any
+// of it is allocated (the bookkeeping is sized by total_blocks at once).
+Status CheckPagedSize(const PoolOptions& o, const pool_internal::PoolGeometry& geo) {
+  const uint64_t n = o.total_blocks;
+  const uint64_t stride = (geo.block_bytes() + pool_internal::SlotArena::kSlotAlignment - 1) /
+                          pool_internal::SlotArena::kSlotAlignment *
+                          pool_internal::SlotArena::kSlotAlignment;
+  const bool host = o.memory == nullptr || o.memory->kind() == MemoryKind::kHost;
+  const uint64_t per_slot = pool_internal::PagedPool::kBookkeepingBytesPerSlot +
+                            pool_internal::BlockAllocator::kBytesPerSlot + (host ? stride : 0);
+  const uint64_t ram = PhysicalMemoryBytes();
+  if (per_slot != 0 && n > ram / per_slot) {
+    return Status::InvalidArgument(
+        "total_blocks " + std::to_string(n) + " would need " +
+        (n > UINT64_MAX / per_slot ? std::string("more than 2^64") : std::to_string(n * per_slot)) +
+        " bytes of RAM (" + std::to_string(per_slot) + " per slot), more than this machine's " +
+        std::to_string(ram));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status PoolOptions::Validate() const {
   if (mode != PoolMode::kPaged && mode != PoolMode::kDense) {
     return Status::InvalidArgument("mode: unknown value");
@@ -56,7 +91,6 @@ Status PoolOptions::Validate() const {
   }
   KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
                           pool_internal::PoolGeometry::Create(layout));
-  (void)geo;
   if (key_namespace.model_id.empty()) {
     return Status::InvalidArgument("key_namespace.model_id must not be empty");
   }
@@ -71,6 +105,7 @@ Status PoolOptions::Validate() const {
         " differs from layout.block_tokens " + std::to_string(layout.block_tokens));
   }
   if (total_blocks == 0) return Status::InvalidArgument("total_blocks must be > 0");
+  if (mode == PoolMode::kPaged) KVTIER_RETURN_IF_ERROR(CheckPagedSize(*this, geo));
   if (chunk_blocks == 0) return Status::InvalidArgument("chunk_blocks must be > 0");
   if (dense_initial_tokens == 0) {
     return Status::InvalidArgument("dense_initial_tokens must be > 0");
@@ -81,7 +116,9 @@ Status PoolOptions::Validate() const {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<BlockPool>> BlockPool::Create(PoolOptions options) {
+namespace {
+
+Result<std::unique_ptr<BlockPool>> CreatePool(PoolOptions options) {
   KVTIER_RETURN_IF_ERROR(options.Validate().WithContext("pool options"));
   KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
                           pool_internal::PoolGeometry::Create(options.layout));
@@ -93,8 +130,21 @@ Result<std::unique_ptr<BlockPool>> BlockPool::Create(PoolOptions options) {
   ns.layout_signature = options.layout.Signature();
   ns.block_tokens = options.layout.block_tokens;
   KVTIER_ASSIGN_OR_RETURN(KeyChain chain, KeyChain::Create(ns));
-  return std::unique_ptr<BlockPool>(std::make_unique<pool_internal::PagedPool>(
-      std::move(options), std::move(geo), std::move(chain)));
+  const bool prefault = options.prefault_slots;
+  auto pool = std::make_unique<pool_internal::PagedPool>(std::move(options), std::move(geo),
+                                                         std::move(chain));
+  if (prefault) KVTIER_RETURN_IF_ERROR(pool->PrefaultSlots().WithContext("prefault_slots"));
+  return std::unique_ptr<BlockPool>(std::move(pool));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BlockPool>> BlockPool::Create(PoolOptions options) {
+  try {
+    return CreatePool(std::move(options));
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("pool options: out of memory creating the pool");
+  }
 }
 
 }  // namespace kvtier

@@ -111,6 +111,9 @@ Result<AllocateInfo> DensePool::AllocateAsync(uint64_t id, std::span<const uint3
 
 Result<size_t> DensePool::WaitLoaded(uint64_t id) { return Length(id); }
 
+// No tiers: every token of a dense sequence is always in place.
+Result<size_t> DensePool::WaitTokensLoaded(uint64_t id, size_t tokens) { return Length(id); }
+
 Status DensePool::Append(uint64_t id, AppendRequest req) {
   KVTIER_RETURN_IF_ERROR(ValidateAppend(geo_, &req));
   std::lock_guard lock(mu_);

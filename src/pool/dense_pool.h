@@ -29,6 +29,7 @@ class DensePool final : public BlockPool {
   Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) override;
   Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) override;
   Result<size_t> WaitLoaded(uint64_t seq) override;
+  Result<size_t> WaitTokensLoaded(uint64_t seq, size_t tokens) override;
   Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
                      std::span<const std::span<const std::byte>> states) override;
   Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,

@@ -23,24 +23,24 @@ PagedPool::PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain)
       chain_(std::move(chain)),
       signature_(options_.layout.Signature()),
       env_(options_.env != nullptr ? options_.env : Env::Default()),
+      arena_memory_(options_.memory != nullptr ? options_.memory : NewHostSlotMemory()),
       packed_bin_(std::make_shared<PackedBufferBin>(geo_.tensor_count())),
-      arena_(options_.memory != nullptr ? options_.memory : NewHostSlotMemory(), geo_.block_bytes(),
-             options_.total_blocks, options_.chunk_blocks),
+      arena_(arena_memory_, geo_.block_bytes(), options_.total_blocks, options_.chunk_blocks),
       alloc_(options_.total_blocks),
       slots_(options_.total_blocks) {
   stats_.mode = PoolMode::kPaged;
 }
 
 PagedPool::~PagedPool() {
-  std::thread loader;
-  {
-    std::unique_lock lock(mu_);
-    stopping_ = true;
-    jobs_cv_.notify_all();
-    loader = std::move(loader_);
-  }
-  // The loader finishes every queued job before it exits.
-  if (loader.joinable()) loader.join();
+  // The store calls back into this pool until every block of every load
+  // has arrived.
+  std::unique_lock lock(mu_);
+  loaded_cv_.wait(lock, [&]() REQUIRES(mu_) { return loads_in_flight_ == 0; });
+}
+
+Status PagedPool::PrefaultSlots() {
+  std::lock_guard lock(mu_);
+  return arena_.AllocateAll();
 }
 
 // ---------------------------------------------------------------------------
@@ -148,12 +148,15 @@ void PagedPool::TruncateLocked(Sequence& seq, size_t length) {
   InvalidatePackedLocked(seq);
 }
 
-void PagedPool::PublishLocked(Sequence& seq, size_t block) {
+size_t PagedPool::ReadyTokensLocked(const Sequence& seq) const {
+  if (!seq.loading || seq.load == nullptr) return seq.loading ? 0 : seq.tokens.size();
+  const LoadJob& job = *seq.load;
+  return std::min(seq.tokens.size(), (job.first_block + job.ready) * geo_.block_tokens());
+}
+
+void PagedPool::PublishLocked(Sequence& seq, size_t block, const BlockKey& key_in) {
   assert(seq.keys.size() == block);
-  const size_t t = geo_.block_tokens();
-  const BlockKey& parent = block == 0 ? chain_.ns() : seq.keys[block - 1];
-  seq.keys.push_back(
-      chain_.Next(parent, std::span<const uint32_t>(seq.tokens).subspan(block * t, t)));
+  seq.keys.push_back(key_in);
   const BlockKey& key = seq.keys.back();
   uint32_t slot = seq.slots[block];
   auto it = index_.find(key);
@@ -174,7 +177,7 @@ void PagedPool::PublishLocked(Sequence& seq, size_t block) {
   }
   if (options_.store_policy == StorePolicy::kOnFill && options_.store != nullptr &&
       !slots_[slot].stored) {
-    QueueStoreLocked(slot, block, seq.keys, std::nullopt);
+    QueueStoreLocked(slot, block, seq.keys, std::nullopt, Hold::kPinSlot);
   }
 }
 
@@ -255,28 +258,56 @@ Status PagedPool::AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t c
 // Advance, Rollback, Remove
 
 Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
-  std::vector<PendingStore> stores;
+  const size_t t = geo_.block_tokens();
+  // What hashing the filled blocks needs, read under the lock...
+  size_t len = 0;
+  BlockKey parent;
+  std::vector<uint32_t> pending;  // the partial block's tokens, then `tokens`
   {
     std::lock_guard lock(mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     if (tokens.empty()) return Status::Ok();
-    const size_t len = seq->tokens.size();
-    const size_t new_len = len + tokens.size();
-    for (uint32_t l = 0; l < geo_.layers(); ++l) {
-      if (seq->written[l] < new_len) {
-        return Status::FailedPrecondition(
-            "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) + " tokens: layer " +
-            std::to_string(l) + " has K/V for " + std::to_string(seq->written[l]));
-      }
+    KVTIER_RETURN_IF_ERROR(CheckWrittenLocked(id, *seq, seq->tokens.size() + tokens.size()));
+    len = seq->tokens.size();
+    parent = seq->keys.empty() ? chain_.ns() : seq->keys.back();
+    pending.assign(seq->tokens.begin() + static_cast<ptrdiff_t>(len / t * t), seq->tokens.end());
+  }
+  // ...and the SHA-256 work done without it.
+  pending.insert(pending.end(), tokens.begin(), tokens.end());
+  std::vector<BlockKey> filled;
+  for (size_t b = 0; (b + 1) * t <= pending.size(); ++b) {
+    parent = chain_.Next(parent, std::span<const uint32_t>(pending).subspan(b * t, t));
+    filled.push_back(parent);
+  }
+
+  std::vector<PendingStore> stores;
+  {
+    std::lock_guard lock(mu_);
+    // Calls for one sequence are serialized by the caller, so only an
+    // eviction (another thread needing slots) can have changed it.
+    KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+    if (seq->tokens.size() != len || seq->keys.size() != len / t) {
+      return Status::FailedPrecondition(SeqName(id) + " changed during Advance");
     }
+    KVTIER_RETURN_IF_ERROR(CheckWrittenLocked(id, *seq, len + tokens.size()));
     seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
-    const size_t t = geo_.block_tokens();
-    for (size_t b = len / t; b < new_len / t; ++b) PublishLocked(*seq, b);
+    for (size_t b = len / t, k = 0; k < filled.size(); ++b, ++k) PublishLocked(*seq, b, filled[k]);
     InvalidatePackedLocked(*seq);
     seq->last_access = ++clock_;
     stores = TakePendingStoresLocked();
   }
   FlushStores(std::move(stores));
+  return Status::Ok();
+}
+
+Status PagedPool::CheckWrittenLocked(uint64_t id, const Sequence& seq, size_t new_len) const {
+  for (uint32_t l = 0; l < geo_.layers(); ++l) {
+    if (seq.written[l] < new_len) {
+      return Status::FailedPrecondition(
+          "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) + " tokens: layer " +
+          std::to_string(l) + " has K/V for " + std::to_string(seq.written[l]));
+    }
+  }
   return Status::Ok();
 }
 
@@ -307,7 +338,7 @@ Status PagedPool::Remove(uint64_t id) {
       if (options_.store_policy == StorePolicy::kOnSequenceEnd && options_.store != nullptr) {
         for (size_t b = 0; b < seq.keys.size(); ++b) {
           if (!slots_[seq.slots[b]].stored) {
-            QueueStoreLocked(seq.slots[b], b, seq.keys, std::nullopt);
+            QueueStoreLocked(seq.slots[b], b, seq.keys, std::nullopt, Hold::kPinSlot);
           }
         }
       }
@@ -387,9 +418,8 @@ Result<std::vector<uint32_t>> PagedPool::BlockTable(uint64_t id) const {
   std::lock_guard lock(mu_);
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFoundLocked(id);
-  if (it->second.loading) {
-    return Status::FailedPrecondition(SeqName(id) + " has a load in flight; call WaitLoaded");
-  }
+  // Also while loading: an engine may start on the blocks already in place
+  // (WaitTokensLoaded).
   return it->second.slots;
 }
 

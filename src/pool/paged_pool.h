@@ -11,12 +11,16 @@
 //     to 0 stays indexed ("cached") until the allocator reclaims it;
 //   - seqs_: live sequences; offloaded_: evicted ones awaiting restore.
 //
-// Lower-tier calls never run under mu_: operations collect block files to
-// store in pending_stores_ and the public method stores them after
-// unlocking; loads are started unlocked and finished by loader_ (one thread,
-// started on first use), which decodes into slots that only the loading
-// sequence holds. A loading sequence is never evicted and refuses other calls
-// until WaitLoaded.
+// Lower-tier calls, block encoding and key hashing never run under mu_:
+// operations collect blocks to store in pending_stores_ (pinning their
+// slot with a reference, or, when a sequence is evicted to free its slots,
+// copying the slot's bytes) and the public method encodes and stores them
+// after unlocking; Advance hashes the keys of the blocks it fills before
+// taking the lock. Loads are started unlocked; the store calls back per
+// block, and the callback copies the block into its slot (only the loading
+// sequence holds it) without the lock, then takes the lock to record it.
+// The last block to arrive finishes the load. A loading sequence is never
+// evicted and refuses most calls until WaitLoaded.
 //
 // Thread safety: as BlockPool. Lock order: mu_ only (the store and the
 // SlotMemory are called without it or take their own locks).
@@ -25,22 +29,19 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/thread_annotations.h"
-#include "kvtier/block_allocator.h"
 #include "kvtier/block_key.h"
 #include "kvtier/block_pool.h"
+#include "pool/block_allocator.h"
 #include "pool/pool_geometry.h"
+#include "pool/slot_arena.h"
 
 namespace kvtier::pool_internal {
 
@@ -50,9 +51,16 @@ class PagedPool final : public BlockPool {
   PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain);
   ~PagedPool() override;
 
+  // Allocates and faults in every slot (PoolOptions::prefault_slots).
+  Status PrefaultSlots();
+  // Bytes of bookkeeping per slot, besides the slot itself (for the size
+  // check before construction).
+  static constexpr uint64_t kBookkeepingBytesPerSlot = 64;
+
   Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) override;
   Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) override;
   Result<size_t> WaitLoaded(uint64_t seq) override;
+  Result<size_t> WaitTokensLoaded(uint64_t seq, size_t tokens) override;
   Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
                      std::span<const std::span<const std::byte>> states) override;
   Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
@@ -77,6 +85,8 @@ class PagedPool final : public BlockPool {
   PoolStats GetStats() const override;
 
  private:
+  struct LoadJob;
+
   struct Sequence {
     std::vector<uint32_t> tokens;  // committed token ids; size() is the length
     std::vector<uint32_t> slots;   // block table
@@ -87,6 +97,7 @@ class PagedPool final : public BlockPool {
     uint64_t last_access = 0;
     uint64_t order = 0;  // allocation order (FIFO)
     bool loading = false;
+    std::shared_ptr<LoadJob> load;  // the load in flight, if any
   };
 
   struct SlotInfo {
@@ -100,26 +111,40 @@ class PagedPool final : public BlockPool {
   struct Offloaded {
     std::vector<uint32_t> tokens;
     std::vector<BlockKey> keys;  // its full blocks
-    // Full blocks kept in host memory: no store, a store still in flight, or
-    // a store that failed.
-    std::unordered_map<BlockKey, SharedBlock, BlockKeyHash> held;
+    // Full blocks kept in host memory as raw slot bytes: no store, a store
+    // still in flight, or a store that failed.
+    std::unordered_map<BlockKey, std::shared_ptr<const BlockBuffer>, BlockKeyHash> held;
     std::vector<std::byte> partial;  // the partial last block's slot bytes
     uint8_t priority = 0;
   };
 
+  // A full block to encode and store after unlocking. Its bytes are either
+  // a slot the pool pins with a reference until then (`pinned`), or a copy
+  // of them (`raw`, when the slot is needed at once: eviction).
   struct PendingStore {
     BlockKey key;
-    SharedBlock file;
+    BlockKey parent;
     uint32_t slot = 0;
+    bool pinned = false;
+    const std::byte* slot_addr = nullptr;  // pinned: the slot's bytes
+    std::shared_ptr<const BlockBuffer> raw;
     std::optional<uint64_t> offloaded_seq;  // set when this store offloads `seq`
   };
 
+  // One Allocate's blocks coming from the store. The slots belong to the
+  // loading sequence alone, so arriving blocks are copied into `dst`
+  // without the lock.
   struct LoadJob {
     uint64_t seq = 0;
     size_t first_block = 0;  // block index of keys[0] in the sequence
     std::vector<BlockKey> keys;
     std::vector<uint32_t> slots;
-    std::future<std::vector<SharedBlock>> future;
+    std::vector<std::byte*> dst;
+    // Guarded by the pool's mu_ (not annotated: another object's mutex).
+    std::vector<uint8_t> arrived;      // per block: 0 not yet, 1 in its slot, 2 missing or bad
+    std::vector<uint64_t> file_bytes;  // per block: its file's size, once in its slot
+    size_t arrivals = 0;
+    size_t ready = 0;  // leading blocks in their slots
   };
 
   enum class Release : uint8_t {
@@ -127,9 +152,17 @@ class PagedPool final : public BlockPool {
     kDropEntry,   // an indexed block leaves the index when its last user does
   };
 
+  // How QueueStoreLocked keeps a block's bytes until it is encoded.
+  enum class Hold : uint8_t {
+    kPinSlot,   // a reference on the slot (it stays valid and unchanged)
+    kCopySlot,  // a copy of the slot's bytes (the slot is freed now)
+  };
+
   // Appends (paged_pool.cc).
   Status Append(uint64_t seq, AppendRequest req);
   Status MakeWritableLocked(uint64_t seq_id, Sequence& seq, size_t block) REQUIRES(mu_);
+  // kFailedPrecondition unless every layer has K/V for `new_len` tokens.
+  Status CheckWrittenLocked(uint64_t id, const Sequence& seq, size_t new_len) const REQUIRES(mu_);
 
   // Slots (paged_pool.cc).
   Result<uint32_t> AllocateSlotLocked(uint64_t protect) REQUIRES(mu_);
@@ -140,37 +173,50 @@ class PagedPool final : public BlockPool {
   Status NotFoundLocked(uint64_t seq) const REQUIRES(mu_);
   Result<Sequence*> FindReadyLocked(uint64_t seq) REQUIRES(mu_);
   void TruncateLocked(Sequence& seq, size_t length) REQUIRES(mu_);
-  void PublishLocked(Sequence& seq, size_t block) REQUIRES(mu_);
+  // Publishes full block `block` of `seq` under `key` (hashed by the caller).
+  void PublishLocked(Sequence& seq, size_t block, const BlockKey& key) REQUIRES(mu_);
+  // Tokens of `seq` whose K/V are in its slots (all of them unless loading).
+  size_t ReadyTokensLocked(const Sequence& seq) const REQUIRES(mu_);
   void InvalidatePackedLocked(Sequence& seq) REQUIRES(mu_);
 
   // Lower tiers (paged_pool_tiers.cc).
-  Result<SharedBlock> EncodeSlotLocked(uint32_t slot, size_t block_index,
-                                       const std::vector<BlockKey>& keys) REQUIRES(mu_);
-  // Copies a verified block file's data into `slot`; false if the file is not
-  // the block `key`.
+  // The block file of `data` (a block's bytes in host memory).
+  Result<SharedBlock> EncodeBlockFile(const std::byte* data, const BlockKey& key,
+                                      const BlockKey& parent) const;
+  // Encodes a pending store's bytes (without the lock).
+  Result<SharedBlock> EncodePending(const PendingStore& p) const;
+  // A copy of a slot's bytes in host memory.
+  Result<std::shared_ptr<const BlockBuffer>> CopySlotLocked(uint32_t slot) REQUIRES(mu_);
+  // Copies a block file's data section into `slot_addr`, after checking its
+  // header (key, signature, size; the store verified the checksum). False
+  // if the file is not the block `key`.
   bool DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std::byte* slot_addr);
   void QueueStoreLocked(uint32_t slot, size_t block_index, const std::vector<BlockKey>& keys,
-                        std::optional<uint64_t> offloaded_seq) REQUIRES(mu_);
+                        std::optional<uint64_t> offloaded_seq, Hold hold) REQUIRES(mu_);
   std::vector<PendingStore> TakePendingStoresLocked() REQUIRES(mu_);
   void FlushStores(std::vector<PendingStore> stores) EXCLUDES(mu_);
   bool EvictOneLocked(uint64_t protect) REQUIRES(mu_);
   void OffloadLocked(uint64_t id, Sequence& seq) REQUIRES(mu_);
-  void FinishLoadLocked(LoadJob& job, size_t good, uint64_t bytes) REQUIRES(mu_);
+  // The store's callback for block i of `job`.
+  void OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t i, SharedBlock file)
+      EXCLUDES(mu_);
+  void FinishLoadLocked(LoadJob& job) REQUIRES(mu_);
   // Removes an offload record and returns it.
   Offloaded TakeOffloadedLocked(std::unordered_map<uint64_t, Offloaded>::iterator it) REQUIRES(mu_);
-  void LoaderLoop();
 
   const PoolOptions options_;
   const PoolGeometry geo_;
   const KeyChain chain_;
   const std::string signature_;
   Env* const env_;
+  // The arena's SlotMemory, for copies into loading slots and out of
+  // pinned slots without mu_.
+  const std::shared_ptr<SlotMemory> arena_memory_;
 
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;
   mutable std::mutex mu_;
-  std::condition_variable loaded_cv_;  // a load finished
-  std::condition_variable jobs_cv_;    // jobs_ grew or stopping_
+  std::condition_variable loaded_cv_;  // a block landed or a load finished
   SlotArena arena_ GUARDED_BY(mu_);
   BlockAllocator alloc_ GUARDED_BY(mu_);
   std::vector<SlotInfo> slots_ GUARDED_BY(mu_);
@@ -180,9 +226,7 @@ class PagedPool final : public BlockPool {
   std::unordered_set<uint64_t> active_ GUARDED_BY(mu_);
   std::vector<uint64_t> evicted_ids_ GUARDED_BY(mu_);
   std::vector<PendingStore> pending_stores_ GUARDED_BY(mu_);
-  std::deque<LoadJob> jobs_ GUARDED_BY(mu_);
-  std::thread loader_ GUARDED_BY(mu_);
-  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t loads_in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t clock_ GUARDED_BY(mu_) = 0;
   uint64_t next_order_ GUARDED_BY(mu_) = 0;
   PoolStats stats_ GUARDED_BY(mu_);

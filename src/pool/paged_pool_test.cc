@@ -94,6 +94,33 @@ TEST_F(PagedPoolTest, CreateRejectsBadOptions) {
   EXPECT_THAT(BlockPool::Create(o), StatusIs(StatusCode::kInvalidArgument));
 }
 
+// A slot count no machine can hold is refused by Validate, before the
+// pool sizes anything by it (it used to end in bad_alloc).
+TEST_F(PagedPoolTest, CreateRefusesMoreSlotsThanTheMachineHolds) {
+  PoolOptions o = TestOptions(layout_, 4'000'000'000u);
+  EXPECT_THAT(o.Validate(), StatusIs(StatusCode::kInvalidArgument,
+                                     HasSubstr("total_blocks 4000000000 would need")));
+  EXPECT_THAT(BlockPool::Create(o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("total_blocks 4000000000")));
+  // Dense mode keeps no slots: total_blocks does not matter there.
+  o.mode = PoolMode::kDense;
+  EXPECT_THAT(BlockPool::Create(o), IsOk());
+}
+
+TEST_F(PagedPoolTest, PrefaultedSlotsAreAllocatedUpFront) {
+  PoolOptions o = TestOptions(layout_, 40);
+  o.chunk_blocks = 16;
+  o.prefault_slots = true;
+  auto pool = BlockPool::Create(o);
+  ASSERT_THAT(pool, IsOk());
+  // Three chunks (16 + 16 + 8 slots) before any Allocate.
+  EXPECT_EQ((*pool)->GetStats().bytes_capacity, 40 * kBlockBytes);
+  o.prefault_slots = false;
+  auto lazy = BlockPool::Create(o);
+  ASSERT_THAT(lazy, IsOk());
+  EXPECT_EQ((*lazy)->GetStats().bytes_capacity, 0u);
+}
+
 TEST_F(PagedPoolTest, EveryAppendModeStoresTheSameBytes) {
   const std::vector<uint32_t> tokens = Iota(10);
   for (AppendMode mode : {AppendMode::kToken, AppendMode::kHeadRange, AppendMode::kLayer}) {

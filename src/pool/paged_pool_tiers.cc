@@ -5,6 +5,7 @@
 #include <string>
 #include <tuple>
 
+#include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "pool/paged_pool.h"
 
@@ -83,10 +84,10 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
       if (held == rec->held.end()) break;
       Result<uint32_t> slot = AllocateSlotLocked(id);
       if (!slot.ok()) break;
-      if (!DecodeIntoSlot(*held->second, key, arena_.Address(*slot))) {
-        ReleaseSlotLocked(*slot, Release::kDropEntry);
-        break;
-      }
+      // The slot's own bytes, kept raw: one copy back, nothing to decode.
+      arena_.memory()->Copy(CopyDirection::kHostToSlot,
+                            Copy2D{arena_.Address(*slot), 0, held->second->data(), 0,
+                                   static_cast<size_t>(geo_.block_bytes()), 1});
       IndexLocked(*slot, key);
       seq.slots.push_back(*slot);
       ++info.pool_blocks;
@@ -101,6 +102,7 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
   }
 
   std::vector<uint32_t> tier_slots;
+  std::shared_ptr<LoadJob> job;
   {
     std::lock_guard lock(mu_);
     Sequence& seq = seqs_.at(id);
@@ -141,23 +143,28 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
       loaded_cv_.notify_all();
     } else {
       info.load_pending = true;
+      job = std::make_shared<LoadJob>();
+      job->seq = id;
+      job->first_block = walked;
+      job->keys.assign(keys.begin() + walked, keys.begin() + walked + tier_n);
+      job->slots = std::move(tier_slots);
+      // Chunks never move: the addresses stay valid without the lock.
+      for (uint32_t slot : job->slots) job->dst.push_back(arena_.Address(slot));
+      job->arrived.assign(tier_n, 0);
+      job->file_bytes.assign(tier_n, 0);
+      seq.load = job;
+      ++loads_in_flight_;
     }
     auto more = TakePendingStoresLocked();
     stores.insert(stores.end(), std::make_move_iterator(more.begin()),
                   std::make_move_iterator(more.end()));
   }
 
-  if (tier_n > 0) {
-    LoadJob job;
-    job.seq = id;
-    job.first_block = walked;
-    job.keys.assign(keys.begin() + walked, keys.begin() + walked + tier_n);
-    job.slots = std::move(tier_slots);
-    job.future = options_.store->Load(job.keys);
-    std::lock_guard lock(mu_);
-    jobs_.push_back(std::move(job));
-    if (!loader_.joinable()) loader_ = env_->StartThread([this] { LoaderLoop(); });
-    jobs_cv_.notify_all();
+  if (job != nullptr) {
+    // Blocks may arrive before Load returns, on this thread.
+    options_.store->Load(job->keys, [this, job](size_t i, SharedBlock file) {
+      OnBlockArrived(job, i, std::move(file));
+    });
   }
   FlushStores(std::move(stores));
   return info;
@@ -165,7 +172,7 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
 
 Result<size_t> PagedPool::WaitLoaded(uint64_t id) {
   std::unique_lock lock(mu_);
-  loaded_cv_.wait(lock, [&] {
+  loaded_cv_.wait(lock, [&]() REQUIRES(mu_) {
     auto it = seqs_.find(id);
     return it == seqs_.end() || !it->second.loading;
   });
@@ -174,44 +181,42 @@ Result<size_t> PagedPool::WaitLoaded(uint64_t id) {
   return it->second.tokens.size();
 }
 
+Result<size_t> PagedPool::WaitTokensLoaded(uint64_t id, size_t tokens) {
+  std::unique_lock lock(mu_);
+  loaded_cv_.wait(lock, [&]() REQUIRES(mu_) {
+    auto it = seqs_.find(id);
+    return it == seqs_.end() || !it->second.loading || ReadyTokensLocked(it->second) >= tokens;
+  });
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return NotFoundLocked(id);
+  return ReadyTokensLocked(it->second);
+}
+
 // ---------------------------------------------------------------------------
 // Loads
 
-void PagedPool::LoaderLoop() {
-  std::unique_lock lock(mu_);
-  while (true) {
-    jobs_cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;
-    LoadJob job = std::move(jobs_.front());
-    jobs_.pop_front();
-    // Chunks never move, and the job's slots belong to the loading sequence
-    // alone, so they are written without the lock.
-    std::vector<std::byte*> dst;
-    for (uint32_t slot : job.slots) dst.push_back(arena_.Address(slot));
-    lock.unlock();
-    std::vector<SharedBlock> files;
-    try {
-      if (job.future.valid()) files = job.future.get();
-    } catch (const std::exception&) {
-      files.clear();  // a broken promise: every block is a miss
-    }
-    size_t good = 0;
-    uint64_t bytes = 0;
-    while (good < job.keys.size() && good < files.size() && files[good] != nullptr &&
-           DecodeIntoSlot(*files[good], job.keys[good], dst[good])) {
-      bytes += files[good]->size();
-      ++good;
-    }
-    files.clear();
-    lock.lock();
-    FinishLoadLocked(job, good, bytes);
-  }
+void PagedPool::OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t i, SharedBlock file) {
+  if (i >= job->keys.size()) return;  // a store bug: no such block
+  // The slot is the loading sequence's alone: copy without the lock, on
+  // whichever thread the block arrived on.
+  const bool ok = file != nullptr && DecodeIntoSlot(*file, job->keys[i], job->dst[i]);
+  const uint64_t n = ok ? file->size() : 0;
+  file.reset();  // unlocked: the buffer may go back to the store's pool
+  std::lock_guard lock(mu_);
+  if (job->arrived[i] != 0) return;  // a store bug: called twice
+  job->arrived[i] = ok ? 1 : 2;
+  ++job->arrivals;
+  job->file_bytes[i] = n;
+  while (job->ready < job->keys.size() && job->arrived[job->ready] == 1) ++job->ready;
+  if (job->arrivals == job->keys.size()) FinishLoadLocked(*job);
+  loaded_cv_.notify_all();
 }
 
-void PagedPool::FinishLoadLocked(LoadJob& job, size_t good, uint64_t bytes) {
+void PagedPool::FinishLoadLocked(LoadJob& job) {
   auto it = seqs_.find(job.seq);
   assert(it != seqs_.end());
   Sequence& seq = it->second;
+  const size_t good = job.ready;
   for (size_t i = 0; i < good; ++i) {
     const uint32_t slot = job.slots[i];
     if (index_.count(job.keys[i]) == 0) {
@@ -222,54 +227,55 @@ void PagedPool::FinishLoadLocked(LoadJob& job, size_t good, uint64_t bytes) {
     }
     slots_[slot].stored = true;  // it came from the store
   }
+  // Blocks after the first gap landed in vain: they do not count.
+  uint64_t good_bytes = 0;
+  for (size_t i = 0; i < good; ++i) good_bytes += job.file_bytes[i];
   stats_.loaded_blocks += good;
-  stats_.loaded_bytes += bytes;
   if (good < job.keys.size()) {
     stats_.load_misses += job.keys.size() - good;
     stats_.prefix_hit_blocks_tier -= job.keys.size() - good;
     const size_t keep_tokens = (job.first_block + good) * geo_.block_tokens();
     if (keep_tokens < seq.tokens.size()) TruncateLocked(seq, keep_tokens);
   }
+  stats_.loaded_bytes += good_bytes;
   seq.loading = false;
-  loaded_cv_.notify_all();
+  seq.load.reset();
+  --loads_in_flight_;
 }
 
 bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std::byte* slot_addr) {
   DecodeOptions opts;
   opts.expected_key = &key;
   opts.expected_signature = &signature_;
+  // The store verified the data where it entered the process (a disk or
+  // network read); a second XXH3 pass here would double the cost of a
+  // restore. The header is still checked: it is small, and it is what says
+  // where the data lies.
+  opts.verify_checksum = false;
   Result<DecodedBlock> block = DecodeBlock(file.span(), opts);
   if (!block.ok() || block->meta.token_count != geo_.block_tokens() ||
       block->data.size() != geo_.block_bytes()) {
     return false;
   }
-  arena_.memory()->Copy(CopyDirection::kHostToSlot,
-                        Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
+  arena_memory_->Copy(CopyDirection::kHostToSlot,
+                      Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
   return true;
 }
 
 // ---------------------------------------------------------------------------
 // Stores
 
-Result<SharedBlock> PagedPool::EncodeSlotLocked(uint32_t slot, size_t block,
-                                                const std::vector<BlockKey>& keys) {
-  const std::byte* base = arena_.Address(slot);
-  std::vector<std::byte> staging;
-  if (arena_.memory()->kind() != MemoryKind::kHost) {
-    staging.resize(geo_.block_bytes());
-    arena_.memory()->Copy(CopyDirection::kSlotToHost,
-                          Copy2D{staging.data(), 0, base, 0, staging.size(), 1});
-    base = staging.data();
-  }
+Result<SharedBlock> PagedPool::EncodeBlockFile(const std::byte* data, const BlockKey& key,
+                                               const BlockKey& parent) const {
   std::vector<std::span<const std::byte>> tensors;
   tensors.reserve(geo_.tensor_count());
   for (uint32_t l = 0; l < geo_.layers(); ++l) {
-    for (const StateGeometry& g : geo_.layer(l)) tensors.emplace_back(base + g.offset, g.bytes);
+    for (const StateGeometry& g : geo_.layer(l)) tensors.emplace_back(data + g.offset, g.bytes);
   }
   EncodeRequest req;
   req.layout = &options_.layout;
-  req.key = keys[block];
-  req.parent = block == 0 ? chain_.ns() : keys[block - 1];
+  req.key = key;
+  req.parent = parent;
   req.ns = chain_.ns();
   req.token_count = geo_.block_tokens();
   req.created_at = env_->NowUnixMicros() / 1000000;
@@ -278,15 +284,50 @@ Result<SharedBlock> PagedPool::EncodeSlotLocked(uint32_t slot, size_t block,
   return SharedBlock(std::make_shared<const BlockBuffer>(std::move(file)));
 }
 
+Result<SharedBlock> PagedPool::EncodePending(const PendingStore& p) const {
+  if (p.raw != nullptr) return EncodeBlockFile(p.raw->data(), p.key, p.parent);
+  // A pinned slot: published blocks are immutable, and the pin keeps the
+  // slot from being reused, so it is read without the lock.
+  const std::byte* base = p.slot_addr;
+  BlockBuffer staging;
+  if (arena_memory_->kind() != MemoryKind::kHost) {
+    KVTIER_ASSIGN_OR_RETURN(staging, BlockBuffer::Allocate(geo_.block_bytes()));
+    arena_memory_->Copy(CopyDirection::kSlotToHost,
+                        Copy2D{staging.data(), 0, base, 0, staging.size(), 1});
+    base = staging.data();
+  }
+  return EncodeBlockFile(base, p.key, p.parent);
+}
+
+Result<std::shared_ptr<const BlockBuffer>> PagedPool::CopySlotLocked(uint32_t slot) {
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer raw, BlockBuffer::Allocate(geo_.block_bytes()));
+  arena_.memory()->Copy(CopyDirection::kSlotToHost,
+                        Copy2D{raw.data(), 0, arena_.Address(slot), 0, raw.size(), 1});
+  return std::shared_ptr<const BlockBuffer>(std::make_shared<const BlockBuffer>(std::move(raw)));
+}
+
 void PagedPool::QueueStoreLocked(uint32_t slot, size_t block, const std::vector<BlockKey>& keys,
-                                 std::optional<uint64_t> offloaded_seq) {
-  Result<SharedBlock> file = EncodeSlotLocked(slot, block, keys);
-  if (!file.ok()) {
-    ++stats_.store_errors;
-    return;
+                                 std::optional<uint64_t> offloaded_seq, Hold hold) {
+  PendingStore p;
+  p.key = keys[block];
+  p.parent = block == 0 ? chain_.ns() : keys[block - 1];
+  p.slot = slot;
+  p.offloaded_seq = offloaded_seq;
+  if (hold == Hold::kPinSlot && alloc_.AddRef(slot).ok()) {
+    p.pinned = true;
+    p.slot_addr = arena_.Address(slot);
+  } else {
+    // Eviction needs the slot now (or its refcount is saturated): keep a
+    // copy of the bytes, which is cheaper than encoding them here.
+    Result<std::shared_ptr<const BlockBuffer>> raw = CopySlotLocked(slot);
+    if (!raw.ok()) {
+      ++stats_.store_errors;
+      return;
+    }
+    p.raw = *std::move(raw);
   }
   slots_[slot].stored = true;
-  pending_stores_.push_back(PendingStore{keys[block], *std::move(file), slot, offloaded_seq});
+  pending_stores_.push_back(std::move(p));
 }
 
 std::vector<PagedPool::PendingStore> PagedPool::TakePendingStoresLocked() {
@@ -298,15 +339,25 @@ std::vector<PagedPool::PendingStore> PagedPool::TakePendingStoresLocked() {
 void PagedPool::FlushStores(std::vector<PendingStore> stores) {
   if (stores.empty()) return;
   std::vector<Status> results;
+  std::vector<uint64_t> sizes(stores.size(), 0);
   results.reserve(stores.size());
-  for (const PendingStore& p : stores) results.push_back(options_.store->Store(p.key, p.file));
+  for (size_t i = 0; i < stores.size(); ++i) {
+    Result<SharedBlock> file = EncodePending(stores[i]);
+    if (!file.ok()) {
+      results.push_back(file.status());
+      continue;
+    }
+    sizes[i] = (*file)->size();
+    results.push_back(options_.store->Store(stores[i].key, *std::move(file)));
+  }
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < stores.size(); ++i) {
     const PendingStore& p = stores[i];
+    if (p.pinned) ReleaseSlotLocked(p.slot, Release::kKeepCached);
     auto rit = p.offloaded_seq.has_value() ? offloaded_.find(*p.offloaded_seq) : offloaded_.end();
     if (results[i].ok()) {
       ++stats_.stored_blocks;
-      stats_.stored_bytes += p.file->size();
+      stats_.stored_bytes += sizes[i];
       // The store holds it now; the offload record need not.
       if (rit != offloaded_.end()) rit->second.held.erase(p.key);
     } else {
@@ -360,14 +411,15 @@ void PagedPool::OffloadLocked(uint64_t id, Sequence& seq) {
   for (size_t b = 0; b < seq.keys.size(); ++b) {
     const uint32_t slot = seq.slots[b];
     if (options_.store == nullptr) {
-      Result<SharedBlock> file = EncodeSlotLocked(slot, b, seq.keys);
-      if (file.ok()) rec.held.emplace(seq.keys[b], *std::move(file));
+      // No tiers: the bytes wait here, raw, for the restore.
+      Result<std::shared_ptr<const BlockBuffer>> raw = CopySlotLocked(slot);
+      if (raw.ok()) rec.held.emplace(seq.keys[b], *std::move(raw));
     } else if (!slots_[slot].stored) {
       const size_t before = pending_stores_.size();
-      QueueStoreLocked(slot, b, seq.keys, id);
+      QueueStoreLocked(slot, b, seq.keys, id, Hold::kCopySlot);
       // Held until the store succeeds, so a restore in between finds it.
       if (pending_stores_.size() > before)
-        rec.held.emplace(seq.keys[b], pending_stores_.back().file);
+        rec.held.emplace(seq.keys[b], pending_stores_.back().raw);
     }
   }
   const size_t len = seq.tokens.size();

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
-#include "kvtier/block_allocator.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/layout.h"
+#include "kvtier/slot_memory.h"
 #include "kvtier/status.h"
 
 namespace kvtier::pool_internal {

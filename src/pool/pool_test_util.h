@@ -177,6 +177,36 @@ class KvOracle {
     return ::testing::AssertionSuccess();
   }
 
+  // Checks `slot`, which holds block `block` of a sequence of `tokens`
+  // (through at least that block), against the oracle, reading it the way
+  // a paged-attention kernel does (SlotAddress, TensorGeometry).
+  ::testing::AssertionResult CheckSlot(BlockPool* pool, uint32_t slot,
+                                       std::span<const uint32_t> tokens, size_t block) const {
+    const size_t t = layout_.block_tokens;
+    if (tokens.size() < (block + 1) * t) return ::testing::AssertionFailure() << "too few tokens";
+    Result<std::byte*> base = pool->SlotAddress(slot);
+    if (!base.ok()) return ::testing::AssertionFailure() << base.status().ToString();
+    std::vector<uint64_t> ph = PrefixHashes(tokens.first((block + 1) * t));
+    for (uint32_t l = 0; l < layers(); ++l) {
+      for (uint32_t k = 0; k < states(l); ++k) {
+        const SlotTensorGeometry g = pool->TensorGeometry(l, k);
+        const size_t r = row(l, k);
+        std::vector<std::byte> want(r);
+        for (size_t h = 0; h < a(l, k); ++h) {
+          for (size_t p = 0; p < t; ++p) {
+            FillHeadRow(ph[block * t + p], l, k, h, want.data());
+            if (std::memcmp(*base + g.offset + (h * t + p) * r, want.data(), r) != 0) {
+              return ::testing::AssertionFailure()
+                     << "slot " << slot << " layer " << l << " state " << k << " head " << h
+                     << " position " << p << " differs";
+            }
+          }
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
  private:
   ModelLayout layout_;
 };

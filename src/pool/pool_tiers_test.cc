@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -215,7 +217,11 @@ TEST_F(PoolTiersTest, AsyncLoadBlocksOnlyItsOwnSequence) {
   std::span<const std::byte> kv[] = {row, row};
   EXPECT_THAT(pool->AppendToken(1, 0, 12, kv), StatusIs(StatusCode::kFailedPrecondition));
   EXPECT_THAT(pool->Advance(1, a), StatusIs(StatusCode::kFailedPrecondition));
-  EXPECT_THAT(pool->BlockTable(1), StatusIs(StatusCode::kFailedPrecondition));
+  // The block table is readable while loading; no block has landed yet.
+  auto table = pool->BlockTable(1);
+  ASSERT_THAT(table, IsOk());
+  EXPECT_EQ(table->size(), 3u);
+  EXPECT_EQ(*pool->WaitTokensLoaded(1, 0), 0u);
   EXPECT_THAT(pool->PackedLayer(1, 0), StatusIs(StatusCode::kFailedPrecondition));
   EXPECT_THAT(pool->Evict(1), StatusIs(StatusCode::kFailedPrecondition));
   EXPECT_THAT(pool->AllocateAsync(1, a), StatusIs(StatusCode::kFailedPrecondition));
@@ -229,6 +235,107 @@ TEST_F(PoolTiersTest, AsyncLoadBlocksOnlyItsOwnSequence) {
   EXPECT_TRUE(kv_.Check(pool.get(), 1, std::span(a).first(12)));
   ASSERT_THAT(kv_.Write(pool.get(), 1, Plus(a, 3), 12, 15, AppendMode::kToken), IsOk());
   EXPECT_TRUE(kv_.Check(pool.get(), 1, Plus(a, 3)));
+}
+
+// A store that hands blocks over when the test says, in the test's order.
+class ManualStore final : public BlockBackingStore {
+ public:
+  explicit ManualStore(MapBackingStore* inner) : inner_(inner) {}
+  size_t Match(std::span<const BlockKey> keys) override { return inner_->Match(keys); }
+  Status Store(const BlockKey& key, SharedBlock block) override {
+    return inner_->Store(key, std::move(block));
+  }
+  void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) override {
+    keys_.assign(keys.begin(), keys.end());
+    on_block_ = std::move(on_block);
+  }
+  // Hands over block i (or a miss).
+  void Deliver(size_t i, bool miss = false) {
+    on_block_(i, miss ? nullptr : inner_->Get(keys_[i]));
+  }
+
+ private:
+  MapBackingStore* inner_;
+  std::vector<BlockKey> keys_;
+  BlockArrivalCallback on_block_;
+};
+
+TEST_F(PoolTiersTest, TheReadyPrefixGrowsAsBlocksLandInAnyOrder) {
+  const std::vector<uint32_t> a = Iota(16);
+  {
+    auto pool = Make(&store_);
+    Fill(pool.get(), 1, a, 0);
+  }
+  ManualStore manual(&store_);
+  auto pool = Make(&manual);
+  AllocateInfo info = *pool->AllocateAsync(1, Plus(a, 1));
+  ASSERT_TRUE(info.load_pending);
+  ASSERT_EQ(info.tier_blocks, 4u);
+  const std::vector<uint32_t> table = *pool->BlockTable(1);
+  ASSERT_EQ(table.size(), 4u);
+
+  manual.Deliver(2);
+  EXPECT_EQ(*pool->WaitTokensLoaded(1, 0), 0u);  // block 0 is still missing
+  manual.Deliver(0);
+  EXPECT_EQ(*pool->WaitTokensLoaded(1, 4), 4u);
+  // Block 0's K/V is in its slot already, while the load goes on.
+  EXPECT_TRUE(kv_.CheckSlot(pool.get(), table[0], std::span(a).first(4), 0));
+  manual.Deliver(1);
+  EXPECT_EQ(*pool->WaitTokensLoaded(1, 8), 12u);                                // blocks 0-2 now
+  EXPECT_THAT(pool->Advance(1, a), StatusIs(StatusCode::kFailedPrecondition));  // still loading
+  manual.Deliver(3);
+  EXPECT_EQ(*pool->WaitLoaded(1), 16u);
+  EXPECT_EQ(*pool->WaitTokensLoaded(1, 100), 16u);
+  EXPECT_TRUE(kv_.Check(pool.get(), 1, a));
+  EXPECT_EQ(pool->GetStats().loaded_blocks, 4u);
+}
+
+TEST_F(PoolTiersTest, AMissAfterLaterBlocksLandedShortensTheSequence) {
+  const std::vector<uint32_t> a = Iota(16);
+  {
+    auto pool = Make(&store_);
+    Fill(pool.get(), 1, a, 0);
+  }
+  ManualStore manual(&store_);
+  auto pool = Make(&manual, 8);
+  ASSERT_TRUE(pool->AllocateAsync(1, Plus(a, 1))->load_pending);
+  manual.Deliver(3);
+  manual.Deliver(2);
+  manual.Deliver(0);
+  EXPECT_EQ(*pool->WaitTokensLoaded(1, 0), 4u);
+  manual.Deliver(1, /*miss=*/true);
+  // Blocks 2 and 3 landed in vain: the sequence ends after block 0.
+  EXPECT_EQ(*pool->WaitLoaded(1), 4u);
+  EXPECT_EQ(pool->BlockTable(1)->size(), 1u);
+  EXPECT_TRUE(kv_.Check(pool.get(), 1, std::span(a).first(4)));
+  PoolStats s = pool->GetStats();
+  EXPECT_EQ(s.loaded_blocks, 1u);
+  EXPECT_EQ(s.load_misses, 3u);
+  EXPECT_EQ(pool->FreeCount(), 7u);
+}
+
+// The pool waits for its loads before it goes: the store's late callbacks
+// never reach a destroyed pool.
+TEST_F(PoolTiersTest, DestroyingAPoolWaitsForItsLoads) {
+  const std::vector<uint32_t> a = Iota(8);
+  {
+    auto pool = Make(&store_);
+    Fill(pool.get(), 1, a, 0);
+  }
+  store_.HoldLoads();
+  auto pool = Make(&store_);
+  ASSERT_TRUE(pool->AllocateAsync(1, Plus(a, 1))->load_pending);
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    pool.reset();
+    destroyed = true;
+  });
+  // It cannot finish while the load is held.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(destroyed.load());
+  store_.ReleaseLoads();
+  destroyer.join();
+  EXPECT_TRUE(destroyed.load());
 }
 
 TEST_F(PoolTiersTest, RemoveWaitsForALoadInFlight) {

@@ -130,4 +130,20 @@ BlockKey TestBlockKey(uint64_t i) {
   return key;
 }
 
+SharedBlock MakeOpaqueBlock(const BlockKey& key, size_t size) {
+  Result<BlockBuffer> buf = BlockBuffer::Allocate(size);
+  if (!buf.ok()) return nullptr;
+  FillBlockTensor(key, 0, buf->mutable_span());
+  return std::make_shared<const BlockBuffer>(std::move(buf).value());
+}
+
+bool IsOpaqueBlock(const BlockKey& key, const BlockBuffer& block, size_t size) {
+  return block.size() == size && !FirstTensorMismatch(key, 0, block.span()).has_value();
+}
+
+uint64_t SplitMix64Next(uint64_t& state) {
+  state += kGolden;
+  return Mix(state);
+}
+
 }  // namespace kvtier

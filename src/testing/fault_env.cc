@@ -100,7 +100,7 @@ class FaultWritableFile final : public WritableFile {
   const std::string path_;
 };
 
-FaultInjectionEnv::FaultInjectionEnv(Env* base) : base_(base) {}
+FaultInjectionEnv::FaultInjectionEnv(Env* base) : EnvWrapper(base) {}
 
 void FaultInjectionEnv::FailNth(OpKind kind, int n, int err) {
   assert(n >= 1 && err != 0);
@@ -179,7 +179,8 @@ Status FaultInjectionEnv::InjectedError(OpKind kind, std::string_view path, int 
 Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::OpenForRead(
     const std::string& path, const ReadFileOptions& opts) {
   if (auto err = Check(OpKind::kOpenRead)) return InjectedError(OpKind::kOpenRead, path, *err);
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, base_->OpenForRead(path, opts));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                          target()->OpenForRead(path, opts));
   return std::unique_ptr<RandomAccessFile>(
       std::make_unique<FaultRandomAccessFile>(this, std::move(file), path));
 }
@@ -187,7 +188,7 @@ Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::OpenForRead(
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::CreateFile(const std::string& path,
                                                                     const WriteFileOptions& opts) {
   if (auto err = Check(OpKind::kCreate)) return InjectedError(OpKind::kCreate, path, *err);
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->CreateFile(path, opts));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, target()->CreateFile(path, opts));
   return std::unique_ptr<WritableFile>(
       std::make_unique<FaultWritableFile>(this, std::move(file), path));
 }
@@ -196,54 +197,54 @@ Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string&
   if (auto err = Check(OpKind::kRename)) {
     return InjectedError(OpKind::kRename, from + " to " + to, *err);
   }
-  return base_->RenameFile(from, to);
+  return target()->RenameFile(from, to);
 }
 
 Status FaultInjectionEnv::RemoveFile(const std::string& path) {
   if (auto err = Check(OpKind::kRemove)) return InjectedError(OpKind::kRemove, path, *err);
-  return base_->RemoveFile(path);
+  return target()->RemoveFile(path);
 }
 
 Result<FileInfo> FaultInjectionEnv::Stat(const std::string& path) {
   if (auto err = Check(OpKind::kStat)) return InjectedError(OpKind::kStat, path, *err);
-  return base_->Stat(path);
+  return target()->Stat(path);
 }
 
 Status FaultInjectionEnv::Chmod(const std::string& path, uint32_t permissions) {
   if (auto err = Check(OpKind::kChmod)) return InjectedError(OpKind::kChmod, path, *err);
-  return base_->Chmod(path, permissions);
+  return target()->Chmod(path, permissions);
 }
 
 Status FaultInjectionEnv::CreateDir(const std::string& path, uint32_t permissions) {
   if (auto err = Check(OpKind::kCreateDir)) return InjectedError(OpKind::kCreateDir, path, *err);
-  return base_->CreateDir(path, permissions);
+  return target()->CreateDir(path, permissions);
 }
 
 Status FaultInjectionEnv::RemoveDir(const std::string& path) {
   if (auto err = Check(OpKind::kRemoveDir)) return InjectedError(OpKind::kRemoveDir, path, *err);
-  return base_->RemoveDir(path);
+  return target()->RemoveDir(path);
 }
 
 Result<std::vector<std::string>> FaultInjectionEnv::ListDir(const std::string& path) {
   if (auto err = Check(OpKind::kListDir)) return InjectedError(OpKind::kListDir, path, *err);
-  return base_->ListDir(path);
+  return target()->ListDir(path);
 }
 
 Status FaultInjectionEnv::SyncDir(const std::string& path) {
   if (auto err = Check(OpKind::kSyncDir)) return InjectedError(OpKind::kSyncDir, path, *err);
-  return base_->SyncDir(path);
+  return target()->SyncDir(path);
 }
 
 Status FaultInjectionEnv::SyncFileSystem(const std::string& path) {
   if (auto err = Check(OpKind::kSyncFileSystem)) {
     return InjectedError(OpKind::kSyncFileSystem, path, *err);
   }
-  return base_->SyncFileSystem(path);
+  return target()->SyncFileSystem(path);
 }
 
 Result<uint64_t> FaultInjectionEnv::FreeSpace(const std::string& path) {
   if (auto err = Check(OpKind::kFreeSpace)) return InjectedError(OpKind::kFreeSpace, path, *err);
-  return base_->FreeSpace(path);
+  return target()->FreeSpace(path);
 }
 
 }  // namespace kvtier

@@ -1,5 +1,6 @@
-// FaultInjectionEnv: an Env that forwards to another Env and fails chosen
-// calls with a chosen errno, for tests of error paths (ENOSPC, EIO, ...).
+// FaultInjectionEnv: an Env that forwards to another Env (an EnvWrapper)
+// and fails chosen file and folder calls with a chosen errno, for tests of error paths (ENOSPC,
+// EIO, ...).
 //
 //   FaultInjectionEnv env(&memory_env);
 //   env.FailNth(OpKind::kAppend, 3, ENOSPC);  // the 3rd Append from now fails
@@ -56,7 +57,7 @@ inline constexpr int kNumOpKinds = 16;
 
 std::string_view OpKindName(OpKind kind);
 
-class FaultInjectionEnv final : public Env {
+class FaultInjectionEnv final : public EnvWrapper {
  public:
   explicit FaultInjectionEnv(Env* base);
 
@@ -91,14 +92,7 @@ class FaultInjectionEnv final : public Env {
   Status SyncDir(const std::string& path) override;
   Status SyncFileSystem(const std::string& path) override;
   Result<uint64_t> FreeSpace(const std::string& path) override;
-  uint64_t NowMicros() override { return base_->NowMicros(); }
-  int64_t NowUnixMicros() override { return base_->NowUnixMicros(); }
-  void SleepForMicros(uint64_t micros) override { base_->SleepForMicros(micros); }
-  int ProcessId() override { return base_->ProcessId(); }
-  bool ProcessAlive(int pid) override { return base_->ProcessAlive(pid); }
-  std::thread StartThread(std::function<void()> fn) override {
-    return base_->StartThread(std::move(fn));
-  }
+  // Clocks, processes and threads: forwarded as they are (EnvWrapper).
 
   // The status an injected failure of `kind` on `path` returns.
   static Status InjectedError(OpKind kind, std::string_view path, int err);
@@ -111,7 +105,6 @@ class FaultInjectionEnv final : public Env {
   std::optional<int> Check(OpKind kind);
   size_t torn_append_bytes();
 
-  Env* const base_;
   std::mutex mu_;
   std::array<int64_t, kNumOpKinds> calls_{};     // guarded by mu_
   std::array<int64_t, kNumOpKinds> injected_{};  // guarded by mu_

@@ -1,6 +1,9 @@
 #include "testing/map_backing_store.h"
 
+#include <condition_variable>
 #include <utility>
+
+#include "kvtier/block_file.h"
 
 namespace kvtier {
 
@@ -32,17 +35,34 @@ std::vector<SharedBlock> MapBackingStore::LookupLocked(const std::vector<BlockKe
   return out;
 }
 
-std::future<std::vector<SharedBlock>> MapBackingStore::Load(std::vector<BlockKey> keys) {
-  std::lock_guard lock(mu_);
-  ++load_calls_;
-  std::promise<std::vector<SharedBlock>> promise;
-  std::future<std::vector<SharedBlock>> future = promise.get_future();
-  if (hold_) {
-    held_.push_back(HeldLoad{std::move(keys), std::move(promise)});
-  } else {
-    promise.set_value(LookupLocked(keys));
+void MapBackingStore::Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) {
+  std::vector<BlockKey> want(keys.begin(), keys.end());
+  std::vector<SharedBlock> found;
+  {
+    std::lock_guard lock(mu_);
+    ++load_calls_;
+    if (hold_) {
+      held_.push_back(HeldLoad{std::move(want), std::move(on_block)});
+      return;
+    }
+    found = LookupLocked(want);
   }
-  return future;
+  // Unlocked: the callback takes the pool's lock.
+  Deliver(want, found, on_block);
+}
+
+void MapBackingStore::Deliver(const std::vector<BlockKey>& keys,
+                              const std::vector<SharedBlock>& found,
+                              const BlockArrivalCallback& on_block) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    SharedBlock block = found[i];
+    // A store verifies what it hands out, as the disk and remote tiers do
+    // where bytes enter the process: here, the key and the data checksum.
+    DecodeOptions opts;
+    opts.expected_key = &keys[i];
+    if (block != nullptr && !DecodeBlock(block->span(), opts).ok()) block = nullptr;
+    on_block(i, std::move(block));
+  }
 }
 
 void MapBackingStore::FailNextStores(int n) {
@@ -64,8 +84,7 @@ void MapBackingStore::ReleaseLoads() {
     held.swap(held_);
     for (const HeldLoad& h : held) results.push_back(LookupLocked(h.keys));
   }
-  // Completing a promise may wake the pool's loader; do it unlocked.
-  for (size_t i = 0; i < held.size(); ++i) held[i].promise.set_value(std::move(results[i]));
+  for (size_t i = 0; i < held.size(); ++i) Deliver(held[i].keys, results[i], held[i].on_block);
 }
 
 void MapBackingStore::Erase(const BlockKey& key) {
@@ -117,6 +136,22 @@ uint64_t MapBackingStore::store_calls() const {
 uint64_t MapBackingStore::load_calls() const {
   std::lock_guard lock(mu_);
   return load_calls_;
+}
+
+std::vector<SharedBlock> LoadAndWait(BlockBackingStore& store, std::span<const BlockKey> keys) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<SharedBlock> out(keys.size());
+  size_t arrived = 0;
+  store.Load(keys, [&](size_t i, SharedBlock block) {
+    std::lock_guard lock(mu);
+    out[i] = std::move(block);
+    ++arrived;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return arrived == keys.size(); });
+  return out;
 }
 
 }  // namespace kvtier

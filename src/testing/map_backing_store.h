@@ -1,6 +1,8 @@
 // MapBackingStore: a BlockBackingStore over a std::map, for tests.
 //
-// It keeps the block files it is given (shared, not copied) by key. Tests can
+// It keeps the block files it is given (shared, not copied) by key and, like
+// every store, verifies a block (key and checksum) before handing it to a
+// load; a bad one is a miss. Loads call back on the calling thread. Tests can
 // make stores fail, hold loads until released (to see a load in flight),
 // drop or corrupt a stored block, and deep-copy the whole map (CloneBytes)
 // to model another process that reads the same tier: the clone shares no
@@ -11,7 +13,6 @@
 #define KVTIER_TESTING_MAP_BACKING_STORE_H_
 
 #include <cstdint>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,14 +28,15 @@ class MapBackingStore final : public BlockBackingStore {
 
   size_t Match(std::span<const BlockKey> keys) override;
   Status Store(const BlockKey& key, SharedBlock block) override;
-  std::future<std::vector<SharedBlock>> Load(std::vector<BlockKey> keys) override;
+  void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) override;
 
   // Test controls.
   // The next `n` Store calls fail with kIOError and keep nothing.
   void FailNextStores(int n);
   // Loads started from now on wait until ReleaseLoads().
   void HoldLoads();
-  // Completes the held loads (with what the map holds now) and stops holding.
+  // Completes the held loads (with what the map holds now, on this thread)
+  // and stops holding.
   void ReleaseLoads();
   void Erase(const BlockKey& key);
   // Replaces the stored file with a copy whose last byte is flipped.
@@ -51,9 +53,11 @@ class MapBackingStore final : public BlockBackingStore {
  private:
   struct HeldLoad {
     std::vector<BlockKey> keys;
-    std::promise<std::vector<SharedBlock>> promise;
+    BlockArrivalCallback on_block;
   };
   std::vector<SharedBlock> LookupLocked(const std::vector<BlockKey>& keys) const;
+  static void Deliver(const std::vector<BlockKey>& keys, const std::vector<SharedBlock>& found,
+                      const BlockArrivalCallback& on_block);
 
   mutable std::mutex mu_;
   std::map<BlockKey, SharedBlock> blocks_;
@@ -63,6 +67,10 @@ class MapBackingStore final : public BlockBackingStore {
   uint64_t store_calls_ = 0;
   uint64_t load_calls_ = 0;
 };
+
+// Runs store.Load(keys) and waits for every block: the block files (null
+// for misses), in key order. For tests of stores.
+std::vector<SharedBlock> LoadAndWait(BlockBackingStore& store, std::span<const BlockKey> keys);
 
 }  // namespace kvtier
 

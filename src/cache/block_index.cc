@@ -1,4 +1,4 @@
-#include "host/block_index.h"
+#include "cache/block_index.h"
 
 #include <xxhash.h>
 

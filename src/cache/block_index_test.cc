@@ -1,4 +1,4 @@
-#include "host/block_index.h"
+#include "cache/block_index.h"
 
 #include <gtest/gtest.h>
 
@@ -6,13 +6,10 @@
 #include <thread>
 #include <vector>
 
-#include "host/test_blocks.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {
-
-using host_testing::KeyOf;
-using host_testing::SplitMix64;
 
 constexpr TierMask kHostBit = TierBit(IndexTier::kHost);
 constexpr TierMask kDiskBit = TierBit(IndexTier::kDisk);
@@ -20,7 +17,7 @@ constexpr TierMask kRemoteBit = TierBit(IndexTier::kRemote);
 
 TEST(BlockIndex, TracksEachTierSeparately) {
   BlockIndex index;
-  const BlockKey a = KeyOf(1), b = KeyOf(2);
+  const BlockKey a = TestBlockKey(1), b = TestBlockKey(2);
   EXPECT_EQ(index.Lookup(a), 0);
   index.Add(a, IndexTier::kHost);
   index.Add(a, IndexTier::kDisk);
@@ -43,7 +40,7 @@ TEST(BlockIndex, TracksEachTierSeparately) {
 
 TEST(BlockIndex, KeysDifferingInTheirLastByteAreDistinct) {
   BlockIndex index;
-  BlockKey a = KeyOf(7);
+  BlockKey a = TestBlockKey(7);
   BlockKey b = a;
   b.bytes[31] ^= 1;
   index.Add(a, IndexTier::kHost);
@@ -53,7 +50,7 @@ TEST(BlockIndex, KeysDifferingInTheirLastByteAreDistinct) {
 
 TEST(BlockIndex, RemoveAheadOfItsAddConverges) {
   BlockIndex index;
-  const BlockKey k = KeyOf(3);
+  const BlockKey k = TestBlockKey(3);
   index.Remove(k, IndexTier::kHost);  // the remove overtook its add
   EXPECT_EQ(index.Lookup(k), 0);
   EXPECT_EQ(index.KeyCount(), 0u);
@@ -68,7 +65,7 @@ TEST(BlockIndex, RemoveAheadOfItsAddConverges) {
 TEST(BlockIndex, MatchPrefixStopsAtTheFirstAbsentKey) {
   BlockIndex index;
   std::vector<BlockKey> chain;
-  for (uint64_t i = 0; i < 6; ++i) chain.push_back(KeyOf(100 + i));
+  for (uint64_t i = 0; i < 6; ++i) chain.push_back(TestBlockKey(100 + i));
   index.Add(chain[0], IndexTier::kHost);
   index.Add(chain[1], IndexTier::kDisk);
   index.Add(chain[2], IndexTier::kHost);
@@ -94,16 +91,16 @@ TEST(BlockIndex, AgreesWithAReferenceMapUnderRandomOperations) {
   uint64_t rng = 99;
   constexpr uint64_t kIds = 20000;
   for (int op = 0; op < 200000; ++op) {
-    const uint64_t id = SplitMix64(rng) % kIds;
-    const size_t tier = SplitMix64(rng) % kIndexTierCount;
+    const uint64_t id = SplitMix64Next(rng) % kIds;
+    const size_t tier = SplitMix64Next(rng) % kIndexTierCount;
     int& c = ref[{id, tier}];
     // Mostly well-ordered events, with the occasional remove first.
-    const bool add = c <= 0 ? SplitMix64(rng) % 8 != 0 : false;
+    const bool add = c <= 0 ? SplitMix64Next(rng) % 8 != 0 : false;
     if (add) {
-      index.Add(KeyOf(id), static_cast<IndexTier>(tier));
+      index.Add(TestBlockKey(id), static_cast<IndexTier>(tier));
       ++c;
     } else {
-      index.Remove(KeyOf(id), static_cast<IndexTier>(tier));
+      index.Remove(TestBlockKey(id), static_cast<IndexTier>(tier));
       --c;
     }
   }
@@ -119,7 +116,7 @@ TEST(BlockIndex, AgreesWithAReferenceMapUnderRandomOperations) {
       }
     }
     if (want != 0) ++held;
-    ASSERT_EQ(index.Lookup(KeyOf(id)), want) << "id " << id;
+    ASSERT_EQ(index.Lookup(TestBlockKey(id)), want) << "id " << id;
   }
   EXPECT_EQ(index.KeyCount(), held);
   for (size_t t = 0; t < kIndexTierCount; ++t) {
@@ -128,17 +125,17 @@ TEST(BlockIndex, AgreesWithAReferenceMapUnderRandomOperations) {
 
   // Settle every count to 0: the table empties completely.
   for (auto& [k, c] : ref) {
-    for (; c > 0; --c) index.Remove(KeyOf(k.first), static_cast<IndexTier>(k.second));
-    for (; c < 0; ++c) index.Add(KeyOf(k.first), static_cast<IndexTier>(k.second));
+    for (; c > 0; --c) index.Remove(TestBlockKey(k.first), static_cast<IndexTier>(k.second));
+    for (; c < 0; ++c) index.Add(TestBlockKey(k.first), static_cast<IndexTier>(k.second));
   }
   EXPECT_EQ(index.KeyCount(), 0u);
-  for (uint64_t id = 0; id < kIds; ++id) ASSERT_EQ(index.Lookup(KeyOf(id)), 0) << id;
+  for (uint64_t id = 0; id < kIds; ++id) ASSERT_EQ(index.Lookup(TestBlockKey(id)), 0) << id;
 }
 
 TEST(BlockIndex, MemoryStaysWithinTwoHundredBytesPerKey) {
   BlockIndex index;
   constexpr uint64_t kKeys = 100000;
-  for (uint64_t i = 0; i < kKeys; ++i) index.Add(KeyOf(i), IndexTier::kDisk);
+  for (uint64_t i = 0; i < kKeys; ++i) index.Add(TestBlockKey(i), IndexTier::kDisk);
   EXPECT_EQ(index.KeyCount(), kKeys);
   EXPECT_LE(index.MemoryBytes(), 200 * kKeys);
   // Pre-sizing for the keys needs no growth and about half the worst case.
@@ -146,7 +143,7 @@ TEST(BlockIndex, MemoryStaysWithinTwoHundredBytesPerKey) {
   opts.expected_keys = kKeys;
   BlockIndex sized(opts);
   const size_t before = sized.MemoryBytes();
-  for (uint64_t i = 0; i < kKeys; ++i) sized.Add(KeyOf(i), IndexTier::kDisk);
+  for (uint64_t i = 0; i < kKeys; ++i) sized.Add(TestBlockKey(i), IndexTier::kDisk);
   EXPECT_EQ(sized.MemoryBytes(), before);
 }
 
@@ -163,10 +160,10 @@ TEST(BlockIndex, ConcurrentEventsConverge) {
       // kThreads); the owner of that block adds them twice, so each key
       // nets one add whatever the interleaving.
       for (uint64_t i = 0; i < kKeysPerThread; ++i) {
-        const BlockKey mine = KeyOf(t * kKeysPerThread + i);
+        const BlockKey mine = TestBlockKey(t * kKeysPerThread + i);
         index.Add(mine, IndexTier::kHost);
         index.Add(mine, IndexTier::kHost);
-        const BlockKey next = KeyOf(((t + 1) % kThreads) * kKeysPerThread + i);
+        const BlockKey next = TestBlockKey(((t + 1) % kThreads) * kKeysPerThread + i);
         index.Remove(next, IndexTier::kHost);
         index.Add(mine, IndexTier::kDisk);
       }
@@ -174,7 +171,7 @@ TEST(BlockIndex, ConcurrentEventsConverge) {
   }
   for (auto& th : threads) th.join();
   for (uint64_t id = 0; id < kThreads * kKeysPerThread; ++id) {
-    ASSERT_EQ(index.Lookup(KeyOf(id)), kHostBit | kDiskBit) << id;
+    ASSERT_EQ(index.Lookup(TestBlockKey(id)), kHostBit | kDiskBit) << id;
   }
   EXPECT_EQ(index.KeyCount(), kThreads * kKeysPerThread);
   EXPECT_EQ(index.KeyCount(IndexTier::kHost), kThreads * kKeysPerThread);
@@ -190,7 +187,7 @@ namespace {
 // other tiers' counts are left alone.
 TEST(BlockIndex, MarkPresentAndAbsentAreIdempotent) {
   BlockIndex index;
-  const BlockKey a = KeyOf(1), b = KeyOf(2);
+  const BlockKey a = TestBlockKey(1), b = TestBlockKey(2);
   index.MarkAbsent(a, IndexTier::kDisk);  // unknown key: nothing stored
   EXPECT_EQ(index.Lookup(a), 0);
   EXPECT_EQ(index.KeyCount(), 0u);

@@ -1,7 +1,8 @@
 // TieredBackingStore over a real TieredCache in a temp folder: Match, Store,
-// Load from the host tier and (after reopening) from the disk tier with
-// exact bytes, misses, blocks larger than the buffer estimate, and a pool
-// restoring a sequence through it.
+// Load from the host tier (the host entry's own buffer) and, after
+// reopening, from the disk tier (read once, promoted without a copy) with
+// exact bytes, misses, blocks with long headers, and a pool restoring a
+// sequence through it.
 #include "kvtier/tiered_backing_store.h"
 
 #include <gmock/gmock.h>
@@ -20,6 +21,7 @@
 #include "kvtier/env.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
+#include "testing/map_backing_store.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -69,7 +71,7 @@ class TieredBackingStoreTest : public ::testing::Test {
     auto cache = TieredCache::Open(co, Env::Default());
     ASSERT_THAT(cache, IsOk());
     cache_ = std::move(cache).value();
-    auto store = TieredBackingStore::Create(cache_.get(), layout_);
+    auto store = TieredBackingStore::Create(cache_.get());
     ASSERT_THAT(store, IsOk());
     store_ = std::move(store).value();
   }
@@ -111,13 +113,7 @@ class TieredBackingStoreTest : public ::testing::Test {
 };
 
 TEST_F(TieredBackingStoreTest, CreateChecksItsArguments) {
-  EXPECT_THAT(TieredBackingStore::Create(nullptr, layout_), StatusIs(StatusCode::kInvalidArgument));
-  ModelLayout bad = layout_;
-  bad.block_tokens = 0;
-  EXPECT_THAT(TieredBackingStore::Create(cache_.get(), bad),
-              StatusIs(StatusCode::kInvalidArgument));
-  // The estimate fits this writer's own block files.
-  EXPECT_GE(store_->load_buffer_bytes(), Block(0)->size());
+  EXPECT_THAT(TieredBackingStore::Create(nullptr), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST_F(TieredBackingStoreTest, StoresMatchesAndLoadsFromHostThenDisk) {
@@ -130,7 +126,7 @@ TEST_F(TieredBackingStoreTest, StoresMatchesAndLoadsFromHostThenDisk) {
   EXPECT_EQ(store_->Match(std::span<const BlockKey>(keys_).subspan(3)), 0u);
 
   std::vector<BlockKey> ask = {keys_[0], keys_[1], keys_[2], keys_[3]};
-  std::vector<SharedBlock> got = store_->Load(ask).get();
+  std::vector<SharedBlock> got = LoadAndWait(*store_, ask);
   ASSERT_EQ(got.size(), 4u);
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_NE(got[i], nullptr) << i;
@@ -147,7 +143,7 @@ TEST_F(TieredBackingStoreTest, StoresMatchesAndLoadsFromHostThenDisk) {
 
   Reopen();  // dirty host blocks were written to disk on Close
   EXPECT_EQ(store_->Match(keys_), 3u);
-  got = store_->Load({keys_[2], keys_[0]}).get();
+  got = LoadAndWait(*store_, std::vector<BlockKey>{keys_[2], keys_[0]});
   ASSERT_EQ(got.size(), 2u);
   ASSERT_NE(got[0], nullptr);
   ASSERT_NE(got[1], nullptr);
@@ -159,26 +155,56 @@ TEST_F(TieredBackingStoreTest, StoresMatchesAndLoadsFromHostThenDisk) {
   EXPECT_EQ(c.load_misses, 0u);
 }
 
-TEST_F(TieredBackingStoreTest, BlocksLargerThanTheEstimateAreReadAgain) {
-  // Long meta states make the header larger than this writer's own plus slack.
+// Blocks are read into buffers of their exact size, whatever their header
+// length: no estimate, no second read.
+TEST_F(TieredBackingStoreTest, BlocksWithLongHeadersAreServedWhole) {
   std::vector<std::vector<std::string>> meta(layout_.layers.size(),
                                              std::vector<std::string>(6, std::string(1000, 'm')));
   SharedBlock big = Block(0, meta);
-  ASSERT_GT(big->size(), store_->load_buffer_bytes());
   SharedBlock normal = Block(1);
+  ASSERT_GT(big->size(), normal->size() + 4096);
   ASSERT_THAT(store_->Store(keys_[0], big), IsOk());
   ASSERT_THAT(store_->Store(keys_[1], normal), IsOk());
   for (int round = 0; round < 2; ++round) {  // host, then disk
-    std::vector<SharedBlock> got = store_->Load({keys_[0], keys_[1]}).get();
+    std::vector<SharedBlock> got = LoadAndWait(*store_, std::vector<BlockKey>{keys_[0], keys_[1]});
     ASSERT_EQ(got.size(), 2u);
     ASSERT_NE(got[0], nullptr) << round;
     ASSERT_NE(got[1], nullptr) << round;
     EXPECT_EQ(Bytes(got[0]), Bytes(big));
     EXPECT_EQ(Bytes(got[1]), Bytes(normal));
-    EXPECT_EQ(store_->counters().oversize_retries, 2u) << round;  // both keys read again
     EXPECT_EQ(store_->counters().load_misses, 0u);
     if (round == 0) Reopen();
   }
+  EXPECT_EQ(cache_->Stats().disk->loads, 2u);
+}
+
+TEST_F(TieredBackingStoreTest, AHostHitIsTheHostEntrysOwnBuffer) {
+  SharedBlock block = Block(0);
+  ASSERT_THAT(store_->Store(keys_[0], block), IsOk());
+  std::vector<SharedBlock> got = LoadAndWait(*store_, std::span(keys_).first(1));
+  ASSERT_EQ(got.size(), 1u);
+  // Not a copy: the very buffer the cache holds as its host entry.
+  EXPECT_EQ(got[0].get(), block.get());
+  EXPECT_EQ(store_->counters().loaded_host, 1u);
+}
+
+TEST_F(TieredBackingStoreTest, ADiskHitIsReadOnceAndPromotedWithoutACopy) {
+  ASSERT_THAT(store_->Store(keys_[0], Block(0)), IsOk());
+  Reopen();
+  std::vector<SharedBlock> first = LoadAndWait(*store_, std::span(keys_).first(1));
+  ASSERT_NE(first[0], nullptr);
+  EXPECT_EQ(Bytes(first[0]), Bytes(Block(0)));
+  std::vector<SharedBlock> second = LoadAndWait(*store_, std::span(keys_).first(1));
+  // The host entry the read was promoted into is the read's own buffer.
+  EXPECT_EQ(second[0].get(), first[0].get());
+  CacheStats s = cache_->Stats();
+  EXPECT_EQ(s.disk->loads, 1u);
+  EXPECT_EQ(s.promotions, 1u);
+  EXPECT_EQ(s.hits_disk, 1u);
+  EXPECT_EQ(s.hits_host, 1u);
+  TieredBackingStoreCounters c = store_->counters();
+  EXPECT_EQ(c.loaded_disk, 1u);
+  EXPECT_EQ(c.loaded_host, 1u);
 }
 
 TEST_F(TieredBackingStoreTest, APoolRestoresThroughItAfterAReopen) {

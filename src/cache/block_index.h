@@ -23,8 +23,8 @@
 //
 // Thread safety: all methods may be called concurrently. Each call locks
 // at most one shard at a time; no callback runs under a shard lock.
-#ifndef KVTIER_HOST_BLOCK_INDEX_H_
-#define KVTIER_HOST_BLOCK_INDEX_H_
+#ifndef KVTIER_CACHE_BLOCK_INDEX_H_
+#define KVTIER_CACHE_BLOCK_INDEX_H_
 
 #include <array>
 #include <cstddef>
@@ -123,4 +123,4 @@ class BlockIndex {
 
 }  // namespace kvtier
 
-#endif  // KVTIER_HOST_BLOCK_INDEX_H_
+#endif  // KVTIER_CACHE_BLOCK_INDEX_H_
