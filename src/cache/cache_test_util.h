@@ -94,6 +94,9 @@ class GateEnv final : public Env {
   Status RenameFile(const std::string& from, const std::string& to) override {
     return base_->RenameFile(from, to);
   }
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    return base_->RenameNoReplace(from, to);
+  }
   Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
   Result<FileInfo> Stat(const std::string& path) override { return base_->Stat(path); }
   Status Chmod(const std::string& path, uint32_t permissions) override {

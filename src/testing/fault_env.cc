@@ -199,6 +199,13 @@ Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string&
   return base_->RenameFile(from, to);
 }
 
+Status FaultInjectionEnv::RenameNoReplace(const std::string& from, const std::string& to) {
+  if (auto err = Check(OpKind::kRename)) {
+    return InjectedError(OpKind::kRename, from + " to " + to, *err);
+  }
+  return base_->RenameNoReplace(from, to);
+}
+
 Status FaultInjectionEnv::RemoveFile(const std::string& path) {
   if (auto err = Check(OpKind::kRemove)) return InjectedError(OpKind::kRemove, path, *err);
   return base_->RemoveFile(path);
