@@ -10,11 +10,19 @@
 //   kill_point  stores blocks one at a time (each followed by Flush) and
 //               SIGKILLs itself at the kill_at-th arrival at kill_point;
 //   share       `ops` random stores and verified loads over `keys` shared
-//               keys, then exits.
-// Every block's content is a pure function of its key (block_generator.h),
-// so the parent can verify anything it finds. Exit codes: 0 success,
-// kExitWrongBytes if a load returned bytes that are not the block's,
-// kExitSetup if the tier could not be opened.
+//               keys, then exits;
+//   synth       stores keys 0..keys-1 in a random order (seed), flushes,
+//               then loads every one back (as `kvtier synth --cache D
+//               --check` does), then exits.
+// Every block's tensors are a pure function of its key (block_generator.h),
+// so the parent can verify anything it finds; the header's created_at comes
+// from the child's own clock, shifted by clock_offset_s, so processes with
+// different offsets write different bytes for the same key (as processes
+// encoding in different seconds do). Exit codes: 0 success, kExitWrongBytes
+// if a load returned bytes that are not the block's, kExitSetup if the tier
+// could not be opened, kExitStoreError if a store failed, kExitQuarantined
+// if the child's tier quarantined a file (no file is ever bad here),
+// kExitMissing if a synth child could not load back a key it stored.
 #ifndef KVTIER_TESTS_DISK_CHILD_H_
 #define KVTIER_TESTS_DISK_CHILD_H_
 
@@ -28,9 +36,11 @@ namespace kvtier::disk_child {
 inline constexpr int kExitWrongBytes = 3;
 inline constexpr int kExitSetup = 4;
 inline constexpr int kExitStoreError = 5;
+inline constexpr int kExitQuarantined = 6;
+inline constexpr int kExitMissing = 7;
 
 struct ChildParams {
-  std::string mode;        // store_loop | kill_point | share
+  std::string mode;        // store_loop | kill_point | share | synth
   std::string dir;         // cache folder
   uint64_t seed = 0;       // key space / randomness
   uint64_t max_bytes = 0;  // DiskTierOptions::max_bytes (0 = default)
@@ -40,6 +50,7 @@ struct ChildParams {
   uint64_t ops = 0;        // share: operations
   uint64_t keys = 0;       // share: size of the shared key space
   uint32_t writer_threads = 1;
+  int64_t clock_offset_s = 0;  // added to the child's wall clock
 };
 
 // Starts a child running `p`; returns its pid (or -1).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/saturating_time.h"
+
 namespace kvtier::disk {
 
 Capacity::Reservation& Capacity::Reservation::operator=(Reservation&& o) noexcept {
@@ -99,7 +101,8 @@ EvictRequest Capacity::MakeRequest(const LimitSpec& spec, uint64_t reserve_bytes
   req.reserve_entries = reserve_entries;
   req.max_victims = max_victims;
   if (options_->retention_seconds > 0) {
-    req.expire_before_us = env_->NowUnixMicros() - options_->retention_seconds * 1'000'000;
+    req.expire_before_us =
+        CutoffBefore(env_->NowUnixMicros(), SecondsToMicros(options_->retention_seconds));
   }
   return req;
 }

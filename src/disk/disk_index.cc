@@ -49,6 +49,9 @@ constexpr std::string_view kUpsert =
 constexpr std::string_view kTouch =
     "UPDATE blocks SET last_access = ?2 WHERE key = ?1 AND last_access < ?2";
 constexpr std::string_view kDelete = "DELETE FROM blocks WHERE key = ?1";
+constexpr std::string_view kTouchIfSame =
+    "UPDATE blocks SET last_access = max(last_access, ?6) WHERE key = ?1 AND sig = ?2 AND "
+    "size = ?3 AND created_at = ?4 AND header_hash = ?5";
 constexpr std::string_view kDeleteIfSame =
     "DELETE FROM blocks WHERE key = ?1 AND sig = ?2 AND size = ?3 AND created_at = ?4 AND "
     "header_hash = ?5";
@@ -411,6 +414,27 @@ Result<uint64_t> DiskIndex::Delete(std::span<const BlockKey> keys) {
   }
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return removed;
+}
+
+Result<bool> DiskIndex::TouchIfPresent(const IndexRow& row, int64_t at_us) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTouchIfSame));
+  bool touched = false;
+  {
+    StatementScope scope(stmt);
+    stmt->BindBlob(1, KeyBlob(row.key));
+    stmt->BindInt64(2, row.sig_id);
+    stmt->BindInt64(3, static_cast<int64_t>(row.size));
+    stmt->BindInt64(4, row.created_at_us);
+    stmt->BindInt64(5, static_cast<int64_t>(row.header_hash));
+    stmt->BindInt64(6, at_us);
+    KVTIER_RETURN_IF_ERROR(stmt->Run());
+    touched = db->Changes() > 0;
+  }
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return touched;
 }
 
 Result<bool> DiskIndex::DeleteIfSame(const IndexRow& row) {

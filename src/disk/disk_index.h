@@ -125,6 +125,12 @@ class DiskIndex {
   // Inserts or replaces rows in one transaction. A replaced row keeps the
   // later of the two access times.
   Status Upsert(std::span<const IndexRow> rows);
+  // Raises the last-access time of the row of `row.key` to `at_us` if that
+  // row still describes the same file (SameFile), in a write transaction:
+  // true if it did. A writer uses it to confirm that a block it finds
+  // indexed is not being evicted at this moment (an eviction holds the
+  // write lock from choosing its victims until their rows are gone).
+  Result<bool> TouchIfPresent(const IndexRow& row, int64_t at_us);
   // Raises last-access times (never lowers them), one transaction.
   Status Touch(std::span<const std::pair<BlockKey, int64_t>> touches);
   // Deletes rows; returns how many existed.

@@ -4,7 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/mount.h>
 
 #include <cerrno>
@@ -343,8 +342,7 @@ TEST(DiskIndexReadOnlyTest, ReadsRowsAndRefusesEveryWriteAndCreatesNothing) {
   ASSERT_THAT(totals, IsOk());
   EXPECT_EQ(totals->entries, 2u);
   // Nothing to open is NotFound, and opening it created nothing.
-  EXPECT_THAT(DiskIndex::Open(dir.Sub("none.sqlite"), ReadOnly()),
-              StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(DiskIndex::Open(dir.Sub("none.sqlite"), ReadOnly()), StatusIs(StatusCode::kNotFound));
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("none.sqlite")));
 }
 
