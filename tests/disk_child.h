@@ -50,7 +50,8 @@ struct ChildParams {
   uint64_t ops = 0;        // share: operations
   uint64_t keys = 0;       // share: size of the shared key space
   uint32_t writer_threads = 1;
-  int64_t clock_offset_s = 0;  // added to the child's wall clock
+  int64_t clock_offset_s = 0;       // added to the child's wall clock
+  uint64_t commit_batch_bytes = 0;  // DiskTierOptions::commit_batch_bytes
 };
 
 // Starts a child running `p`; returns its pid (or -1).

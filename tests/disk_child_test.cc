@@ -63,6 +63,7 @@ DiskTierOptions ChildOptions() {
   if (o.max_bytes == 0) o.max_bytes = DiskTierOptions().max_bytes;
   o.durability = GetU64("KVTIER_DISK_FSYNC", 0) ? Durability::kFsync : Durability::kChecksum;
   o.writer_threads = static_cast<uint32_t>(GetU64("KVTIER_DISK_WRITERS", 1));
+  o.commit_batch_bytes = GetU64("KVTIER_DISK_BATCH_BYTES", 0);
   o.queue_max_bytes = 64 << 20;
   o.reconcile_on_open = true;
   return o;
@@ -207,6 +208,7 @@ pid_t SpawnDiskChild(const ChildParams& p) {
   env.push_back("KVTIER_DISK_KEYS=" + std::to_string(p.keys));
   env.push_back("KVTIER_DISK_WRITERS=" + std::to_string(p.writer_threads));
   env.push_back("KVTIER_DISK_CLOCK_OFFSET_S=" + std::to_string(p.clock_offset_s));
+  env.push_back("KVTIER_DISK_BATCH_BYTES=" + std::to_string(p.commit_batch_bytes));
   std::vector<char*> envp;
   for (std::string& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);

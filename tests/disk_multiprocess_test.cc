@@ -6,8 +6,9 @@
 // Four children store and load blocks over a shared key space with a small
 // budget. While they run, the test freezes them (SIGSTOP) at random moments
 // and measures the folder: it never holds more than the budget plus one
-// block per writer. No child ever reads wrong bytes or quarantines a file,
-// and afterwards the folder is consistent.
+// commit batch per writer (a writer's published blocks are counted by the
+// other processes once its batch's rows commit). No child ever reads wrong bytes or quarantines a
+// file, and afterwards the folder is consistent.
 //
 // Two children with clocks 7 s apart store the same keys at once (as two
 // `kvtier synth --cache D` runs), five times: every key is served, nothing
@@ -40,6 +41,7 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
   constexpr int kProcs = 4;
   constexpr uint32_t kWritersPerProc = 1;
   const uint64_t budget = 24 * block;
+  const uint64_t batch = 3 * block;  // each writer commits up to 3 blocks at once
   std::vector<pid_t> pids;
   for (int i = 0; i < kProcs; ++i) {
     ChildParams p;
@@ -51,10 +53,11 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
     p.keys = 80;
     p.writer_threads = kWritersPerProc;
     p.clock_offset_s = 7 * i;
+    p.commit_batch_bytes = batch;
     pids.push_back(SpawnDiskChild(p));
     ASSERT_GT(pids.back(), 0);
   }
-  const uint64_t bound = budget + kProcs * kWritersPerProc * block;
+  const uint64_t bound = budget + kProcs * kWritersPerProc * batch;
   std::mt19937_64 rng(5);
   std::vector<int> codes(kProcs, -1);
   uint64_t samples = 0, max_seen = 0;

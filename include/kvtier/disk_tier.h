@@ -124,6 +124,13 @@ struct DiskTierOptions {
   // Microseconds Store() waits for queue space before it falls back to
   // `on_pressure`. Default 1 s.
   uint64_t queue_wait_micros = 1'000'000;
+  // Bytes of blocks a writer thread takes from the queue at once and
+  // commits in one index transaction (at least one block, at most 256):
+  // the index work of a batch (lookups, reservation, commit) is done once.
+  // Other processes see a batch's files when its rows commit, so a shared
+  // folder may exceed its limit by up to one batch (or one block, if
+  // larger) per writer. 0 = one block at a time. Default 1 MiB.
+  uint64_t commit_batch_bytes = 1 << 20;
   // What a store does once the wait above ran out. Default kWriteInline.
   OnPressure on_pressure = OnPressure::kWriteInline;
   // When a block is durable. Default kChecksum.

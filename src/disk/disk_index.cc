@@ -417,12 +417,21 @@ Result<uint64_t> DiskIndex::Delete(std::span<const BlockKey> keys) {
 }
 
 Result<bool> DiskIndex::TouchIfPresent(const IndexRow& row, int64_t at_us) {
+  KVTIER_ASSIGN_OR_RETURN(std::vector<bool> touched,
+                          TouchIfPresentMany(std::span<const IndexRow>(&row, 1), at_us));
+  return bool{touched[0]};
+}
+
+Result<std::vector<bool>> DiskIndex::TouchIfPresentMany(std::span<const IndexRow> rows,
+                                                        int64_t at_us) {
+  std::vector<bool> touched(rows.size(), false);
+  if (rows.empty()) return touched;
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
   Transaction tx(db.get());
   KVTIER_RETURN_IF_ERROR(tx.Begin());
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTouchIfSame));
-  bool touched = false;
-  {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const IndexRow& row = rows[i];
     StatementScope scope(stmt);
     stmt->BindBlob(1, KeyBlob(row.key));
     stmt->BindInt64(2, row.sig_id);
@@ -431,7 +440,7 @@ Result<bool> DiskIndex::TouchIfPresent(const IndexRow& row, int64_t at_us) {
     stmt->BindInt64(5, static_cast<int64_t>(row.header_hash));
     stmt->BindInt64(6, at_us);
     KVTIER_RETURN_IF_ERROR(stmt->Run());
-    touched = db->Changes() > 0;
+    touched[i] = db->Changes() > 0;
   }
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return touched;

@@ -131,6 +131,8 @@ class DiskIndex {
   // indexed is not being evicted at this moment (an eviction holds the
   // write lock from choosing its victims until their rows are gone).
   Result<bool> TouchIfPresent(const IndexRow& row, int64_t at_us);
+  // TouchIfPresent() of every row in one transaction; result i for rows[i].
+  Result<std::vector<bool>> TouchIfPresentMany(std::span<const IndexRow> rows, int64_t at_us);
   // Raises last-access times (never lowers them), one transaction.
   Status Touch(std::span<const std::pair<BlockKey, int64_t>> touches);
   // Deletes rows; returns how many existed.

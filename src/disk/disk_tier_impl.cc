@@ -137,6 +137,20 @@ Status DiskTierImpl::Init() {
                              ? options_.queue_max_bytes
                              : DefaultDiskQueueBytes(PhysicalMemoryBytes());
   pending_ = std::make_unique<PendingWrites>(queue_bytes);
+  WritePath::Parts wp;
+  wp.options = &options_;
+  wp.env = env_;
+  wp.layout = &layout_;
+  wp.index = index_.get();
+  wp.capacity = capacity_.get();
+  wp.quarantine = quarantine_.get();
+  wp.committer = committer_.get();
+  wp.pending = pending_.get();
+  wp.writer = writer_.get();
+  wp.counters = &counters_;
+  wp.kill_hook = &kill_hook_;
+  wp.sig_id = sig_id_;
+  write_path_ = std::make_unique<WritePath>(wp);
   readers_ = std::make_unique<ParallelRunner>(env_, options_.read_threads);
   BlockReaderOptions ro;
   ro.direct_io = options_.direct_io_reads;
@@ -152,102 +166,15 @@ Status DiskTierImpl::Init() {
   return Status::Ok();
 }
 
-Status DiskTierImpl::WriteAndIndex(const PendingBlock& p) {
-  if (pending_->IsCancelled(p)) return Status::Ok();
-  const uint64_t size = p.block->size();
-  KVTIER_ASSIGN_OR_RETURN(std::optional<IndexRow> row, index_->Lookup(p.key));
-  if (row && row->sig_id == sig_id_ && row->size == size) {
-    // Already on disk (another process, or an earlier store). Confirm it
-    // under the index's write lock: an eviction that has unlinked the file
-    // but not yet committed holds that lock, and once it commits the row is
-    // gone and the block is written again instead of silently vanishing.
-    KVTIER_ASSIGN_OR_RETURN(bool present, index_->TouchIfPresent(*row, env_->NowUnixMicros()));
-    if (present) {
-      DiskCounters::Add(counters_.saves_deduplicated);
-      return Status::Ok();
-    }
-  }
-  KVTIER_ASSIGN_OR_RETURN(Capacity::Reservation reservation, capacity_->Reserve(size));
-  IndexRow r;
-  r.key = p.key;
-  r.sig_id = sig_id_;
-  r.size = size;
-  r.created_at_us = env_->NowUnixMicros();
-  r.last_access_us = r.created_at_us;
-  r.header_hash = HeaderHash(p.block->span());
-  PublishOutcome outcome;
-  for (int attempt = 0;; ++attempt) {
-    Result<PublishOutcome> published = writer_->Publish(p.key, p.block->span());
-    if (!published.ok()) {
-      if (published.status().IsResourceExhausted()) capacity_->InvalidateFreeSpace();
-      return published.status();
-    }
-    outcome = *published;
-    if (outcome == PublishOutcome::kPublished) break;
-    // Another writer's file got there first (same key, possibly other bytes:
-    // another created_at). The row must describe the file on disk, not ours.
-    Result<std::optional<IndexRow>> existing = RowOfExistingFile(p.key);
-    if (!existing.ok()) {
-      if (existing.status().IsNotFound() && attempt == 0) continue;  // gone again
-      return existing.status();
-    }
-    if (existing->has_value()) {
-      r.sig_id = (*existing)->sig_id;
-      r.size = (*existing)->size;
-      r.header_hash = (*existing)->header_hash;
-      break;
-    }
-    if (attempt > 0) {
-      return Status::Corruption("write block " + p.key.Hex() +
-                                ": an invalid file keeps taking its place");
-    }
-    // Not a block file for this key (a leftover of a crash or a hand edit):
-    // out of the way, and ours goes in its place.
-    (void)quarantine_->Move(layout_.BlockPath(p.key), p.key.Hex() + std::string(kBlockSuffix));
-  }
-  Hook(DiskKillPoint::kBeforeIndexCommit);
-  Status s = committer_->Commit(r);
-  if (outcome == PublishOutcome::kExisting) {
-    if (!s.ok()) return s.WithContext("index block " + p.key.Hex());
-    DiskCounters::Add(counters_.saves_deduplicated);
-    return Status::Ok();
-  }
-  capacity_->NoteWritten(size);
-  if (!s.ok()) {
-    // Without its row the file would be invisible to the accounting.
-    (void)env_->RemoveFile(layout_.BlockPath(p.key));
-    return s.WithContext("index block " + p.key.Hex());
-  }
-  DiskCounters::Add(counters_.saves_persisted);
-  DiskCounters::Add(counters_.bytes_written, size);
-  return Status::Ok();
-}
-
-Result<std::optional<IndexRow>> DiskTierImpl::RowOfExistingFile(const BlockKey& key) {
-  const std::string path = layout_.BlockPath(key);
-  auto info = env_->Stat(path);
-  if (!info.ok()) return info.status();
-  return ReadAdoptableRow(env_, index_.get(), path, key, *info);
-}
-
-Status DiskTierImpl::WritePending(const std::shared_ptr<PendingBlock>& p) {
-  const uint64_t t0 = env_->NowMicros();
-  Status s = WriteAndIndex(*p);
-  if (!s.ok()) DiskCounters::Add(counters_.errors);
-  if (pending_->Retire(p)) {
-    // Erased while being written: remove what was written.
-    (void)env_->RemoveFile(layout_.BlockPath(p->key));
-    const BlockKey key = p->key;
-    (void)index_->Delete(std::span<const BlockKey>(&key, 1));
-  }
-  counters_.write_latency.Record(env_->NowMicros() - t0);
-  pending_->Release(p);
-  return s;
-}
-
 void DiskTierImpl::WriterLoop() {
-  while (std::shared_ptr<PendingBlock> p = pending_->NextForWriter()) {
-    (void)WritePending(p);
+  // A batch of at least one block, at most commit_batch_bytes (and a count
+  // that keeps one transaction short).
+  constexpr size_t kMaxBatchBlocks = 256;
+  while (true) {
+    std::vector<std::shared_ptr<PendingBlock>> batch =
+        pending_->NextBatchForWriter(options_.commit_batch_bytes, kMaxBatchBlocks);
+    if (batch.empty()) return;
+    (void)write_path_->Write(batch);
   }
 }
 
@@ -302,7 +229,7 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
   }
   DiskCounters::Add(counters_.saves);
   if (options_.writer_threads > 0) DiskCounters::Add(counters_.inline_writes);
-  return WritePending(p);
+  return write_path_->Write(std::span<const std::shared_ptr<PendingBlock>>(&p, 1))[0];
 }
 
 void DiskTierImpl::QuarantineBlock(const IndexRow& row) {

@@ -9,6 +9,7 @@
 //   ParallelRunner - the read threads of LoadMany and LoadBuffers
 //   BlockReader    - reads and verifies one block file
 //   BlockWriter    - publishes one block file (first complete file wins)
+//   WritePath      - a writer's batch: lookups, reservation, files, rows
 // This class owns them, the writer threads and the maintenance thread; its
 // own mutex guards only the maintenance thread's state. No file I/O or
 // SQLite call runs under any of these mutexes.
@@ -39,6 +40,7 @@
 #include "disk/pending_writes.h"
 #include "disk/quarantine.h"
 #include "disk/touch_buffer.h"
+#include "disk/write_path.h"
 #include "kvtier/disk_tier.h"
 
 namespace kvtier::disk {
@@ -75,12 +77,6 @@ class DiskTierImpl final : public DiskTier {
   Status CreateFolder(const std::string& path);
   Status OpenIndex();
 
-  // Writes one pending block (writer thread or inline) and finishes it.
-  Status WritePending(const std::shared_ptr<PendingBlock>& p);
-  Status WriteAndIndex(const PendingBlock& p);
-  // The row for the block file now at `key`'s path, read from its header;
-  // nullopt if it is not a valid block file for `key`.
-  Result<std::optional<IndexRow>> RowOfExistingFile(const BlockKey& key);
   void WriterLoop();
   void MaintenanceLoop();
   void FlushTouches();
@@ -125,6 +121,7 @@ class DiskTierImpl final : public DiskTier {
   std::unique_ptr<ParallelRunner> readers_;
   std::unique_ptr<BlockReader> reader_;
   std::unique_ptr<BlockWriter> writer_;
+  std::unique_ptr<WritePath> write_path_;
   TouchBuffer touches_;
   int64_t sig_id_ = 0;
   std::atomic<bool> closed_{false};
