@@ -12,13 +12,22 @@
 //   share       `ops` random stores and verified loads over `keys` shared
 //               keys, then exits; with pause_every, it stops itself
 //               (SIGSTOP) after every pause_every operations, so that the
-//               parent can freeze everyone at points of progress.
-// Every block's content is a pure function of its key (block_generator.h),
-// so the parent can verify anything it finds. A child spawned with a
-// ProgressPipe reports its progress on it, so that the parent acts on what
-// the child has done rather than on how long it has run. Exit codes: 0 success,
+//               parent can freeze everyone at points of progress;
+//   synth       stores keys 0..keys-1 in a random order (seed), flushes,
+//               then loads every one back (as `kvtier synth --cache D
+//               --check` does), then exits.
+// Every block's tensors are a pure function of its key (block_generator.h),
+// so the parent can verify anything it finds; the header's created_at comes
+// from the child's own clock, shifted by clock_offset_s, so processes with
+// different offsets write different bytes for the same key (as processes
+// encoding in different seconds do). A child spawned with a ProgressPipe
+// reports its progress on it, so that the parent acts on what the child has
+// done rather than on how long it has run. Exit codes: 0 success,
 // kExitWrongBytes if a load returned bytes that are not the block's,
-// kExitSetup if the tier could not be opened.
+// kExitSetup if the tier could not be opened, kExitStoreError if a store
+// failed, kExitQuarantined if the child's tier quarantined a file (no file is
+// ever bad here), kExitMissing if a synth child could not load back a key it
+// stored.
 #ifndef KVTIER_TESTS_DISK_CHILD_H_
 #define KVTIER_TESTS_DISK_CHILD_H_
 
@@ -33,9 +42,11 @@ namespace kvtier::disk_child {
 inline constexpr int kExitWrongBytes = 3;
 inline constexpr int kExitSetup = 4;
 inline constexpr int kExitStoreError = 5;
+inline constexpr int kExitQuarantined = 6;
+inline constexpr int kExitMissing = 7;
 
 struct ChildParams {
-  std::string mode;        // store_loop | kill_point | share
+  std::string mode;        // store_loop | kill_point | share | synth
   std::string dir;         // cache folder
   uint64_t seed = 0;       // key space / randomness
   uint64_t max_bytes = 0;  // DiskTierOptions::max_bytes (0 = default)
@@ -46,6 +57,8 @@ struct ChildParams {
   uint64_t keys = 0;       // share: size of the shared key space
   uint32_t writer_threads = 1;
   uint64_t pause_every = 0;  // share: SIGSTOP itself after each so many ops (0 = never)
+  int64_t clock_offset_s = 0;       // added to the child's wall clock
+  uint64_t commit_batch_bytes = 0;  // DiskTierOptions::commit_batch_bytes
 };
 
 // The read end of the pipe a child reports its progress on: one decimal

@@ -35,12 +35,38 @@ uint64_t GetU64(const char* name, uint64_t fallback) {
   return v != nullptr ? std::strtoull(v, nullptr, 10) : fallback;
 }
 
+int64_t GetI64(const char* name, int64_t fallback) {
+  const char* v = getenv(name);
+  return v != nullptr ? std::strtoll(v, nullptr, 10) : fallback;
+}
+
+// The child's Env: the real one with the wall clock moved by
+// KVTIER_DISK_CLOCK_OFFSET_S.
+disk_test::ControlledEnv* ChildEnv() {
+  static disk_test::ControlledEnv* env = [] {
+    auto* e = new disk_test::ControlledEnv(Env::Default());
+    e->AdvanceUnix(GetI64("KVTIER_DISK_CLOCK_OFFSET_S", 0) * 1'000'000);
+    return e;
+  }();
+  return env;
+}
+
+// The block of `key`, encoded now by the child's clock.
+SharedBlock ChildBlock(const BlockKey& key) {
+  BlockKey zero{};
+  auto b = MakeBlockFile(disk_test::TinyLayout(), key, zero, zero,
+                         ChildEnv()->NowUnixMicros() / 1'000'000);
+  if (!b.ok()) return nullptr;
+  return std::make_shared<const BlockBuffer>(std::move(b).value());
+}
+
 DiskTierOptions ChildOptions() {
   DiskTierOptions o = disk_test::TestOptions(Get("KVTIER_DISK_DIR"));
   o.max_bytes = GetU64("KVTIER_DISK_MAX_BYTES", o.max_bytes);
   if (o.max_bytes == 0) o.max_bytes = DiskTierOptions().max_bytes;
   o.durability = GetU64("KVTIER_DISK_FSYNC", 0) ? Durability::kFsync : Durability::kChecksum;
   o.writer_threads = static_cast<uint32_t>(GetU64("KVTIER_DISK_WRITERS", 1));
+  o.commit_batch_bytes = GetU64("KVTIER_DISK_BATCH_BYTES", 0);
   o.queue_max_bytes = 64 << 20;
   o.reconcile_on_open = true;
   return o;
@@ -91,7 +117,7 @@ bool LoadAndCheck(DiskTier* tier, const BlockKey& key, bool* wrong) {
 }
 
 int RunStoreLoop() {
-  auto tier = DiskTier::Open(ChildOptions(), Env::Default());
+  auto tier = DiskTier::Open(ChildOptions(), ChildEnv());
   if (!tier.ok()) return kExitSetup;
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
   ProgressReporter progress;
@@ -116,7 +142,7 @@ int RunKillPoint() {
     if (static_cast<int>(p) != point) return;
     if (arrivals->fetch_add(1) + 1 == kill_at) kill(getpid(), SIGKILL);
   };
-  auto tier = disk::OpenWithKillHook(o, Env::Default(), std::move(hook));
+  auto tier = disk::OpenWithKillHook(o, ChildEnv(), std::move(hook));
   if (!tier.ok()) return kExitSetup;
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
   for (uint64_t i = 0; i < 1000; ++i) {
@@ -130,7 +156,7 @@ int RunKillPoint() {
 }
 
 int RunShare() {
-  auto tier = DiskTier::Open(ChildOptions(), Env::Default());
+  auto tier = DiskTier::Open(ChildOptions(), ChildEnv());
   if (!tier.ok()) return kExitSetup;
   std::mt19937_64 rng(GetU64("KVTIER_DISK_SEED", 1));
   const uint64_t keys = GetU64("KVTIER_DISK_KEYS", 100);
@@ -140,7 +166,7 @@ int RunShare() {
   for (uint64_t op = 0; op < ops && !wrong; ++op) {
     BlockKey key = TestBlockKey(rng() % keys);
     if (rng() % 2 == 0) {
-      Status s = (*tier)->Store(key, disk_test::MakeTestBlock(disk_test::TinyLayout(), key));
+      Status s = (*tier)->Store(key, ChildBlock(key));
       if (!s.ok()) {
         std::fprintf(stderr, "child %d: store: %s\n", getpid(), s.ToString().c_str());
         return kExitStoreError;
@@ -151,7 +177,43 @@ int RunShare() {
     if (pause_every != 0 && (op + 1) % pause_every == 0) raise(SIGSTOP);
   }
   (void)(*tier)->Close();
-  return wrong ? kExitWrongBytes : 0;
+  if (wrong) return kExitWrongBytes;
+  return (*tier)->Stats().quarantined > 0 ? kExitQuarantined : 0;
+}
+
+int RunSynth() {
+  DiskTierOptions o = ChildOptions();
+  o.reconcile_on_open = false;  // as `kvtier synth --cache` by default
+  auto tier = DiskTier::Open(o, ChildEnv());
+  if (!tier.ok()) return kExitSetup;
+  const uint64_t keys = GetU64("KVTIER_DISK_KEYS", 100);
+  std::vector<uint64_t> order(keys);
+  for (uint64_t i = 0; i < keys; ++i) order[i] = i;
+  std::mt19937_64 rng(GetU64("KVTIER_DISK_SEED", 1));
+  std::shuffle(order.begin(), order.end(), rng);
+  for (uint64_t i : order) {
+    Status s = (*tier)->Store(TestBlockKey(i), ChildBlock(TestBlockKey(i)));
+    if (!s.ok()) {
+      std::fprintf(stderr, "child %d: store: %s\n", getpid(), s.ToString().c_str());
+      return kExitStoreError;
+    }
+  }
+  if (!(*tier)->Flush().ok()) return kExitStoreError;
+  bool wrong = false;
+  uint64_t missing = 0;
+  for (uint64_t i = 0; i < keys; ++i) {
+    if (!LoadAndCheck(tier->get(), TestBlockKey(i), &wrong)) ++missing;
+  }
+  const uint64_t quarantined = (*tier)->Stats().quarantined;
+  (void)(*tier)->Close();
+  if (wrong) return kExitWrongBytes;
+  if (quarantined > 0) return kExitQuarantined;
+  if (missing > 0) {
+    std::fprintf(stderr, "child %d: %llu of %llu keys missing\n", getpid(),
+                 static_cast<unsigned long long>(missing), static_cast<unsigned long long>(keys));
+    return kExitMissing;
+  }
+  return 0;
 }
 
 // Runs the child mode named by KVTIER_DISK_CHILD, before gtest's main.
@@ -163,6 +225,7 @@ struct ChildDispatcher {
     if (std::strcmp(mode, "store_loop") == 0) rc = RunStoreLoop();
     if (std::strcmp(mode, "kill_point") == 0) rc = RunKillPoint();
     if (std::strcmp(mode, "share") == 0) rc = RunShare();
+    if (std::strcmp(mode, "synth") == 0) rc = RunSynth();
     _exit(rc);
   }
 } const g_child_dispatcher;
@@ -229,6 +292,8 @@ pid_t SpawnDiskChild(const ChildParams& p, ProgressPipe* progress) {
   env.push_back("KVTIER_DISK_WRITERS=" + std::to_string(p.writer_threads));
   env.push_back("KVTIER_DISK_PAUSE_EVERY=" + std::to_string(p.pause_every));
   if (progress != nullptr) env.push_back("KVTIER_DISK_PROGRESS_FD=" + std::to_string(fds[1]));
+  env.push_back("KVTIER_DISK_CLOCK_OFFSET_S=" + std::to_string(p.clock_offset_s));
+  env.push_back("KVTIER_DISK_BATCH_BYTES=" + std::to_string(p.commit_batch_bytes));
   std::vector<char*> envp;
   for (std::string& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);

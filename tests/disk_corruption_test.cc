@@ -130,7 +130,9 @@ TEST_P(DiskCorruptionTest, EveryDamagedBlockIsAMissAndEveryIntactOneIsExact) {
   auto tier = DiskTier::Open(o, Env::Default());
   ASSERT_THAT(tier, IsOk());
   DiskTier* t = tier->get();
-  if (reconcile_first) ASSERT_THAT(t->Reconcile(), IsOk());
+  if (reconcile_first) {
+    ASSERT_THAT(t->Reconcile(), IsOk());
+  }
   uint64_t damaged = 0, quarantine_expected = 0, other_layout_kept = 0;
   for (uint64_t i = 0; i < kBlocks; ++i) {
     std::vector<std::byte> buf(16384);

@@ -1,15 +1,26 @@
-// Several processes sharing one cache folder: four children store and load
-// blocks over a shared key space with a small budget. While they run, the
-// test freezes them all (SIGSTOP) whenever one of them stops itself at a
-// point of progress, and measures the folder: it never holds more than the
-// budget plus one block per writer. No child ever reads wrong bytes, and
+// Several processes sharing one cache folder. Each child runs with its wall
+// clock shifted by its own offset, so processes write different bytes
+// (created_at) for the same key, as processes encoding in different seconds
+// do: identical bytes would hide races between them.
+//
+// Four children store and load blocks over a shared key space with a small
+// budget. While they run, the test freezes them all (SIGSTOP) whenever one of
+// them stops itself at a point of progress, and measures the folder: it never
+// holds more than the budget plus one commit batch per writer (a writer's
+// published blocks are counted by the other processes once its batch's rows
+// commit). No child ever reads wrong bytes or quarantines a file, and
 // afterwards the folder is consistent.
+//
+// Two children with clocks 7 s apart store the same keys at once (as two
+// `kvtier synth --cache D` runs), five times: every key is served, nothing
+// is quarantined, one row per file (issue 12 item 1).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "disk/disk_test_util.h"
 #include "disk_child.h"
@@ -29,6 +40,7 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
   constexpr int kProcs = 4;
   constexpr uint32_t kWritersPerProc = 1;
   const uint64_t budget = 24 * block;
+  const uint64_t batch = 3 * block;  // each writer commits up to 3 blocks at once
   std::vector<pid_t> pids;
   for (int i = 0; i < kProcs; ++i) {
     ChildParams p;
@@ -40,10 +52,12 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
     p.keys = 80;
     p.writer_threads = kWritersPerProc;
     p.pause_every = 97 + 31 * static_cast<uint64_t>(i);  // out of step with each other
+    p.clock_offset_s = 7 * i;
+    p.commit_batch_bytes = batch;
     pids.push_back(SpawnDiskChild(p));
     ASSERT_GT(pids.back(), 0);
   }
-  const uint64_t bound = budget + kProcs * kWritersPerProc * block;
+  const uint64_t bound = budget + kProcs * kWritersPerProc * batch;
   auto index_of = [&pids](pid_t pid) {
     return static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
   };
@@ -98,6 +112,37 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
   EXPECT_EQ(rep.rows, rep.block_files);
   EXPECT_EQ(rep.served.size(), rep.block_files);
   EXPECT_LE(disk_test::BlockFolderBytes(dir.path()), budget);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path() + "/quarantine"));
+}
+
+TEST(DiskMultiProcessTest, TwoWritersOfTheSameKeysWithClocks7sApartLoseNothing) {
+  constexpr uint64_t kKeys = 300;
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round);
+    disk_test::TempDir dir;
+    std::vector<pid_t> pids;
+    for (int i = 0; i < 2; ++i) {
+      ChildParams p;
+      p.mode = "synth";
+      p.dir = dir.path();
+      p.seed = static_cast<uint64_t>(100 * round + i);
+      p.keys = kKeys;
+      p.writer_threads = 2;
+      p.clock_offset_s = 7 * i;
+      pids.push_back(SpawnDiskChild(p));
+      ASSERT_GT(pids.back(), 0);
+    }
+    // 0: each stored every key and loaded every one back, none quarantined.
+    for (pid_t pid : pids) EXPECT_EQ(disk_child::WaitChild(pid), 0);
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path() + "/quarantine"));
+    disk_test::FolderReport rep = disk_test::VerifyFolder(dir.path());
+    EXPECT_EQ(rep.wrong, 0u);
+    EXPECT_EQ(rep.quarantined, 0u);
+    EXPECT_EQ(rep.temp_files, 0u);
+    EXPECT_EQ(rep.block_files, kKeys);
+    EXPECT_EQ(rep.rows, kKeys);
+    EXPECT_EQ(rep.served.size(), kKeys);
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 //   kvtier bench disk --dir D (--layout P | --block-bytes N) --blocks M
 //                     [--threads T] [--durability checksum|fsync]
 //                     [--drop-caches] [--direct-io] [--rounds R] [--keep]
+//                     [--commit-batch-bytes N]
 //                     [--json]
 //
 // In one run, with the same M block files (generated in RAM first) and T
@@ -58,6 +59,7 @@ struct BenchDiskArgs {
   bool keep = false;
   uint32_t rounds = 2;
   bool direct_io = false;
+  uint64_t commit_batch_bytes = DiskTierOptions().commit_batch_bytes;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
 };
@@ -253,6 +255,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   o.read_threads = a.threads;
   o.durability = durability;
   o.direct_io_reads = a.direct_io;
+  o.commit_batch_bytes = a.commit_batch_bytes;
   const bool fsync = durability == Durability::kFsync;
 
   // Each phase returns its seconds. Writes start from an empty folder.
@@ -378,7 +381,8 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
                {"threads", a.threads},
                {"drop_caches", a.drop_caches},
                {"rounds", a.rounds},
-               {"direct_io", a.direct_io}});
+               {"direct_io", a.direct_io},
+               {"commit_batch_bytes", a.commit_batch_bytes}});
   } else {
     std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes, " << a.threads
               << " threads, durability " << a.durability
@@ -404,6 +408,9 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
   app->add_flag("--drop-caches", a->drop_caches, "Drop the page cache before reads (root)");
   app->add_flag("--keep", a->keep, "Keep the benchmark folders");
   app->add_flag("--direct-io", a->direct_io, "The tier reads with O_DIRECT (the raw side never)");
+  app->add_option("--commit-batch-bytes", a->commit_batch_bytes,
+                  "Bytes a writer commits at once (DiskTierOptions::commit_batch_bytes; "
+                  "default 1 MiB, 0 = one block)");
   app->add_option("--rounds", a->rounds,
                   "Rounds, alternating which side goes first; best of each (default 2)")
       ->check(CLI::Range(1, 100));

@@ -8,19 +8,21 @@
 //   <dir>/blocks/<2 hex>/<64 hex>.safetensors.tmp.<pid>.<n>   (being written)
 //   <dir>/quarantine/                                        (rejected files)
 //   <dir>/index.sqlite                                       (WAL mode)
+//   <dir>/index.lock                                         (who has it open)
 //
 // and verifies every read with DecodeBlock (structure, expected key, expected
 // layout signature, checksum): a file that fails is quarantined and the read
 // is a miss, never wrong bytes. Store() returns at once; background writers
-// write each block to a unique temp name in its final folder, rename it into
-// place and then commit its index row (in kFsync mode: fsync file, rename,
-// fsync folder, commit). A block is readable from the pending-write buffer
-// until its row is committed.
+// write each block to a unique temp name in its final folder, move it into
+// place unless a file is already there (the first complete file wins, and
+// the row always describes the file on disk) and then commit its index row
+// (in kFsync mode: fsync file, move, fsync folder, commit). A block is
+// readable from the pending-write buffer until its row is committed.
 //
 // The SQLite index is the fast path for restart and the shared accounting
 // for every process using the folder: Open() serves hits at once while a
 // bounded background reconcile adopts files with no row, drops rows with no
-// file, removes temp files of dead writers and enforces the limit. Any number
+// file, removes abandoned temp files and enforces the limit. Any number
 // of processes, and of layouts, may share one folder; capacity (bytes,
 // entries, retention, free disk) counts them all, LRU by last access.
 //
@@ -95,7 +97,8 @@ struct DiskTierOptions {
   uint64_t max_entries = 0;
   // Seconds a block is kept after it was written; older blocks are removed
   // by the background maintenance and counted in `expired`. 0 = forever.
-  // Default 0.
+  // Any value up to INT64_MAX: the time arithmetic saturates, so a huge
+  // retention keeps everything. Default 0.
   int64_t retention_seconds = 0;
   // Fraction of (tracked + free disk bytes) the cache may use, in (0, 1].
   // Default 0.99.
@@ -121,6 +124,13 @@ struct DiskTierOptions {
   // Microseconds Store() waits for queue space before it falls back to
   // `on_pressure`. Default 1 s.
   uint64_t queue_wait_micros = 1'000'000;
+  // Bytes of blocks a writer thread takes from the queue at once and
+  // commits in one index transaction (at least one block, at most 256):
+  // the index work of a batch (lookups, reservation, commit) is done once.
+  // Other processes see a batch's files when its rows commit, so a shared
+  // folder may exceed its limit by up to one batch (or one block, if
+  // larger) per writer. 0 = one block at a time. Default 1 MiB.
+  uint64_t commit_batch_bytes = 1 << 20;
   // What a store does once the wait above ran out. Default kWriteInline.
   OnPressure on_pressure = OnPressure::kWriteInline;
   // When a block is durable. Default kChecksum.
@@ -143,11 +153,13 @@ struct DiskTierOptions {
   // index (LRU order); Flush() and Close() flush at once. Default 1000.
   uint32_t touch_flush_interval_ms = 1000;
   // Run a reconcile pass in the background when the tier opens: adopt files
-  // with no index row, drop rows with no file, remove temp files of dead
-  // processes, quarantine foreign files, enforce the limit. Default true.
+  // with no index row, drop rows with no file, remove abandoned temp files,
+  // quarantine foreign files, enforce the limit. Default true.
   bool reconcile_on_open = true;
-  // Seconds after which a temp file whose writer process still exists (a
-  // reused pid) is treated as abandoned and removed. > 0. Default 3600.
+  // Writers hold an advisory lock on their temp files; a temp file no one
+  // holds is abandoned and removed by the reconcile. On a file system
+  // without advisory locks: seconds after which a temp file is abandoned.
+  // > 0. Default 3600.
   int64_t stale_temp_seconds = 3600;
   // Seconds a quarantined file is kept for inspection before the
   // maintenance removes it. 0 = keep until `kvtier gc`. Default 7 days.
@@ -251,7 +263,9 @@ class DiskTier {
   // Opens (creating if needed) the cache folder options.dir. Returns
   // InvalidArgument for bad options (naming the field), an IOError if the
   // folder or the index cannot be opened. A corrupt index.sqlite is moved
-  // to quarantine/ and rebuilt from the files by the reconcile.
+  // to quarantine/ and rebuilt from the files by the reconcile, unless
+  // another tier (in any process) has the folder open: then Unavailable,
+  // and the file is left alone.
   // REQUIRES: env != nullptr, outliving the tier.
   static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options, Env* env);
 

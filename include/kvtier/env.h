@@ -60,12 +60,21 @@ struct FileInfo {
   int64_t mtime_unix_s = 0;  // modification time, seconds since the epoch
 };
 
+// An advisory lock (flock(2)) a file holds while it is open. Every opener
+// of the file sees it: threads, processes, and processes in other pid
+// namespaces (containers) sharing the file system.
+enum class FileLock : uint8_t { kNone, kShared, kExclusive };
+
 struct ReadFileOptions {
   // O_NOFOLLOW: refuse to open a symlink (ELOOP → kInvalidArgument-ish IOError).
   bool follow_symlinks = false;
   // Try O_DIRECT; falls back to buffered I/O where the file system refuses it.
   // Reads through such a file must then use aligned buffers, offsets, sizes.
   bool direct_io = false;
+  // Lock the file while it is open, never waiting: kUnavailable if another
+  // open file holds a conflicting lock; kIOError (sys_errno ENOLCK) where
+  // the file system has no advisory locks.
+  FileLock lock = FileLock::kNone;
 };
 
 struct WriteFileOptions {
@@ -75,6 +84,11 @@ struct WriteFileOptions {
   // WriteFileAtomic only: fsync the temp file before the rename and the
   // folder after it, so the new content survives a power loss. Default off.
   bool sync = false;
+  // CreateFile only: hold an exclusive lock (see ReadFileOptions::lock) on
+  // the new file until it is closed, so other processes can tell that it is
+  // still being written. Waits out a reader's brief probe; where the file
+  // system has no advisory locks the file is simply not locked.
+  bool lock = false;
 };
 
 class Env {
@@ -91,6 +105,12 @@ class Env {
                                                            const WriteFileOptions& opts) = 0;
   // rename(2): atomically replaces `to` if it exists.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Moves the file `from` to `to` only if nothing is at `to`; otherwise fails
+  // with kIOError and sys_errno EEXIST and leaves both as they were, so the
+  // first of several writers publishing one name wins. Atomic where the file
+  // system has renameat2(RENAME_NOREPLACE); elsewhere link(2) then unlink(2)
+  // of `from` (a crash in between leaves both names on the one file).
+  virtual Status RenameNoReplace(const std::string& from, const std::string& to) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
   // lstat(2): does not follow a final symlink.
   virtual Result<FileInfo> Stat(const std::string& path) = 0;
@@ -160,6 +180,9 @@ class EnvWrapper : public Env {
   }
   Status RenameFile(const std::string& from, const std::string& to) override {
     return target_->RenameFile(from, to);
+  }
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    return target_->RenameNoReplace(from, to);
   }
   Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
   Result<FileInfo> Stat(const std::string& path) override { return target_->Stat(path); }

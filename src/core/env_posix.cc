@@ -2,6 +2,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -151,6 +154,23 @@ class PosixEnv final : public Env {
                                      std::string(FileTypeName(TypeOfMode(st.st_mode))) +
                                      ", not a regular file");
     }
+    if (opts.lock != FileLock::kNone) {
+      const int op = (opts.lock == FileLock::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB;
+      int rc;
+      do {
+        rc = ::flock(fd, op);
+      } while (rc != 0 && errno == EINTR);
+      if (rc != 0) {
+        const int err = errno;
+        ::close(fd);
+        if (err == EWOULDBLOCK) {
+          return Status::Unavailable("lock " + path + ": another open file holds a lock on it");
+        }
+        // No advisory locks here (EOPNOTSUPP on some FUSE, ENOLCK on NFS
+        // without a lock manager): say so as ENOLCK.
+        return Status(StatusCode::kIOError, "lock " + path + ": " + std::strerror(err), ENOLCK);
+      }
+    }
     return std::unique_ptr<RandomAccessFile>(std::make_unique<PosixRandomAccessFile>(
         fd, static_cast<uint64_t>(st.st_size), direct, path));
   }
@@ -172,12 +192,38 @@ class PosixEnv final : public Env {
       ::unlink(path.c_str());
       return PathError("fchmod", path, err);
     }
+    if (opts.lock) {
+      int rc;
+      do {
+        rc = ::flock(fd, LOCK_EX);
+      } while (rc != 0 && errno == EINTR);
+      // rc != 0: no advisory locks on this file system; the file is still
+      // usable, only unlocked (ReadFileOptions::lock reports ENOLCK there).
+    }
     return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd, path));
   }
 
   Status RenameFile(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) {
       return PathError("rename", from + " to " + to, errno);
+    }
+    return Status::Ok();
+  }
+
+  Status RenameNoReplace(const std::string& from, const std::string& to) override {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return Status::Ok();
+    }
+    const int err = errno;
+    // EINVAL: the file system has no RENAME_NOREPLACE (NFS, some FUSE);
+    // ENOSYS: the kernel has no renameat2. link(2) refuses an existing
+    // name just the same.
+    if (err != EINVAL && err != ENOSYS) return PathError("rename", from + " to " + to, err);
+    if (::link(from.c_str(), to.c_str()) != 0) {
+      return PathError("link", from + " to " + to, errno);
+    }
+    if (::unlink(from.c_str()) != 0 && errno != ENOENT) {
+      return PathError("unlink", from, errno);
     }
     return Status::Ok();
   }

@@ -83,6 +83,84 @@ TEST_F(PosixEnvTest, DirectIoReadsExactBytesEvenUnaligned) {
   EXPECT_EQ(Str(buf), content.substr(13, 1001));
 }
 
+TEST_F(PosixEnvTest, ExclusiveCreateRefusesExistingFile) {
+  Write(P("a"), "old");
+  auto f = env_->CreateFile(P("a"), WriteFileOptions{});
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kIOError);
+  EXPECT_EQ(f.status().sys_errno(), EEXIST);
+  EXPECT_THAT(f.status().message(), HasSubstr(P("a")));
+
+  WriteFileOptions trunc;
+  trunc.exclusive = false;
+  auto g = env_->CreateFile(P("a"), trunc);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_TRUE((*g)->Append(Bytes("n")).ok());
+  ASSERT_TRUE((*g)->Close().ok());
+  auto data = env_->ReadWholeFile(P("a"), 100);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(Str(*data), "n");
+}
+
+TEST_F(PosixEnvTest, RenameReplacesTarget) {
+  Write(P("a"), "new");
+  Write(P("b"), "old");
+  ASSERT_TRUE(env_->RenameFile(P("a"), P("b")).ok());
+  auto data = env_->ReadWholeFile(P("b"), 100);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(Str(*data), "new");
+  EXPECT_TRUE(env_->Stat(P("a")).status().IsNotFound());
+}
+
+TEST_F(PosixEnvTest, RenameNoReplaceMovesOnlyOntoAFreeName) {
+  Write(P("first"), "first");
+  Write(P("second"), "second");
+  ASSERT_TRUE(env_->RenameNoReplace(P("first"), P("final")).ok());
+  EXPECT_TRUE(env_->Stat(P("first")).status().IsNotFound());
+  // The second writer loses: the first file stays, the loser's is untouched.
+  Status s = env_->RenameNoReplace(P("second"), P("final"));
+  EXPECT_EQ(s.code(), StatusCode::kIOError);
+  EXPECT_EQ(s.sys_errno(), EEXIST);
+  EXPECT_THAT(s.message(), HasSubstr(P("final")));
+  EXPECT_EQ(Str(*env_->ReadWholeFile(P("final"), 100)), "first");
+  EXPECT_EQ(Str(*env_->ReadWholeFile(P("second"), 100)), "second");
+  EXPECT_TRUE(env_->RenameNoReplace(P("missing"), P("other")).IsNotFound());
+}
+
+TEST_F(PosixEnvTest, LocksHeldByOpenFilesAreSeenByOtherOpeners) {
+  WriteFileOptions wo;
+  wo.lock = true;
+  auto writer = env_->CreateFile(P("w"), wo);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ReadFileOptions shared;
+  shared.lock = FileLock::kShared;
+  // The writer's exclusive lock refuses every other opener that asks.
+  EXPECT_EQ(env_->OpenForRead(P("w"), shared).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(env_->OpenForRead(P("w"), {}).ok());  // a plain open ignores locks
+  ASSERT_TRUE((*writer)->Close().ok());
+  auto r1 = env_->OpenForRead(P("w"), shared);
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  auto r2 = env_->OpenForRead(P("w"), shared);
+  EXPECT_TRUE(r2.ok());  // shared locks coexist
+  ReadFileOptions exclusive;
+  exclusive.lock = FileLock::kExclusive;
+  EXPECT_EQ(env_->OpenForRead(P("w"), exclusive).status().code(), StatusCode::kUnavailable);
+  r1->reset();
+  r2->reset();
+  EXPECT_TRUE(env_->OpenForRead(P("w"), exclusive).ok());  // closing released them
+  // Another process sees the lock too (flock, not a per-process fcntl lock).
+  auto held = env_->OpenForRead(P("w"), exclusive);
+  ASSERT_TRUE(held.ok());
+  pid_t child = fork();
+  if (child == 0) {
+    auto r = Env::Default()->OpenForRead(P("w"), shared);
+    _exit(r.status().code() == StatusCode::kUnavailable ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 TEST_F(PosixEnvTest, StatReportsTypesWithoutFollowingSymlinks) {
   Write(P("file"), "12345");
   ASSERT_EQ(::symlink(P("file").c_str(), P("link").c_str()), 0);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/saturating_time.h"
+
 namespace kvtier::disk {
 
 Capacity::Reservation& Capacity::Reservation::operator=(Reservation&& o) noexcept {
@@ -9,6 +11,7 @@ Capacity::Reservation& Capacity::Reservation::operator=(Reservation&& o) noexcep
     Release();
     owner_ = o.owner_;
     bytes_ = o.bytes_;
+    blocks_ = o.blocks_;
     o.owner_ = nullptr;
   }
   return *this;
@@ -18,7 +21,7 @@ void Capacity::Reservation::Release() {
   if (owner_ == nullptr) return;
   std::lock_guard<std::mutex> lock(owner_->mu_);
   owner_->inflight_bytes_ -= std::min(owner_->inflight_bytes_, bytes_);
-  owner_->inflight_blocks_ -= std::min<uint64_t>(owner_->inflight_blocks_, 1);
+  owner_->inflight_blocks_ -= std::min(owner_->inflight_blocks_, blocks_);
   owner_ = nullptr;
 }
 
@@ -99,7 +102,8 @@ EvictRequest Capacity::MakeRequest(const LimitSpec& spec, uint64_t reserve_bytes
   req.reserve_entries = reserve_entries;
   req.max_victims = max_victims;
   if (options_->retention_seconds > 0) {
-    req.expire_before_us = env_->NowUnixMicros() - options_->retention_seconds * 1'000'000;
+    req.expire_before_us =
+        CutoffBefore(env_->NowUnixMicros(), SecondsToMicros(options_->retention_seconds));
   }
   return req;
 }
@@ -111,16 +115,16 @@ void Capacity::Account(const EvictOutcome& out) {
   if (out.bytes_freed > 0) NoteFreed(out.bytes_freed);
 }
 
-Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
+Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks) {
   uint64_t reserve_bytes, reserve_blocks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inflight_bytes_ += bytes;
-    inflight_blocks_ += 1;
+    inflight_blocks_ += blocks;
     reserve_bytes = inflight_bytes_;
     reserve_blocks = inflight_blocks_;
   }
-  Reservation reservation(this, bytes);
+  Reservation reservation(this, bytes, blocks);
 
   KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals());
   LimitSpec spec = Spec();
@@ -144,8 +148,10 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
   bool bytes_over = totals.bytes + reserve_bytes > limit;
   bool entries_over = spec.max_entries != 0 && totals.entries + reserve_blocks > spec.max_entries;
   if (bytes_over || entries_over) {
+    const uint64_t victims = std::min<uint64_t>(
+        uint64_t{options_->max_unlinks_per_store} * std::max<uint64_t>(blocks, 1), UINT32_MAX);
     EvictRequest req =
-        MakeRequest(spec, reserve_bytes, reserve_blocks, options_->max_unlinks_per_store);
+        MakeRequest(spec, reserve_bytes, reserve_blocks, static_cast<uint32_t>(victims));
     DiskIndex::EvictHook hook;
     if (*kill_hook_) {
       hook = [this] { (*kill_hook_)(DiskKillPoint::kMidEviction); };

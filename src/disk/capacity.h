@@ -6,11 +6,11 @@
 // free_space_ttl_micros, corrected by what this process wrote and freed
 // since; an ENOSPC drops the reading so the next decision re-reads it.
 //
-// Reserve() admits one new block: it counts the block as in flight in this
-// process, evicts expired and then least-recently-accessed files (at most
-// max_unlinks_per_store) until the indexed bytes plus everything in flight
-// fit, and returns a reservation the writer holds until the block's index row
-// is committed. Evictions unlink inside the index write transaction, so a
+// Reserve() admits new blocks (a writer's batch): it counts them as in flight
+// in this process, evicts expired and then least-recently-accessed files (at
+// most max_unlinks_per_store per block) until the indexed bytes plus
+// everything in flight fit, and returns a reservation the writer holds until
+// the blocks' index rows are committed. Evictions unlink inside the index write transaction, so a
 // freed byte is never counted twice by two processes.
 //
 // Thread safety: all methods are safe from any thread; no I/O or SQLite call
@@ -38,8 +38,9 @@ class Capacity {
   class Reservation {
    public:
     Reservation() = default;
-    Reservation(Capacity* owner, uint64_t bytes) : owner_(owner), bytes_(bytes) {}
-    Reservation(Reservation&& o) noexcept : owner_(o.owner_), bytes_(o.bytes_) {
+    Reservation(Capacity* owner, uint64_t bytes, uint64_t blocks)
+        : owner_(owner), bytes_(bytes), blocks_(blocks) {}
+    Reservation(Reservation&& o) noexcept : owner_(o.owner_), bytes_(o.bytes_), blocks_(o.blocks_) {
       o.owner_ = nullptr;
     }
     Reservation& operator=(Reservation&& o) noexcept;
@@ -49,6 +50,7 @@ class Capacity {
    private:
     Capacity* owner_ = nullptr;
     uint64_t bytes_ = 0;
+    uint64_t blocks_ = 0;
   };
 
   // REQUIRES: every pointer outlives this object.
@@ -56,9 +58,11 @@ class Capacity {
   Capacity(const DiskTierOptions* options, Env* env, DiskIndex* index, const FolderLayout* layout,
            DiskCounters* counters, const KillHook* kill_hook);
 
-  // Admits a block of `bytes`. ResourceExhausted if it is larger than the
-  // effective limit itself; index errors are returned as they are.
-  Result<Reservation> Reserve(uint64_t bytes);
+  // Admits `blocks` new blocks of `bytes` in all (a writer's batch), with
+  // one totals query and at most max_unlinks_per_store victims per block.
+  // ResourceExhausted if `bytes` is larger than the effective limit itself;
+  // index errors are returned as they are.
+  Result<Reservation> Reserve(uint64_t bytes, uint64_t blocks);
 
   // Expires and evicts with no bound on the number of files until the folder
   // is within its limit (counting blocks in flight here).

@@ -120,6 +120,44 @@ SharedBlock Block(size_t n) {
       BlockBuffer::CopyOf(std::vector<std::byte>(n, std::byte{1})).value());
 }
 
+// One block for a writer (a batch of at most one), or nullptr when closed.
+std::shared_ptr<PendingBlock> Next(PendingWrites& q) {
+  auto batch = q.NextBatchForWriter(0, 1);
+  return batch.empty() ? nullptr : batch[0];
+}
+
+TEST(PendingWritesTest, BatchesTakeBlocksInOrderUpToTheByteAndCountBounds) {
+  PendingWrites q(1000);
+  for (uint64_t i = 0; i < 6; ++i) {
+    ASSERT_EQ(q.Enqueue(TestBlockKey(i), Block(i == 3 ? 300 : 100), 0),
+              PendingWrites::AddOutcome::kQueued);
+  }
+  auto keys = [](const std::vector<std::shared_ptr<PendingBlock>>& b) {
+    std::vector<BlockKey> k;
+    for (const auto& p : b) k.push_back(p->key);
+    return k;
+  };
+  // 100 + 100 + 100 = 300 fit 350; the 300-byte block does not.
+  auto b1 = q.NextBatchForWriter(350, 10);
+  EXPECT_EQ(keys(b1), (std::vector<BlockKey>{TestBlockKey(0), TestBlockKey(1), TestBlockKey(2)}));
+  // A block larger than the bound still goes, alone.
+  auto b2 = q.NextBatchForWriter(200, 10);
+  EXPECT_EQ(keys(b2), (std::vector<BlockKey>{TestBlockKey(3)}));
+  auto b3 = q.NextBatchForWriter(1000, 1);  // the count bound
+  EXPECT_EQ(keys(b3), (std::vector<BlockKey>{TestBlockKey(4)}));
+  for (auto* b : {&b1, &b2, &b3}) {
+    for (auto& p : *b) {
+      EXPECT_NE(q.Find(p->key), nullptr);  // readable until finished
+      q.Retire(p);
+      q.Release(p);
+    }
+  }
+  EXPECT_EQ(q.bytes(), 100u);
+  q.Close();
+  EXPECT_EQ(keys(q.NextBatchForWriter(1000, 10)), (std::vector<BlockKey>{TestBlockKey(5)}));
+  EXPECT_TRUE(q.NextBatchForWriter(1000, 10).empty());
+}
+
 TEST(PendingWritesTest, QueueIsBoundedInBytesButAdmitsOneBlockWhenEmpty) {
   PendingWrites q(100);
   EXPECT_EQ(q.Enqueue(TestBlockKey(1), Block(500), 0), PendingWrites::AddOutcome::kQueued);
@@ -128,7 +166,7 @@ TEST(PendingWritesTest, QueueIsBoundedInBytesButAdmitsOneBlockWhenEmpty) {
   EXPECT_EQ(q.bytes(), 500u);
   EXPECT_EQ(q.blocks(), 1u);
   EXPECT_NE(q.Find(TestBlockKey(1)), nullptr);
-  auto p = q.NextForWriter();
+  auto p = Next(q);
   ASSERT_NE(p, nullptr);
   EXPECT_NE(q.Find(TestBlockKey(1)), nullptr);  // still readable while written
   EXPECT_FALSE(q.Retire(p));
@@ -144,7 +182,7 @@ TEST(PendingWritesTest, WaitingStoreGetsRoomWhenAWriterFinishes) {
   PendingWrites q(100);
   ASSERT_EQ(q.Enqueue(TestBlockKey(1), Block(100), 0), PendingWrites::AddOutcome::kQueued);
   std::thread writer([&] {
-    auto p = q.NextForWriter();
+    auto p = Next(q);
     q.Retire(p);
     q.Release(p);
   });
@@ -156,7 +194,7 @@ TEST(PendingWritesTest, CancelDropsQueuedBlocksAndFlagsOnesInFlight) {
   PendingWrites q(1000);
   ASSERT_EQ(q.Enqueue(TestBlockKey(1), Block(10), 0), PendingWrites::AddOutcome::kQueued);
   ASSERT_EQ(q.Enqueue(TestBlockKey(2), Block(10), 0), PendingWrites::AddOutcome::kQueued);
-  auto in_flight = q.NextForWriter();  // key 1
+  auto in_flight = Next(q);  // key 1
   ASSERT_NE(in_flight, nullptr);
   EXPECT_TRUE(q.Cancel(TestBlockKey(2)));
   EXPECT_EQ(q.bytes(), 10u);
@@ -169,7 +207,7 @@ TEST(PendingWritesTest, CancelDropsQueuedBlocksAndFlagsOnesInFlight) {
   EXPECT_EQ(q.bytes(), 0u);
   // A newer store of the same key supersedes the cancelled one.
   ASSERT_EQ(q.Enqueue(TestBlockKey(3), Block(10), 0), PendingWrites::AddOutcome::kQueued);
-  auto old = q.NextForWriter();
+  auto old = Next(q);
   q.Cancel(TestBlockKey(3));
   ASSERT_EQ(q.Enqueue(TestBlockKey(3), Block(10), 0), PendingWrites::AddOutcome::kQueued);
   EXPECT_FALSE(q.Retire(old));
@@ -181,7 +219,7 @@ TEST(PendingWritesTest, WaitForAllBeforeWaitsOnlyForEarlierBlocks) {
   PendingWrites q(1000);
   ASSERT_EQ(q.Enqueue(TestBlockKey(1), Block(10), 0), PendingWrites::AddOutcome::kQueued);
   uint64_t seq = q.NextSeq();
-  auto p = q.NextForWriter();
+  auto p = Next(q);
   std::thread writer([&] {
     q.Retire(p);
     q.Release(p);
@@ -192,8 +230,8 @@ TEST(PendingWritesTest, WaitForAllBeforeWaitsOnlyForEarlierBlocks) {
   q.WaitForAllBefore(seq);  // block 2 came later: no wait
   q.Close();
   EXPECT_EQ(q.Enqueue(TestBlockKey(3), Block(10), 0), PendingWrites::AddOutcome::kClosed);
-  EXPECT_NE(q.NextForWriter(), nullptr);  // drains what was queued
-  EXPECT_EQ(q.NextForWriter(), nullptr);
+  EXPECT_NE(Next(q), nullptr);  // drains what was queued
+  EXPECT_EQ(Next(q), nullptr);
 }
 
 TEST(GroupCommitterTest, ConcurrentCommitsAllLand) {
@@ -211,7 +249,7 @@ TEST(GroupCommitterTest, ConcurrentCommitsAllLand) {
         r.key = TestBlockKey(t * 1000 + i);
         r.sig_id = sig;
         r.size = 1;
-        if (!committer.Commit(r).ok()) failures++;
+        if (!committer.Commit({&r, 1}).ok()) failures++;
       }
     });
   }

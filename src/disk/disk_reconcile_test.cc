@@ -134,27 +134,42 @@ void SetMtime(const std::string& path, int64_t seconds_ago) {
   ASSERT_EQ(utimes(path.c_str(), tv), 0);
 }
 
-TEST_F(DiskReconcileTest, TempFilesOfDeadWritersGoLiveOnesStay) {
+TEST_F(DiskReconcileTest, TempFilesNoWriterHoldsGoLiveOnesStay) {
   const pid_t dead = DeadPid();
   auto t = Open();
   StoreAll(t.get(), 0, 1);
   const std::string base = BlockFilePath(dir_.path(), TestBlockKey(0));
   const std::string dead_tmp = base + ".tmp." + std::to_string(dead) + ".1";
   const std::string own_tmp = base + ".tmp." + std::to_string(getpid()) + ".999999";
-  const std::string live_tmp = base + ".tmp.1.5";  // pid 1 is alive
+  const std::string unlocked_tmp = base + ".tmp.1.5";  // pid 1 is alive, but holds nothing
   const std::string stale_tmp = base + ".tmp.1.6";
-  for (const std::string& p : {dead_tmp, own_tmp, live_tmp, stale_tmp}) std::ofstream(p) << "x";
+  const std::string live_tmp = base + ".tmp." + std::to_string(dead) + ".7";
+  for (const std::string& p : {dead_tmp, own_tmp, unlocked_tmp, stale_tmp}) {
+    std::ofstream(p) << "x";
+  }
   SetMtime(stale_tmp, 7200);
+  // A writer (in any process, any pid namespace) holds its temp file locked
+  // while it is open: whatever pid its name carries, it stays.
+  WriteFileOptions wo;
+  wo.lock = true;
+  auto writer = Env::Default()->CreateFile(live_tmp, wo);
+  ASSERT_THAT(writer, IsOk());
   auto r = t->Reconcile();
   ASSERT_THAT(r, IsOk());
-  EXPECT_EQ(r->temps_removed, 3u);
+  EXPECT_EQ(r->temps_removed, 4u);
   EXPECT_FALSE(fs::exists(dead_tmp));
   EXPECT_FALSE(fs::exists(own_tmp));
+  EXPECT_FALSE(fs::exists(unlocked_tmp));
   EXPECT_FALSE(fs::exists(stale_tmp));
   EXPECT_TRUE(fs::exists(live_tmp));
   EXPECT_EQ(r->quarantined, 0u);
-  EXPECT_EQ(t->Stats().reconcile_temps_removed, 3u);
+  EXPECT_EQ(t->Stats().reconcile_temps_removed, 4u);
   EXPECT_TRUE(HitExact(t.get(), 0));
+  ASSERT_THAT((*writer)->Close(), IsOk());
+  r = t->Reconcile();
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->temps_removed, 1u);
+  EXPECT_FALSE(fs::exists(live_tmp));
 }
 
 TEST_F(DiskReconcileTest, ForeignEntriesAreQuarantinedAndNeverServed) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -90,17 +91,42 @@ class ControlledEnv final : public Env {
     free_fn_ = std::move(fn);
   }
   int64_t free_space_calls() const { return free_calls_.load(); }
+  // Calls fn(path) before each OpenForRead (no function: nothing).
+  void SetOpenHook(std::function<void(const std::string&)> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_fn_ = std::move(fn);
+  }
+  // ProcessAlive() says false for every pid, as it does for a writer in
+  // another pid namespace.
+  void SetEveryProcessDead() { every_process_dead_ = true; }
+  // Files cannot be locked, as on a file system without advisory locks:
+  // OpenForRead with a lock fails with ENOLCK, CreateFile ignores `lock`.
+  void SetNoLocks() { no_locks_ = true; }
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& p,
                                                         const ReadFileOptions& o) override {
+    std::function<void(const std::string&)> fn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn = open_fn_;
+    }
+    if (fn) fn(p);
+    if (no_locks_.load() && o.lock != FileLock::kNone) {
+      return Status(StatusCode::kIOError, "lock " + p + ": no locks here (test)", ENOLCK);
+    }
     return base_->OpenForRead(p, o);
   }
   Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& p,
                                                    const WriteFileOptions& o) override {
-    return base_->CreateFile(p, o);
+    WriteFileOptions unlocked = o;
+    if (no_locks_.load()) unlocked.lock = false;
+    return base_->CreateFile(p, unlocked);
   }
   Status RenameFile(const std::string& a, const std::string& b) override {
     return base_->RenameFile(a, b);
+  }
+  Status RenameNoReplace(const std::string& a, const std::string& b) override {
+    return base_->RenameNoReplace(a, b);
   }
   Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
   Result<FileInfo> Stat(const std::string& p) override { return base_->Stat(p); }
@@ -134,7 +160,9 @@ class ControlledEnv final : public Env {
   }
   void SleepForMicros(uint64_t us) override { base_->SleepForMicros(us); }
   int ProcessId() override { return base_->ProcessId(); }
-  bool ProcessAlive(int pid) override { return base_->ProcessAlive(pid); }
+  bool ProcessAlive(int pid) override {
+    return !every_process_dead_.load() && base_->ProcessAlive(pid);
+  }
   std::thread StartThread(std::function<void()> fn) override {
     return base_->StartThread(std::move(fn));
   }
@@ -144,7 +172,10 @@ class ControlledEnv final : public Env {
   std::atomic<int64_t> offset_us_{0};
   std::atomic<int64_t> last_{0};
   std::mutex mu_;
-  std::function<uint64_t()> free_fn_;  // guarded by mu_
+  std::function<uint64_t()> free_fn_;                // guarded by mu_
+  std::function<void(const std::string&)> open_fn_;  // guarded by mu_
+  std::atomic<bool> every_process_dead_{false};
+  std::atomic<bool> no_locks_{false};
   std::atomic<int64_t> free_calls_{0};
 };
 

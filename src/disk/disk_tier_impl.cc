@@ -41,12 +41,6 @@ uint64_t PhysicalMemoryBytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
-bool NeedsChmod(uint32_t perms, uint32_t owner_default) {
-  // The umask never removes owner bits in practice; anything beyond the
-  // owner's default may be stripped, so set it explicitly.
-  return (perms & ~owner_default) != 0;
-}
-
 }  // namespace
 
 DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, Env* env, KillHook kill_hook)
@@ -84,9 +78,24 @@ Status DiskTierImpl::OpenIndex() {
   // and the files they describe (fsynced, in kFsync mode) are adopted again by
   // the reconcile. FULL would add an fsync to every commit.
   io.synchronous_full = false;
+  // A rebuild elsewhere takes moments: wait for it as long as for a busy index.
+  const uint64_t wait_us = uint64_t{options_.sqlite_busy_timeout_ms} * 1000;
+  KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
+                                                            options_.file_permissions, wait_us));
   auto index = DiskIndex::Open(path, io);
   if (!index.ok() && index.status().IsCorruption()) {
-    // Not a usable database: keep it for inspection and rebuild from files.
+    // Not a usable database: keep it for inspection and rebuild from files,
+    // but only if no other tier has the folder open (it would go on using
+    // the old file while everyone else uses the new one).
+    folder_lock_.Release();
+    auto sole =
+        FolderLock::Acquire(env_, layout_, FileLock::kExclusive, options_.file_permissions, 0);
+    if (!sole.ok()) {
+      return Status::Unavailable("index " + path + " is not a usable database (" +
+                                 index.status().message() +
+                                 ") and other processes have the folder open; it is rebuilt by "
+                                 "the first Open() after they close it");
+    }
     for (const char* suffix : {"", "-wal", "-shm"}) {
       std::string p = path + suffix;
       if (env_->Stat(p).ok()) {
@@ -94,6 +103,9 @@ Status DiskTierImpl::OpenIndex() {
       }
     }
     index = DiskIndex::Open(path, io);
+    sole->Release();
+    KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
+                                                              options_.file_permissions, wait_us));
   }
   if (!index.ok()) return index.status();
   index_ = std::move(index).value();
@@ -110,21 +122,10 @@ Status DiskTierImpl::Init() {
   KVTIER_RETURN_IF_ERROR(CreateFolder(options_.dir));
   KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.BlocksDir()));
   KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.QuarantineDir()));
+  writer_ = std::make_unique<BlockWriter>(env_, &layout_, &options_, &kill_hook_);
   if (options_.durability == Durability::kFsync) {
-    // All 256 subfolders up front, so a write never pays for syncing blocks/
-    // after making its subfolder; then the folders are made durable once.
-    // (kChecksum makes them as needed: mkdir is all it costs.)
-    for (int prefix = 0; prefix < 256; ++prefix) {
-      const std::string sub = layout_.Subdir(static_cast<uint8_t>(prefix));
-      if (NeedsChmod(options_.dir_permissions, 0700)) {
-        KVTIER_RETURN_IF_ERROR(CreateFolder(sub));  // chmods only what it creates
-      } else {
-        KVTIER_RETURN_IF_ERROR(env_->CreateDir(sub, options_.dir_permissions));
-      }
-      subdir_ready_[prefix].store(true, std::memory_order_relaxed);
-    }
-    KVTIER_RETURN_IF_ERROR(env_->SyncDir(layout_.BlocksDir()));
-    KVTIER_RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+    // (kChecksum makes subfolders as needed: mkdir is all it costs.)
+    KVTIER_RETURN_IF_ERROR(writer_->MakeAllSubdirs());
   }
   quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
   KVTIER_RETURN_IF_ERROR(OpenIndex());
@@ -136,6 +137,20 @@ Status DiskTierImpl::Init() {
                              ? options_.queue_max_bytes
                              : DefaultDiskQueueBytes(PhysicalMemoryBytes());
   pending_ = std::make_unique<PendingWrites>(queue_bytes);
+  WritePath::Parts wp;
+  wp.options = &options_;
+  wp.env = env_;
+  wp.layout = &layout_;
+  wp.index = index_.get();
+  wp.capacity = capacity_.get();
+  wp.quarantine = quarantine_.get();
+  wp.committer = committer_.get();
+  wp.pending = pending_.get();
+  wp.writer = writer_.get();
+  wp.counters = &counters_;
+  wp.kill_hook = &kill_hook_;
+  wp.sig_id = sig_id_;
+  write_path_ = std::make_unique<WritePath>(wp);
   readers_ = std::make_unique<ParallelRunner>(env_, options_.read_threads);
   BlockReaderOptions ro;
   ro.direct_io = options_.direct_io_reads;
@@ -151,126 +166,15 @@ Status DiskTierImpl::Init() {
   return Status::Ok();
 }
 
-Status DiskTierImpl::EnsureSubdir(uint8_t prefix) {
-  if (subdir_ready_[prefix].load(std::memory_order_acquire)) return Status::Ok();
-  const std::string sub = layout_.Subdir(prefix);
-  KVTIER_RETURN_IF_ERROR(env_->CreateDir(sub, options_.dir_permissions));
-  if (NeedsChmod(options_.dir_permissions, 0700)) {
-    KVTIER_RETURN_IF_ERROR(env_->Chmod(sub, options_.dir_permissions));
-  }
-  if (options_.durability == Durability::kFsync) {
-    KVTIER_RETURN_IF_ERROR(env_->SyncDir(layout_.BlocksDir()));
-  }
-  subdir_ready_[prefix].store(true, std::memory_order_release);
-  return Status::Ok();
-}
-
-Status DiskTierImpl::PublishFile(const BlockKey& key, std::span<const std::byte> bytes) {
-  const uint8_t prefix = key.bytes[0];
-  const std::string final_path = layout_.BlockPath(key);
-  const std::string tmp = layout_.TempPath(key, env_->ProcessId(), NextUniqueCounter());
-  KVTIER_RETURN_IF_ERROR(EnsureSubdir(prefix));
-  LiveTempFiles::Add(tmp);
-  Hook(DiskKillPoint::kBeforeWrite);
-  Status s = [&]() -> Status {
-    WriteFileOptions wo;
-    wo.permissions = options_.file_permissions;
-    wo.exclusive = true;
-    auto file = env_->CreateFile(tmp, wo);
-    if (!file.ok() && file.status().IsNotFound()) {
-      // The subfolder vanished (removed by hand): make it again, once.
-      subdir_ready_[prefix].store(false, std::memory_order_release);
-      KVTIER_RETURN_IF_ERROR(EnsureSubdir(prefix));
-      file = env_->CreateFile(tmp, wo);
-    }
-    if (!file.ok()) return file.status();
-    if (kill_hook_) {
-      size_t half = bytes.size() / 2;
-      KVTIER_RETURN_IF_ERROR((*file)->Append(bytes.first(half)));
-      Hook(DiskKillPoint::kMidWrite);
-      KVTIER_RETURN_IF_ERROR((*file)->Append(bytes.subspan(half)));
-    } else {
-      KVTIER_RETURN_IF_ERROR((*file)->Append(bytes));
-    }
-    if (options_.durability == Durability::kFsync) KVTIER_RETURN_IF_ERROR((*file)->Sync());
-    KVTIER_RETURN_IF_ERROR((*file)->Close());
-    if (NeedsChmod(options_.file_permissions, 0600)) {
-      KVTIER_RETURN_IF_ERROR(env_->Chmod(tmp, options_.file_permissions));
-    }
-    Hook(DiskKillPoint::kBeforeRename);
-    return env_->RenameFile(tmp, final_path);
-  }();
-  if (!s.ok()) {
-    (void)env_->RemoveFile(tmp);
-    LiveTempFiles::Remove(tmp);
-    return s.WithContext("write block " + key.Hex());
-  }
-  LiveTempFiles::Remove(tmp);
-  if (options_.durability == Durability::kFsync) {
-    Hook(DiskKillPoint::kBeforeDirSync);
-    s = env_->SyncDir(layout_.Subdir(prefix));
-    if (!s.ok()) {
-      (void)env_->RemoveFile(final_path);
-      return s.WithContext("sync folder of block " + key.Hex());
-    }
-  }
-  return Status::Ok();
-}
-
-Status DiskTierImpl::WriteAndIndex(const PendingBlock& p) {
-  if (pending_->IsCancelled(p)) return Status::Ok();
-  const uint64_t size = p.block->size();
-  KVTIER_ASSIGN_OR_RETURN(std::optional<IndexRow> row, index_->Lookup(p.key));
-  if (row && row->sig_id == sig_id_ && row->size == size) {
-    // Already on disk (another process, or an earlier store): refresh LRU.
-    touches_.Touch(p.key, env_->NowUnixMicros());
-    DiskCounters::Add(counters_.saves_deduplicated);
-    return Status::Ok();
-  }
-  KVTIER_ASSIGN_OR_RETURN(Capacity::Reservation reservation, capacity_->Reserve(size));
-  Status s = PublishFile(p.key, p.block->span());
-  if (!s.ok()) {
-    if (s.IsResourceExhausted()) capacity_->InvalidateFreeSpace();
-    return s;
-  }
-  capacity_->NoteWritten(size);
-  Hook(DiskKillPoint::kBeforeIndexCommit);
-  IndexRow r;
-  r.key = p.key;
-  r.sig_id = sig_id_;
-  r.size = size;
-  r.created_at_us = env_->NowUnixMicros();
-  r.last_access_us = r.created_at_us;
-  r.header_hash = HeaderHash(p.block->span());
-  s = committer_->Commit(r);
-  if (!s.ok()) {
-    // Without its row the file would be invisible to the accounting.
-    (void)env_->RemoveFile(layout_.BlockPath(p.key));
-    return s.WithContext("index block " + p.key.Hex());
-  }
-  DiskCounters::Add(counters_.saves_persisted);
-  DiskCounters::Add(counters_.bytes_written, size);
-  return Status::Ok();
-}
-
-Status DiskTierImpl::WritePending(const std::shared_ptr<PendingBlock>& p) {
-  const uint64_t t0 = env_->NowMicros();
-  Status s = WriteAndIndex(*p);
-  if (!s.ok()) DiskCounters::Add(counters_.errors);
-  if (pending_->Retire(p)) {
-    // Erased while being written: remove what was written.
-    (void)env_->RemoveFile(layout_.BlockPath(p->key));
-    const BlockKey key = p->key;
-    (void)index_->Delete(std::span<const BlockKey>(&key, 1));
-  }
-  counters_.write_latency.Record(env_->NowMicros() - t0);
-  pending_->Release(p);
-  return s;
-}
-
 void DiskTierImpl::WriterLoop() {
-  while (std::shared_ptr<PendingBlock> p = pending_->NextForWriter()) {
-    (void)WritePending(p);
+  // A batch of at least one block, at most commit_batch_bytes (and a count
+  // that keeps one transaction short).
+  constexpr size_t kMaxBatchBlocks = 256;
+  while (true) {
+    std::vector<std::shared_ptr<PendingBlock>> batch =
+        pending_->NextBatchForWriter(options_.commit_batch_bytes, kMaxBatchBlocks);
+    if (batch.empty()) return;
+    (void)write_path_->Write(batch);
   }
 }
 
@@ -325,7 +229,7 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
   }
   DiskCounters::Add(counters_.saves);
   if (options_.writer_threads > 0) DiskCounters::Add(counters_.inline_writes);
-  return WritePending(p);
+  return write_path_->Write(std::span<const std::shared_ptr<PendingBlock>>(&p, 1))[0];
 }
 
 void DiskTierImpl::QuarantineBlock(const IndexRow& row) {
@@ -680,7 +584,8 @@ void DiskTierImpl::MaintenanceLoop() {
   // minute); quarantine leftovers once an hour.
   const uint64_t expiry_every_us =
       options_.retention_seconds > 0
-          ? std::clamp<uint64_t>(options_.retention_seconds * 250'000, 1'000'000, 60'000'000)
+          ? static_cast<uint64_t>(std::clamp<int64_t>(
+                SaturatingMul(options_.retention_seconds, 250'000), 1'000'000, 60'000'000))
           : 0;
   constexpr uint64_t kQuarantineEveryUs = 3600ull * 1'000'000;
   uint64_t last_expiry = env_->NowMicros();
@@ -701,8 +606,8 @@ void DiskTierImpl::MaintenanceLoop() {
     }
     if (options_.quarantine_retention_seconds > 0 && now - last_quarantine >= kQuarantineEveryUs) {
       last_quarantine = now;
-      quarantine_->RemoveOlderThan(env_->NowUnixMicros() / 1'000'000 -
-                                   options_.quarantine_retention_seconds);
+      quarantine_->RemoveOlderThan(CutoffBefore(env_->NowUnixMicros() / kMicrosPerSecond,
+                                                options_.quarantine_retention_seconds));
     }
   }
 }

@@ -8,6 +8,8 @@
 //   Reconciler     - background/explicit folder <-> index repair
 //   ParallelRunner - the read threads of LoadMany and LoadBuffers
 //   BlockReader    - reads and verifies one block file
+//   BlockWriter    - publishes one block file (first complete file wins)
+//   WritePath      - a writer's batch: lookups, reservation, files, rows
 // This class owns them, the writer threads and the maintenance thread; its
 // own mutex guards only the maintenance thread's state. No file I/O or
 // SQLite call runs under any of these mutexes.
@@ -26,16 +28,19 @@
 
 #include "core/thread_annotations.h"
 #include "disk/block_reader.h"
+#include "disk/block_writer.h"
 #include "disk/capacity.h"
 #include "disk/counters.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
+#include "disk/folder_lock.h"
 #include "disk/group_commit.h"
 #include "disk/kill_points.h"
 #include "disk/parallel_runner.h"
 #include "disk/pending_writes.h"
 #include "disk/quarantine.h"
 #include "disk/touch_buffer.h"
+#include "disk/write_path.h"
 #include "kvtier/disk_tier.h"
 
 namespace kvtier::disk {
@@ -71,13 +76,7 @@ class DiskTierImpl final : public DiskTier {
   void Hook(DiskKillPoint point);
   Status CreateFolder(const std::string& path);
   Status OpenIndex();
-  Status EnsureSubdir(uint8_t prefix);
 
-  // Writes one pending block (writer thread or inline) and finishes it.
-  Status WritePending(const std::shared_ptr<PendingBlock>& p);
-  Status WriteAndIndex(const PendingBlock& p);
-  // Writes `bytes` to a temp file next to `final_path` and renames it there.
-  Status PublishFile(const BlockKey& key, std::span<const std::byte> bytes);
   void WriterLoop();
   void MaintenanceLoop();
   void FlushTouches();
@@ -113,6 +112,7 @@ class DiskTierImpl final : public DiskTier {
   const KillHook kill_hook_;  // tests only (kill_points.h)
   const FolderLayout layout_;
   DiskCounters counters_;
+  FolderLock folder_lock_;  // held shared from Open() to destruction, after index_ closes
   std::unique_ptr<DiskIndex> index_;
   std::unique_ptr<Capacity> capacity_;
   std::unique_ptr<Quarantine> quarantine_;
@@ -120,9 +120,10 @@ class DiskTierImpl final : public DiskTier {
   std::unique_ptr<PendingWrites> pending_;
   std::unique_ptr<ParallelRunner> readers_;
   std::unique_ptr<BlockReader> reader_;
+  std::unique_ptr<BlockWriter> writer_;
+  std::unique_ptr<WritePath> write_path_;
   TouchBuffer touches_;
   int64_t sig_id_ = 0;
-  std::array<std::atomic<bool>, 256> subdir_ready_{};
   std::atomic<bool> closed_{false};
   std::atomic<bool> stop_{false};  // background reconcile: stop early
   std::vector<std::thread> writers_;

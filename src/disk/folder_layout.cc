@@ -43,6 +43,7 @@ std::string HexByte(uint8_t b) {
 }
 
 std::string FolderLayout::IndexPath() const { return JoinPath(dir_, kIndexFileName); }
+std::string FolderLayout::LockPath() const { return JoinPath(dir_, kLockFileName); }
 std::string FolderLayout::BlocksDir() const { return JoinPath(dir_, kBlocksDirName); }
 std::string FolderLayout::QuarantineDir() const { return JoinPath(dir_, kQuarantineDirName); }
 

@@ -1,6 +1,7 @@
 // The names inside a cache folder (docs/disk-tier.md):
 //
 //   <dir>/index.sqlite                                   SQLite index (WAL)
+//   <dir>/index.lock                                     who has the folder open
 //   <dir>/blocks/<2 hex>/<64 hex>.safetensors             one block file
 //   <dir>/blocks/<2 hex>/<64 hex>.safetensors.tmp.<pid>.<n>  being written
 //   <dir>/quarantine/<unix s>-<pid>-<n>-<original name>   rejected files
@@ -26,6 +27,7 @@ namespace kvtier::disk {
 inline constexpr std::string_view kBlocksDirName = "blocks";
 inline constexpr std::string_view kQuarantineDirName = "quarantine";
 inline constexpr std::string_view kIndexFileName = "index.sqlite";
+inline constexpr std::string_view kLockFileName = "index.lock";
 inline constexpr std::string_view kBlockSuffix = ".safetensors";
 inline constexpr std::string_view kTempMarker = ".safetensors.tmp.";
 
@@ -35,6 +37,8 @@ class FolderLayout {
 
   const std::string& dir() const { return dir_; }
   std::string IndexPath() const;
+  // <dir>/index.lock (folder_lock.h).
+  std::string LockPath() const;
   std::string BlocksDir() const;
   std::string QuarantineDir() const;
   // <dir>/blocks/<2 hex of prefix>

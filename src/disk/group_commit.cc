@@ -2,11 +2,11 @@
 
 namespace kvtier::disk {
 
-Status GroupCommitter::Commit(const IndexRow& row) {
+Status GroupCommitter::Commit(std::span<const IndexRow> rows) {
   std::unique_lock<std::mutex> lock(mu_);
   if (open_ == nullptr) open_ = std::make_shared<Group>();
   std::shared_ptr<Group> mine = open_;
-  mine->rows.push_back(row);
+  mine->rows.insert(mine->rows.end(), rows.begin(), rows.end());
   while (!mine->done) {
     if (!committing_ && open_ == mine) {
       // Lead: close the group to newcomers and commit it without the lock.

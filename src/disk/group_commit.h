@@ -1,12 +1,12 @@
 // GroupCommitter: commits index rows of many writer threads in shared
 // transactions.
 //
-// A writer calls Commit(row) after its file is in place and blocks until the
-// transaction holding its row has committed. Rows that arrive while a
+// A writer calls Commit(rows) after its files are in place and blocks until
+// the transaction holding its rows has committed. Rows that arrive while a
 // transaction is running join the next one; one of their writers runs it (no
 // dedicated thread, no SQLite call under the mutex). Each writer therefore
-// has at most one block on disk that other processes cannot yet see in the
-// index, which keeps the shared size accounting within one block per writer.
+// has at most one batch on disk that other processes cannot yet see in the
+// index, which keeps the shared size accounting within one batch per writer.
 //
 // Thread safety: Commit() is safe from any number of threads.
 #ifndef KVTIER_DISK_GROUP_COMMIT_H_
@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "core/thread_annotations.h"
@@ -26,9 +27,9 @@ class GroupCommitter {
  public:
   explicit GroupCommitter(DiskIndex* index) : index_(index) {}
 
-  // Commits `row` (with whatever rows other threads are committing) and
-  // returns the transaction's status.
-  Status Commit(const IndexRow& row);
+  // Commits `rows` (one writer's batch, with whatever rows other threads
+  // are committing) and returns the transaction's status.
+  Status Commit(std::span<const IndexRow> rows);
 
  private:
   struct Group {

@@ -1,7 +1,7 @@
-#include "kvtier/disk_tier.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "kvtier/disk_tier.h"
 
 namespace kvtier {
 namespace {

@@ -51,14 +51,23 @@ std::shared_ptr<PendingBlock> PendingWrites::AddUnqueued(const BlockKey& key, Sh
   return MakeLocked(key, std::move(block));
 }
 
-std::shared_ptr<PendingBlock> PendingWrites::NextForWriter() {
+std::vector<std::shared_ptr<PendingBlock>> PendingWrites::NextBatchForWriter(uint64_t max_bytes,
+                                                                             size_t max_blocks) {
+  std::vector<std::shared_ptr<PendingBlock>> batch;
   std::unique_lock<std::mutex> lock(mu_);
   work_cv_.wait(lock, [&] { return closed_ || !fifo_.empty(); });
-  if (fifo_.empty()) return nullptr;
-  std::shared_ptr<PendingBlock> p = std::move(fifo_.front());
-  fifo_.pop_front();
-  p->queued = false;
-  return p;
+  uint64_t bytes = 0;
+  while (!fifo_.empty() && batch.size() < std::max<size_t>(max_blocks, 1)) {
+    const uint64_t size = fifo_.front()->block->size();
+    if (!batch.empty() && bytes + size > max_bytes) break;
+    bytes += size;
+    batch.push_back(std::move(fifo_.front()));
+    fifo_.pop_front();
+    batch.back()->queued = false;
+  }
+  // Others may still be waiting while blocks remain (one notify per block).
+  if (!fifo_.empty()) work_cv_.notify_one();
+  return batch;
 }
 
 bool PendingWrites::Retire(const std::shared_ptr<PendingBlock>& p) {

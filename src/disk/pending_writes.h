@@ -57,8 +57,11 @@ class PendingWrites {
   // pending or the buffer is closed (`*closed` tells which).
   std::shared_ptr<PendingBlock> AddUnqueued(const BlockKey& key, SharedBlock block, bool* closed);
 
-  // The next queued block, waiting for one; nullptr once closed and empty.
-  std::shared_ptr<PendingBlock> NextForWriter();
+  // The next queued blocks, waiting for one: the first, then more in FIFO
+  // order while they add up to at most `max_bytes` and `max_blocks`. Empty
+  // once closed and drained.
+  std::vector<std::shared_ptr<PendingBlock>> NextBatchForWriter(uint64_t max_bytes,
+                                                                size_t max_blocks);
   // Finishing a written block takes two calls, so that a writer can clean up
   // after a cancellation before Flush() waiters are released:
   // Retire() stops `p` being readable (unless a newer block took its key)
@@ -85,8 +88,8 @@ class PendingWrites {
   // finished or cancelled.
   void WaitForAllBefore(uint64_t seq);
 
-  // Refuses new blocks; writers drain the FIFO, then NextForWriter() returns
-  // nullptr.
+  // Refuses new blocks; writers drain the FIFO, then NextBatchForWriter()
+  // returns nothing.
   void Close();
 
   uint64_t bytes();

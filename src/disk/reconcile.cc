@@ -1,10 +1,13 @@
 #include "disk/reconcile.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "core/saturating_time.h"
 #include "disk/header_hash.h"
 #include "kvtier/block_file.h"
 
@@ -41,18 +44,32 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
   row.key = key;
   row.sig_id = sig;
   row.size = size;
-  row.created_at_us = decoded->meta.created_at * 1'000'000;
-  row.last_access_us = info.mtime_unix_s * 1'000'000;
+  // A header may claim any created_at: clamp it to [0, now] so a hostile
+  // or skewed file is neither expired at once by a huge retention nor kept
+  // past it by a date in the future.
+  const int64_t now_us = env->NowUnixMicros();
+  row.created_at_us = std::clamp<int64_t>(SecondsToMicros(decoded->meta.created_at), 0, now_us);
+  row.last_access_us = std::clamp<int64_t>(SecondsToMicros(info.mtime_unix_s), 0, now_us);
   row.header_hash = HeaderHash(prefix);
   return std::optional<IndexRow>(row);
 }
 
-bool Reconciler::TempIsAbandoned(const std::string& path, int pid, const FileInfo& info) {
-  if (LiveTempFiles::Contains(path)) return false;
-  if (pid == p_.env->ProcessId()) return true;  // ours, and no writer of ours has it
-  if (!p_.env->ProcessAlive(pid)) return true;
-  int64_t age_s = p_.env->NowUnixMicros() / 1'000'000 - info.mtime_unix_s;
-  return age_s > p_.options->stale_temp_seconds;
+bool TempFileIsAbandoned(Env* env, const std::string& path, const FileInfo& info,
+                         int64_t stale_temp_seconds) {
+  if (LiveTempFiles::Contains(path)) return false;  // a writer of this process
+  // Its writer holds an exclusive lock on it until the file is renamed or
+  // removed; a lock works across processes and pid namespaces, where the
+  // pid in the name means nothing.
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  ro.lock = FileLock::kShared;
+  auto probe = env->OpenForRead(path, ro);
+  if (probe.ok()) return true;                             // nobody writes it
+  if (probe.status().IsUnavailable()) return false;        // its writer is alive
+  if (probe.status().sys_errno() != ENOLCK) return false;  // gone, unreadable: leave it
+  // No advisory locks on this file system: only age tells.
+  const int64_t age_s = SaturatingSub(env->NowUnixMicros() / kMicrosPerSecond, info.mtime_unix_s);
+  return age_s > stale_temp_seconds;
 }
 
 Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
@@ -80,7 +97,8 @@ Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
     if (!info.ok()) continue;  // gone meanwhile
     switch (e.kind) {
       case EntryKind::kTemp:
-        if (info->type == FileType::kRegular && TempIsAbandoned(path, e.pid, *info)) {
+        if (info->type == FileType::kRegular &&
+            TempFileIsAbandoned(env, path, *info, p_.options->stale_temp_seconds)) {
           Status s = env->RemoveFile(path);
           if (s.ok()) {
             ++report->temps_removed;
@@ -166,7 +184,8 @@ Result<ReconcileReport> Reconciler::Run(const std::atomic<bool>& stop) {
   report.evicted += out.evicted;
   report.expired += out.expired;
   if (p_.options->quarantine_retention_seconds > 0) {
-    int64_t cutoff = p_.env->NowUnixMicros() / 1'000'000 - p_.options->quarantine_retention_seconds;
+    const int64_t cutoff = CutoffBefore(p_.env->NowUnixMicros() / kMicrosPerSecond,
+                                        p_.options->quarantine_retention_seconds);
     report.quarantine_removed += p_.quarantine->RemoveOlderThan(cutoff);
   }
   DiskCounters::Add(p_.counters->reconcile_passes);

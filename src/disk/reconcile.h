@@ -9,8 +9,10 @@
 //     its row and whose header is invalid, is quarantined;
 //   - drops rows whose file is gone (re-checked with a stat, so a file
 //     written after the listing is never mistaken for a missing one);
-//   - removes temp files of dead writers (pid gone, or older than
-//     stale_temp_seconds), never a temp file this process is writing;
+//   - removes temp files no writer holds any more: a writer keeps an
+//     exclusive advisory lock on its temp file while it is open, which any
+//     process sees, in any pid namespace (on a file system without advisory
+//     locks: temp files older than stale_temp_seconds);
 //   - quarantines anything else found under blocks/ (foreign files,
 //     symlinks, FIFOs, folders, files in the wrong subfolder);
 // then expires and evicts until the folder is within its limit, and drops
@@ -41,6 +43,15 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
                                                  const std::string& path, const BlockKey& key,
                                                  const FileInfo& info);
 
+// True if no writer holds the temp file at `path` (`info` from a Stat):
+// writers keep an exclusive advisory lock on their temp file while it is
+// open, seen by every process in every pid namespace; this process's own
+// live temp files are never abandoned. Where the file system has no advisory
+// locks, a temp file is abandoned once older than `stale_temp_seconds`.
+// `kvtier gc` uses the same rule.
+bool TempFileIsAbandoned(Env* env, const std::string& path, const FileInfo& info,
+                         int64_t stale_temp_seconds);
+
 class Reconciler {
  public:
   struct Parts {
@@ -59,7 +70,6 @@ class Reconciler {
  private:
   Status Subdir(uint8_t prefix, ReconcileReport* report);
   Status TopLevel(ReconcileReport* report);
-  bool TempIsAbandoned(const std::string& path, int pid, const FileInfo& info);
 
   Parts p_;
 };

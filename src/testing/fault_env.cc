@@ -200,6 +200,13 @@ Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string&
   return target()->RenameFile(from, to);
 }
 
+Status FaultInjectionEnv::RenameNoReplace(const std::string& from, const std::string& to) {
+  if (auto err = Check(OpKind::kRename)) {
+    return InjectedError(OpKind::kRename, from + " to " + to, *err);
+  }
+  return target()->RenameNoReplace(from, to);
+}
+
 Status FaultInjectionEnv::RemoveFile(const std::string& path) {
   if (auto err = Check(OpKind::kRemove)) return InjectedError(OpKind::kRemove, path, *err);
   return target()->RemoveFile(path);

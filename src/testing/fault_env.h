@@ -42,7 +42,7 @@ enum class OpKind : int {
   kAppend,          // WritableFile::Append
   kSync,            // WritableFile::Sync
   kClose,           // WritableFile::Close
-  kRename,          // Env::RenameFile
+  kRename,          // Env::RenameFile and Env::RenameNoReplace
   kRemove,          // Env::RemoveFile
   kStat,            // Env::Stat
   kCreateDir,       // Env::CreateDir
@@ -83,6 +83,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& path,
                                                    const WriteFileOptions& opts) override;
   Status RenameFile(const std::string& from, const std::string& to) override;
+  Status RenameNoReplace(const std::string& from, const std::string& to) override;
   Status RemoveFile(const std::string& path) override;
   Result<FileInfo> Stat(const std::string& path) override;
   Status Chmod(const std::string& path, uint32_t permissions) override;

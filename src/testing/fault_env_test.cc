@@ -161,6 +161,18 @@ TEST_F(FaultEnvTest, EveryKindCanFail) {
   }
 }
 
+TEST_F(FaultEnvTest, RenameNoReplaceCountsAsARenameAndForwardsEexist) {
+  env_.FailNth(OpKind::kRename, 1, EIO);
+  EXPECT_EQ(env_.RenameNoReplace("/d/f", "/d/r").sys_errno(), EIO);
+  EXPECT_EQ(Read("/d/f"), "content");
+  ASSERT_TRUE(env_.RenameNoReplace("/d/f", "/d/r").ok());
+  ASSERT_TRUE(env_.WriteFileAtomic("/d/g", Bytes("other"), WriteFileOptions{}).ok());
+  EXPECT_EQ(env_.RenameNoReplace("/d/g", "/d/r").sys_errno(), EEXIST);  // from the base Env
+  EXPECT_EQ(Read("/d/r"), "content");
+  EXPECT_EQ(env_.Calls(OpKind::kRename), 4);  // WriteFileAtomic renames once
+  EXPECT_EQ(env_.Injected(OpKind::kRename), 1);
+}
+
 TEST_F(FaultEnvTest, TornAppendWritesAPrefix) {
   env_.SetTornAppendBytes(3);
   env_.FailNth(OpKind::kAppend, 1, EIO);

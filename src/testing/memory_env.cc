@@ -20,6 +20,9 @@ struct MemoryEnv::Inode {
   std::map<std::string, InodePtr> children;
   std::map<std::string, InodePtr> durable_children;
   int links = 0;  // names pointing here in the current tree
+  // Advisory locks of open files (FileLock).
+  int shared_locks = 0;
+  bool exclusive_lock = false;
 };
 
 namespace {
@@ -49,8 +52,19 @@ std::vector<std::string> SplitPath(std::string_view path) {
 
 class MemoryRandomAccessFile final : public RandomAccessFile {
  public:
-  MemoryRandomAccessFile(MemoryEnv* env, std::shared_ptr<MemoryEnv::Inode> inode, uint64_t size)
-      : env_(env), inode_(std::move(inode)), size_(size) {}
+  // REQUIRES: `lock` is already taken on `inode` (under the Env's mutex).
+  MemoryRandomAccessFile(MemoryEnv* env, std::shared_ptr<MemoryEnv::Inode> inode, uint64_t size,
+                         FileLock lock)
+      : env_(env), inode_(std::move(inode)), size_(size), lock_(lock) {}
+  ~MemoryRandomAccessFile() override {
+    if (lock_ == FileLock::kNone) return;
+    std::lock_guard<std::mutex> lock(env_->mu_);
+    if (lock_ == FileLock::kShared) {
+      --inode_->shared_locks;
+    } else {
+      inode_->exclusive_lock = false;
+    }
+  }
 
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) override {
     std::lock_guard<std::mutex> lock(env_->mu_);
@@ -67,12 +81,16 @@ class MemoryRandomAccessFile final : public RandomAccessFile {
   MemoryEnv* const env_;
   const std::shared_ptr<MemoryEnv::Inode> inode_;
   const uint64_t size_;
+  const FileLock lock_;
 };
 
 class MemoryWritableFile final : public WritableFile {
  public:
-  MemoryWritableFile(MemoryEnv* env, std::shared_ptr<MemoryEnv::Inode> inode, std::string path)
-      : env_(env), inode_(std::move(inode)), path_(std::move(path)) {}
+  // REQUIRES: if `locked`, the exclusive lock is already taken on `inode`.
+  MemoryWritableFile(MemoryEnv* env, std::shared_ptr<MemoryEnv::Inode> inode, std::string path,
+                     bool locked)
+      : env_(env), inode_(std::move(inode)), path_(std::move(path)), locked_(locked) {}
+  ~MemoryWritableFile() override { Unlock(); }
 
   Status Append(std::span<const std::byte> data) override {
     if (closed_) return Status::FailedPrecondition("append to closed file " + path_);
@@ -97,14 +115,23 @@ class MemoryWritableFile final : public WritableFile {
 
   Status Close() override {
     closed_ = true;
+    Unlock();
     return Status::Ok();
   }
 
  private:
+  void Unlock() {
+    if (!locked_) return;
+    locked_ = false;
+    std::lock_guard<std::mutex> lock(env_->mu_);
+    inode_->exclusive_lock = false;
+  }
+
   MemoryEnv* const env_;
   const std::shared_ptr<MemoryEnv::Inode> inode_;
   const std::string path_;
   bool closed_ = false;
+  bool locked_;
 };
 
 MemoryEnv::MemoryEnv(const MemoryEnvOptions& options)
@@ -208,8 +235,19 @@ Result<std::unique_ptr<RandomAccessFile>> MemoryEnv::OpenForRead(const std::stri
                                    std::string(FileTypeName(w.node->type)) +
                                    ", not a regular file");
   }
+  if (opts.lock == FileLock::kShared) {
+    if (w.node->exclusive_lock) {
+      return Status::Unavailable("lock " + path + ": another open file holds a lock on it");
+    }
+    ++w.node->shared_locks;
+  } else if (opts.lock == FileLock::kExclusive) {
+    if (w.node->exclusive_lock || w.node->shared_locks > 0) {
+      return Status::Unavailable("lock " + path + ": another open file holds a lock on it");
+    }
+    w.node->exclusive_lock = true;
+  }
   return std::unique_ptr<RandomAccessFile>(
-      std::make_unique<MemoryRandomAccessFile>(this, w.node, w.node->data.size()));
+      std::make_unique<MemoryRandomAccessFile>(this, w.node, w.node->data.size(), opts.lock));
 }
 
 Result<std::unique_ptr<WritableFile>> MemoryEnv::CreateFile(const std::string& path,
@@ -232,7 +270,12 @@ Result<std::unique_ptr<WritableFile>> MemoryEnv::CreateFile(const std::string& p
     node->mode = opts.permissions & 07777;
     KVTIER_RETURN_IF_ERROR(AddNodeLocked("create", path, node));
   }
-  return std::unique_ptr<WritableFile>(std::make_unique<MemoryWritableFile>(this, node, path));
+  // A new file cannot be locked by anyone yet; an existing one held by
+  // another open file stays unlocked here (the POSIX Env would wait).
+  const bool locked = opts.lock && !node->exclusive_lock && node->shared_locks == 0;
+  if (locked) node->exclusive_lock = true;
+  return std::unique_ptr<WritableFile>(
+      std::make_unique<MemoryWritableFile>(this, node, path, locked));
 }
 
 Status MemoryEnv::RenameFile(const std::string& from, const std::string& to) {
@@ -262,6 +305,28 @@ Status MemoryEnv::RenameFile(const std::string& from, const std::string& to) {
   InodePtr moving = src.node;
   src.parent->children.erase(src.name);
   if (dst.node != nullptr) UnlinkLocked(dst.node);
+  dst.parent->children[dst.name] = std::move(moving);
+  return Status::Ok();
+}
+
+Status MemoryEnv::RenameNoReplace(const std::string& from, const std::string& to) {
+  const std::string op = "rename";
+  const std::string both = from + " to " + to;
+  std::lock_guard<std::mutex> lock(mu_);
+  KVTIER_ASSIGN_OR_RETURN(Where src, FindLocked(op, from));
+  KVTIER_ASSIGN_OR_RETURN(Where dst, LookupLocked(op, to));
+  if (src.node == root_ || dst.node == root_) return PathError(op, both, EBUSY);
+  KVTIER_RETURN_IF_ERROR(CheckWritableDirLocked(op, both, *src.parent));
+  KVTIER_RETURN_IF_ERROR(CheckWritableDirLocked(op, both, *dst.parent));
+  if (dst.node != nullptr) return PathError(op, both, EEXIST);
+  if (src.node->type == FileType::kDirectory) {
+    std::vector<std::string> a = SplitPath(from), b = SplitPath(to);
+    if (b.size() > a.size() && std::equal(a.begin(), a.end(), b.begin())) {
+      return PathError(op, both, EINVAL);
+    }
+  }
+  InodePtr moving = src.node;
+  src.parent->children.erase(src.name);
   dst.parent->children[dst.name] = std::move(moving);
   return Status::Ok();
 }

@@ -61,6 +61,7 @@ class MemoryEnv final : public Env {
   Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& path,
                                                    const WriteFileOptions& opts) override;
   Status RenameFile(const std::string& from, const std::string& to) override;
+  Status RenameNoReplace(const std::string& from, const std::string& to) override;
   Status RemoveFile(const std::string& path) override;
   Result<FileInfo> Stat(const std::string& path) override;
   Status Chmod(const std::string& path, uint32_t permissions) override;

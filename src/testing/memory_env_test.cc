@@ -145,6 +145,45 @@ TEST_F(MemoryEnvTest, RenameReplacesFilesAndMovesFolders) {
   EXPECT_EQ(env_.Stat("/x").status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(MemoryEnvTest, RenameNoReplaceMovesOnlyOntoAFreeName) {
+  Write("/a", "first");
+  Write("/b", "second");
+  ASSERT_TRUE(env_.RenameNoReplace("/a", "/final").ok());
+  EXPECT_EQ(Read("/a"), "<NotFound>");
+  Status s = env_.RenameNoReplace("/b", "/final");
+  EXPECT_EQ(s.code(), StatusCode::kIOError);
+  EXPECT_EQ(s.sys_errno(), EEXIST);
+  EXPECT_EQ(Read("/final"), "first");
+  EXPECT_EQ(Read("/b"), "second");
+  EXPECT_EQ(env_.RenameNoReplace("/missing", "/x").code(), StatusCode::kNotFound);
+}
+
+TEST_F(MemoryEnvTest, LocksHeldByOpenFilesAreSeenByOtherOpeners) {
+  WriteFileOptions wo;
+  wo.lock = true;
+  auto writer = env_.CreateFile("/w", wo);
+  ASSERT_TRUE(writer.ok());
+  ReadFileOptions shared;
+  shared.lock = FileLock::kShared;
+  EXPECT_EQ(env_.OpenForRead("/w", shared).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(env_.OpenForRead("/w", {}).ok());
+  ASSERT_TRUE((*writer)->Close().ok());
+  auto r1 = env_.OpenForRead("/w", shared);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_TRUE(env_.OpenForRead("/w", shared).ok());
+  ReadFileOptions exclusive;
+  exclusive.lock = FileLock::kExclusive;
+  EXPECT_EQ(env_.OpenForRead("/w", exclusive).status().code(), StatusCode::kUnavailable);
+  r1->reset();
+  auto ex = env_.OpenForRead("/w", exclusive);
+  EXPECT_TRUE(ex.ok());
+  EXPECT_EQ(env_.OpenForRead("/w", shared).status().code(), StatusCode::kUnavailable);
+  ex->reset();
+  // A writer dropped without Close() releases its lock too.
+  { auto w2 = env_.CreateFile("/w2", wo); }
+  EXPECT_TRUE(env_.OpenForRead("/w2", exclusive).ok());
+}
+
 TEST_F(MemoryEnvTest, SymlinksAndFifos) {
   Write("/file", "abc");
   ASSERT_TRUE(env_.AddSymlink("/link", "file").ok());

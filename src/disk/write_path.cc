@@ -1,0 +1,201 @@
+#include "disk/write_path.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "disk/header_hash.h"
+#include "disk/reconcile.h"
+
+namespace kvtier::disk {
+
+void WritePath::Hook(DiskKillPoint point) const {
+  if (*p_.kill_hook) (*p_.kill_hook)(point);
+}
+
+void WritePath::SkipBlocksOnDisk(std::vector<Item>* items) {
+  std::vector<BlockKey> keys;
+  std::vector<Item*> asked;
+  for (Item& it : *items) {
+    if (it.done) continue;
+    keys.push_back(it.block->key);
+    asked.push_back(&it);
+  }
+  if (keys.empty()) return;
+  auto rows = p_.index->LookupMany(keys);
+  if (!rows.ok()) {
+    for (Item* it : asked) {
+      it->status = rows.status();
+      it->done = true;
+    }
+    return;
+  }
+  std::vector<IndexRow> candidates;
+  std::vector<Item*> owners;
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const std::optional<IndexRow>& row = (*rows)[i];
+    if (row && row->sig_id == p_.sig_id && row->size == asked[i]->block->block->size()) {
+      candidates.push_back(*row);
+      owners.push_back(asked[i]);
+    }
+  }
+  if (candidates.empty()) return;
+  // Confirmed under the index's write lock: an eviction that has unlinked
+  // the file but not yet committed holds that lock; once it commits, the
+  // row is gone and the block is written again instead of vanishing.
+  auto present = p_.index->TouchIfPresentMany(candidates, p_.env->NowUnixMicros());
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (!present.ok()) {
+      owners[i]->status = present.status();
+      owners[i]->done = true;
+    } else if ((*present)[i]) {
+      DiskCounters::Add(p_.counters->saves_deduplicated);
+      owners[i]->done = true;
+    }
+  }
+}
+
+std::vector<Capacity::Reservation> WritePath::Reserve(std::vector<Item>* items) {
+  std::vector<Capacity::Reservation> held;
+  uint64_t bytes = 0, blocks = 0;
+  for (const Item& it : *items) {
+    if (it.done) continue;
+    bytes += it.block->block->size();
+    ++blocks;
+  }
+  if (blocks == 0) return held;
+  auto all = p_.capacity->Reserve(bytes, blocks);
+  if (all.ok()) {
+    held.push_back(std::move(all).value());
+    return held;
+  }
+  for (Item& it : *items) {
+    if (it.done) continue;
+    // Only a lot of several may fail where its blocks one by one do not
+    // (one of them larger than the limit); index errors fail them all.
+    auto one = blocks > 1 && all.status().IsResourceExhausted()
+                   ? p_.capacity->Reserve(it.block->block->size(), 1)
+                   : Result<Capacity::Reservation>(all.status());
+    if (one.ok()) {
+      held.push_back(std::move(one).value());
+    } else {
+      it.status = one.status();
+      it.done = true;
+    }
+  }
+  return held;
+}
+
+Result<std::optional<IndexRow>> WritePath::RowOfExistingFile(const BlockKey& key) {
+  const std::string path = p_.layout->BlockPath(key);
+  auto info = p_.env->Stat(path);
+  if (!info.ok()) return info.status();
+  return ReadAdoptableRow(p_.env, p_.index, path, key, *info);
+}
+
+void WritePath::Publish(Item* item) {
+  const PendingBlock& p = *item->block;
+  IndexRow& r = item->row;
+  r.key = p.key;
+  r.sig_id = p_.sig_id;
+  r.size = p.block->size();
+  r.created_at_us = p_.env->NowUnixMicros();
+  r.last_access_us = r.created_at_us;
+  r.header_hash = HeaderHash(p.block->span());
+  for (int attempt = 0;; ++attempt) {
+    Result<PublishOutcome> published = p_.writer->Publish(p.key, p.block->span());
+    if (!published.ok()) {
+      if (published.status().IsResourceExhausted()) p_.capacity->InvalidateFreeSpace();
+      item->status = published.status();
+      item->done = true;
+      return;
+    }
+    item->outcome = *published;
+    if (*published == PublishOutcome::kPublished) return;
+    // Another writer's file got there first (same key, possibly other bytes:
+    // another created_at). The row must describe the file on disk, not ours.
+    Result<std::optional<IndexRow>> existing = RowOfExistingFile(p.key);
+    if (!existing.ok() && existing.status().IsNotFound() && attempt == 0) continue;  // gone again
+    if (!existing.ok()) {
+      item->status = existing.status();
+      item->done = true;
+      return;
+    }
+    if (existing->has_value()) {
+      r.sig_id = (*existing)->sig_id;
+      r.size = (*existing)->size;
+      r.header_hash = (*existing)->header_hash;
+      return;
+    }
+    if (attempt > 0) {
+      item->status = Status::Corruption("write block " + p.key.Hex() +
+                                        ": an invalid file keeps taking its place");
+      item->done = true;
+      return;
+    }
+    // Not a block file for this key (a leftover of a crash or a hand edit):
+    // out of the way, and ours goes in its place.
+    (void)p_.quarantine->Move(p_.layout->BlockPath(p.key), p.key.Hex() + std::string(kBlockSuffix));
+  }
+}
+
+void WritePath::Finish(const std::shared_ptr<PendingBlock>& p, const Status& status, uint64_t t0) {
+  if (!status.ok()) DiskCounters::Add(p_.counters->errors);
+  if (p_.pending->Retire(p)) {
+    // Erased while being written: remove what was written.
+    (void)p_.env->RemoveFile(p_.layout->BlockPath(p->key));
+    const BlockKey key = p->key;
+    (void)p_.index->Delete(std::span<const BlockKey>(&key, 1));
+  }
+  p_.counters->write_latency.Record(p_.env->NowMicros() - t0);
+  p_.pending->Release(p);
+}
+
+std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBlock>> batch) {
+  const uint64_t t0 = p_.env->NowMicros();
+  std::vector<Item> items(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    items[i].block = batch[i].get();
+    items[i].done = p_.pending->IsCancelled(*batch[i]);
+  }
+  SkipBlocksOnDisk(&items);
+  std::vector<Capacity::Reservation> reservations = Reserve(&items);
+  std::vector<IndexRow> rows;
+  uint64_t written = 0;
+  for (Item& it : items) {
+    if (it.done) continue;
+    Publish(&it);
+    if (it.done) continue;
+    rows.push_back(it.row);
+    if (*it.outcome == PublishOutcome::kPublished) written += it.block->block->size();
+  }
+  if (!rows.empty()) {
+    p_.capacity->NoteWritten(written);
+    Hook(DiskKillPoint::kBeforeIndexCommit);
+    Status s = p_.committer->Commit(rows);
+    for (Item& it : items) {
+      if (it.done) continue;
+      it.done = true;
+      const bool ours = *it.outcome == PublishOutcome::kPublished;
+      if (!s.ok()) {
+        // Without its row the file would be invisible to the accounting.
+        if (ours) (void)p_.env->RemoveFile(p_.layout->BlockPath(it.block->key));
+        it.status = s.WithContext("index block " + it.block->key.Hex());
+      } else if (ours) {
+        DiskCounters::Add(p_.counters->saves_persisted);
+        DiskCounters::Add(p_.counters->bytes_written, it.block->block->size());
+      } else {
+        DiskCounters::Add(p_.counters->saves_deduplicated);
+      }
+    }
+  }
+  reservations.clear();  // the rows count the bytes now
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Finish(batch[i], items[i].status, t0);
+    out.push_back(std::move(items[i].status));
+  }
+  return out;
+}
+
+}  // namespace kvtier::disk
