@@ -43,7 +43,6 @@ inline FolderReport VerifyFolder(const std::string& dir, const DiskTierOptions* 
   DiskTierOptions o = base != nullptr ? *base : TestOptions(dir);
   o.dir = dir;
   o.reconcile_on_open = true;
-  o.test_kill_hook = nullptr;
   auto tier = DiskTier::Open(o, Env::Default());
   EXPECT_TRUE(tier.ok()) << tier.status().ToString();
   if (!tier.ok()) return rep;
