@@ -143,23 +143,59 @@ bool SameFile(const IndexRow& a, const IndexRow& b) {
 }
 
 Result<std::unique_ptr<SqliteDb>> DiskIndex::OpenConnection() {
-  auto mode = options_.create_if_missing ? SqliteDb::OpenMode::kReadWriteCreate
-                                         : SqliteDb::OpenMode::kReadWrite;
+  SqliteDb::OpenMode mode = SqliteDb::OpenMode::kReadWrite;
+  if (options_.read_only) {
+    mode = immutable_ ? SqliteDb::OpenMode::kReadOnlyImmutable : SqliteDb::OpenMode::kReadOnly;
+  } else if (options_.create_if_missing) {
+    mode = SqliteDb::OpenMode::kReadWriteCreate;
+  }
   auto db = SqliteDb::Open(path_, mode, options_.busy_timeout_ms);
   if (!db.ok()) {
-    if (!options_.create_if_missing && db.status().IsIOError()) {
+    if ((!options_.create_if_missing || options_.read_only) && db.status().IsIOError()) {
       return Status::NotFound("no index at " + path_);
     }
     return db.status();
   }
-  KVTIER_RETURN_IF_ERROR((*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL"
-                                                               : "PRAGMA synchronous=NORMAL"));
+  if (!options_.read_only) {
+    KVTIER_RETURN_IF_ERROR((*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL"
+                                                                 : "PRAGMA synchronous=NORMAL"));
+  }
   return std::move(db).value();
+}
+
+Result<std::unique_ptr<DiskIndex>> DiskIndex::OpenReadOnly(std::unique_ptr<DiskIndex> index) {
+  const std::string& path = index->path_;
+  // A missing file fails the open (NotFound); a folder SQLite cannot write
+  // fails the first read, when it cannot make the -shm file: then again,
+  // immutable.
+  Result<int64_t> version = Status::Internal("not read");
+  for (bool immutable : {false, true}) {
+    index->immutable_ = immutable;
+    auto db = index->OpenConnection();
+    if (!db.ok()) return db.status();
+    version = (*db)->QueryInt("PRAGMA user_version");
+    if (version.ok()) {
+      index->Release(std::move(db).value());
+      break;
+    }
+    if (!version.status().IsIOError() && !version.status().IsUnavailable()) break;
+  }
+  if (!version.ok()) return version.status();
+  if (*version == 0) return Status::NotFound("no index at " + path + " (empty database)");
+  if (*version != kIndexSchemaVersion) {
+    return Status::FailedPrecondition("index: " + path + " has schema version " +
+                                      std::to_string(*version) + "; this kvtier reads version " +
+                                      std::to_string(kIndexSchemaVersion));
+  }
+  KVTIER_ASSIGN_OR_RETURN(Lease db, index->Acquire());
+  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get()).status());
+  return index;
 }
 
 Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
                                                    const IndexOptions& options) {
   std::unique_ptr<DiskIndex> index(new DiskIndex(path, options));
+  if (options.read_only) return OpenReadOnly(std::move(index));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, index->OpenConnection());
   // The first statement reads the file header: NOTADB/CORRUPT show up here.
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * jm, db->Prepare("PRAGMA journal_mode=WAL"));

@@ -89,6 +89,12 @@ struct IndexOptions {
   uint32_t busy_timeout_ms = 10'000;
   bool synchronous_full = false;  // PRAGMA synchronous=FULL instead of NORMAL
   bool create_if_missing = true;  // false: kNotFound if there is no index file
+  // Only read (`kvtier ls`, `stats`, `verify DIR`): connections open with
+  // SQLITE_OPEN_READONLY, nothing is created (implies !create_if_missing),
+  // the journal mode and schema are read, never set, and a folder this
+  // process cannot write (read-only mount, another user's copy) is opened
+  // immutable (sqlite_db.h). Every write method then fails with kIOError.
+  bool read_only = false;
 };
 
 class DiskIndex {
@@ -154,6 +160,8 @@ class DiskIndex {
   class Lease;
   DiskIndex(std::string path, IndexOptions options) : path_(std::move(path)), options_(options) {}
   Result<std::unique_ptr<SqliteDb>> OpenConnection();
+  // Open() with IndexOptions::read_only.
+  static Result<std::unique_ptr<DiskIndex>> OpenReadOnly(std::unique_ptr<DiskIndex> index);
   Result<Lease> Acquire();
   void Release(std::unique_ptr<SqliteDb> db);
   Result<EvictOutcome> EvictChunk(SqliteDb* db, const EvictRequest& req, uint32_t chunk,
@@ -161,6 +169,7 @@ class DiskIndex {
 
   const std::string path_;
   const IndexOptions options_;
+  bool immutable_ = false;  // read_only in a folder that cannot be written; set in Open
   std::mutex mu_;
   std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
   std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);

@@ -5,10 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "disk/disk_test_util.h"
+#include "disk/sqlite_db.h"
 #include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
@@ -265,6 +271,114 @@ TEST(DiskIndexTest, MissingIndexIsNotFoundWhenCreationIsOff) {
   IndexOptions o;
   o.create_if_missing = false;
   EXPECT_THAT(DiskIndex::Open(dir.Sub("none.sqlite"), o), StatusIs(StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace kvtier::disk
+
+namespace kvtier::disk {
+namespace {
+
+// A read-only bind mount of `src` at `where`, for the test's life (root only).
+class ReadOnlyMount {
+ public:
+  ReadOnlyMount(const std::string& src, const std::string& where) : where_(where) {
+    if (::mount(src.c_str(), where.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      error_ = std::strerror(errno);
+      return;
+    }
+    mounted_ = true;
+    if (::mount(nullptr, where.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+      error_ = std::strerror(errno);
+      read_only_ = false;
+      return;
+    }
+    read_only_ = true;
+  }
+  ~ReadOnlyMount() {
+    if (mounted_) ::umount2(where_.c_str(), MNT_DETACH);
+  }
+  bool ok() const { return mounted_ && read_only_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string where_;
+  std::string error_;
+  bool mounted_ = false;
+  bool read_only_ = false;
+};
+
+IndexOptions ReadOnly() {
+  IndexOptions o;
+  o.read_only = true;
+  return o;
+}
+
+TEST(DiskIndexReadOnlyTest, ReadsRowsAndRefusesEveryWriteAndCreatesNothing) {
+  TempDir dir;
+  const std::string path = dir.Sub("index.sqlite");
+  {
+    auto idx = OpenIndex(path);
+    ASSERT_NE(idx, nullptr);
+    auto sig = idx->SignatureId("sig");
+    ASSERT_THAT(sig, IsOk());
+    ASSERT_THAT(idx->Upsert(std::vector<IndexRow>{Row(1, *sig, 100, 5), Row(2, *sig, 50, 6)}),
+                IsOk());
+  }
+  auto ro = DiskIndex::Open(path, ReadOnly());
+  ASSERT_THAT(ro, IsOk());
+  auto totals = (*ro)->Totals();
+  ASSERT_THAT(totals, IsOk());
+  EXPECT_EQ(totals->entries, 2u);
+  EXPECT_EQ(totals->bytes, 150u);
+  auto row = (*ro)->Lookup(TestBlockKey(2));
+  ASSERT_THAT(row, IsOk());
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->size, 50u);
+  EXPECT_THAT((*ro)->Upsert(std::vector<IndexRow>{Row(3, 1, 1, 1)}),
+              StatusIs(StatusCode::kIOError));
+  EXPECT_THAT((*ro)->Delete(std::vector<BlockKey>{TestBlockKey(1)}),
+              StatusIs(StatusCode::kIOError));
+  totals = (*ro)->Totals();
+  ASSERT_THAT(totals, IsOk());
+  EXPECT_EQ(totals->entries, 2u);
+  // Nothing to open is NotFound, and opening it created nothing.
+  EXPECT_THAT(DiskIndex::Open(dir.Sub("none.sqlite"), ReadOnly()),
+              StatusIs(StatusCode::kNotFound));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("none.sqlite")));
+}
+
+TEST(DiskIndexReadOnlyTest, OpensInAFolderThatCannotBeWritten) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("src"));
+  std::filesystem::create_directories(dir.Sub("ro"));
+  {
+    auto idx = OpenIndex(dir.Sub("src/index.sqlite"));
+    ASSERT_NE(idx, nullptr);
+    auto sig = idx->SignatureId("sig");
+    ASSERT_THAT(sig, IsOk());
+    ASSERT_THAT(idx->Upsert(std::vector<IndexRow>{Row(7, *sig, 70, 5)}), IsOk());
+  }  // the last connection checkpoints and removes -wal and -shm
+  ASSERT_FALSE(std::filesystem::exists(dir.Sub("src/index.sqlite-shm")));
+  ReadOnlyMount mount(dir.Sub("src"), dir.Sub("ro"));
+  if (!mount.ok()) GTEST_SKIP() << "read-only bind mount refused: " << mount.error();
+  // Even root cannot create the -shm file on a read-only mount.
+  EXPECT_THAT(DiskIndex::Open(dir.Sub("ro/index.sqlite"), IndexOptions{}), ::testing::Not(IsOk()));
+  auto ro = DiskIndex::Open(dir.Sub("ro/index.sqlite"), ReadOnly());
+  ASSERT_THAT(ro, IsOk());
+  auto row = (*ro)->Lookup(TestBlockKey(7));
+  ASSERT_THAT(row, IsOk());
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->size, 70u);
+  auto per = (*ro)->PerSignature();
+  ASSERT_THAT(per, IsOk());
+  ASSERT_EQ(per->size(), 1u);
+  EXPECT_EQ((*per)[0].signature, "sig");
+}
+
+TEST(SqliteUriTest, PercentEncodesEverythingButUnreservedAndSlash) {
+  EXPECT_EQ(UriPath("/a/b-c_d.e~f"), "/a/b-c_d.e~f");
+  EXPECT_EQ(UriPath("/x y/?#%"), "/x%20y/%3F%23%25");
 }
 
 }  // namespace

@@ -28,6 +28,25 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   }
 }
 
+std::string UriPath(std::string_view path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : path) {
+    const auto u = static_cast<unsigned char>(c);
+    // RFC 3986 unreserved characters and '/' pass; everything else (notably
+    // '?', '#', '%', spaces) is percent-encoded.
+    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || c == '/' ||
+        c == '-' || c == '.' || c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
 
 void SqliteStatement::BindInt64(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
@@ -88,9 +107,14 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, OpenMo
     case OpenMode::kReadOnly:
       flags |= SQLITE_OPEN_READONLY;
       break;
+    case OpenMode::kReadOnlyImmutable:
+      flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+      break;
   }
+  const std::string name =
+      mode == OpenMode::kReadOnlyImmutable ? "file:" + UriPath(path) + "?immutable=1" : path;
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     Status s = SqliteStatus(db, rc, "open " + path);
     sqlite3_close_v2(db);

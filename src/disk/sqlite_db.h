@@ -28,6 +28,9 @@ namespace kvtier::disk {
 // A Status for SQLite result code `rc` on `db` while doing `what`.
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what);
 
+// `path` percent-encoded for the path part of a SQLite `file:` URI.
+std::string UriPath(std::string_view path);
+
 class SqliteStatement {
  public:
   explicit SqliteStatement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
@@ -72,7 +75,20 @@ class StatementScope {
 
 class SqliteDb {
  public:
-  enum class OpenMode { kReadWriteCreate, kReadWrite, kReadOnly };
+  enum class OpenMode {
+    kReadWriteCreate,
+    kReadWrite,
+    // SQLITE_OPEN_READONLY: every write fails; the connection never
+    // checkpoints the WAL nor creates anything but the -shm/-wal files
+    // SQLite needs to read a WAL database (which it cannot where the folder
+    // is not writable: then use kReadOnlyImmutable).
+    kReadOnly,
+    // kReadOnly plus the `immutable` URI parameter: no locks and no -shm,
+    // so a database in a folder this process cannot write (a read-only
+    // mount, another user's folder) opens; SQLite then assumes nobody
+    // changes the file while it is open, and the WAL is not read.
+    kReadOnlyImmutable,
+  };
 
   // Opens `path` and sets the busy timeout.
   static Result<std::unique_ptr<SqliteDb>> Open(const std::string& path, OpenMode mode,
