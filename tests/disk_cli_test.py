@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-BLOCK = 4968  # a `tiny` block file: 4096 data bytes + header
+BLOCK = 5024  # a `tiny` block file: 4096 data bytes + header (meta_checksum included)
 
 
 class Runner:
