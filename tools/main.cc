@@ -140,10 +140,12 @@ void FollowFolderLinks(CLI::App* app) {
 void RequireDecimalIntegers(CLI::App* app) {
   for (CLI::Option* opt : app->get_options()) {
     const std::string type = opt->get_type_name();
+    // A transform (check() would discard the normalized text), placed first
+    // so that range checks see plain decimal.
     if (type.rfind("UINT", 0) == 0) {
-      opt->check(DecimalInteger(/*allow_negative=*/false));
+      opt->transform(DecimalInteger(/*allow_negative=*/false));
     } else if (type.rfind("INT", 0) == 0) {
-      opt->check(DecimalInteger(/*allow_negative=*/true));
+      opt->transform(DecimalInteger(/*allow_negative=*/true));
     }
   }
   for (CLI::App* sub : app->get_subcommands({})) RequireDecimalIntegers(sub);
