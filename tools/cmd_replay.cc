@@ -1,9 +1,9 @@
 // `kvtier replay`: replays a Mooncake-format trace through the cache tiers
 // (DESIGN.md §6, docs/replay.md). --payload none simulates the tiers over
 // block ids at full scale; --payload real runs a real TieredCache with real
-// block bytes and verifies every block it loads.
-#include <unistd.h>
-
+// block bytes and verifies every block it loads. --sweep hands over to
+// tools/cmd_replay_sweep.cc.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -18,28 +18,76 @@
 #include "kvtier/layout.h"
 #include "replay/real_replayer.h"
 #include "replay/simulator.h"
+#include "replay/sweep.h"
 #include "replay/trace_reader.h"
+#include "replay_cli.h"
 
 namespace kvtier::cli {
+
+Result<uint64_t> ParseReplayCount(std::string_view flag, std::string_view text, uint64_t min) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < min) {
+    return Status::InvalidArgument(std::string(flag) + ": expected an integer " +
+                                   std::to_string(min) + "..18446744073709551615, got '" +
+                                   std::string(text.substr(0, 40)) + "'");
+  }
+  return v;
+}
+
+Result<uint64_t> ParseReplayTokens(std::string_view flag, std::string_view text) {
+  const std::string f(flag);
+  const std::string limit = std::to_string(replay::kMaxReplayTokens);
+  const bool digits =
+      !text.empty() && text.size() <= 40 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    return Status::InvalidArgument(f + ": expected an integer 512.." + limit + ", got '" +
+                                   std::string(text.substr(0, 40)) + "'");
+  }
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range || v > replay::kMaxReplayTokens) {
+    return Status::InvalidArgument(f + ": " + std::string(text) + " is over the limit of " + limit +
+                                   " tokens (2^40)");
+  }
+  if (v < replay::kTraceBlockTokens) {
+    return Status::InvalidArgument(f + ": " + std::to_string(v) +
+                                   " is less than one 512-token block");
+  }
+  return v;
+}
+
+Result<std::vector<uint64_t>> ParseSweepList(std::string_view text) {
+  std::vector<uint64_t> sizes;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    if (item.empty()) {
+      return Status::InvalidArgument(
+          "--sweep: expected token counts separated by commas (N1,N2,...), got '" +
+          std::string(text.substr(0, 60)) + "'");
+    }
+    if (sizes.size() == replay::kMaxSweepPoints) {
+      return Status::InvalidArgument("--sweep: at most " + std::to_string(replay::kMaxSweepPoints) +
+                                     " RAM sizes");
+    }
+    KVTIER_ASSIGN_OR_RETURN(uint64_t v, ParseReplayTokens("--sweep", item));
+    if (std::find(sizes.begin(), sizes.end(), v) != sizes.end()) {
+      return Status::InvalidArgument("--sweep: " + std::to_string(v) + " appears twice");
+    }
+    sizes.push_back(v);
+    if (comma == text.size()) return sizes;
+    start = comma + 1;
+  }
+}
+
 namespace {
 
 using replay::kTraceBlockTokens;
 using replay::ReplayCounts;
 using replay::TraceRequest;
-
-struct ReplayArgs {
-  std::string trace;
-  std::string ram_tokens;
-  std::string disk_tokens;
-  std::string disk_dir;
-  std::string layout = "tiny";
-  std::string payload = "real";
-  std::string policy = "lru";
-  std::string limit;
-  CLI::Option* disk_tokens_opt = nullptr;
-  CLI::Option* disk_dir_opt = nullptr;
-  CLI::Option* limit_opt = nullptr;
-};
 
 // What the flags say, checked.
 struct ReplayPlan {
@@ -51,26 +99,16 @@ struct ReplayPlan {
   ModelLayout layout;
 };
 
-Result<uint64_t> ParseCount(std::string_view flag, const std::string& text, uint64_t min) {
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < min) {
-    return Status::InvalidArgument(std::string(flag) + ": expected an integer " +
-                                   std::to_string(min) + "..18446744073709551615, got '" +
-                                   text.substr(0, 40) + "'");
-  }
-  return v;
-}
-
 Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
   ReplayPlan plan;
-  KVTIER_ASSIGN_OR_RETURN(uint64_t ram_tokens, ParseCount("--ram-tokens", a.ram_tokens, 0));
-  plan.ram_blocks = ram_tokens / kTraceBlockTokens;
-  if (plan.ram_blocks == 0) {
-    return Status::InvalidArgument("--ram-tokens: " + std::to_string(ram_tokens) +
-                                   " is less than one 512-token block");
+  if (a.ram_tokens_opt->count() == 0) {
+    return Status::InvalidArgument("give --ram-tokens N (one RAM size) or --sweep N1,N2,...");
   }
-  if (a.payload == "real") {
+  if (a.policy == "all") return Status::InvalidArgument("--policy all needs --sweep");
+  if (a.plot_opt->count() > 0) return Status::InvalidArgument("--plot needs --sweep");
+  KVTIER_ASSIGN_OR_RETURN(uint64_t ram_tokens, ParseReplayTokens("--ram-tokens", a.ram_tokens));
+  plan.ram_blocks = ram_tokens / kTraceBlockTokens;
+  if (a.payload.empty() || a.payload == "real") {
     plan.real = true;
   } else if (a.payload != "none") {
     return Status::InvalidArgument("--payload: expected real or none, got '" +
@@ -79,12 +117,9 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
   const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
   const bool has_disk_dir = a.disk_dir_opt->count() > 0;
   if (has_disk_tokens) {
-    KVTIER_ASSIGN_OR_RETURN(uint64_t disk_tokens, ParseCount("--disk-tokens", a.disk_tokens, 0));
+    KVTIER_ASSIGN_OR_RETURN(uint64_t disk_tokens,
+                            ParseReplayTokens("--disk-tokens", a.disk_tokens));
     plan.disk_blocks = disk_tokens / kTraceBlockTokens;
-    if (plan.disk_blocks == 0) {
-      return Status::InvalidArgument("--disk-tokens: " + std::to_string(disk_tokens) +
-                                     " is less than one 512-token block");
-    }
   }
   if (plan.real && has_disk_tokens != has_disk_dir) {
     return Status::InvalidArgument(
@@ -97,44 +132,13 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
   }
   KVTIER_ASSIGN_OR_RETURN(plan.policy, ParseHostEvictionPolicy(a.policy));
   if (a.limit_opt->count() > 0) {
-    KVTIER_ASSIGN_OR_RETURN(plan.limit, ParseCount("--limit", a.limit, 1));
+    KVTIER_ASSIGN_OR_RETURN(plan.limit, ParseReplayCount("--limit", a.limit, 1));
   }
   Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout);
   if (!layout.ok()) return layout.status().WithContext("--layout");
   plan.layout = std::move(layout).value();
   return plan;
 }
-
-// A one-line progress bar on stderr, drawn only when stderr is a terminal.
-class ProgressBar {
- public:
-  explicit ProgressBar(uint64_t total) : total_(total), enabled_(isatty(STDERR_FILENO) == 1) {}
-  ~ProgressBar() { Finish(); }
-
-  void Update(uint64_t done) {
-    if (!enabled_ || total_ == 0) return;
-    const uint64_t permille = done * 1000 / total_;
-    if (permille == last_permille_) return;
-    last_permille_ = permille;
-    constexpr int kWidth = 40;
-    const int filled = static_cast<int>(done * kWidth / total_);
-    std::fprintf(stderr, "\r[%s%s] %5.1f%% %llu/%llu requests", std::string(filled, '#').c_str(),
-                 std::string(kWidth - filled, ' ').c_str(), permille / 10.0,
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_));
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-  void Finish() {
-    if (drawn_) std::fputs("\n", stderr);
-    drawn_ = false;
-  }
-
- private:
-  const uint64_t total_;
-  const bool enabled_;
-  uint64_t last_permille_ = UINT64_MAX;
-  bool drawn_ = false;
-};
 
 // Fields both modes print.
 nlohmann::json CommonJson(const ReplayPlan& plan, const ReplayCounts& c, double max_ratio,
@@ -200,6 +204,13 @@ void PrintText(const nlohmann::json& j) {
 }
 
 int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
+  if (a.sweep_opt->count() > 0) {
+    if (a.ram_tokens_opt->count() > 0) {
+      return ReportError(
+          flags, Status::InvalidArgument("give --ram-tokens (one RAM size) or --sweep, not both"));
+    }
+    return RunReplaySweep(a, flags);
+  }
   Result<ReplayPlan> plan = MakePlan(a);
   if (!plan.ok()) return ReportError(flags, plan.status());
   replay::TraceReadOptions topts;
@@ -216,22 +227,28 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
   const uint64_t max_hit_tokens = replay::MaxHitTokens(*trace);
   const double max_ratio = totals.Ratio(max_hit_tokens);
   const uint64_t block_bytes = plan->layout.BlockBytes();
-  ProgressBar progress(trace->size());
+  // No tier is given more blocks than the trace has: one that holds them all
+  // never evicts, so the result is the same, and memory follows the trace
+  // rather than a huge --ram-tokens.
+  const uint64_t distinct = std::max<uint64_t>(1, replay::DistinctBlocks(*trace));
+  const uint64_t ram_blocks = std::min(plan->ram_blocks, distinct);
+  const uint64_t disk_blocks = std::min(plan->disk_blocks, distinct);
+  ProgressBar progress("requests");
   nlohmann::json j;
   int exit_code = kExitOk;
   if (!plan->real) {
     replay::SimOptions sopts;
-    sopts.ram_blocks = plan->ram_blocks;
-    sopts.disk_blocks = plan->disk_blocks;
+    sopts.ram_blocks = ram_blocks;
+    sopts.disk_blocks = disk_blocks;
     sopts.policy = plan->policy;
     replay::TierSimulator sim(sopts);
     for (size_t i = 0; i < trace->size(); ++i) {
       sim.Replay((*trace)[i]);
-      progress.Update(i + 1);
+      progress.Update(i + 1, trace->size());
     }
     progress.Finish();
     const ReplayCounts& c = sim.counts();
-    const uint64_t belady = replay::BeladyHitTokens(*trace, plan->ram_blocks);
+    const uint64_t belady = replay::BeladyHitTokens(*trace, ram_blocks);
     j = CommonJson(*plan, c, max_ratio, elapsed());
     j["belady_hit_ratio"] = c.Ratio(belady);
     j["belady_hit_tokens"] = belady;
@@ -245,8 +262,8 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
     j["bytes_from_disk"] = c.disk_hits * block_bytes;
   } else {
     replay::RealReplayOptions ropts;
-    ropts.ram_blocks = plan->ram_blocks;
-    ropts.disk_blocks = plan->disk_blocks;
+    ropts.ram_blocks = ram_blocks;
+    ropts.disk_blocks = disk_blocks;
     ropts.disk_dir = a.disk_dir;
     ropts.policy = plan->policy;
     ropts.layout = plan->layout;
@@ -259,7 +276,7 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
         progress.Finish();
         return ReportError(flags, s.WithContext("request " + std::to_string(i + 1)), kExitFailure);
       }
-      progress.Update(i + 1);
+      progress.Update(i + 1, trace->size());
     }
     Status s = (*rr)->Finish();
     progress.Finish();
@@ -295,18 +312,27 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupReplay(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<ReplayArgs>();
   app->add_option("trace", a->trace, "Mooncake-format trace (.jsonl)")->required();
-  app->add_option("--ram-tokens", a->ram_tokens,
-                  "Host (RAM) tier capacity in tokens (floor(N/512) blocks)")
-      ->required();
-  a->disk_tokens_opt = app->add_option("--disk-tokens", a->disk_tokens,
-                                       "Disk tier capacity in tokens (floor(M/512) blocks)");
-  a->disk_dir_opt = app->add_option("--disk-dir", a->disk_dir, "Disk tier folder (--payload real)");
+  a->ram_tokens_opt =
+      app->add_option("--ram-tokens", a->ram_tokens,
+                      "Host (RAM) tier capacity in tokens (floor(N/512) blocks; at most 2^40)");
+  a->sweep_opt = app->add_option("--sweep", a->sweep,
+                                 "Replay once per RAM size N1,N2,... (tokens; instead of "
+                                 "--ram-tokens; --payload none by default)");
+  a->disk_tokens_opt =
+      app->add_option("--disk-tokens", a->disk_tokens,
+                      "Disk tier capacity in tokens (floor(M/512) blocks; at most 2^40)");
+  a->disk_dir_opt =
+      app->add_option("--disk-dir", a->disk_dir,
+                      "Disk tier folder (--payload real; with --sweep, one subfolder per point)");
   app->add_option("--layout", a->layout,
                   "Layout preset or .json file of the block bytes (--payload real; default tiny)");
   app->add_option("--payload", a->payload,
                   "real: real blocks through a TieredCache, verified on every load; "
-                  "none: metadata-only simulation (default real)");
-  app->add_option("--policy", a->policy, "Host tier eviction policy: lru or reuse (default lru)");
+                  "none: metadata-only simulation (default real, none with --sweep)");
+  app->add_option("--policy", a->policy,
+                  "Host tier eviction policy: lru or reuse (default lru); all (--sweep): both");
+  a->plot_opt = app->add_option("--plot", a->plot,
+                                "--sweep: draw hit ratio against RAM tokens into FILE.svg");
   a->limit_opt = app->add_option("--limit", a->limit, "Replay only the first R requests");
   return [a, flags] { return RunReplay(*a, *flags); };
 }

@@ -149,8 +149,9 @@ struct CacheOptions {
   // became a host entry comes back when the entry is evicted and dropped.
   // 0 = none kept (every read gets fresh memory). Default 256 MiB.
   uint64_t read_buffer_pool_bytes = uint64_t{256} << 20;
-  // Blocks the Match index is sized for up front (0 = grow on demand).
-  // Default 0.
+  // Blocks the Match index is sized for up front (0 = grow on demand), at
+  // most 2^32. At most 2^20 are reserved at open (about 80 MB); the index
+  // grows past that on demand. Default 0.
   uint64_t index_expected_blocks = 0;
   // Milliseconds Close() may spend handing dirty entries to the disk tier
   // (after that, the rest are dropped, counted, and Close() returns

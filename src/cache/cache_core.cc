@@ -1,6 +1,7 @@
 #include "cache/cache_core.h"
 
 #include <algorithm>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -9,9 +10,14 @@ namespace {
 
 constexpr TierMask kHostBit = TierBit(IndexTier::kHost);
 
+// The Match index is sized up front for at most this many keys (~80 MB of
+// slots) and grows past it on demand: a huge index_expected_blocks (Validate
+// allows 2^32) must not commit memory for keys the cache never sees.
+constexpr uint64_t kMaxReservedIndexKeys = uint64_t{1} << 20;
+
 BlockIndex::Options IndexOptions(const CacheOptions& o) {
   BlockIndex::Options io;
-  io.expected_keys = static_cast<size_t>(o.index_expected_blocks);
+  io.expected_keys = static_cast<size_t>(std::min(o.index_expected_blocks, kMaxReservedIndexKeys));
   return io;
 }
 
@@ -29,7 +35,12 @@ CacheCore::~CacheCore() { (void)Close(); }
 Result<std::unique_ptr<CacheCore>> CacheCore::Open(CacheOptions options, Env* env) {
   if (env == nullptr) return Status::InvalidArgument("TieredCache::Open: env is null");
   KVTIER_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<CacheCore> core(new CacheCore(std::move(options), env));
+  std::unique_ptr<CacheCore> core;
+  try {
+    core.reset(new CacheCore(std::move(options), env));  // sizes the Match index
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("TieredCache::Open: out of memory sizing the Match index");
+  }
   KVTIER_RETURN_IF_ERROR(core->Init());
   return core;
 }

@@ -117,6 +117,22 @@ TEST(TieredCache, OpenRefusesBadOptionsAndNullEnv) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("env")));
 }
 
+// index_expected_blocks at the largest value Validate() accepts: the Match
+// index reserves room for at most 2^20 keys up front, not for 2^32 (which
+// took hundreds of GB and ended in std::bad_alloc or the OOM killer).
+TEST(TieredCache, AHugeIndexHintReservesBoundedMemory) {
+  CacheOptions o = HostOnlyOptions(4);
+  o.index_expected_blocks = uint64_t{1} << 32;
+  auto cache = OpenOrDie(o);
+  ASSERT_NE(cache, nullptr);
+  const auto keys = Keys(0, 2);
+  ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
+  EXPECT_EQ(cache->Match(keys).blocks, 2u);
+  const CacheStats s = cache->Stats();
+  EXPECT_EQ(s.index_keys, 2u);
+  EXPECT_LE(s.index_bytes, uint64_t{128} << 20);
+}
+
 TEST(TieredCache, HostOnlyStoreMatchLoad) {
   auto cache = OpenOrDie(HostOnlyOptions(8));
   const auto keys = Keys(0, 3);

@@ -25,6 +25,11 @@ constexpr uint64_t kLoadBatchBytes = uint64_t{256} << 20;
 
 Status RealReplayOptions::Validate() const {
   if (ram_blocks == 0) return Status::InvalidArgument("RealReplayOptions.ram_blocks must be > 0");
+  if (ram_blocks > kMaxReplayBlocks || disk_blocks > kMaxReplayBlocks) {
+    return Status::InvalidArgument(std::string("RealReplayOptions.") +
+                                   (ram_blocks > kMaxReplayBlocks ? "ram_blocks" : "disk_blocks") +
+                                   " must be <= " + std::to_string(kMaxReplayBlocks));
+  }
   if (disk_blocks > 0 && disk_dir.empty()) {
     return Status::InvalidArgument("RealReplayOptions.disk_dir is required with disk_blocks > 0");
   }
@@ -83,6 +88,11 @@ Result<std::unique_ptr<RealReplayer>> RealReplayer::Create(Env* env, RealReplayO
     }
   }
 
+  if (options.ram_blocks > UINT64_MAX / file_bytes) {
+    return Status::InvalidArgument(
+        "RealReplayOptions.ram_blocks: " + std::to_string(options.ram_blocks) + " blocks of " +
+        std::to_string(file_bytes) + " bytes overflow 64 bits");
+  }
   CacheOptions co;
   co.layout_signature = nso.layout_signature;
   co.host.capacity_bytes = options.ram_blocks * file_bytes;

@@ -45,9 +45,12 @@ namespace kvtier::replay {
 
 struct RealReplayOptions {
   // Host tier capacity in blocks (× the block file size = its byte
-  // budget). Must be > 0.
+  // budget). 1..kMaxReplayBlocks. The Match index is sized for ram_blocks
+  // + disk_blocks: callers cap both at the trace's distinct blocks
+  // (DistinctBlocks in sweep.h), which changes no result.
   uint64_t ram_blocks = 0;
-  // Disk tier capacity in blocks (its max_entries); 0 = no disk tier.
+  // Disk tier capacity in blocks (its max_entries), at most
+  // kMaxReplayBlocks; 0 = no disk tier.
   uint64_t disk_blocks = 0;
   // Disk tier folder: required with disk_blocks > 0, must not exist or be
   // empty (a replay must not find blocks of an earlier run).

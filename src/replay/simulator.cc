@@ -17,6 +17,11 @@ Status SimOptions::Validate() const {
   if (ram_blocks == 0) {
     return Status::InvalidArgument("SimOptions.ram_blocks must be > 0 (at least 512 RAM tokens)");
   }
+  if (ram_blocks > kMaxReplayBlocks || disk_blocks > kMaxReplayBlocks) {
+    return Status::InvalidArgument(std::string("SimOptions.") +
+                                   (ram_blocks > kMaxReplayBlocks ? "ram_blocks" : "disk_blocks") +
+                                   " must be <= " + std::to_string(kMaxReplayBlocks));
+  }
   if (policy != HostEvictionPolicy::kLru && policy != HostEvictionPolicy::kReuse) {
     return Status::InvalidArgument("SimOptions.policy is not a known eviction policy");
   }
@@ -117,6 +122,9 @@ uint64_t BeladyHitTokens(std::span<const TraceRequest> trace, uint64_t capacity_
   // position p (positions number every block access in trace order).
   uint64_t accesses = 0;
   for (const TraceRequest& r : trace) accesses += r.hash_ids.size();
+  // A cache that holds every access never evicts; the bound keeps the heap
+  // arithmetic below exact for any capacity.
+  capacity_blocks = std::min(capacity_blocks, accesses + 1);
   std::vector<uint64_t> next_use(accesses);
   {
     std::unordered_map<uint64_t, uint64_t> later;

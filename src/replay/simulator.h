@@ -31,11 +31,19 @@
 
 namespace kvtier::replay {
 
+// Largest RAM or disk capacity a replay takes, in tokens (2^40): far beyond
+// any machine's KV cache, and small enough that blocks × bytes per block
+// stays exact. Any capacity over a trace's distinct blocks acts as
+// unbounded anyway.
+inline constexpr uint64_t kMaxReplayTokens = uint64_t{1} << 40;
+inline constexpr uint64_t kMaxReplayBlocks = kMaxReplayTokens / kTraceBlockTokens;
+
 struct SimOptions {
-  // RAM tier capacity in trace blocks (--ram-tokens / 512). Must be > 0.
+  // RAM tier capacity in trace blocks (--ram-tokens / 512). 1..
+  // kMaxReplayBlocks.
   uint64_t ram_blocks = 0;
-  // Disk tier capacity in trace blocks (--disk-tokens / 512); 0 = no disk
-  // tier. Default 0.
+  // Disk tier capacity in trace blocks (--disk-tokens / 512), at most
+  // kMaxReplayBlocks; 0 = no disk tier. Default 0.
   uint64_t disk_blocks = 0;
   // RAM eviction policy. Default kLru.
   HostEvictionPolicy policy = HostEvictionPolicy::kLru;
@@ -110,8 +118,8 @@ class TierSimulator {
 // Σ hit tokens with unbounded capacity (every block ever seen is present).
 uint64_t MaxHitTokens(std::span<const TraceRequest> trace);
 
-// Σ hit tokens with one tier of `capacity_blocks` (> 0) evicting by
-// Belady's MIN. Memory: 8 bytes per block access.
+// Σ hit tokens with one tier of `capacity_blocks` (> 0; any size) evicting
+// by Belady's MIN. Memory: 8 bytes per block access.
 uint64_t BeladyHitTokens(std::span<const TraceRequest> trace, uint64_t capacity_blocks);
 
 }  // namespace kvtier::replay

@@ -1,0 +1,89 @@
+// Pieces shared by `kvtier replay` (tools/cmd_replay.cc: one RAM size) and
+// `kvtier replay --sweep` (tools/cmd_replay_sweep.cc: several).
+#ifndef KVTIER_TOOLS_REPLAY_CLI_H_
+#define KVTIER_TOOLS_REPLAY_CLI_H_
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "command.h"
+#include "kvtier/status.h"
+
+namespace kvtier::cli {
+
+// The flags of `kvtier replay`, as typed.
+struct ReplayArgs {
+  std::string trace;
+  std::string ram_tokens;
+  std::string sweep;
+  std::string disk_tokens;
+  std::string disk_dir;
+  std::string layout = "tiny";
+  std::string payload;  // default: real for one RAM size, none for a sweep
+  std::string policy = "lru";
+  std::string limit;
+  std::string plot;
+  CLI::Option* ram_tokens_opt = nullptr;
+  CLI::Option* sweep_opt = nullptr;
+  CLI::Option* disk_tokens_opt = nullptr;
+  CLI::Option* disk_dir_opt = nullptr;
+  CLI::Option* limit_opt = nullptr;
+  CLI::Option* plot_opt = nullptr;
+};
+
+// A plain integer >= min for `flag` (--limit). InvalidArgument naming it.
+Result<uint64_t> ParseReplayCount(std::string_view flag, std::string_view text, uint64_t min);
+
+// A count of tokens for `flag`: plain digits, at least one 512-token block,
+// at most kMaxReplayTokens (2^40). InvalidArgument naming the flag.
+Result<uint64_t> ParseReplayTokens(std::string_view flag, std::string_view text);
+
+// "N1,N2,..." for --sweep: 1..kMaxSweepPoints distinct token counts.
+Result<std::vector<uint64_t>> ParseSweepList(std::string_view text);
+
+// Runs `kvtier replay --sweep` (RunReplay hands over when --sweep is given).
+int RunReplaySweep(const ReplayArgs& a, const CommonFlags& flags);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string unit)
+      : unit_(std::move(unit)), enabled_(isatty(STDERR_FILENO) == 1) {}
+  ~ProgressBar() { Finish(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  void Update(uint64_t done, uint64_t total) {
+    if (!enabled_ || total == 0) return;
+    const uint64_t permille = done * 1000 / total;
+    if (permille == last_permille_) return;
+    last_permille_ = permille;
+    constexpr int kWidth = 40;
+    const int filled = static_cast<int>(done * kWidth / total);
+    std::fprintf(stderr, "\r[%s%s] %5.1f%% %llu/%llu %s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), permille / 10.0,
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                 unit_.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void Finish() {
+    if (drawn_) std::fputs("\n", stderr);
+    drawn_ = false;
+  }
+
+ private:
+  const std::string unit_;
+  const bool enabled_;
+  uint64_t last_permille_ = UINT64_MAX;
+  bool drawn_ = false;
+};
+
+}  // namespace kvtier::cli
+
+#endif  // KVTIER_TOOLS_REPLAY_CLI_H_
