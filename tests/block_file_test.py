@@ -9,7 +9,8 @@ code). The test then
   1. makes block files with `kvtier synth --out` (tiny, qwen2.5-0.5b with 2
      blocks, docs/examples/hybrid.json) and checks every rule on them: keys
      against hashlib, dtypes as numpy arrays (BF16 and F8 as raw integers),
-     content against the generator spec of src/synth/block_generator.h;
+     content against the generator spec of src/synth/block_generator.h, and
+     meta_checksum on every file;
   2. checks the reader accepts tests/corpus/valid/ and rejects every file of
      tests/corpus/hostile/ (and the generated cases) with the reason in
      tests/corpus/expected.json;
@@ -118,9 +119,31 @@ def is_uint(v):
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < U64
 
 
-def read_block(data, expected_key=None, expected_signature=None):
+# The tiny preset as DESIGN.md section 6 describes it: 2 layers of attention,
+# 2 KV heads, head dim 16, F16, 16-token blocks; keys and values per layer.
+TINY_LAYOUT = {"block_tokens": 16, "cache_types": ["attention", "attention"],
+               "states": [[("F16", [2, 16, 16]), ("F16", [2, 16, 16])]] * 2}
+LAYOUTS = {"tiny": TINY_LAYOUT}
+
+
+def meta_checksum_of(meta, tensors):
+    """DESIGN.md section 4: the metadata but meta_checksum, bytewise key order,
+    as key NUL value NUL; then each tensor in file order as name NUL dtype NUL
+    shape (decimals joined by ',') NUL begin NUL end NUL."""
+    text = b""
+    for k, v in sorted((k.encode(), v.encode()) for k, v in meta.items() if k != "meta_checksum"):
+        text += k + b"\0" + v + b"\0"
+    for t in tensors:
+        for f in (t["name"], t["dtype"], ",".join(str(d) for d in t["shape"]), str(t["begin"]),
+                  str(t["end"])):
+            text += f.encode() + b"\0"
+    return xxhash.xxh3_128_hexdigest(text)
+
+
+def read_block(data, expected_key=None, expected_signature=None, expected_layout=None):
     """Validates a block file; returns (metadata dict, [tensor dicts], data section).
-    Raises Reject(reason) on the first rule broken, in docs/block-format.md order."""
+    Raises Reject(reason) on the first rule broken, in docs/block-format.md order.
+    expected_layout: a dict like TINY_LAYOUT."""
     if len(data) < 8:
         raise Reject("file_too_short")
     (n,) = struct.unpack("<Q", data[:8])
@@ -241,6 +264,23 @@ def read_block(data, expected_key=None, expected_signature=None):
     cm = CHECKSUM_RE.fullmatch(meta["checksum"])
     if not cm:
         raise Reject("metadata_bad_field", "checksum")
+    if "meta_checksum" in meta:
+        mm = CHECKSUM_RE.fullmatch(meta["meta_checksum"])
+        if not mm:
+            raise Reject("metadata_bad_field", "meta_checksum")
+        if meta_checksum_of(meta, tensors) != mm.group(1):
+            raise Reject("meta_checksum_mismatch")
+    if expected_layout is not None:
+        want = [(dtype, shape) for layer in expected_layout["states"] for dtype, shape in layer]
+        got = [(t["dtype"], t["shape"]) for t in tensors]
+        per_layer = [sum(1 for t in tensors if t["layer"] == i) for i in range(layers)]
+        if (layers != len(expected_layout["states"]) or got != want or
+                per_layer != [len(x) for x in expected_layout["states"]]):
+            raise Reject("layout_mismatch", "tensors")
+        if types != expected_layout["cache_types"]:
+            raise Reject("layout_mismatch", "layer_cache_types")
+        if int(tc) > expected_layout["block_tokens"]:
+            raise Reject("layout_mismatch", "token_count")
     if expected_key is not None and meta["key"] != expected_key:
         raise Reject("key_mismatch")
     if expected_signature is not None and meta["layout_signature"] != expected_signature:
@@ -444,7 +484,7 @@ def main():
         assert rc == 0, stderr
         j = json.loads(stdout)
         assert j["ok"] is True and j["checksum_ok"] is True
-        for f in ("key", "parent", "namespace", "layout_signature", "checksum"):
+        for f in ("key", "parent", "namespace", "layout_signature", "checksum", "meta_checksum"):
             assert j["metadata"][f] == meta[f], f
         assert j["metadata"]["token_count"] == int(meta["token_count"])
         assert j["metadata"]["layer_cache_types"] == meta["layer_cache_types"]
@@ -461,15 +501,39 @@ def main():
         r.check("reader accepts valid/" + name, valid)
 
     def hostile_args(entry):
-        return entry.get("expected_key"), entry.get("expected_signature")
+        layout = entry.get("expected_layout")
+        return (entry.get("expected_key"), entry.get("expected_signature"),
+                LAYOUTS[layout] if layout else None)
 
     for name, entry in sorted(expected["hostile"].items()):
         def hostile(name=name, entry=entry):
             with open(os.path.join(CORPUS, "hostile", name), "rb") as f:
                 data = f.read()
-            key, sig = hostile_args(entry)
-            expect_reason(lambda: read_block(data, key, sig), entry["reason"])
+            key, sig, layout = hostile_args(entry)
+            expect_reason(lambda: read_block(data, key, sig, layout), entry["reason"])
         r.check("reader rejects hostile/" + name, hostile)
+
+    def meta_checksums():
+        # Every file kvtier writes carries a meta_checksum the reader verified;
+        # the legacy corpus file has none and is still accepted.
+        assert synth_files and all("meta_checksum" in m for _, m, _ in synth_files)
+        with open(os.path.join(CORPUS, "valid", "tiny_block0_no_meta_checksum.safetensors"),
+                  "rb") as f:
+            meta, _, _, _ = read_block(f.read(), expected_layout=TINY_LAYOUT)
+        assert "meta_checksum" not in meta
+        # The reader catches an edit the data checksum cannot see.
+        path = [p for p, _, _ in synth_files if "/tiny/" in p][0]
+        with open(path, "rb") as f:
+            data = f.read()
+        edited = data.replace(b'"created_at":"', b'"created_at":"1', 1)
+        assert len(edited) == len(data) + 1
+        (n,) = struct.unpack("<Q", data[:8])
+        text = edited[8:8 + n + 1].rstrip(b" ")
+        text += b" " * ((8 - len(text) % 8) % 8)
+        repacked = struct.pack("<Q", len(text)) + text + data[8 + n:]
+        expect_reason(lambda: read_block(repacked), "meta_checksum_mismatch")
+        read_block(data, expected_layout=TINY_LAYOUT)
+    r.check("meta_checksum on synth files and the legacy file", meta_checksums)
 
     gen = generated_cases()
     for name, data in gen.items():
@@ -508,6 +572,8 @@ def main():
                 extra += ["--key", entry["expected_key"]]
             if "expected_signature" in entry:
                 extra += ["--signature", entry["expected_signature"]]
+            if "expected_layout" in entry:
+                extra += ["--layout", entry["expected_layout"]]
             rc, j, err = verify([os.path.join(CORPUS, "hostile", name)], extra)
             assert rc == 1, "exit %d (%s)" % (rc, err)
             f = j["files"][0]

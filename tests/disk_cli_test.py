@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-BLOCK = 4968  # a `tiny` block file: 4096 data bytes + header
+BLOCK = 5024  # a `tiny` block file: 4096 data bytes + header (meta_checksum included)
 
 
 class Runner:
@@ -116,13 +116,21 @@ def main():
             f.seek(-10, os.SEEK_END)
             f.write(bytes([b[0] ^ 0x40]))
         os.remove(paths[want_keys[1]])
+        # An edited header the data checksum cannot see: one created_at digit.
+        edited = paths[want_keys[3]]
+        with open(edited, "r+b") as f:
+            data = f.read()
+            at = data.index(b'"created_at":"') + len(b'"created_at":"')
+            f.seek(at)
+            f.write(b"1" if data[at:at + 1] != b"1" else b"2")
         foreign = os.path.join(os.path.dirname(paths[want_keys[2]]), "notes.txt")
         with open(foreign, "w") as f:
             f.write("hello")
         j = r.json("verify", cache, expect_rc=1)
         reasons = {f["path"]: f["reason"] for f in j.get("files", []) if not f["ok"]}
         r.check(reasons == {flipped: "checksum_mismatch", paths[want_keys[1]]: "missing_file",
-                            foreign: "foreign_file"}, "verify reasons: %s" % reasons)
+                            edited: "meta_checksum_mismatch", foreign: "foreign_file"},
+                "verify reasons: %s" % reasons)
         os.remove(foreign)
 
         # gc: dry run changes nothing; then down to 10 blocks; quarantine goes.

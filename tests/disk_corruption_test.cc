@@ -183,11 +183,12 @@ TEST(DiskHeaderEditTest, MetadataEditThatStillDecodesIsAMiss) {
   ASSERT_NE(at, std::string::npos);
   bytes[at + 9] = '1';  // created_at 1700000000 -> 1700000001
   WriteAll(path, bytes);
-  // Still a valid block file with a good checksum...
+  // The data checksum still matches; the header's meta_checksum does not...
   std::vector<std::byte> raw(reinterpret_cast<const std::byte*>(bytes.data()),
                              reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
-  EXPECT_THAT(CheckBlockFile(raw, TinyLayout(), TestBlockKey(0)), IsOk());
-  // ...but not the bytes that were stored: a miss, quarantined.
+  EXPECT_EQ(BlockFileErrorOf(CheckBlockFile(raw, TinyLayout(), TestBlockKey(0))),
+            BlockFileError::kMetaChecksumMismatch);
+  // ...and they are not the bytes that were stored: a miss, quarantined.
   std::vector<std::byte> buf(16384);
   auto r = (*tier)->Load(TestBlockKey(0), buf);
   ASSERT_THAT(r, IsOk());

@@ -23,15 +23,16 @@ Status CacheSynthSink::Put(const BlockKey& key, const BlockBuffer& file) {
   return tier_->Store(key, std::make_shared<const BlockBuffer>(std::move(copy)));
 }
 
-Status CacheSynthSink::Finish() {
-  KVTIER_RETURN_IF_ERROR(tier_->Flush());
+Status CacheSynthSink::Finish(uint64_t* failed) {
+  Status flushed = tier_->Flush();
   DiskTierStats s = tier_->Stats();
+  *failed = s.errors;
   if (s.errors > 0) {
     return Status::IOError("synth --cache: " + std::to_string(s.errors) +
-                               " block writes failed (see the tier's errors)",
+                               " block writes failed (a full disk, or see the tier's errors)",
                            0);
   }
-  return Status::Ok();
+  return flushed;
 }
 
 CacheSynthSink::CheckCounts CacheSynthSink::Check(const std::vector<BlockKey>& keys) {

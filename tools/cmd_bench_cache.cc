@@ -310,10 +310,12 @@ std::function<int()> SetupBenchCache(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<BenchArgs>();
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
   a->blocks_opt = app->add_option("--blocks", a->blocks, "Blocks in the Match index (M)");
-  app->add_option("--block-tokens", a->block_tokens, "Override the layout's block_tokens");
+  app->add_option("--block-tokens", a->block_tokens, "Override the layout's block_tokens")
+      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   app->add_option("--samples", a->samples, "Timed Match calls (default 20000)");
   app->add_option("--round-bytes", a->round_bytes,
-                  "Least bytes copied per timed host-hit round (default 1 GiB)");
+                  "Least bytes copied per timed host-hit round, 1..64 GiB (default 1 GiB)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
   return [a, flags] { return Run(*a, *flags); };
 }
 

@@ -67,8 +67,12 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
           ->check(CLI::Range(0, 256))
           ->capture_default_str();
   app->add_option("--seed", args->seed, "Seed of the model's weights")->capture_default_str();
+  // Bounded before anything is allocated: 65536 slots are 2 GiB of K/V at
+  // the default model, far more than the script can use.
   app->add_option("--pool-blocks", args->pool_blocks,
-                  "Slots of the serving pool (0: the longest conversation and a few more)")
+                  "Slots of the serving pool, at most 65536 (0: the longest conversation and a "
+                  "few more)")
+      ->check(CLI::Range(uint32_t{0}, uint32_t{65536}))
       ->capture_default_str();
   return [args, flags, app_block_tokens, app_conversations, app_decode_tokens] {
     engine::DemoOptions o =

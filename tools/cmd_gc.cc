@@ -37,7 +37,7 @@ struct GcArgs {
 };
 
 int Run(const GcArgs& a, const CommonFlags& flags) {
-  GcRequest req;
+  CacheGcRequest req;
   if (a.max_bytes_opt->count() > 0) {
     auto n = ParseByteCount(a.max_bytes);
     if (!n.ok()) return ReportError(flags, n.status().WithContext("--max-bytes"));
@@ -64,19 +64,23 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
         flags, Status::InvalidArgument("--layout/--signature only go with --drop-other-layouts"));
   }
   req.quarantine = !a.keep_quarantine;
-  auto plan = PlanGc(a.dir, req);
-  if (!plan.ok()) return ReportError(flags, plan.status());
+  // A dry run only reads, so it works on a folder the user may only read.
+  auto folder = OpenCacheFolder(
+      a.dir, a.dry_run ? CacheFolderAccess::kReadOnly : CacheFolderAccess::kReadWrite);
+  if (!folder.ok()) return ReportError(flags, folder.status());
+  auto plan = (*folder)->PlanGc(req);
+  if (!plan.ok()) return ReportError(flags, plan.status(), kExitFailure);
   uint64_t planned_bytes = 0;
-  for (const GcItem& item : *plan) planned_bytes += item.bytes;
+  for (const CacheGcItem& item : *plan) planned_bytes += item.bytes;
   uint64_t freed = 0;
   if (!a.dry_run) {
-    auto r = ApplyGc(a.dir, *plan);
+    auto r = (*folder)->ApplyGc(*plan);
     if (!r.ok()) return ReportError(flags, r.status(), kExitFailure);
     freed = *r;
   }
   if (flags.json) {
     nlohmann::json items = nlohmann::json::array();
-    for (const GcItem& item : *plan) {
+    for (const CacheGcItem& item : *plan) {
       items.push_back({{"path", item.path}, {"reason", item.reason}, {"bytes", item.bytes}});
     }
     PrintJson({{"dry_run", a.dry_run},
@@ -84,7 +88,7 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
                {"removed", a.dry_run ? 0 : plan->size()},
                {"bytes_freed", a.dry_run ? 0 : freed}});
   } else {
-    for (const GcItem& item : *plan) {
+    for (const CacheGcItem& item : *plan) {
       std::cout << (a.dry_run ? "would remove  " : "removed  ") << item.reason << "  " << item.bytes
                 << "  " << item.path << "\n";
     }

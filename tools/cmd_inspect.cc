@@ -1,8 +1,10 @@
 // `kvtier inspect FILE`: a block file's metadata and tensor list.
 //
-// The file must pass every structural check of docs/block-format.md; the
-// checksum is computed and reported ("checksum_ok") rather than required,
-// so a damaged block can still be looked at. Exit 0 if the file is valid,
+// The file must pass every structural check of docs/block-format.md and
+// its meta_checksum when it has one (an edited header is not shown as if it
+// were what the writer wrote); the data checksum is computed and reported
+// ("checksum_ok") rather than required, so a block with damaged data can
+// still be looked at. Exit 0 if the file is valid,
 // 1 if it is not (structure or checksum), 2 on bad arguments.
 #include <iomanip>
 #include <iostream>
@@ -104,7 +106,9 @@ int Run(const InspectArgs& a, const CommonFlags& flags) {
           {"layer_cache_types", m.layer_cache_types},
           {"layer_meta_states", m.layer_meta_states},
           {"created_at", m.created_at},
-          {"checksum", "xxh3-128:" + Hex(m.checksum)}}},
+          {"checksum", "xxh3-128:" + Hex(m.checksum)},
+          {"meta_checksum", m.meta_checksum ? nlohmann::json("xxh3-128:" + Hex(*m.meta_checksum))
+                                            : nlohmann::json(nullptr)}}},
         {"tensors", std::move(tensors)}};
     PrintJson(j);
   } else {
@@ -119,6 +123,10 @@ int Run(const InspectArgs& a, const CommonFlags& flags) {
         << "  created_at        " << m.created_at << "\n"
         << "  checksum          xxh3-128:" << Hex(m.checksum)
         << (checksum_ok ? " (ok)" : " (MISMATCH)") << "\n"
+        << "  meta_checksum     "
+        << (m.meta_checksum ? "xxh3-128:" + Hex(*m.meta_checksum) + " (ok)"
+                            : std::string("none (written before meta_checksum existed)"))
+        << "\n"
         << "  layers            " << m.layer_cache_types.size() << "\n";
     for (size_t l = 0; l < m.layer_cache_types.size(); ++l) {
       out << "    layer " << l << ": " << m.layer_cache_types[l];

@@ -4,7 +4,8 @@
 //
 // One line per block, oldest access first: key, bytes, written and last
 // accessed (UTC), layout signature; with --layout/--signature also whether
-// the block is compatible with it. Reads only the index.
+// the block is compatible with it. Reads only the index, opened read-only
+// (a folder the user may only read works).
 //   --json: {"dir", "count", "bytes", "entries": [{"key", "signature",
 //   "bytes", "created_at", "last_access"[, "compatible"]}]} (times in unix
 //   seconds).
@@ -40,16 +41,18 @@ int Run(const LsArgs& a, const CommonFlags& flags) {
   auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
                                 a.signature_opt->count() > 0);
   if (!ref.ok()) return ReportError(flags, ref.status());
-  auto entries = ListCacheEntries(a.dir);
-  if (!entries.ok()) return ReportError(flags, entries.status());
-  std::sort(entries->begin(), entries->end(), [](const CacheEntry& x, const CacheEntry& y) {
+  auto folder = OpenCacheFolder(a.dir);
+  if (!folder.ok()) return ReportError(flags, folder.status());
+  auto entries = (*folder)->ListEntries();
+  if (!entries.ok()) return ReportError(flags, entries.status(), kExitFailure);
+  std::sort(entries->begin(), entries->end(), [](const auto& x, const auto& y) {
     return std::tie(x.last_access_us, x.key) < std::tie(y.last_access_us, y.key);
   });
   uint64_t bytes = 0;
-  for (const CacheEntry& e : *entries) bytes += e.bytes;
+  for (const CacheFolderEntry& e : *entries) bytes += e.bytes;
   if (flags.json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const CacheEntry& e : *entries) {
+    for (const CacheFolderEntry& e : *entries) {
       nlohmann::json j = {{"key", e.key.Hex()},
                           {"signature", e.signature},
                           {"bytes", e.bytes},
@@ -60,7 +63,7 @@ int Run(const LsArgs& a, const CommonFlags& flags) {
     }
     PrintJson({{"dir", a.dir}, {"count", entries->size()}, {"bytes", bytes}, {"entries", list}});
   } else {
-    for (const CacheEntry& e : *entries) {
+    for (const CacheFolderEntry& e : *entries) {
       std::cout << e.key.Hex() << "  " << e.bytes << "  " << Utc(e.created_at_us) << "  "
                 << Utc(e.last_access_us) << "  ";
       if (*ref) std::cout << (e.signature == **ref ? "compatible  " : "other-layout  ");

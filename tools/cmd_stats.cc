@@ -5,6 +5,7 @@
 // Blocks and bytes in the index, per layout signature; with --layout or
 // --signature, how many are compatible with it and how many are not;
 // quarantined files, temp files and foreign entries found in the folder.
+// Opens the index read-only: a folder the user may only read works.
 //   --json: {"dir", "entries", "bytes", "per_signature": [{"signature",
 //   "blocks", "bytes"[, "compatible"]}], ["compatible": {"entries","bytes"},
 //   "incompatible": {"entries","bytes"},] "quarantined": {"files","bytes"},
@@ -35,25 +36,25 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
                                 a.signature_opt->count() > 0);
   if (!ref.ok()) return ReportError(flags, ref.status());
-  auto index = OpenCacheIndex(a.dir);
-  if (!index.ok()) return ReportError(flags, index.status());
-  auto per = (*index)->PerSignature();
+  auto folder = OpenCacheFolder(a.dir);
+  if (!folder.ok()) return ReportError(flags, folder.status());
+  auto per = (*folder)->PerSignature();
   if (!per.ok()) return ReportError(flags, per.status(), kExitFailure);
-  auto scan = ScanCacheFolder(a.dir);
+  auto scan = (*folder)->Scan();
   if (!scan.ok()) return ReportError(flags, scan.status(), kExitFailure);
 
   DiskTierStats s;
   uint64_t other_entries = 0, other_bytes = 0;
-  for (const auto& t : *per) {
-    SignatureUsage u{t.signature, t.blocks, t.bytes, *ref && t.signature == **ref};
-    s.entries += t.blocks;
-    s.bytes += t.bytes;
+  for (SignatureUsage& u : *per) {
+    u.compatible = *ref && u.signature == **ref;
+    s.entries += u.blocks;
+    s.bytes += u.bytes;
     if (u.compatible) {
-      s.compatible_entries += t.blocks;
-      s.compatible_bytes += t.bytes;
+      s.compatible_entries += u.blocks;
+      s.compatible_bytes += u.bytes;
     } else {
-      other_entries += t.blocks;
-      other_bytes += t.bytes;
+      other_entries += u.blocks;
+      other_bytes += u.bytes;
     }
     s.per_signature.push_back(std::move(u));
   }

@@ -11,7 +11,8 @@
 // --random N makes N token ids: id i = SplitMix64 word i of seed S
 // (Mix(S + (i + 1) * 0x9e3779b97f4a7c15)) >> 33, i.e. uniform in [0, 2^31).
 // Prints {"blocks","present","missing","wrong"}; for --out, present counts
-// the files written. Exit 0 iff every block was written, 2 on bad input.
+// the files written. Exit 0 iff every block was written, 2 on bad input, 1
+// (after the counts, with the first error on stderr) if any write failed.
 //
 // --cache DIR stores every block into a disk-tier cache folder (created if
 // needed) through a DiskTier (tools/cache_synth.cc); --check then loads every
@@ -20,6 +21,7 @@
 //
 // --remote URL stores every block into Redis through a RemoteTier
 // (tools/remote_synth.cc); --check reads them back through it.
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -198,36 +200,41 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
   const int64_t now = Env::Default()->NowUnixMicros() / 1000000;
   SynthCounts counts;
   counts.blocks = keys.size();
+  // A block that cannot be written (a full disk) is counted missing and the
+  // rest are still tried: the counts are printed in every case (DESIGN.md
+  // §6), with the first error on stderr and exit 1.
+  Status first_error = Status::Ok();
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey& parent = i == 0 ? chain->ns() : keys[i - 1];
     Result<BlockBuffer> file = MakeBlockFile(*layout, keys[i], parent, chain->ns(), now);
-    if (!file.ok()) return ReportError(flags, file.status(), kExitFailure);
-    Status s = (*target)->Put(keys[i], *file);
-    if (!s.ok()) return ReportError(flags, s, kExitFailure);
-    ++counts.present;
+    Status s = file.ok() ? (*target)->Put(keys[i], *file) : file.status();
+    if (s.ok()) {
+      ++counts.present;
+    } else if (first_error.ok()) {
+      first_error = s;
+    }
   }
-  counts.missing = counts.blocks - counts.present;
   if (auto* cache = dynamic_cast<CacheTarget*>(target->get())) {
-    Status s = cache->sink()->Finish();
-    if (!s.ok()) return ReportError(flags, s, kExitFailure);
+    uint64_t failed = 0;
+    Status s = cache->sink()->Finish(&failed);
+    counts.present -= std::min(counts.present, failed);
+    if (!s.ok() && first_error.ok()) first_error = s;
     if (a.check) {
       CacheSynthSink::CheckCounts c = cache->sink()->Check(keys);
       counts.present = c.present;
-      counts.missing = c.missing;
       counts.wrong = c.wrong;
     }
   }
-
   if (auto* remote = dynamic_cast<RemoteTarget*>(target->get())) {
     Status s = remote->sink()->Finish();
-    if (!s.ok()) return ReportError(flags, s, kExitFailure);
+    if (!s.ok() && first_error.ok()) first_error = s;
     if (a.check) {
       RemoteSynthSink::CheckCounts c = remote->sink()->Check(keys);
       counts.present = c.present;
-      counts.missing = c.missing;
       counts.wrong = c.wrong;
     }
   }
+  counts.missing = counts.blocks - counts.present - counts.wrong;
 
   if (flags.json) {
     PrintJson({{"blocks", counts.blocks},
@@ -239,7 +246,9 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
               << counts.missing << ", wrong " << counts.wrong << "\n";
   }
   std::cout.flush();
-  return counts.present == counts.blocks && counts.wrong == 0 ? kExitOk : kExitFailure;
+  if (!first_error.ok()) std::cerr << "kvtier: " << first_error.message() << "\n";
+  return first_error.ok() && counts.present == counts.blocks && counts.wrong == 0 ? kExitOk
+                                                                                  : kExitFailure;
 }
 
 std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {

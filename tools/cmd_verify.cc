@@ -1,13 +1,13 @@
 // `kvtier verify PATH...`: checks block files (DESIGN.md §6).
 //
-// A PATH that is a disk-tier cache folder is checked as a whole
-// (tools/cache_verify.cc): every block file as below, with the key its name
-// gives, against its index row; foreign entries and rows whose file is gone
-// are failures too. Any other PATH must be a regular file (symlinks are not followed); it is read
-// whole and decoded with every check of docs/block-format.md, plus the
-// expected key (--key) and layout (--signature, or --layout which also pins
-// every tensor's dtype and shape). Exit 0 iff every file is valid, 1 if any
-// is not, 2 on bad arguments.
+// A PATH that is a disk-tier cache folder (or a symlink to one) is checked
+// as a whole (CacheFolder::Verify, its index opened read-only): every block
+// file as below, with the key its name gives, against its index row;
+// foreign entries and rows whose file is gone are failures too. Any other PATH must be a regular
+// file (symlinks are not followed); it is read whole and decoded with every check of
+// docs/block-format.md, plus the expected key (--key) and layout (--signature, or --layout which
+// also pins every tensor's dtype and shape). Exit 0 iff every file is valid, 1 if any is not, 2 on
+// bad arguments.
 //   --json: {"files":[{"path","ok","reason","message"}]}; reason is null for
 //   a valid file, else a BlockFileError name (docs/block-format.md) or one
 //   of not_found, not_regular_file, file_too_large, io_error.
@@ -140,12 +140,13 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
   verdicts.reserve(a.paths.size());
   bool all_ok = true;
   for (const std::string& path : a.paths) {
-    auto info = Env::Default()->Stat(path);
-    if (info.ok() && info->type == FileType::kDirectory && IsCacheFolder(path)) {
+    if (CacheFolder::Exists(Env::Default(), path)) {
       CacheVerifyOptions co;
       if (expect->signature) co.signature = &*expect->signature;
       if (expect->layout) co.layout = &*expect->layout;
-      auto folder = VerifyCacheFolder(path, co);
+      auto opened = OpenCacheFolder(path);
+      auto folder = opened.ok() ? (*opened)->Verify(co)
+                                : Result<std::vector<CacheFileVerdict>>(opened.status());
       if (!folder.ok()) {
         verdicts.push_back({path, "io_error", folder.status().message()});
         all_ok = false;

@@ -5,8 +5,10 @@
 // N, N bytes of JSON (padded with spaces to a multiple of 8), then the data
 // section holding tensors `layer_{i}_state_{k}` back to back from offset 0.
 // `__metadata__` records the key, parent, namespace, token count, layout
-// signature, per-layer cache types and meta states, creation time and an
-// XXH3-128 checksum of the data section.
+// signature, per-layer cache types and meta states, creation time, an
+// XXH3-128 checksum of the data section and `meta_checksum`, an XXH3-128
+// of the other metadata and the tensor table (written always, verified
+// whenever present).
 //
 // EncodeBlock copies each tensor once into one contiguous BlockBuffer.
 // DecodeBlock validates strictly and returns views into the caller's bytes
@@ -21,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,14 +43,17 @@ inline constexpr size_t kMaxBlockTensors = 65536;
 // What `__metadata__` records.
 struct BlockMeta {
   BlockKey key;
-  BlockKey parent;     // previous block's key; the namespace for block 0
-  BlockKey ns;         // the namespace
+  BlockKey parent;  // previous block's key; the namespace for block 0
+  BlockKey ns;      // the namespace
   uint32_t token_count = 0;
   std::string layout_signature;
   std::vector<std::string> layer_cache_types;
   std::vector<std::vector<std::string>> layer_meta_states;
-  int64_t created_at = 0;                // unix seconds
-  std::array<uint8_t, 16> checksum{};    // XXH3-128 of the data section, big-endian
+  int64_t created_at = 0;              // unix seconds
+  std::array<uint8_t, 16> checksum{};  // XXH3-128 of the data section, big-endian
+  // XXH3-128 of the rest of the header (DESIGN.md §4), big-endian; absent
+  // in files written before it existed.
+  std::optional<std::array<uint8_t, 16>> meta_checksum;
 };
 
 struct EncodeRequest {
@@ -72,12 +78,15 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req);
 std::array<uint8_t, 16> BlockChecksum(std::span<const std::byte> data);
 
 struct DecodeOptions {
-  const BlockKey* expected_key = nullptr;          // if set, metadata key must equal it
-  const std::string* expected_signature = nullptr; // if set, layout_signature must equal it
+  const BlockKey* expected_key = nullptr;           // if set, metadata key must equal it
+  const std::string* expected_signature = nullptr;  // if set, layout_signature must equal it
+  // The data section's checksum (a pass over every byte). The header's
+  // meta_checksum is cheap and always verified when the file has one.
   bool verify_checksum = true;
   // If set, the tensors must be exactly this layout's (layer count, states
-  // per layer, dtypes, shapes) and token_count at most its block_tokens.
-  // The signature string is only compared through expected_signature.
+  // per layer, dtypes, shapes), layer_cache_types its layers' cache types
+  // and token_count at most its block_tokens. The signature string is only
+  // compared through expected_signature.
   const ModelLayout* expected_layout = nullptr;
 };
 
@@ -92,9 +101,9 @@ struct TensorView {
 
 struct DecodedBlock {
   BlockMeta meta;
-  std::vector<TensorView> tensors;      // in file order
-  uint64_t header_bytes = 0;            // N (JSON length, padded)
-  std::span<const std::byte> data;      // the whole data section
+  std::vector<TensorView> tensors;  // in file order
+  uint64_t header_bytes = 0;        // N (JSON length, padded)
+  std::span<const std::byte> data;  // the whole data section
 };
 
 // Validates `file` strictly (see docs/block-format.md) and returns views
@@ -104,13 +113,12 @@ Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOp
 // Given at least the first 8 bytes of a file of `file_size` bytes, returns
 // 8 + N, the number of bytes DecodeBlockHeader needs, after checking N
 // against kMaxBlockHeaderBytes and the file size (Corruption otherwise).
-Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes,
-                                        uint64_t file_size);
+Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes, uint64_t file_size);
 
 // Validates only the header, given its first bytes and the file's total
 // size: what a folder scan does without reading the data. `prefix` must hold
 // at least 8 + N bytes (N from the first 8); checks everything except the
-// checksum.
+// data section's checksum (meta_checksum included).
 Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                        const DecodeOptions& opts);
 
@@ -119,42 +127,43 @@ Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64
 // in a rejection); BlockFileErrorOf() recovers it, also after WithContext().
 // docs/block-format.md lists the rules in the order they are checked.
 enum class BlockFileError : uint8_t {
-  kNone = 0,               // not a block-file rejection (or OK)
-  kFileTooShort,           // fewer than 8 bytes
-  kHeaderTooLarge,         // N > kMaxBlockHeaderBytes
-  kHeaderPastEof,          // 8 + N > file size
-  kHeaderMisaligned,       // 8 + N not a multiple of 8
-  kHeaderNul,              // a NUL byte (raw or \u0000) in the header
-  kHeaderNotUtf8,          // invalid, overlong or surrogate UTF-8
-  kJsonSyntax,             // not JSON (truncated, bad token, bad escape)
-  kJsonTrailing,           // something other than whitespace after the JSON value
-  kJsonTooDeep,            // nesting deeper than the header ever needs
-  kDuplicateKey,           // a key repeated in any object
-  kHeaderNotObject,        // the top-level value is not an object
-  kTooManyTensors,         // more than kMaxBlockTensors tensor entries
-  kBadTensorName,          // a name other than layer_{i}_state_{k}
-  kBadTensorEntry,         // entry not {dtype, shape, data_offsets} of the right types
-  kUnknownDType,           // dtype not a known safetensors name
-  kBadShape,               // shape not an array of integers >= 1 (or too many dims)
-  kShapeOverflow,          // elements x dtype size overflows 64 bits
-  kBadOffsets,             // data_offsets not two non-negative integers
-  kMissingTensor,          // names not dense: layers 0..L-1, states 0..S-1 each
-  kOffsetsReversed,        // end < begin
-  kShapeSizeMismatch,      // end - begin != elements x dtype size
-  kFirstOffsetNonzero,     // the first tensor does not start at 0
-  kOffsetsGap,             // a tensor starts after the previous one ends
-  kOffsetsOverlap,         // a tensor starts before the previous one ends
-  kTrailingBytes,          // the data section is longer than the last offset
-  kDataTruncated,          // the data section is shorter than the last offset
-  kMissingMetadata,        // no __metadata__ entry
-  kMetadataNotStrings,     // __metadata__ not an object of string -> string
-  kUnsupportedFormat,      // kvtier_format missing or not "1"
-  kMetadataMissingField,   // a required metadata field is absent
-  kMetadataBadField,       // a required metadata field has a bad value
-  kLayoutMismatch,         // tensors differ from DecodeOptions::expected_layout
-  kKeyMismatch,            // metadata key != DecodeOptions::expected_key
-  kSignatureMismatch,      // layout_signature != DecodeOptions::expected_signature
-  kChecksumMismatch,       // XXH3-128 of the data section != metadata checksum
+  kNone = 0,              // not a block-file rejection (or OK)
+  kFileTooShort,          // fewer than 8 bytes
+  kHeaderTooLarge,        // N > kMaxBlockHeaderBytes
+  kHeaderPastEof,         // 8 + N > file size
+  kHeaderMisaligned,      // 8 + N not a multiple of 8
+  kHeaderNul,             // a NUL byte (raw or \u0000) in the header
+  kHeaderNotUtf8,         // invalid, overlong or surrogate UTF-8
+  kJsonSyntax,            // not JSON (truncated, bad token, bad escape)
+  kJsonTrailing,          // something other than whitespace after the JSON value
+  kJsonTooDeep,           // nesting deeper than the header ever needs
+  kDuplicateKey,          // a key repeated in any object
+  kHeaderNotObject,       // the top-level value is not an object
+  kTooManyTensors,        // more than kMaxBlockTensors tensor entries
+  kBadTensorName,         // a name other than layer_{i}_state_{k}
+  kBadTensorEntry,        // entry not {dtype, shape, data_offsets} of the right types
+  kUnknownDType,          // dtype not a known safetensors name
+  kBadShape,              // shape not an array of integers >= 1 (or too many dims)
+  kShapeOverflow,         // elements x dtype size overflows 64 bits
+  kBadOffsets,            // data_offsets not two non-negative integers
+  kMissingTensor,         // names not dense: layers 0..L-1, states 0..S-1 each
+  kOffsetsReversed,       // end < begin
+  kShapeSizeMismatch,     // end - begin != elements x dtype size
+  kFirstOffsetNonzero,    // the first tensor does not start at 0
+  kOffsetsGap,            // a tensor starts after the previous one ends
+  kOffsetsOverlap,        // a tensor starts before the previous one ends
+  kTrailingBytes,         // the data section is longer than the last offset
+  kDataTruncated,         // the data section is shorter than the last offset
+  kMissingMetadata,       // no __metadata__ entry
+  kMetadataNotStrings,    // __metadata__ not an object of string -> string
+  kUnsupportedFormat,     // kvtier_format missing or not "1"
+  kMetadataMissingField,  // a required metadata field is absent
+  kMetadataBadField,      // a required metadata field has a bad value
+  kLayoutMismatch,        // tensors differ from DecodeOptions::expected_layout
+  kKeyMismatch,           // metadata key != DecodeOptions::expected_key
+  kSignatureMismatch,     // layout_signature != DecodeOptions::expected_signature
+  kChecksumMismatch,      // XXH3-128 of the data section != metadata checksum
+  kMetaChecksumMismatch,  // the header's metadata and tensor table != meta_checksum
 };
 
 // Snake-case name of a reason, e.g. "checksum_mismatch" (used in messages,

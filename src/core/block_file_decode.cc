@@ -1,5 +1,6 @@
 // DecodeBlock / DecodeBlockHeader: strict validation of block file v1
 // (docs/block-format.md lists the rules in the order they are checked).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -124,6 +125,13 @@ Status ParseStringLists(std::string_view field, std::string_view value, size_t l
   return Status::Ok();
 }
 
+// "xxh3-128:" and 32 lowercase hex digits.
+bool ParseChecksum(std::string_view value, std::array<uint8_t, 16>* out) {
+  return value.substr(0, internal::kChecksumPrefix.size()) == internal::kChecksumPrefix &&
+         internal::ParseHexLower(value.substr(internal::kChecksumPrefix.size()), out->data(),
+                                 out->size());
+}
+
 Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
   MetadataReader md(header);
   const std::string_view* format = md.Find("kvtier_format");
@@ -168,12 +176,51 @@ Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
   if (!ParseCanonicalInt(created_at, /*allow_negative=*/true, &meta->created_at)) {
     return BadField("created_at", created_at, "not a 64-bit integer");
   }
-  if (checksum.substr(0, internal::kChecksumPrefix.size()) != internal::kChecksumPrefix ||
-      !internal::ParseHexLower(checksum.substr(internal::kChecksumPrefix.size()),
-                               meta->checksum.data(), meta->checksum.size())) {
+  if (!ParseChecksum(checksum, &meta->checksum)) {
     return BadField("checksum", checksum, "not xxh3-128:<32 lowercase hex digits>");
   }
+  meta->meta_checksum.reset();
+  if (const std::string_view* mc = md.Find(internal::kMetaChecksumField); mc != nullptr) {
+    if (!ParseChecksum(*mc, &meta->meta_checksum.emplace())) {
+      return BadField(internal::kMetaChecksumField, *mc, "not xxh3-128:<32 lowercase hex digits>");
+    }
+  }
   return Status::Ok();
+}
+
+// The meta_checksum of DESIGN.md §4 over what the header says.
+std::array<uint8_t, 16> HeaderMetaChecksum(const internal::ParsedHeader& header) {
+  std::vector<std::pair<std::string_view, std::string_view>> entries;
+  entries.reserve(header.metadata.size());
+  size_t entry_bytes = 0, tensor_bytes = 0;
+  for (const auto& kv : header.metadata) {
+    if (kv.first == internal::kMetaChecksumField) continue;
+    entries.push_back(kv);
+    entry_bytes += kv.first.size() + kv.second.size() + 2;
+  }
+  // Keys are unique (duplicates were rejected), so this order is total.
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& t : header.tensors) tensor_bytes += t.view.name.size() + 16 * 8;
+  internal::MetaChecksumInput input;
+  input.Reserve(entry_bytes, tensor_bytes);
+  for (const auto& [k, v] : entries) input.AddEntry(k, v);
+  for (const auto& t : header.tensors) {
+    input.AddTensor(t.view.name, DTypeName(t.view.dtype), t.view.shape, t.begin, t.end);
+  }
+  return input.Digest();
+}
+
+Status CheckMetaChecksum(const internal::ParsedHeader& header, const BlockMeta& meta) {
+  if (!meta.meta_checksum) return Status::Ok();  // written before meta_checksum existed
+  std::array<uint8_t, 16> actual = HeaderMetaChecksum(header);
+  if (actual == *meta.meta_checksum) return Status::Ok();
+  char want[32], got[32];
+  internal::HexLower(meta.meta_checksum->data(), 16, want);
+  internal::HexLower(actual.data(), 16, got);
+  return Reject(BlockFileError::kMetaChecksumMismatch,
+                "metadata and tensor table hash to xxh3-128:" + std::string(got, 32) +
+                    ", meta_checksum says xxh3-128:" + std::string(want, 32));
 }
 
 Status CheckLayout(const internal::ParsedHeader& header, const BlockMeta& meta,
@@ -203,6 +250,14 @@ Status CheckLayout(const internal::ParsedHeader& header, const BlockMeta& meta,
                     "layer " + Str(l) + " has more states than the layout's " + Str(states.size()));
     }
   }
+  for (size_t l = 0; l < layout.layers.size(); ++l) {
+    if (meta.layer_cache_types[l] != layout.layers[l].cache_type) {
+      return Reject(BlockFileError::kLayoutMismatch,
+                    "layer_cache_types[" + Str(l) + "] is " +
+                        internal::Quote(meta.layer_cache_types[l]) + ", the layout's is " +
+                        internal::Quote(layout.layers[l].cache_type));
+    }
+  }
   if (meta.token_count > layout.block_tokens) {
     return Reject(BlockFileError::kLayoutMismatch, "token_count " + Str(meta.token_count) +
                                                        " exceeds the layout's block_tokens " +
@@ -211,7 +266,7 @@ Status CheckLayout(const internal::ParsedHeader& header, const BlockMeta& meta,
   return Status::Ok();
 }
 
-// Everything but the checksum. `data` (the data section) may be empty when
+// Everything but the data checksum. `data` (the data section) may be empty when
 // only the header is at hand; then the views stay empty.
 Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
                         const DecodeOptions& opts, DecodedBlock* out) {
@@ -233,6 +288,9 @@ Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
   internal::ParsedHeader header;
   KVTIER_RETURN_IF_ERROR(internal::ParseSafetensorsHeader(json, file_size - need, &header));
   KVTIER_RETURN_IF_ERROR(ParseMetadata(header, &out->meta));
+  // Before anything trusts the metadata: an edited header is reported as
+  // edited, not as whatever mismatch the edit causes.
+  KVTIER_RETURN_IF_ERROR(CheckMetaChecksum(header, out->meta));
   if (opts.expected_layout != nullptr) {
     KVTIER_RETURN_IF_ERROR(CheckLayout(header, out->meta, *opts.expected_layout));
   }

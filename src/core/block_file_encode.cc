@@ -1,14 +1,17 @@
 // EncodeBlock and BlockChecksum.
 //
-// The encoder builds the header first with a placeholder checksum of fixed
+// The encoder builds the header first with placeholder checksums of fixed
 // width, so the file size is known before any data is touched; it then
 // allocates the whole file once, copies every tensor once and hashes each
 // chunk right after copying it (while it is still in cache), and finally
-// writes the checksum's hex digits over the placeholder.
+// writes the checksum's hex digits over the placeholder, then those of
+// meta_checksum, which covers the checksum's value too.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "core/block_file_internal.h"
 #include "core/json_strict.h"
@@ -27,18 +30,6 @@ void AppendUint(uint64_t v, std::string* out) {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
   out->append(buf, end);
-}
-
-void AppendInt(int64_t v, std::string* out) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  out->append(buf, end);
-}
-
-void AppendHex(const BlockKey& key, std::string* out) {
-  char hex[64];
-  internal::HexLower(key.bytes.data(), key.bytes.size(), hex);
-  out->append(hex, sizeof(hex));
 }
 
 // `"name":` then the value appended by the caller.
@@ -120,6 +111,16 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   cache_types.push_back(']');
   meta_states.push_back(']');
 
+  char key_hex[64], parent_hex[64], ns_hex[64];
+  internal::HexLower(req.key.bytes.data(), 32, key_hex);
+  internal::HexLower(req.parent.bytes.data(), 32, parent_hex);
+  internal::HexLower(req.ns.bytes.data(), 32, ns_hex);
+  char numbers[48];
+  auto token_end = std::to_chars(numbers, numbers + 24, token_count).ptr;
+  auto created_end = std::to_chars(numbers + 24, numbers + 48, req.created_at).ptr;
+  const std::string_view token_text(numbers, token_end - numbers);
+  const std::string_view created_text(numbers + 24, created_end - (numbers + 24));
+
   std::string h;
   h.reserve(512 + signature.size() + cache_types.size() + meta_states.size() + tensor_count * 96);
   h.append("{\"__metadata__\":{");
@@ -127,19 +128,19 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   h.append("\"1\",");
   AppendField("key", &h);
   h.push_back('"');
-  AppendHex(req.key, &h);
+  h.append(key_hex, 64);
   h.append("\",");
   AppendField("parent", &h);
   h.push_back('"');
-  AppendHex(req.parent, &h);
+  h.append(parent_hex, 64);
   h.append("\",");
   AppendField("namespace", &h);
   h.push_back('"');
-  AppendHex(req.ns, &h);
+  h.append(ns_hex, 64);
   h.append("\",");
   AppendField("token_count", &h);
   h.push_back('"');
-  AppendUint(token_count, &h);
+  h.append(token_text);
   h.append("\",");
   AppendField("layout_signature", &h);
   internal::AppendJsonString(signature, &h);
@@ -152,14 +153,24 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   h.push_back(',');
   AppendField("created_at", &h);
   h.push_back('"');
-  AppendInt(req.created_at, &h);
+  h.append(created_text);
   h.append("\",");
   AppendField("checksum", &h);
   h.push_back('"');
   h.append(internal::kChecksumPrefix);
   const size_t checksum_at = h.size();
   h.append(32, '0');
+  h.append("\",");
+  AppendField(internal::kMetaChecksumField, &h);
+  h.push_back('"');
+  h.append(internal::kChecksumPrefix);
+  const size_t meta_checksum_at = h.size();
+  h.append(32, '0');
   h.append("\"}");
+
+  internal::MetaChecksumInput meta_input;
+  meta_input.Reserve(448 + signature.size() + cache_types.size() + meta_states.size(),
+                     tensor_count * 64);
 
   uint64_t offset = 0;
   size_t t = 0;
@@ -173,10 +184,13 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
                                        std::to_string(req.tensors[t].size()) +
                                        " bytes, the layout needs " + std::to_string(bytes));
       }
+      // The name, between the quotes after the comma.
+      const size_t name_at = h.size() + 2;
       h.append(",\"layer_");
       AppendUint(l, &h);
       h.append("_state_");
       AppendUint(k, &h);
+      const size_t name_size = h.size() - name_at;
       h.append("\":{\"dtype\":\"");
       h.append(DTypeName(states[k].dtype));
       h.append("\",\"shape\":[");
@@ -188,6 +202,8 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
       AppendUint(offset, &h);
       h.push_back(',');
       if (bytes > UINT64_MAX - offset) return Status::InvalidArgument("block size overflows");
+      meta_input.AddTensor(std::string_view(h).substr(name_at, name_size),
+                           DTypeName(states[k].dtype), states[k].shape, offset, offset + bytes);
       offset += bytes;
       AppendUint(offset, &h);
       h.append("]}");
@@ -225,6 +241,27 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   XXH128_canonical_t canonical;
   XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(&state));
   internal::HexLower(canonical.digest, 16, h.data() + checksum_at);
+
+  // The metadata in bytewise key order (meta_checksum itself excluded).
+  const std::string_view checksum_text(h.data() + checksum_at - internal::kChecksumPrefix.size(),
+                                       internal::kChecksumPrefix.size() + 32);
+  std::array<std::pair<std::string_view, std::string_view>, 10> entries = {{
+      {"kvtier_format", "1"},
+      {"key", {key_hex, 64}},
+      {"parent", {parent_hex, 64}},
+      {"namespace", {ns_hex, 64}},
+      {"token_count", token_text},
+      {"layout_signature", signature},
+      {"layer_cache_types", cache_types},
+      {"layer_meta_states", meta_states},
+      {"created_at", created_text},
+      {"checksum", checksum_text},
+  }};
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [k, v] : entries) meta_input.AddEntry(k, v);
+  const std::array<uint8_t, 16> meta_checksum = meta_input.Digest();
+  internal::HexLower(meta_checksum.data(), 16, h.data() + meta_checksum_at);
   std::memcpy(out + 8, h.data(), h.size());
   return buf;
 }

@@ -1,6 +1,8 @@
 // Block-file rejection reasons (names, carrying them in a Status) and the
 // small helpers the codec files share.
 #include <array>
+#include <charconv>
+#include <cstring>
 #include <string>
 
 #include "core/block_file_internal.h"
@@ -62,6 +64,7 @@ constexpr std::array kReasonNames = {
     ReasonName{BlockFileError::kKeyMismatch, "key_mismatch"},
     ReasonName{BlockFileError::kSignatureMismatch, "signature_mismatch"},
     ReasonName{BlockFileError::kChecksumMismatch, "checksum_mismatch"},
+    ReasonName{BlockFileError::kMetaChecksumMismatch, "meta_checksum_mismatch"},
 };
 
 }  // namespace
@@ -136,6 +139,52 @@ bool ParseHexLower(std::string_view hex, uint8_t* bytes, size_t n) {
     bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return true;
+}
+
+namespace {
+
+void AppendDecimal(uint64_t v, std::string* out) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out->append(buf, end);
+}
+
+}  // namespace
+
+void MetaChecksumInput::AddEntry(std::string_view key, std::string_view value) {
+  entries_.append(key);
+  entries_.push_back('\0');
+  entries_.append(value);
+  entries_.push_back('\0');
+}
+
+void MetaChecksumInput::AddTensor(std::string_view name, std::string_view dtype,
+                                  std::span<const uint64_t> shape, uint64_t begin, uint64_t end) {
+  tensors_.append(name);
+  tensors_.push_back('\0');
+  tensors_.append(dtype);
+  tensors_.push_back('\0');
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0) tensors_.push_back(',');
+    AppendDecimal(shape[d], &tensors_);
+  }
+  tensors_.push_back('\0');
+  AppendDecimal(begin, &tensors_);
+  tensors_.push_back('\0');
+  AppendDecimal(end, &tensors_);
+  tensors_.push_back('\0');
+}
+
+std::array<uint8_t, 16> MetaChecksumInput::Digest() const {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  Xxh3Update128(&state, entries_.data(), entries_.size());
+  Xxh3Update128(&state, tensors_.data(), tensors_.size());
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), c.digest, 16);
+  return out;
 }
 
 std::string Quote(std::string_view text, size_t max_chars) {

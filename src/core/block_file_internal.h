@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,8 +28,38 @@ Status Reject(BlockFileError reason, std::string_view detail);
 inline constexpr int kHeaderMaxDepth = 4;
 // Most dimensions a tensor shape may have.
 inline constexpr size_t kMaxTensorRank = 8;
-// Prefix of the checksum metadata value.
+// Prefix of the checksum and meta_checksum metadata values.
 inline constexpr std::string_view kChecksumPrefix = "xxh3-128:";
+// The metadata field that hashes the rest of the header (DESIGN.md §4).
+inline constexpr std::string_view kMetaChecksumField = "meta_checksum";
+
+// The byte string meta_checksum covers: every `__metadata__` entry but
+// meta_checksum, in bytewise key order, as `key 0x00 value 0x00`; then every
+// tensor in file order as `name 0x00 dtype 0x00 shape 0x00 begin 0x00 end
+// 0x00` (shape: decimal dimensions joined by ',', empty for a scalar).
+// Entries and tensors may be added in either interleaving; each list must
+// be added in its own order. Shared by the encoder and the decoder; the
+// independent check is the Python corpus writer and the vector in
+// docs/block-format.md.
+class MetaChecksumInput {
+ public:
+  void Reserve(size_t entry_bytes, size_t tensor_bytes) {
+    entries_.reserve(entry_bytes);
+    tensors_.reserve(tensor_bytes);
+  }
+  // REQUIRES: keys in bytewise ascending order, none equal to meta_checksum.
+  void AddEntry(std::string_view key, std::string_view value);
+  void AddTensor(std::string_view name, std::string_view dtype, std::span<const uint64_t> shape,
+                 uint64_t begin, uint64_t end);
+  // XXH3-128 (seed 0) of the entries then the tensors, big-endian.
+  std::array<uint8_t, 16> Digest() const;
+  // The whole byte string (for tests and docs).
+  std::string Bytes() const { return entries_ + tensors_; }
+
+ private:
+  std::string entries_;
+  std::string tensors_;
+};
 
 // XXH3-128 (seed 0) through libxxhash's x86 dispatcher, which picks the
 // widest vector unit the CPU has (AVX-512, AVX2, SSE2) at run time; the

@@ -8,6 +8,7 @@ src/synth/block_generator.h. Run it from anywhere with Debian's python3:
 
     /usr/bin/python3 tests/corpus/make_corpus.py            # rewrite the corpus
     /usr/bin/python3 tests/corpus/make_corpus.py --check    # exit 1 if it differs
+    /usr/bin/python3 tests/corpus/make_corpus.py --vectors  # meta_checksum test vectors
 
 Each hostile file breaks exactly one rule of docs/block-format.md and is
 named for it; expected.json maps it to the reason code a reader reports.
@@ -137,6 +138,29 @@ def metadata(key, parent, ns, signature, cache_types, meta_states, data, token_c
     ])
 
 
+def meta_checksum_input(meta, tensors):
+    """The bytes meta_checksum covers (DESIGN.md section 4): every metadata
+    entry but meta_checksum in bytewise key order as key NUL value NUL, then
+    every tensor in file order as name NUL dtype NUL shape NUL begin NUL end NUL
+    (shape: decimals joined by ',', empty for a scalar)."""
+    out = b""
+    for k, v in sorted((k.encode(), v.encode()) for k, v in meta if k != "meta_checksum"):
+        out += k + b"\0" + v + b"\0"
+    for layer, state, dtype, shape, begin, end in tensors:
+        fields = ["layer_%d_state_%d" % (layer, state), dtype, ",".join(str(d) for d in shape),
+                  str(begin), str(end)]
+        out += b"".join(f.encode() + b"\0" for f in fields)
+    return out
+
+
+def seal(meta, tensors):
+    """`meta` with meta_checksum appended (or replaced, in place)."""
+    value = "xxh3-128:" + xxhash.xxh3_128_hexdigest(meta_checksum_input(meta, tensors))
+    if any(k == "meta_checksum" for k, _ in meta):
+        return set_meta(meta, "meta_checksum", value)
+    return Obj(list(meta) + [("meta_checksum", value)])
+
+
 def header_obj(meta, tensors):
     """tensors: list of (layer, state, dtype, shape, begin, end)."""
     pairs = [("__metadata__", meta)]
@@ -177,8 +201,8 @@ class Tiny:
         self.tensors = table(TINY_TENSORS)
         self.data = b"".join(tensor_bytes(self.key, i, nbytes(d, s))
                              for i, (d, s) in enumerate(TINY_TENSORS))
-        self.meta = metadata(self.key, self.parent, self.ns, TINY_SIGNATURE,
-                             ["attention", "attention"], [[], []], self.data)
+        self.meta = seal(metadata(self.key, self.parent, self.ns, TINY_SIGNATURE,
+                                  ["attention", "attention"], [[], []], self.data), self.tensors)
 
     def header(self):
         return header_obj(self.meta, self.tensors)
@@ -210,10 +234,10 @@ def hybrid_file():
     key = chain(ns, [7, 7, 7, 7], 4)[0]
     tensors = table(specs, where)
     data = b"".join(tensor_bytes(key, i, nbytes(d, s)) for i, (d, s) in enumerate(specs))
-    meta = metadata(key, ns, ns, signature,
-                    ["sliding_window", "quantized_attention", "mamba"],
-                    [["window=4", "offset=\"3\"\tµ"], [], ["conv_len=3"]], data,
-                    token_count="3")
+    meta = seal(metadata(key, ns, ns, signature,
+                         ["sliding_window", "quantized_attention", "mamba"],
+                         [["window=4", "offset=\"3\"\tµ"], [], ["conv_len=3"]], data,
+                         token_count="3"), tensors)
     return pack(dumps(header_obj(meta, tensors)), data)
 
 
@@ -363,6 +387,38 @@ def hostile_cases():
     add("metadata_checksum_bad_prefix",
         with_meta(set_meta(t.meta, "checksum", "xxh64:" + "0" * 32)), "metadata_bad_field")
 
+    # Edits to a header that still parses: meta_checksum (DESIGN.md section 4)
+    # is the only thing that can tell.
+    edited = "meta_checksum_mismatch"
+    add("meta_token_count_edited", with_meta(set_meta(t.meta, "token_count", "15")), edited)
+    add("meta_meta_states_edited",
+        with_meta(set_meta(t.meta, "layer_meta_states", '[["window=4"],[]]')), edited)
+    add("meta_created_at_edited", with_meta(set_meta(t.meta, "created_at", "1700000001")), edited)
+    add("meta_cache_types_edited",
+        with_meta(set_meta(t.meta, "layer_cache_types", '["attention","mamba"]')), edited)
+    add("meta_parent_edited", with_meta(set_meta(t.meta, "parent", t.key.hex())), edited)
+    add("meta_extra_field_added", with_meta(Obj(list(t.meta) + [("note", "x")])), edited)
+    reshaped = [list(x) for x in t.tensors]
+    reshaped[0][3] = [4, 8, 16]  # the same 1024 bytes seen as another shape
+    add("meta_tensor_shape_edited", with_tensors(reshaped), edited)
+    add("meta_checksum_wrong", with_meta(set_meta(t.meta, "meta_checksum", "xxh3-128:" + "0" * 32)),
+        edited)
+    add("meta_checksum_uppercase_hex",
+        with_meta(set_meta(t.meta, "meta_checksum",
+                           dict(t.meta)["meta_checksum"].upper().replace("XXH3-128", "xxh3-128"))),
+        "metadata_bad_field")
+    add("meta_checksum_garbled", with_meta(set_meta(t.meta, "meta_checksum", "xxh3-128:zz")),
+        "metadata_bad_field")
+    # Resealed edits pass the checksum; the reader's layout catches them.
+    add("layout_cache_types_differ",
+        with_meta(seal(set_meta(t.meta, "layer_cache_types", '["attention","mamba"]'), t.tensors)),
+        "layout_mismatch", layout="tiny")
+    add("layout_token_count_above_block",
+        with_meta(seal(set_meta(t.meta, "token_count", "17"), t.tensors)),
+        "layout_mismatch", layout="tiny")
+    add("layout_shape_differs", pack(dumps(header_obj(seal(t.meta, reshaped), reshaped)), t.data),
+        "layout_mismatch", layout="tiny")
+
     # Whole-file checks: expectations and the checksum.
     flipped = bytearray(t.file())
     flipped[-1000] ^= 0x10
@@ -374,10 +430,17 @@ def hostile_cases():
     return cases
 
 
+def legacy_file():
+    """Tiny block 0 as written before meta_checksum existed: still valid."""
+    t = Tiny(0)
+    return pack(dumps(header_obj(drop_meta(t.meta, "meta_checksum"), t.tensors)), t.data)
+
+
 def valid_files():
     return [("tiny_block0.safetensors", Tiny(0).file()),
             ("tiny_block1.safetensors", Tiny(1).file()),
-            ("hybrid.safetensors", hybrid_file())]
+            ("hybrid.safetensors", hybrid_file()),
+            ("tiny_block0_no_meta_checksum.safetensors", legacy_file())]
 
 
 def build():
@@ -393,6 +456,8 @@ def build():
             entry["expected_key"] = expect["key"]
         if "signature" in expect:
             entry["expected_signature"] = expect["signature"]
+        if "layout" in expect:
+            entry["expected_layout"] = expect["layout"]
         out["hostile/" + name] = data
         expected["hostile"][name] = entry
     expected["generated"] = {
@@ -408,10 +473,27 @@ def build():
     return out
 
 
+def print_vectors():
+    """The meta_checksum test vectors of docs/block-format.md."""
+    small_meta = Obj([("b", "2"), ("a", "1"), ("meta_checksum", "ignored")])
+    small_tensors = [(0, 0, "F16", [2, 3], 0, 12), (0, 1, "F32", [], 12, 16)]
+    t = Tiny(0)
+    for name, meta, tensors in (("small", small_meta, small_tensors),
+                                ("tiny_block0", t.meta, t.tensors)):
+        data = meta_checksum_input(meta, tensors)
+        print("%s: %d bytes, xxh3-128:%s" % (name, len(data), xxhash.xxh3_128_hexdigest(data)))
+        print("  " + repr(data))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    ap.add_argument("--vectors", action="store_true",
+                    help="print the meta_checksum test vectors and exit")
     args = ap.parse_args()
+    if args.vectors:
+        print_vectors()
+        return 0
     files = build()
     bad = 0
     for rel, data in sorted(files.items()):

@@ -1,0 +1,162 @@
+// CacheFolder: a disk-tier cache folder seen from outside any DiskTier.
+//
+// What tools need to look after a folder that DiskTiers in any number of
+// processes share (docs/disk-tier.md): its index rows, the blocks and bytes
+// per layout signature, the files found in it (blocks, writers' temp files,
+// foreign entries, quarantined files), a garbage-collection plan and its
+// application, and a verdict for every block file. `kvtier ls`, `stats`,
+// `gc` and `verify DIR` are built on it.
+//
+// Opened with CacheFolderAccess::kReadOnly (the default), it opens the index
+// read-only and writes nothing — no index, no journal, no lock file — so a
+// folder the caller may only read (another user's, a read-only mount) can be
+// inspected; ApplyGc needs kReadWrite. Open never creates a cache folder: a
+// path that is not one is kNotFound. A symlink to a cache folder is one.
+//
+// Thread safety: the methods may be called from several threads at once;
+// each reads the folder afresh (the index through its own connection).
+#ifndef KVTIER_CACHE_FOLDER_H_
+#define KVTIER_CACHE_FOLDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/disk_tier.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+namespace disk {
+class DiskIndex;
+}
+
+enum class CacheFolderAccess {
+  kReadOnly,   // inspection only: nothing in the folder is written
+  kReadWrite,  // also ApplyGc
+};
+
+struct CacheFolderOptions {
+  std::string dir;  // the cache folder, or a symlink to it
+  CacheFolderAccess access = CacheFolderAccess::kReadOnly;
+  // How long an index read or write waits while another process holds the
+  // index's write lock, in milliseconds (default 10 s).
+  uint32_t busy_timeout_ms = 10'000;
+};
+
+// One index row.
+struct CacheFolderEntry {
+  BlockKey key;
+  std::string signature;       // the block's layout signature
+  uint64_t bytes = 0;          // file size
+  int64_t created_at_us = 0;   // unix µs, when the block was stored
+  int64_t last_access_us = 0;  // unix µs
+};
+
+// What a walk of blocks/ and quarantine/ finds.
+struct CacheFolderScan {
+  struct File {
+    std::string path;
+    uint64_t bytes = 0;  // 0 for anything but a regular file
+    int64_t mtime_unix_s = 0;
+    std::optional<BlockKey> key;  // blocks and temp files
+    int pid = 0;                  // temp files: the writer's process id
+  };
+  std::vector<File> blocks;      // <64 hex>.safetensors in the right subfolder
+  std::vector<File> temps;       // writers' temp files
+  std::vector<File> foreign;     // anything else under blocks/
+  std::vector<File> quarantine;  // everything in quarantine/
+};
+
+// What `kvtier gc` removes, applied in this order.
+struct CacheGcRequest {
+  // Remove blocks written more than this many seconds ago (any value > 0;
+  // one larger than the clock can reach expires nothing).
+  std::optional<int64_t> retention_seconds;
+  // Remove the blocks of every signature but this one.
+  std::optional<std::string> keep_signature;
+  // Evict least-recently-accessed blocks (all signatures) until the index
+  // holds at most this many bytes.
+  std::optional<uint64_t> max_bytes;
+  bool quarantine = true;  // remove quarantined files
+  bool dead_temps = true;  // remove temp files whose writer is gone
+};
+
+struct CacheGcItem {
+  std::string path;
+  // missing_file (a row whose file is gone), expired, other_layout,
+  // over_budget, quarantined, dead_temp, foreign (anything else under
+  // blocks/).
+  std::string reason;
+  uint64_t bytes = 0;
+};
+
+// A verdict on one block file, foreign entry or file-less row.
+struct CacheFileVerdict {
+  std::string path;
+  // Empty for a valid block; else a BlockFileError name
+  // (docs/block-format.md) or one of not_found, io_error, no_index_row,
+  // size_mismatch, header_changed, foreign_file, missing_file,
+  // index_corrupt.
+  std::string reason;
+  std::string message;
+};
+
+struct CacheVerifyOptions {
+  const std::string* signature = nullptr;  // if set, every block must have it
+  const ModelLayout* layout = nullptr;     // if set, ... and exactly its tensors
+};
+
+class CacheFolder {
+ public:
+  // True if `dir` (or what a symlink `dir` points to) is a folder holding
+  // index.sqlite or blocks/.
+  static bool Exists(Env* env, const std::string& dir);
+
+  // kNotFound (naming the path) if `options.dir` is not a cache folder.
+  // REQUIRES: `env` outlives the CacheFolder.
+  static Result<std::unique_ptr<CacheFolder>> Open(const CacheFolderOptions& options, Env* env);
+  ~CacheFolder();
+  CacheFolder(const CacheFolder&) = delete;
+  CacheFolder& operator=(const CacheFolder&) = delete;
+
+  const std::string& dir() const { return options_.dir; }
+
+  // Every index row, in key order.
+  Result<std::vector<CacheFolderEntry>> ListEntries();
+  // Blocks and bytes per signature that has blocks, sorted by signature
+  // (`compatible` left false).
+  Result<std::vector<SignatureUsage>> PerSignature();
+  // The folder's files, each list sorted by path.
+  Result<CacheFolderScan> Scan();
+
+  // What `req` would remove, in the order CacheGcRequest lists.
+  Result<std::vector<CacheGcItem>> PlanGc(const CacheGcRequest& req);
+  // Removes the planned items (a block: its file, then its row, so a crash
+  // between leaves a row without a file — a miss — never an orphan file).
+  // Returns the bytes freed; stops at the first error.
+  // kFailedPrecondition if the folder was opened read-only.
+  Result<uint64_t> ApplyGc(const std::vector<CacheGcItem>& plan);
+
+  // Reads every block file whole and decodes it with every check of
+  // docs/block-format.md, the key its name gives and `opts`; then compares
+  // it with its index row (size and header hash). Foreign entries and rows
+  // without a file get verdicts too.
+  Result<std::vector<CacheFileVerdict>> Verify(const CacheVerifyOptions& opts);
+
+ private:
+  CacheFolder(const CacheFolderOptions& options, Env* env, std::unique_ptr<disk::DiskIndex> index);
+
+  const CacheFolderOptions options_;
+  Env* const env_;
+  const std::unique_ptr<disk::DiskIndex> index_;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_CACHE_FOLDER_H_
