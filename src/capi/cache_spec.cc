@@ -108,6 +108,12 @@ Result<OpenedCache> OpenCache(const CacheSpec& spec) {
   if (spec.layout.empty()) {
     return Status::InvalidArgument("layout: must name a preset or a layout JSON file");
   }
+  Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), spec.layout, spec.block_tokens);
+  if (!layout.ok()) return layout.status().WithContext("layout");
+  return OpenCacheForLayout(std::move(*layout), spec);
+}
+
+Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec) {
   if (spec.host_bytes == 0) return Status::InvalidArgument("host_bytes: must be > 0");
   if (spec.disk_dir.has_value() && spec.disk_dir->empty()) {
     return Status::InvalidArgument("disk_dir: must not be empty (null for a RAM-only cache)");
@@ -115,15 +121,12 @@ Result<OpenedCache> OpenCache(const CacheSpec& spec) {
   if (spec.remote.has_value()) {
     return Status::Unavailable("remote: this kvtier build has no remote (Redis) tier");
   }
-  Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), spec.layout, spec.block_tokens);
-  if (!layout.ok()) return layout.status().WithContext("layout");
-
   CacheOptions options;
   options.host.capacity_bytes = spec.host_bytes;
-  options.layout_signature = layout->Signature();
+  options.layout_signature = layout.Signature();
   if (spec.disk_dir.has_value()) options.disk.emplace().dir = *spec.disk_dir;
   KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(std::move(options), Env::Default()));
-  return OpenedCache{std::move(*layout), std::move(cache)};
+  return OpenedCache{std::move(layout), std::move(cache)};
 }
 
 }  // namespace kvtier::bindings

@@ -46,6 +46,9 @@ struct OpenedCache {
 // Resolves the layout and opens the cache. InvalidArgument for a bad spec
 // (naming the field), the tiers' errors otherwise.
 Result<OpenedCache> OpenCache(const CacheSpec& spec);
+// The same with a layout the caller resolved (spec.layout and
+// spec.block_tokens are not used).
+Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec);
 
 }  // namespace kvtier::bindings
 
