@@ -69,3 +69,16 @@ if(TARGET kvtier_python)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3 (>= 3.11), python3 (<< 3.12), python3-numpy")
 endif()
 include(CPack)
+
+if(KVTIER_BUILD_TESTS)
+  # Install into a temporary prefix and build consumers with find_package and
+  # pkg-config; then cpack -G DEB and look inside the package.
+  add_test(NAME package
+           COMMAND bash ${PROJECT_SOURCE_DIR}/tests/package/package_test.sh ${CMAKE_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR})
+  set_tests_properties(package PROPERTIES TIMEOUT 600 ENVIRONMENT_MODIFICATION
+    "KVTIER_C_COMPILER=set:${CMAKE_C_COMPILER};KVTIER_CXX_COMPILER=set:${CMAKE_CXX_COMPILER};KVTIER_PYTHON=set:${KVTIER_PYTHON};KVTIER_PY_PRELOAD=set:${KVTIER_PY_PRELOAD}")
+  add_test(NAME package_deb
+           COMMAND bash ${PROJECT_SOURCE_DIR}/tests/package/deb_test.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(package_deb PROPERTIES TIMEOUT 600)
+endif()

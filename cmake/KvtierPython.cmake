@@ -33,9 +33,24 @@ endforeach()
 add_custom_target(kvtier_python_files DEPENDS ${_kvtier_py_outputs})
 add_dependencies(kvtier_python kvtier_python_files)
 
+# A sanitized extension module needs its runtime loaded before python3 runs
+# (and libstdc++ before it, so that ASan finds __cxa_throw to intercept):
+# KVTIER_PY_PRELOAD is the LD_PRELOAD value for the tests that import it.
+set(KVTIER_PY_PRELOAD "")
+if(KVTIER_SANITIZE MATCHES "address")
+  set(_kvtier_runtime libasan.so)
+elseif(KVTIER_SANITIZE MATCHES "thread")
+  set(_kvtier_runtime libtsan.so)
+endif()
+if(_kvtier_runtime)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_kvtier_runtime}
+                  OUTPUT_VARIABLE _kvtier_rt OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                  OUTPUT_VARIABLE _kvtier_stdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(KVTIER_PY_PRELOAD "${_kvtier_rt} ${_kvtier_stdcxx}")
+endif()
+
 if(KVTIER_BUILD_TESTS)
-  # A sanitized extension module needs its runtime loaded before python3 runs
-  # (and libstdc++ before it, so that ASan finds __cxa_throw to intercept).
   set(_kvtier_py_env
       "PYTHONPATH=set:${CMAKE_BINARY_DIR}/python"
       "PYTHONDONTWRITEBYTECODE=set:1"
@@ -43,19 +58,11 @@ if(KVTIER_BUILD_TESTS)
       "KVTIER_BUILD_DIR=set:${CMAKE_BINARY_DIR}"
       "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>"
       "KVTIER_C_COMPILER=set:${CMAKE_C_COMPILER}"
-      "KVTIER_SANITIZE=set:${KVTIER_SANITIZE}")
-  if(KVTIER_SANITIZE MATCHES "address")
-    set(_kvtier_runtime libasan.so)
-  elseif(KVTIER_SANITIZE MATCHES "thread")
-    set(_kvtier_runtime libtsan.so)
-  endif()
-  if(_kvtier_runtime)
-    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_kvtier_runtime}
-                    OUTPUT_VARIABLE _kvtier_rt OUTPUT_STRIP_TRAILING_WHITESPACE)
-    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
-                    OUTPUT_VARIABLE _kvtier_stdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+      "KVTIER_SANITIZE=set:${KVTIER_SANITIZE}"
+      "KVTIER_PY_PRELOAD=set:${KVTIER_PY_PRELOAD}")
+  if(KVTIER_PY_PRELOAD)
     # Python itself is not instrumented: its allocations look like leaks.
-    list(APPEND _kvtier_py_env "LD_PRELOAD=set:${_kvtier_rt} ${_kvtier_stdcxx}"
+    list(APPEND _kvtier_py_env "LD_PRELOAD=set:${KVTIER_PY_PRELOAD}"
                                "ASAN_OPTIONS=set:detect_leaks=0")
   endif()
   add_test(NAME py_kvtier_module

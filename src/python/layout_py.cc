@@ -4,6 +4,7 @@
 
 #include <pybind11/stl.h>
 
+#include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
 #include "python/convert.h"
@@ -110,6 +111,11 @@ void RegisterLayout(py::module_& m) {
                              "The canonical signature string (compatibility of blocks).")
       .def_property_readonly("block_bytes", &ModelLayout::BlockBytes,
                              "Bytes of all state tensors of one block (the data section).")
+      .def_property_readonly(
+          "max_file_bytes",
+          [](const ModelLayout& l) { return 8 + kMaxBlockHeaderBytes + l.BlockBytes(); },
+          "The largest block file of this layout a reader accepts (8 + 1 MiB header limit + "
+          "block_bytes): a load_into() buffer of this size always fits.")
       .def_property_readonly("num_layers", [](const ModelLayout& l) { return l.layers.size(); })
       .def_property_readonly("tensor_count", &ModelLayout::TensorCount)
       .def("tensors", &TensorsOf,
