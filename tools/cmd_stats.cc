@@ -14,7 +14,6 @@
 
 #include "cache_folder.h"
 #include "command.h"
-#include "disk/stats_render.h"
 
 namespace kvtier::cli {
 namespace {
@@ -63,7 +62,7 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   s.quarantine_files = scan->quarantine.size();
 
   if (a.prometheus) {
-    std::cout << disk::DiskStatsToPrometheus(s, "kvtier_disk", disk::PrometheusParts::kFolderOnly);
+    std::cout << s.ToPrometheus("kvtier_disk", DiskStatsScope::kFolderOnly);
     std::cout << "# TYPE kvtier_disk_quarantine_bytes gauge\nkvtier_disk_quarantine_bytes "
               << q_bytes << "\n# TYPE kvtier_disk_temp_files gauge\nkvtier_disk_temp_files "
               << scan->temps.size() << "\n# TYPE kvtier_disk_foreign_files gauge\n"

@@ -55,8 +55,6 @@
 #include "kvtier/disk_tier.h"
 #include "kvtier/env.h"
 #include "kvtier/host_tier.h"
-#include "kvtier/options.h"
-#include "kvtier/stats.h"
 #include "kvtier/status.h"
 
 namespace kvtier {

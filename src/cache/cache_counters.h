@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "kvtier/stats.h"
+#include "kvtier/latency_histogram.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier::cache_internal {

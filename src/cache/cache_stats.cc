@@ -5,13 +5,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/stats_render.h"
 #include "disk/stats_render.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier {
 namespace {
 
-using Field = std::pair<const char*, uint64_t>;
+using stats::Field;
+using stats::MetricKind;
 
 std::vector<Field> CacheCounterFields(const CacheStats& s) {
   return {{"lookups", s.lookups},
@@ -82,32 +84,6 @@ std::vector<Field> HostGaugeFields(const CacheStats& s) {
           {"budget_evictions", b.evictions}};
 }
 
-void PromHistogram(std::ostringstream& out, const std::string& name, const LatencyHistogram& h) {
-  out << "# TYPE " << name << " histogram\n";
-  uint64_t cumulative = 0;
-  for (int i = 0; i < LatencyHistogram::kBuckets - 1; ++i) {
-    cumulative += h.BucketCount(i);
-    // Samples are whole µs: "< 2^i µs" is "<= (2^i - 1) µs".
-    const double le = static_cast<double>(LatencyHistogram::BucketUpperMicros(i) - 1) / 1e6;
-    out << name << "_bucket{le=\"" << le << "\"} " << cumulative << "\n";
-  }
-  out << name << "_bucket{le=\"+Inf\"} " << h.Count() << "\n";
-  out << name << "_sum " << static_cast<double>(h.SumMicros()) / 1e6 << "\n";
-  out << name << "_count " << h.Count() << "\n";
-}
-
-enum class MetricKind { kCounter, kGauge };
-
-void PromFields(std::ostringstream& out, const std::string& prefix,
-                const std::vector<Field>& fields, MetricKind kind) {
-  const bool counters = kind == MetricKind::kCounter;
-  for (const auto& [name, v] : fields) {
-    const std::string metric = prefix + "_" + name + (counters ? "_total" : "");
-    out << "# TYPE " << metric << (counters ? " counter\n" : " gauge\n");
-    out << metric << " " << v << "\n";
-  }
-}
-
 }  // namespace
 
 std::string CacheStats::ToJson() const {
@@ -116,8 +92,8 @@ std::string CacheStats::ToJson() const {
     for (const auto& [name, v] : CacheCounterFields(*this)) j[name] = v;
     for (const auto& [name, v] : CacheGaugeFields(*this)) j[name] = v;
     j["hit_ratio"] = hit_ratio;
-    j["load_latency"] = disk::HistogramToJson(load_latency);
-    j["store_latency"] = disk::HistogramToJson(store_latency);
+    j["load_latency"] = stats::HistogramToJson(load_latency);
+    j["store_latency"] = stats::HistogramToJson(store_latency);
     nlohmann::json h;
     for (const auto& [name, v] : HostCounterFields(host)) h[name] = v;
     h["entries"] = host.entries;
@@ -142,15 +118,15 @@ std::string CacheStats::ToJson() const {
 
 std::string CacheStats::ToPrometheus() const {
   std::ostringstream out;
-  PromFields(out, "kvtier_cache", CacheCounterFields(*this), MetricKind::kCounter);
-  PromFields(out, "kvtier_cache", CacheGaugeFields(*this), MetricKind::kGauge);
+  stats::PrometheusFields(out, "kvtier_cache", CacheCounterFields(*this), MetricKind::kCounter);
+  stats::PrometheusFields(out, "kvtier_cache", CacheGaugeFields(*this), MetricKind::kGauge);
   out << "# TYPE kvtier_cache_hit_ratio gauge\n";
   out << "kvtier_cache_hit_ratio " << hit_ratio << "\n";
-  PromHistogram(out, "kvtier_cache_load_latency_seconds", load_latency);
-  PromHistogram(out, "kvtier_cache_store_latency_seconds", store_latency);
-  PromFields(out, "kvtier_host", HostCounterFields(host), MetricKind::kCounter);
-  PromFields(out, "kvtier_host", HostGaugeFields(*this), MetricKind::kGauge);
-  if (disk.has_value()) out << disk::DiskStatsToPrometheus(*disk, "kvtier_disk");
+  stats::PrometheusHistogram(out, "kvtier_cache_load_latency_seconds", load_latency);
+  stats::PrometheusHistogram(out, "kvtier_cache_store_latency_seconds", store_latency);
+  stats::PrometheusFields(out, "kvtier_host", HostCounterFields(host), MetricKind::kCounter);
+  stats::PrometheusFields(out, "kvtier_host", HostGaugeFields(*this), MetricKind::kGauge);
+  if (disk.has_value()) out << disk->ToPrometheus();
   return out.str();
 }
 

@@ -27,7 +27,7 @@
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
 #include "kvtier/env.h"
-#include "kvtier/options.h"
+#include "kvtier/disk_tier.h"
 
 namespace kvtier::disk {
 

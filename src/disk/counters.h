@@ -8,7 +8,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "kvtier/stats.h"
+#include "kvtier/disk_tier.h"
+#include "kvtier/latency_histogram.h"
 
 namespace kvtier::disk {
 

@@ -11,8 +11,6 @@
 #include "disk/group_commit.h"
 #include "disk/pending_writes.h"
 #include "disk/stats_render.h"
-#include "kvtier/options.h"
-#include "kvtier/stats.h"
 #include "testing/block_generator.h"
 #include "testing/status_matchers.h"
 
@@ -261,7 +259,7 @@ TEST(StatsRenderTest, JsonAndPrometheusCarryEveryField) {
   EXPECT_EQ(j["reconcile_running"], false);
   EXPECT_EQ(j["load_latency"]["count"], 1);
   EXPECT_EQ(j["per_signature"][0]["bytes"], 500);
-  std::string p = DiskStatsToPrometheus(s);
+  std::string p = s.ToPrometheus();
   EXPECT_THAT(p, HasSubstr("kvtier_disk_saves_total 3\n"));
   EXPECT_THAT(p, HasSubstr("kvtier_disk_entries 5\n"));
   EXPECT_THAT(p, HasSubstr("kvtier_disk_load_latency_seconds_count 1\n"));

@@ -21,7 +21,6 @@
 #include "kvtier/block_key.h"
 #include "kvtier/disk_tier.h"
 #include "kvtier/layout.h"
-#include "kvtier/options.h"
 #include "testing/block_generator.h"
 #include "testing/temp_dir.h"
 

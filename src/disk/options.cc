@@ -1,4 +1,4 @@
-#include "kvtier/options.h"
+#include "kvtier/disk_tier.h"
 
 #include <algorithm>
 #include <cmath>

@@ -32,7 +32,6 @@
 #include "disk/quarantine.h"
 #include "kvtier/disk_tier.h"
 #include "kvtier/env.h"
-#include "kvtier/options.h"
 
 namespace kvtier::disk {
 

@@ -1,28 +1,19 @@
-// Renders DiskTierStats as JSON (for --json and the Python bindings) and as
-// Prometheus text exposition (for `kvtier stats --prometheus`).
+// DiskTierStats as JSON (for --json, CacheStats::ToJson and the bindings) and
+// as Prometheus text (DiskTierStats::ToPrometheus, `kvtier stats
+// --prometheus`). The generic pieces live in core/stats_render.h.
 //
 // Thread safety: pure functions.
 #ifndef KVTIER_DISK_STATS_RENDER_H_
 #define KVTIER_DISK_STATS_RENDER_H_
 
 #include <nlohmann/json.hpp>
-#include <string>
-#include <string_view>
 
-#include "kvtier/stats.h"
+#include "kvtier/disk_tier.h"
 
 namespace kvtier::disk {
 
-nlohmann::json HistogramToJson(const LatencyHistogram& h);
+// The object DiskTierStats::ToJson() prints, for embedding in a larger one.
 nlohmann::json DiskStatsToJson(const DiskTierStats& s);
-enum class PrometheusParts {
-  kAll,         // counters, gauges, histograms, per-signature gauges
-  kFolderOnly,  // what the folder itself says: gauges of the index and files
-};
-
-// Metric names are `<prefix>_<counter>`; counters end in `_total`.
-std::string DiskStatsToPrometheus(const DiskTierStats& s, std::string_view prefix = "kvtier_disk",
-                                  PrometheusParts parts = PrometheusParts::kAll);
 
 }  // namespace kvtier::disk
 

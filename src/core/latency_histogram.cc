@@ -2,7 +2,7 @@
 #include <bit>
 #include <cmath>
 
-#include "kvtier/stats.h"
+#include "kvtier/latency_histogram.h"
 
 namespace kvtier {
 

@@ -1,0 +1,65 @@
+#include "core/stats_render.h"
+
+namespace kvtier::stats {
+
+nlohmann::json HistogramToJson(const LatencyHistogram& h) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (int i = 0; i < LatencyHistogram::kBuckets; ++i) {
+    if (h.BucketCount(i) == 0) continue;
+    const uint64_t upper = LatencyHistogram::BucketUpperMicros(i);
+    buckets.push_back(
+        {{"lt_us", upper == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(upper)},
+         {"count", h.BucketCount(i)}});
+  }
+  return {{"count", h.Count()},
+          {"sum_us", h.SumMicros()},
+          {"max_us", h.MaxMicros()},
+          {"p50_us", h.PercentileMicros(50)},
+          {"p99_us", h.PercentileMicros(99)},
+          {"buckets", buckets}};
+}
+
+void PrometheusFields(std::ostringstream& out, std::string_view prefix,
+                      const std::vector<Field>& fields, MetricKind kind) {
+  const bool counters = kind == MetricKind::kCounter;
+  for (const auto& [name, v] : fields) {
+    std::string metric(prefix);
+    metric += '_';
+    metric += name;
+    if (counters) metric += "_total";
+    out << "# TYPE " << metric << (counters ? " counter\n" : " gauge\n");
+    out << metric << " " << v << "\n";
+  }
+}
+
+void PrometheusHistogram(std::ostringstream& out, std::string_view name,
+                         const LatencyHistogram& h) {
+  out << "# TYPE " << name << " histogram\n";
+  uint64_t cumulative = 0;
+  for (int i = 0; i < LatencyHistogram::kBuckets - 1; ++i) {
+    cumulative += h.BucketCount(i);
+    // Samples are whole µs: "< 2^i µs" is "<= (2^i − 1) µs".
+    const double le = static_cast<double>(LatencyHistogram::BucketUpperMicros(i) - 1) / 1e6;
+    out << name << "_bucket{le=\"" << le << "\"} " << cumulative << "\n";
+  }
+  out << name << "_bucket{le=\"+Inf\"} " << h.Count() << "\n";
+  out << name << "_sum " << static_cast<double>(h.SumMicros()) / 1e6 << "\n";
+  out << name << "_count " << h.Count() << "\n";
+}
+
+std::string PrometheusLabel(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace kvtier::stats
