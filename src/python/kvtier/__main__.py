@@ -1,8 +1,9 @@
 """``python3 -m kvtier ARGS`` runs the ``kvtier`` command with ARGS.
 
-The command is looked up in this order: $KVTIER_CLI; ``kvtier`` or
-``bin/kvtier`` in a folder above this package (a build folder, an install
-prefix); ``kvtier`` on $PATH.
+The command is looked up in this order: $KVTIER_CLI; the build folder's
+``kvtier`` when this package is ``<build>/python/kvtier``; the install
+prefix's ``bin/kvtier`` when it is ``<prefix>/lib/python3*/*-packages/kvtier``;
+``kvtier`` on $PATH.
 """
 
 import os
@@ -19,12 +20,13 @@ def find_cli():
     env = os.environ.get("KVTIER_CLI")
     if env and _is_program(env):
         return env
-    folder = os.path.dirname(os.path.abspath(__file__))
-    for _ in range(5):
-        folder = os.path.dirname(folder)
-        for candidate in (os.path.join(folder, "kvtier"), os.path.join(folder, "bin", "kvtier")):
-            if _is_program(candidate):
-                return candidate
+    package = os.path.dirname(os.path.abspath(__file__))
+    up = [package]
+    for _ in range(4):
+        up.append(os.path.dirname(up[-1]))
+    for candidate in (os.path.join(up[2], "kvtier"), os.path.join(up[4], "bin", "kvtier")):
+        if _is_program(candidate):
+            return candidate
     return shutil.which("kvtier")
 
 
