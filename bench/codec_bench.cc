@@ -29,7 +29,7 @@
 
 #include "kvtier/block_file.h"
 #include "kvtier/layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {

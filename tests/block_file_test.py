@@ -9,7 +9,7 @@ code). The test then
   1. makes block files with `kvtier synth --out` (tiny, qwen2.5-0.5b with 2
      blocks, docs/examples/hybrid.json) and checks every rule on them: keys
      against hashlib, dtypes as numpy arrays (BF16 and F8 as raw integers),
-     content against the generator spec of src/testing/block_generator.h;
+     content against the generator spec of src/synth/block_generator.h;
   2. checks the reader accepts tests/corpus/valid/ and rejects every file of
      tests/corpus/hostile/ (and the generated cases) with the reason in
      tests/corpus/expected.json;

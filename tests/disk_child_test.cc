@@ -2,12 +2,16 @@
 // (see tests/disk_child.h), plus SpawnDiskChild/WaitChild.
 #include "disk_child.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -16,7 +20,7 @@
 
 #include "disk/disk_test_util.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::disk_child {
 namespace {
@@ -42,6 +46,39 @@ DiskTierOptions ChildOptions() {
   return o;
 }
 
+// The child's end of its ProgressPipe (KVTIER_DISK_PROGRESS_FD), if any.
+class ProgressReporter {
+ public:
+  ProgressReporter() {
+    const char* fd = getenv("KVTIER_DISK_PROGRESS_FD");
+    if (fd == nullptr) return;
+    fd_ = static_cast<int>(std::strtol(fd, nullptr, 10));
+    // A parent that stopped listening must not kill the child by SIGPIPE.
+    signal(SIGPIPE, SIG_IGN);
+  }
+  bool enabled() const { return fd_ >= 0; }
+
+  void Report(uint64_t n) {
+    if (fd_ < 0 || n == last_) return;
+    last_ = n;
+    const std::string line = std::to_string(n) + "\n";
+    size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t w = write(fd_, line.data() + done, line.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        fd_ = -1;  // the parent is gone: stop reporting
+        return;
+      }
+      done += static_cast<size_t>(w);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  uint64_t last_ = 0;
+};
+
 bool LoadAndCheck(DiskTier* tier, const BlockKey& key, bool* wrong) {
   std::vector<std::byte> buf(16384);
   auto r = tier->Load(key, buf);
@@ -57,6 +94,7 @@ int RunStoreLoop() {
   auto tier = DiskTier::Open(ChildOptions(), Env::Default());
   if (!tier.ok()) return kExitSetup;
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
+  ProgressReporter progress;
   bool wrong = false;
   for (uint64_t i = 0;; ++i) {
     BlockKey key = TestBlockKey(base + i);
@@ -64,6 +102,7 @@ int RunStoreLoop() {
     if (i % 7 == 3) LoadAndCheck(tier->get(), TestBlockKey(base + i / 2), &wrong);
     if (i % 50 == 49) (void)(*tier)->Erase(TestBlockKey(base + i - 10));
     if (wrong) return kExitWrongBytes;
+    if (progress.enabled()) progress.Report((*tier)->Stats().saves_persisted);
   }
 }
 
@@ -73,11 +112,11 @@ int RunKillPoint() {
   const int point = static_cast<int>(GetU64("KVTIER_DISK_KILL_POINT", 0));
   const int kill_at = static_cast<int>(GetU64("KVTIER_DISK_KILL_AT", 1));
   auto arrivals = std::make_shared<std::atomic<int>>(0);
-  o.test_kill_hook = [point, kill_at, arrivals](DiskKillPoint p) {
+  disk::KillHook hook = [point, kill_at, arrivals](DiskKillPoint p) {
     if (static_cast<int>(p) != point) return;
     if (arrivals->fetch_add(1) + 1 == kill_at) kill(getpid(), SIGKILL);
   };
-  auto tier = DiskTier::Open(o, Env::Default());
+  auto tier = disk::OpenWithKillHook(o, Env::Default(), std::move(hook));
   if (!tier.ok()) return kExitSetup;
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
   for (uint64_t i = 0; i < 1000; ++i) {
@@ -96,6 +135,7 @@ int RunShare() {
   std::mt19937_64 rng(GetU64("KVTIER_DISK_SEED", 1));
   const uint64_t keys = GetU64("KVTIER_DISK_KEYS", 100);
   const uint64_t ops = GetU64("KVTIER_DISK_OPS", 100);
+  const uint64_t pause_every = GetU64("KVTIER_DISK_PAUSE_EVERY", 0);
   bool wrong = false;
   for (uint64_t op = 0; op < ops && !wrong; ++op) {
     BlockKey key = TestBlockKey(rng() % keys);
@@ -108,6 +148,7 @@ int RunShare() {
     } else {
       LoadAndCheck(tier->get(), key, &wrong);
     }
+    if (pause_every != 0 && (op + 1) % pause_every == 0) raise(SIGSTOP);
   }
   (void)(*tier)->Close();
   return wrong ? kExitWrongBytes : 0;
@@ -128,7 +169,50 @@ struct ChildDispatcher {
 
 }  // namespace
 
-pid_t SpawnDiskChild(const ChildParams& p) {
+ProgressPipe::~ProgressPipe() { Reset(-1); }
+
+void ProgressPipe::Reset(int fd) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+  last_ = 0;
+  partial_.clear();
+}
+
+bool ProgressPipe::ReadSome() {
+  if (fd_ < 0) return false;
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = read(fd_, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) {
+    close(fd_);
+    fd_ = -1;
+    return false;
+  }
+  partial_.append(buf, static_cast<size_t>(n));
+  size_t start = 0;
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(partial_.data() + start, partial_.data() + nl, v);
+    if (ec == std::errc() && end == partial_.data() + nl) last_ = std::max(last_, v);
+  }
+  partial_.erase(0, start);
+  return true;
+}
+
+bool ProgressPipe::WaitFor(uint64_t n) {
+  while (last_ < n) {
+    if (!ReadSome()) return false;
+  }
+  return true;
+}
+
+pid_t SpawnDiskChild(const ChildParams& p, ProgressPipe* progress) {
+  int fds[2] = {-1, -1};
+  // Close-on-exec: only the child this pipe is for gets the write end
+  // (below), no later child inherits either end.
+  if (progress != nullptr && pipe2(fds, O_CLOEXEC) != 0) return -1;
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "KVTIER_DISK_", 12) != 0) env.emplace_back(*e);
@@ -143,6 +227,8 @@ pid_t SpawnDiskChild(const ChildParams& p) {
   env.push_back("KVTIER_DISK_OPS=" + std::to_string(p.ops));
   env.push_back("KVTIER_DISK_KEYS=" + std::to_string(p.keys));
   env.push_back("KVTIER_DISK_WRITERS=" + std::to_string(p.writer_threads));
+  env.push_back("KVTIER_DISK_PAUSE_EVERY=" + std::to_string(p.pause_every));
+  if (progress != nullptr) env.push_back("KVTIER_DISK_PROGRESS_FD=" + std::to_string(fds[1]));
   std::vector<char*> envp;
   for (std::string& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -150,8 +236,17 @@ pid_t SpawnDiskChild(const ChildParams& p) {
   char* argv[] = {exe, nullptr};
   pid_t pid = fork();
   if (pid == 0) {
+    if (progress != nullptr && fcntl(fds[1], F_SETFD, 0) != 0) _exit(127);
     execve(exe, argv, envp.data());
     _exit(127);
+  }
+  if (progress != nullptr) {
+    close(fds[1]);  // EOF on the read end once the child is gone
+    if (pid > 0) {
+      progress->Reset(fds[0]);
+    } else {
+      close(fds[0]);
+    }
   }
   return pid;
 }

@@ -1,22 +1,21 @@
 // Several processes sharing one cache folder: four children store and load
 // blocks over a shared key space with a small budget. While they run, the
-// test freezes them (SIGSTOP) at random moments and measures the folder: it
-// never holds more than the budget plus one block per writer. No child ever
-// reads wrong bytes, and afterwards the folder is consistent.
+// test freezes them all (SIGSTOP) whenever one of them stops itself at a
+// point of progress, and measures the folder: it never holds more than the
+// budget plus one block per writer. No child ever reads wrong bytes, and
+// afterwards the folder is consistent.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <random>
-#include <thread>
+#include <algorithm>
 
 #include "disk/disk_test_util.h"
 #include "disk_child.h"
 #include "disk_verify.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {
@@ -40,24 +39,37 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
     p.ops = 1500;
     p.keys = 80;
     p.writer_threads = kWritersPerProc;
+    p.pause_every = 97 + 31 * static_cast<uint64_t>(i);  // out of step with each other
     pids.push_back(SpawnDiskChild(p));
     ASSERT_GT(pids.back(), 0);
   }
   const uint64_t bound = budget + kProcs * kWritersPerProc * block;
-  std::mt19937_64 rng(5);
+  auto index_of = [&pids](pid_t pid) {
+    return static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+  };
   std::vector<int> codes(kProcs, -1);
   uint64_t samples = 0, max_seen = 0;
   int running = kProcs;
   while (running > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 20));
-    for (int i = 0; i < kProcs; ++i) {
-      if (codes[i] < 0) kill(pids[i], SIGSTOP);
+    // An event, not a timer: some child stopped itself at one of its pause
+    // points (or exited). 4 children × 1500 operations with pauses every
+    // 97–190 make at least 10 samples however fast the machine is.
+    std::vector<bool> stopped(kProcs, false);
+    int status = 0;
+    const pid_t first = waitpid(-1, &status, WUNTRACED);
+    ASSERT_GT(first, 0);
+    const int f = index_of(first);
+    ASSERT_LT(f, kProcs);
+    if (WIFSTOPPED(status)) {
+      stopped[f] = true;
+    } else {
+      codes[f] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
-    // Wait until each live child reports that it stopped (or exited): then
-    // the folder is one instant's state.
+    // Freeze the others and wait until each reports that it stopped (or
+    // exited): then the folder is one instant's state.
     for (int i = 0; i < kProcs; ++i) {
-      if (codes[i] >= 0) continue;
-      int status = 0;
+      if (codes[i] >= 0 || stopped[i]) continue;
+      kill(pids[i], SIGSTOP);
       if (waitpid(pids[i], &status, WUNTRACED) == pids[i] && !WIFSTOPPED(status)) {
         codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       }
@@ -74,7 +86,7 @@ TEST(DiskMultiProcessTest, FourProcessesShareOneFolderWithinBudget) {
     }
   }
   for (int i = 0; i < kProcs; ++i) EXPECT_EQ(codes[i], 0) << "child " << i;
-  EXPECT_GE(samples, 5u);
+  EXPECT_GE(samples, 10u);
   EXPECT_GT(max_seen, budget / 2);  // the folder did fill up
 
   DiskTierOptions o = disk_test::TestOptions(dir.path());

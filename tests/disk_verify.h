@@ -16,7 +16,7 @@
 #include "disk/disk_test_util.h"
 #include "disk/folder_layout.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::disk_test {
 
@@ -43,7 +43,6 @@ inline FolderReport VerifyFolder(const std::string& dir, const DiskTierOptions* 
   DiskTierOptions o = base != nullptr ? *base : TestOptions(dir);
   o.dir = dir;
   o.reconcile_on_open = true;
-  o.test_kill_hook = nullptr;
   auto tier = DiskTier::Open(o, Env::Default());
   EXPECT_TRUE(tier.ok()) << tier.status().ToString();
   if (!tier.ok()) return rep;

@@ -2,8 +2,8 @@
 """`kvtier replay` against an independent simulation of DESIGN.md §6.
 
 The simulation below uses no kvtier code. It replays the Mooncake trace
-(../shared/data/synthetic_trace.jsonl, searched upwards from the
-repository, or --trace) with 512-token blocks:
+(the repository's copy, tests/data/mooncake/synthetic_trace.jsonl, or
+--trace) with 512-token blocks:
 requests in file order; a request's match is the longest run of its leading
 hash ids present in the cache (any tier) on arrival; its hit tokens are
 min(512 × match, input_length), split by the tier each matched block was
@@ -40,7 +40,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRACE_NAME = os.path.join("shared", "data", "synthetic_trace.jsonl")
+TRACE = os.path.join(REPO, "tests", "data", "mooncake", "synthetic_trace.jsonl")
 BLOCK = 512
 RAM_TOKENS = 3000000
 DISK_TOKENS = 50000000
@@ -48,19 +48,6 @@ GHOST_PER_ENTRY = 4  # the reuse policy remembers 4 × entries evicted keys
 TOLERANCE = 0.005
 
 # --- The independent simulation ------------------------------------------
-
-
-def find_trace():
-    """../shared/data/synthetic_trace.jsonl from the main checkout; worktrees
-    sit deeper, so look in every folder above the repository."""
-    d = REPO
-    while True:
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
-        if os.path.isfile(os.path.join(d, TRACE_NAME)):
-            return os.path.join(d, TRACE_NAME)
 
 
 def load_trace(path, limit=None):
@@ -421,14 +408,8 @@ def check_bad_input(runner, trace_path, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
-    ap.add_argument("--trace", help="default: ../shared/data/synthetic_trace.jsonl, searched "
-                    "upwards from the repository")
+    ap.add_argument("--trace", default=TRACE, help="default: " + os.path.relpath(TRACE, REPO))
     args = ap.parse_args()
-    if args.trace is None:
-        args.trace = find_trace()
-        if args.trace is None:
-            print("FAIL: no %s above %s; pass --trace" % (TRACE_NAME, REPO))
-            return 1
     runner = Runner(args.cli)
     trace = load_trace(args.trace)
     tmp = tempfile.mkdtemp(prefix="kvtier-replay-test-")

@@ -2,7 +2,7 @@
 // DiskTier, and loaded back through it to check them.
 #include "cache_folder.h"
 #include "kvtier/env.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::cli {
 

@@ -28,7 +28,7 @@
 #include "command.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::cli {
 namespace {

@@ -42,7 +42,7 @@
 #include "kvtier/disk_tier.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::cli {
 namespace {

@@ -6,7 +6,7 @@
 //
 // Keys come from KeyChain (model id M, default "synth"; the layout's
 // signature and block size); each full block's content is the deterministic
-// generator's (src/testing/block_generator.h), so any reader can check it.
+// generator's (src/synth/block_generator.h), so any reader can check it.
 // --out writes DIR/<key hex>.safetensors for every block.
 // --random N makes N token ids: id i = SplitMix64 word i of seed S
 // (Mix(S + (i + 1) * 0x9e3779b97f4a7c15)) >> 33, i.e. uniform in [0, 2^31).
@@ -27,7 +27,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::cli {
 namespace {

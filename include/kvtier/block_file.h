@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvtier/block_buffer.h"
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
 #include "kvtier/status.h"
@@ -35,37 +36,6 @@ namespace kvtier {
 // Limits a reader enforces before allocating or trusting anything.
 inline constexpr uint64_t kMaxBlockHeaderBytes = 1u << 20;  // 1 MiB of JSON
 inline constexpr size_t kMaxBlockTensors = 65536;
-
-// Owned, move-only bytes of one block file. The storage is 4096-byte
-// aligned (usable with O_DIRECT) and not zero-initialised on Allocate.
-class BlockBuffer {
- public:
-  BlockBuffer() = default;
-  // kResourceExhausted if the allocation fails.
-  static Result<BlockBuffer> Allocate(size_t size);
-  static Result<BlockBuffer> CopyOf(std::span<const std::byte> bytes);
-
-  std::byte* data() { return data_.get(); }
-  const std::byte* data() const { return data_.get(); }
-  size_t size() const { return size_; }
-  std::span<const std::byte> span() const { return {data_.get(), size_}; }
-  std::span<std::byte> mutable_span() { return {data_.get(), size_}; }
-  // Shrinks the logical size (the allocation is kept). REQUIRES: n <= size().
-  void Truncate(size_t n);
-
- private:
-  struct Free {
-    Free() noexcept : base(nullptr) {}
-    explicit Free(void* b) noexcept : base(b) {}
-    void operator()(std::byte* p) const;
-    void* base;  // what to free() if not the data pointer itself
-  };
-  std::unique_ptr<std::byte[], Free> data_;
-  size_t size_ = 0;
-};
-
-// A block file shared read-only between tiers (host entry, pending write).
-using SharedBlock = std::shared_ptr<const BlockBuffer>;
 
 // What `__metadata__` records.
 struct BlockMeta {

@@ -73,16 +73,6 @@ enum class OnPressure : uint8_t {
   kDrop,         // drop the block, count it in `drops`, return ResourceExhausted
 };
 
-// Where a test may stop the process (DiskTierOptions::test_kill_hook).
-enum class DiskKillPoint : uint8_t {
-  kBeforeWrite,        // temp file not created yet
-  kMidWrite,           // half of the bytes appended to the temp file
-  kBeforeRename,       // temp file complete (and fsynced in kFsync mode)
-  kBeforeDirSync,      // renamed, folder not fsynced yet (kFsync mode only)
-  kBeforeIndexCommit,  // file in place, index row not committed yet
-  kMidEviction,        // eviction transaction open, some victims unlinked
-};
-
 struct DiskTierOptions {
   // The cache folder. Required. Created (with parents) if missing. Holds
   // blocks/<2 hex>/<64 hex>.safetensors, quarantine/ and index.sqlite.
@@ -170,11 +160,6 @@ struct DiskTierOptions {
   // Mode bits of the folders the tier creates. Only 0..0777 and must
   // include owner rwx (0700). Default 0700.
   uint32_t dir_permissions = 0700;
-
-  // --- Tests only -------------------------------------------------------
-  // Called at each DiskKillPoint on the thread doing the work; crash tests
-  // _exit() there. Must not call back into the tier. Default: none.
-  std::function<void(DiskKillPoint)> test_kill_hook;
 
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;
@@ -296,6 +281,30 @@ class DiskTier {
   // threads. REQUIRES: keys.size() == dsts.size().
   virtual std::vector<Result<std::optional<size_t>>> LoadMany(
       std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) = 0;
+
+  // Supplies the buffer a block is read into (exact size, from the index row).
+  using BufferAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
+  // Called once per key as its read finishes (any thread, any order):
+  // the verified block, nullopt on a miss, or an error.
+  using LoadedBufferCallback =
+      std::function<void(size_t index, Result<std::optional<BlockBuffer>> result)>;
+  // Reads keys[i] into a buffer from `alloc`, sized from the index (batched
+  // index lookups: one query for the batch, not one per key), verifies it once
+  // (DecodeBlock: structure, key, signature, checksum; header hash vs row) and
+  // hands it to `done(i, ...)` as soon as it lands, reading in parallel on the
+  // read threads (large sequential preads; O_DIRECT where it helps). Pending
+  // writes are served from the pending buffer (copied into an `alloc` buffer).
+  // Returns after every callback has returned.
+  //
+  // Misses are as for Load() (a file that fails verification is
+  // quarantined). An error is reported for that key alone: `alloc` failing
+  // (its status), `alloc` returning a buffer of another size
+  // (InvalidArgument), FailedPrecondition after Close(). A buffer `done`
+  // does not receive (a miss, an error) is destroyed before `done` is called.
+  // `alloc` and `done` are called from the read threads and the caller's
+  // thread, possibly at once; they must not call back into the tier.
+  virtual void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                           const LoadedBufferCallback& done) = 0;
 
   // Queues `block` (the bytes of a block file for `key`, of this tier's
   // signature) for writing and returns. The header is checked first:

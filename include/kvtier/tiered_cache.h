@@ -2,19 +2,34 @@
 // optional disk tier — that an inference engine opens once and asks for
 // blocks by key (DESIGN.md §1, docs/tiers.md).
 //
-//   Match(chain)   how many leading blocks of a key chain are available and
-//                  in which tier, answered from an in-memory index (no data
-//                  I/O);
-//   Load(keys, …)  copies blocks into the caller's buffers: host hits at
-//                  once, disk hits in parallel behind a LoadFuture, with host
-//                  budget reserved before each disk read and the block
-//                  promoted into RAM afterwards (configurable);
-//   Preload(keys)  warms the host tier from disk within its free budget;
-//   Store(keys, …) write-back (a dirty host entry; evicting it hands it to
-//                  the disk tier) or write-through (queued to disk at once
-//                  plus a clean host copy);
-//   Flush / Close  write dirty entries down; Close within a bounded time;
-//   Stats          per tier and combined, as JSON and Prometheus text.
+//   Match(chain)       how many leading blocks of a key chain are available
+//                      and in which tier, answered from an in-memory index
+//                      (no data I/O);
+//   LoadShared(keys)   hands back the blocks themselves, verified, as
+//                      SharedBlocks, each to a callback as it lands: a host
+//                      hit is the host entry's own buffer (no copy); a disk
+//                      hit is read once into an exact-size buffer (from a
+//                      pool of recycled, already faulted-in buffers),
+//                      verified where it comes off the disk, and that same
+//                      buffer becomes the promoted host entry. What a
+//                      BlockPool restores a prefix through
+//                      (TieredBackingStore);
+//   Load(keys, dsts)   the same, copied into the caller's buffers (one copy
+//                      per block);
+//   Preload(keys)      warms the host tier from disk within its free budget;
+//   Store(keys, …)     write-back (a dirty host entry; evicting it hands it
+//                      to the disk tier) or write-through (queued to disk at
+//                      once plus a clean host copy);
+//   Flush / Close      write dirty entries down; Close within a bounded time;
+//   Stats              per tier and combined, as JSON and Prometheus text.
+//
+// Loads run on the caller's thread and `load_threads` threads: host hits
+// are handed out before the call returns, or spread over the load threads
+// when they are many large blocks; disk reads run in parallel on the disk
+// tier's read threads, each block handed out as soon as its read is
+// verified, so a consumer copies early blocks while later ones are read.
+// Host budget is reserved before each disk read; promotion converts the
+// reservation into the entry.
 //
 // A block is loadable in every state it passes through: only in RAM (a
 // dirty entry), being handed to the disk tier (HostTier keeps it readable
@@ -32,7 +47,9 @@
 //
 // Ownership: Open() returns the only owner. The Env must outlive the cache.
 // A LoadFuture holds its own state and may outlive the cache; the buffers a
-// Load writes into must stay valid until its future is ready or destroyed.
+// Load writes into, and whatever a LoadShared callback uses, must stay
+// valid until its future is ready or destroyed. A SharedBlock handed out
+// may be kept as long as the caller likes (outside the host budget).
 //
 // Thread safety: every method may be called from any number of threads at
 // once. No file I/O, SQLite call or callback runs under a lock of the cache.
@@ -43,6 +60,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,6 +68,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvtier/block_buffer.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/disk_tier.h"
@@ -118,10 +137,18 @@ struct CacheOptions {
   // remembers a yes. Off: Match only knows disk blocks this cache stored or
   // loaded. Default true.
   bool match_asks_disk = true;
-  // Threads that run the disk part of Load() (the disk tier reads a batch
-  // in parallel on its own read threads). 0 = Load() does all its work on
-  // the caller's thread and returns a ready future. At most 64. Default 2.
+  // Threads that run the disk part of loads (the disk tier reads a batch
+  // in parallel on its own read threads, DiskTierOptions::read_threads) and
+  // hand out LoadShared()'s host hits when they are many large blocks (so
+  // the consumer's copies run on this many threads at once). 0 = every
+  // load runs on the caller's thread and returns a ready future. At most
+  // 64. Default 2.
   uint32_t load_threads = 2;
+  // Bytes of free read buffers the cache keeps for the next disk reads,
+  // already faulted in, instead of returning them to the OS. A buffer that
+  // became a host entry comes back when the entry is evicted and dropped.
+  // 0 = none kept (every read gets fresh memory). Default 256 MiB.
+  uint64_t read_buffer_pool_bytes = uint64_t{256} << 20;
   // Blocks the Match index is sized for up front (0 = grow on demand).
   // Default 0.
   uint64_t index_expected_blocks = 0;
@@ -152,10 +179,32 @@ struct MatchResult {
   size_t disk_blocks = 0;  // ... and those only on disk
 };
 
-// The outcome of one key of a Load().
+// The outcome of one key of a Load() or LoadShared().
 struct LoadedBlock {
   CacheTier tier = CacheTier::kNone;  // kNone = a miss
-  uint64_t bytes = 0;                 // bytes written to the front of its buffer
+  // The block file's size: Load wrote this many bytes to the front of its
+  // buffer.
+  uint64_t bytes = 0;
+  // LoadShared only: the verified block file (null on a miss). A host hit
+  // is the host entry's own buffer; a disk hit is the buffer it was read
+  // into (and, when promoted, the new host entry's).
+  SharedBlock block;
+};
+
+// Receives block `index` (a position in the keys of a LoadShared call).
+using LoadedBlockCallback = std::function<void(size_t index, const LoadedBlock& block)>;
+
+// Per-call options of LoadShared().
+struct SharedLoadOptions {
+  // Called exactly once per key, as its block lands (a miss: tier kNone,
+  // block null), from the calling thread before LoadShared returns or from
+  // a load or disk read thread, possibly several at once for different
+  // keys, in no particular order. The future is ready only after every
+  // call has returned. It must not call Close() or destroy the cache.
+  // Set: LoadFuture::Get() reports tier and bytes, not the blocks, so a
+  // buffer nobody else keeps goes back to the read buffer pool as soon as
+  // the callback returns. Empty: Get() holds every block. Default: empty.
+  LoadedBlockCallback on_block;
 };
 
 // Counters and gauges of one cache. Counters count events since Open().
@@ -179,11 +228,11 @@ struct CacheStats {
   uint64_t store_bypasses = 0;  // write-back blocks the host budget could not take: sent to disk
   // Bytes each way.
   uint64_t bytes_stored = 0;           // given to Store()
-  uint64_t bytes_loaded_host = 0;      // copied to callers from the host tier
-  uint64_t bytes_loaded_disk = 0;      // copied to callers from the disk tier
+  uint64_t bytes_loaded_host = 0;      // host hits handed to callers (copied or shared)
+  uint64_t bytes_loaded_disk = 0;      // disk hits handed to callers (copied or shared)
   uint64_t bytes_written_back = 0;     // dirty bytes handed to the disk tier
   uint64_t bytes_written_through = 0;  // write-through bytes handed to the disk tier
-  uint64_t bytes_promoted = 0;         // disk bytes copied into the host tier
+  uint64_t bytes_promoted = 0;         // disk bytes that became host entries (not copied)
   // Movement between tiers.
   uint64_t write_backs = 0;         // dirty blocks handed to the disk tier (eviction, Flush, Close)
   uint64_t write_back_errors = 0;   // ... that the disk tier refused
@@ -192,6 +241,11 @@ struct CacheStats {
   uint64_t reservation_failures = 0;  // host budget reservations refused
   uint64_t preloads = 0;              // blocks Preload() brought into RAM
   uint64_t close_dropped = 0;         // dirty blocks Close() could not hand down in time
+  // Read buffers (CacheOptions::read_buffer_pool_bytes).
+  uint64_t read_buffers = 0;             // buffers disk reads were given
+  uint64_t read_buffers_reused = 0;      // ... that were recycled (no page faults)
+  uint64_t read_buffer_fresh_bytes = 0;  // bytes of new memory allocated for them
+  uint64_t read_buffer_free_bytes = 0;   // gauge: kept for the next reads
   // Latency, µs.
   LatencyHistogram load_latency;   // Load(): call until the future is ready
   LatencyHistogram store_latency;  // Store(): one call
@@ -213,10 +267,11 @@ struct CacheStats {
   std::string ToPrometheus() const;
 };
 
-// The pending result of a Load(). Move-only. Destroying (or reassigning) a
-// future that is not ready cancels the reads not started yet, waits for the
-// reads in flight (they write into the caller's buffers) and releases the
-// host budget they reserved; nothing is promoted then.
+// The pending result of a Load() or LoadShared(). Move-only. Destroying (or
+// reassigning) a future that is not ready cancels the reads not started yet
+// (their keys report kNone), waits for the reads and callbacks in flight
+// (they write into the caller's buffers or run its callback) and releases
+// the host budget they reserved; nothing is promoted then.
 class LoadFuture {
  public:
   LoadFuture() = default;
@@ -264,6 +319,13 @@ class TieredCache {
   // I/O: the in-memory index, plus DiskTier::Contains for keys it does not
   // know (CacheOptions::match_asks_disk).
   MatchResult Match(std::span<const BlockKey> chain) const;
+
+  // Hands back block keys[i] for each i, from the host tier or else the
+  // disk tier, verified, without copying it (see the file comment and
+  // SharedLoadOptions). Each LoadedBlock's `block` holds the bytes; with
+  // options.on_block set, each goes to the callback as it lands instead.
+  // FailedPrecondition after Close (then no callback runs).
+  Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options = {});
 
   // Copies block keys[i] into the front of dsts[i], from the host tier or
   // else the disk tier. Host hits are copied before Load returns; disk

@@ -59,6 +59,9 @@ TEST(CacheBudget, NeverExceededUnderConcurrentStoresAndLoads) {
       std::this_thread::yield();
     }
   });
+  // At least one sample while the workers run, however the threads are
+  // scheduled.
+  while (samples.load() == 0) std::this_thread::yield();
   std::atomic<int> bad_loads{0}, misses{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < kThreads; ++t) {

@@ -61,6 +61,7 @@ Status CacheCore::Init() {
   };
   KVTIER_ASSIGN_OR_RETURN(host_, HostTier::Create(std::move(h)));
   if (options_.load_threads > 0) pool_ = std::make_unique<TaskPool>(env_, options_.load_threads);
+  buffers_ = BufferPool::Create(options_.read_buffer_pool_bytes);
   return Status::Ok();
 }
 
@@ -257,6 +258,7 @@ Status CacheCore::DoClose() {
     final_stats.disk = disk_->Stats();
   }
   counters_.CopyTo(&final_stats);
+  CopyBufferStats(&final_stats);
   final_stats.index_keys = index_.KeyCount();
   final_stats.index_host_keys = index_.KeyCount(IndexTier::kHost);
   final_stats.index_disk_keys = index_.KeyCount(IndexTier::kDisk);
@@ -268,12 +270,22 @@ Status CacheCore::DoClose() {
 
 // ---- Stats ----
 
+void CacheCore::CopyBufferStats(CacheStats* s) const {
+  if (buffers_ == nullptr) return;
+  const BufferPoolStats b = buffers_->Stats();
+  s->read_buffers = b.takes;
+  s->read_buffers_reused = b.reused;
+  s->read_buffer_fresh_bytes = b.fresh_bytes;
+  s->read_buffer_free_bytes = b.free_bytes;
+}
+
 CacheStats CacheCore::LiveStats() {
   CacheStats s;
   s.host = host_->Stats();
   s.host_budget = budget_->Stats();
   if (disk_ != nullptr) s.disk = disk_->Stats();
   counters_.CopyTo(&s);
+  CopyBufferStats(&s);
   s.index_keys = index_.KeyCount();
   s.index_host_keys = index_.KeyCount(IndexTier::kHost);
   s.index_disk_keys = index_.KeyCount(IndexTier::kDisk);

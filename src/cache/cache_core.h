@@ -3,8 +3,10 @@
 // Match index without storing a million blocks.
 //
 // Parts: a HostTier on a (private or shared) budget, an optional DiskTier,
-// the BlockIndex that answers Match, a TaskPool for the disk part of
-// loads, and a CallGate that lets Close wait for the calls in progress.
+// the BlockIndex that answers Match, a TaskPool for the load parts that
+// leave the caller's thread, a BufferPool that disk reads get their
+// buffers from, and a CallGate that lets Close wait for the calls in
+// progress.
 // Wiring: the host tier's key listener feeds the index (host bits); its
 // eviction sink hands dirty entries to the disk tier (WriteBack), so the
 // sink may run on any thread that made a budget evict, including another
@@ -30,6 +32,7 @@
 #include <span>
 #include <vector>
 
+#include "cache/buffer_pool.h"
 #include "cache/cache_counters.h"
 #include "cache/call_gate.h"
 #include "cache/load_state.h"
@@ -51,6 +54,7 @@ class CacheCore {
   MatchResult Match(std::span<const BlockKey> chain);
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
+  Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options);
   Result<size_t> Preload(std::span<const BlockKey> keys);
   Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
                const StoreOptions& options);
@@ -67,15 +71,24 @@ class CacheCore {
   CacheCore(CacheOptions options, Env* env);
   Status Init();
 
-  // The disk part of a load: reserve, read in parallel, promote. Runs on a
-  // pool thread (or the caller's when load_threads is 0) and finishes `st`.
+  // Load and LoadShared: the host part on this thread, the rest handed to
+  // the pool (or run here when load_threads is 0).
+  Result<LoadFuture> StartLoad(std::shared_ptr<LoadState> st, std::span<const BlockKey> keys,
+                               const char* what);
+  // The disk part of a load: reserve, read in parallel, hand out, promote.
+  // Runs on a pool thread (or the caller's when load_threads is 0).
   void RunDiskPart(const std::shared_ptr<LoadState>& st);
-  // Records latency and publishes the result of `st`.
-  void FinishLoad(LoadState& st);
+  // One part of `st` is done; the last one records the latency and
+  // publishes the result.
+  void FinishPart(LoadState& st);
+  // Gives block i of `st` to its caller (copy, callback or result) and
+  // counts it.
+  void HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlock& block);
+  void HandOutMiss(LoadState& st, size_t i);
   // A key whose destination was too small: counted, first one kept.
   void NoteLoadError(LoadState& st, size_t pos, const Status& s);
-  // Copies a block read from disk into the host tier, paid for by `r`.
-  void Promote(const BlockKey& key, std::span<const std::byte> bytes, HostTier::Reservation* r);
+  // Makes a block read from disk a clean host entry, paid for by `r`.
+  void Promote(const BlockKey& key, const SharedBlock& block, HostTier::Reservation* r);
   // The disk said it does not have `key`: clears the index's disk hint.
   void NoteDiskMiss(const BlockKey& key);
 
@@ -88,6 +101,7 @@ class CacheCore {
   Status WriteBackDirty(uint64_t deadline_micros, uint64_t* left);
 
   CacheStats LiveStats();
+  void CopyBufferStats(CacheStats* s) const;
   Status DoClose();
 
   const CacheOptions options_;
@@ -99,6 +113,7 @@ class CacheCore {
   std::unique_ptr<DiskTier> disk_;  // null in a host-only cache
   std::unique_ptr<HostTier> host_;  // destroyed by Close
   std::unique_ptr<TaskPool> pool_;  // null when load_threads is 0
+  std::shared_ptr<BufferPool> buffers_;
 
   std::once_flag close_once_;
   Status close_status_;  // written once inside close_once_

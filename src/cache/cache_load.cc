@@ -1,9 +1,14 @@
-// CacheCore's read side: Load (host part on the caller's thread, disk part
-// on the pool), Preload, and LoadFuture.
+// CacheCore's read side: Load and LoadShared (host part on the caller's
+// thread, host deliveries and the disk part on the load threads), Preload,
+// and LoadFuture.
+#include <algorithm>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "cache/cache_core.h"
+#include "cache/disk_reads.h"
 
 namespace kvtier {
 
@@ -12,19 +17,53 @@ namespace {
 
 constexpr TierMask kDiskBit = TierBit(IndexTier::kDisk);
 
+// LoadShared hands its host hits to the load threads (instead of running
+// the callbacks on the caller's thread) when they add up to at least this
+// many bytes: below it, a thread hop costs more than the copies it spreads.
+constexpr uint64_t kSpreadHostHitsBytes = uint64_t{4} << 20;
+
+// Host budget reserved by a load's disk reads, waiting for the blocks they
+// promote. Any reservation pays for any block of the load: Put converts
+// what it holds and evicts for (or gives back) the difference.
+class ReservationBank {
+ public:
+  void Add(HostTier::Reservation r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back(std::move(r));
+  }
+  HostTier::Reservation Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_.empty()) return {};
+    HostTier::Reservation r = std::move(held_.back());
+    held_.pop_back();
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<HostTier::Reservation> held_ GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 void CacheCore::NoteLoadError(LoadState& st, size_t pos, const Status& s) {
   CacheCounters::Add(counters_.load_errors);
+  std::lock_guard<std::mutex> lock(st.error_mu);
   if (st.first_error.ok()) {
     st.first_error = Status::InvalidArgument("TieredCache::Load: buffer " + std::to_string(pos) +
                                              ": " + s.message());
   }
 }
 
-void CacheCore::FinishLoad(LoadState& st) {
+void CacheCore::FinishPart(LoadState& st) {
+  if (st.parts_left.fetch_sub(1) != 1) return;
   counters_.load_latency.Record(env_->NowMicros() - st.start_micros);
-  st.Finish(st.first_error);
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(st.error_mu);
+    s = st.closed.ok() ? st.first_error : st.closed;
+  }
+  st.Finish(std::move(s));
 }
 
 void CacheCore::NoteDiskMiss(const BlockKey& key) {
@@ -34,18 +73,41 @@ void CacheCore::NoteDiskMiss(const BlockKey& key) {
   }
 }
 
-void CacheCore::Promote(const BlockKey& key, std::span<const std::byte> bytes,
-                        HostTier::Reservation* r) {
-  Result<BlockBuffer> copy = BlockBuffer::CopyOf(bytes);
-  if (!copy.ok()) {
-    CacheCounters::Add(counters_.promotion_failures);
-    return;
+void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlock& block) {
+  const uint64_t n = block->size();
+  if (st.mode == LoadState::Mode::kCopy) {
+    std::span<std::byte> dst = st.dsts[i];
+    if (dst.size() < n) {
+      NoteLoadError(st, i,
+                    Status::InvalidArgument("destination of " + std::to_string(dst.size()) +
+                                            " bytes is smaller than the block of " +
+                                            std::to_string(n) + " bytes"));
+      return;
+    }
+    std::memcpy(dst.data(), block->data(), n);
+    st.out[i] = LoadedBlock{tier, n, nullptr};
+  } else if (st.on_block) {
+    st.out[i] = LoadedBlock{tier, n, nullptr};
+    st.on_block(i, LoadedBlock{tier, n, block});
+  } else {
+    st.out[i] = LoadedBlock{tier, n, block};
   }
-  auto block = std::make_shared<const BlockBuffer>(std::move(copy).value());
-  // Clean: the disk tier has just served these bytes.
-  if (host_->Put(key, std::move(block), HostEntryState::kClean, r).ok()) {
+  const bool host = tier == CacheTier::kHost;
+  CacheCounters::Add(host ? counters_.hits_host : counters_.hits_disk);
+  CacheCounters::Add(host ? counters_.bytes_loaded_host : counters_.bytes_loaded_disk, n);
+}
+
+void CacheCore::HandOutMiss(LoadState& st, size_t i) {
+  CacheCounters::Add(counters_.misses);
+  if (st.mode == LoadState::Mode::kShare && st.on_block) st.on_block(i, LoadedBlock{});
+}
+
+void CacheCore::Promote(const BlockKey& key, const SharedBlock& block, HostTier::Reservation* r) {
+  // Clean: the disk tier has just served these bytes. The read buffer
+  // itself becomes the entry: no copy.
+  if (host_->Put(key, block, HostEntryState::kClean, r).ok()) {
     CacheCounters::Add(counters_.promotions);
-    CacheCounters::Add(counters_.bytes_promoted, bytes.size());
+    CacheCounters::Add(counters_.bytes_promoted, block->size());
   } else {
     CacheCounters::Add(counters_.promotion_failures);
   }
@@ -57,143 +119,151 @@ Result<LoadFuture> CacheCore::Load(std::span<const BlockKey> keys,
     return Status::InvalidArgument("TieredCache::Load: " + std::to_string(keys.size()) +
                                    " keys but " + std::to_string(dsts.size()) + " buffers");
   }
-  GateScope gate(gate_);
-  if (!gate.entered()) return Status::FailedPrecondition("TieredCache::Load: the cache is closed");
   auto st = std::make_shared<LoadState>();
+  st->mode = LoadState::Mode::kCopy;
+  st->dsts.assign(dsts.begin(), dsts.end());
+  return StartLoad(std::move(st), keys, "TieredCache::Load");
+}
+
+Result<LoadFuture> CacheCore::LoadShared(std::span<const BlockKey> keys,
+                                         SharedLoadOptions options) {
+  auto st = std::make_shared<LoadState>();
+  st->mode = LoadState::Mode::kShare;
+  st->on_block = std::move(options.on_block);
+  return StartLoad(std::move(st), keys, "TieredCache::LoadShared");
+}
+
+Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
+                                        std::span<const BlockKey> keys, const char* what) {
+  GateScope gate(gate_);
+  if (!gate.entered()) {
+    return Status::FailedPrecondition(std::string(what) + ": the cache is closed");
+  }
   st->start_micros = env_->NowMicros();
   st->keys.assign(keys.begin(), keys.end());
-  st->dsts.assign(dsts.begin(), dsts.end());
   st->out.resize(keys.size());
   CacheCounters::Add(counters_.lookups, keys.size());
 
-  // Host hits are a memcpy each: done here, no thread hop, one host lock.
-  std::vector<Result<SharedBlock>> host_hits = host_->GetMany(keys, dsts);
+  // One host lock for the batch; the blocks are shared, not copied, here.
+  std::vector<Result<SharedBlock>> found = host_->GetMany(keys);
+  std::vector<std::pair<size_t, SharedBlock>> hits;
+  uint64_t hit_bytes = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const Result<SharedBlock>& got = host_hits[i];
-    if (!got.ok()) {
-      NoteLoadError(*st, i, got.status());
-      continue;
-    }
-    if (*got == nullptr) {
+    if (!found[i].ok() || *found[i] == nullptr) {
       st->disk_todo.push_back(i);
       continue;
     }
-    const uint64_t n = (*got)->size();
-    st->out[i] = LoadedBlock{CacheTier::kHost, n};
-    CacheCounters::Add(counters_.hits_host);
-    CacheCounters::Add(counters_.bytes_loaded_host, n);
+    hit_bytes += (*found[i])->size();
+    hits.emplace_back(i, *std::move(found[i]));
   }
-  if (st->disk_todo.empty() || disk_ == nullptr) {
-    CacheCounters::Add(counters_.misses, st->disk_todo.size());
-    FinishLoad(*st);
-    return LoadFuture(st);
+  found.clear();
+
+  const bool disk_part = !st->disk_todo.empty() && disk_ != nullptr;
+  uint32_t spread = 0;  // load threads the host hits go to (0: this thread)
+  if (st->mode == LoadState::Mode::kShare && st->on_block && pool_ != nullptr && hits.size() > 1 &&
+      hit_bytes >= kSpreadHostHitsBytes) {
+    spread = static_cast<uint32_t>(std::min<size_t>(options_.load_threads, hits.size()));
   }
-  if (pool_ == nullptr) {
+  // This thread's part, plus the ones handed to the pool.
+  st->parts_left.store(1 + spread + (disk_part && pool_ != nullptr ? 1 : 0));
+
+  if (spread > 0) {
+    // Thread t hands out hits t, t + spread, ...: early blocks land first
+    // on every thread, so a consumer waiting for a prefix sees it grow.
+    auto shared_hits =
+        std::make_shared<std::vector<std::pair<size_t, SharedBlock>>>(std::move(hits));
+    for (uint32_t t = 0; t < spread; ++t) {
+      auto deliver = [this, st, shared_hits, t, spread] {
+        for (size_t k = t; k < shared_hits->size(); k += spread) {
+          auto& [i, block] = (*shared_hits)[k];
+          HandOut(*st, i, CacheTier::kHost, block);
+          block.reset();
+        }
+        FinishPart(*st);
+      };
+      TaskPool::Task task;
+      task.run = deliver;
+      // Closing: the blocks are in hand, so they are still handed out.
+      task.cancel = deliver;
+      (void)pool_->Submit(std::move(task));  // cannot fail while the gate is open
+    }
+  } else {
+    for (auto& [i, block] : hits) HandOut(*st, i, CacheTier::kHost, block);
+    hits.clear();
+  }
+
+  if (!disk_part) {
+    for (size_t i : st->disk_todo) HandOutMiss(*st, i);
+  } else if (pool_ == nullptr) {
     RunDiskPart(st);
-    return LoadFuture(st);
+  } else {
+    TaskPool::Task task;
+    task.run = [this, st] {
+      RunDiskPart(st);
+      FinishPart(*st);
+    };
+    // Close() cancels loads still queued; it holds the gate closed, so
+    // `this` is alive while it runs this.
+    task.cancel = [this, st] {
+      CacheCounters::Add(counters_.loads_cancelled);
+      for (size_t i : st->disk_todo) HandOutMiss(*st, i);
+      {
+        std::lock_guard<std::mutex> lock(st->error_mu);
+        st->closed = Status::Unavailable("TieredCache: the cache closed before the load ran");
+      }
+      FinishPart(*st);
+    };
+    (void)pool_->Submit(std::move(task));  // cannot fail while the gate is open
   }
-  TaskPool::Task task;
-  task.run = [this, st] { RunDiskPart(st); };
-  // Close() cancels loads still queued; it holds the gate closed, so `this`
-  // is alive while it runs this.
-  task.cancel = [this, st] {
-    CacheCounters::Add(counters_.loads_cancelled);
-    CacheCounters::Add(counters_.misses, st->disk_todo.size());
-    counters_.load_latency.Record(env_->NowMicros() - st->start_micros);
-    st->Finish(Status::Unavailable("TieredCache::Load: the cache closed before the load ran"));
-  };
-  if (!pool_->Submit(std::move(task))) {
-    // Unreachable while the gate is open (Close shuts the pool after it).
-    return Status::Internal("TieredCache::Load: the load pool is stopped");
-  }
-  return LoadFuture(st);
+  FinishPart(*st);
+  return LoadFuture(std::move(st));
 }
 
 void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
-  std::vector<size_t> pos;
+  const std::vector<size_t>& todo = st->disk_todo;
+  if (st->cancelled.load()) {
+    CacheCounters::Add(counters_.loads_cancelled);
+    for (size_t i : todo) HandOutMiss(*st, i);
+    return;
+  }
   std::vector<BlockKey> keys;
-  std::vector<std::span<std::byte>> dsts;
-  std::vector<HostTier::Reservation> reservations;
-  pos.reserve(st->disk_todo.size());
-  keys.reserve(st->disk_todo.size());
-  dsts.reserve(st->disk_todo.size());
-  reservations.reserve(st->disk_todo.size());
-  uint64_t errors = 0;  // keys of disk_todo whose buffer was too small
-  // Every key of disk_todo not served and not an error is a miss.
-  auto count_misses = [&] {
-    uint64_t unserved = 0;
-    for (size_t i : st->disk_todo) unserved += st->out[i].tier == CacheTier::kNone ? 1 : 0;
-    CacheCounters::Add(counters_.misses, unserved - errors);
-  };
+  keys.reserve(todo.size());
+  for (size_t i : todo) keys.push_back(st->keys[i]);
+  const bool promote = options_.promote_disk_hits;
+  ReservationBank bank;
 
-  for (size_t i : st->disk_todo) {
-    if (st->cancelled.load()) break;
-    const BlockKey& key = st->keys[i];
-    std::optional<uint64_t> size = disk_->SizeOf(key);
-    if (!size.has_value()) {
-      NoteDiskMiss(key);
-      continue;
-    }
-    if (*size > st->dsts[i].size()) {
-      ++errors;
-      NoteLoadError(*st, i,
-                    Status::InvalidArgument("destination of " + std::to_string(st->dsts[i].size()) +
-                                            " bytes is smaller than the block of " +
-                                            std::to_string(*size) + " bytes"));
-      continue;
-    }
-    HostTier::Reservation r;
-    if (options_.promote_disk_hits) {
-      // Budget first, read second (seed 003): concurrent promotions cannot
-      // overshoot the budget, and a refusal costs no I/O.
-      Result<HostTier::Reservation> got = host_->Reserve(*size);
-      if (got.ok()) {
-        r = std::move(got).value();
+  // Sizes come from the disk tier's index as it looks each key up: budget
+  // first, read second (seed 003), so concurrent promotions cannot
+  // overshoot the budget, and a refusal costs no I/O.
+  BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
+    if (st->cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
+    if (promote) {
+      Result<HostTier::Reservation> r = host_->Reserve(bytes);
+      if (r.ok()) {
+        bank.Add(std::move(r).value());
       } else {
         CacheCounters::Add(counters_.reservation_failures);
         CacheCounters::Add(counters_.promotion_failures);
       }
     }
-    pos.push_back(i);
-    keys.push_back(key);
-    dsts.push_back(st->dsts[i]);
-    reservations.push_back(std::move(r));
-  }
-
-  if (st->cancelled.load()) {
-    reservations.clear();  // released before the future can see the load done
-    CacheCounters::Add(counters_.loads_cancelled);
-    count_misses();
-    FinishLoad(*st);
-    return;
-  }
-
-  std::vector<Result<std::optional<size_t>>> results = disk_->LoadMany(keys, dsts);
-  const bool promote = !st->cancelled.load();
-  for (size_t j = 0; j < keys.size(); ++j) {
-    const size_t i = pos[j];
-    Result<std::optional<size_t>>& r = results[j];
-    if (!r.ok()) {
-      if (r.status().IsInvalidArgument()) {
-        ++errors;
-        NoteLoadError(*st, i, r.status());
-      } else {
-        NoteDiskMiss(keys[j]);  // e.g. the tier closed under us: a miss
-      }
-    } else if (!r->has_value()) {
-      NoteDiskMiss(keys[j]);
-    } else {
-      const size_t n = **r;
-      st->out[i] = LoadedBlock{CacheTier::kDisk, n};
-      CacheCounters::Add(counters_.hits_disk);
-      CacheCounters::Add(counters_.bytes_loaded_disk, n);
-      index_.MarkPresent(keys[j], IndexTier::kDisk);
-      if (promote && !reservations[j].empty()) Promote(keys[j], dsts[j].first(n), &reservations[j]);
+    return buffers_->Take(bytes);
+  };
+  LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+    const size_t i = todo[j];
+    if (!r.ok() || !r->has_value()) {
+      if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
+      HandOutMiss(*st, i);
+      return;
     }
-    reservations[j].Release();
-  }
-  count_misses();
-  FinishLoad(*st);
+    auto block = std::make_shared<const BlockBuffer>(std::move(**r));
+    index_.MarkPresent(keys[j], IndexTier::kDisk);
+    HandOut(*st, i, CacheTier::kDisk, block);
+    if (promote && !st->cancelled.load()) {
+      HostTier::Reservation res = bank.Take();
+      if (!res.empty()) Promote(keys[j], block, &res);
+    }
+  };
+  LoadBuffersFromDisk(disk_.get(), keys, alloc, done);
 }
 
 // ---- Preload ----
@@ -221,7 +291,7 @@ Result<size_t> CacheCore::Preload(std::span<const BlockKey> keys) {
       CacheCounters::Add(counters_.reservation_failures);
       break;
     }
-    Result<BlockBuffer> buf = BlockBuffer::Allocate(static_cast<size_t>(*size));
+    Result<BlockBuffer> buf = buffers_->Take(static_cast<size_t>(*size));
     if (!buf.ok()) break;
     selected += *size;
     want.push_back(key);
@@ -277,8 +347,9 @@ LoadFuture::~LoadFuture() { Reset(); }
 
 void LoadFuture::Reset() {
   if (state_ == nullptr) return;
-  // The load may still be writing into the caller's buffers: stop what has
-  // not started and wait for the rest before the caller may free them.
+  // The load may still be writing into the caller's buffers or running its
+  // callback: stop what has not started and wait for the rest before the
+  // caller may free what they use.
   state_->cancelled.store(true);
   state_->Wait();
   state_.reset();

@@ -88,12 +88,15 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
   EXPECT_FALSE(f->Ready());
   EXPECT_EQ(cache->Stats().host.reserved_bytes, BlockBytes());
 
-  std::atomic<bool> dropped{false};
+  std::atomic<bool> dropping{false}, dropped{false};
   std::thread dropper([&] {
+    dropping = true;
     { LoadFuture gone = std::move(f).value(); }  // destroyed here
     dropped = true;
   });
-  // The destructor cannot return while the read is held.
+  // Wait until the dropper runs (a thread may start late on a busy
+  // machine); then the destructor cannot return while the read is held.
+  while (!dropping.load()) std::this_thread::yield();
   env.SleepForMicros(20'000);
   EXPECT_FALSE(dropped.load());
   env.reads.Open();
@@ -106,7 +109,7 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
   EXPECT_EQ(s.hits_disk, 1u);  // the read itself completed
 }
 
-// A load queued behind another, dropped before it started: it reserves
+// A load queued behind another, cancelled and dropped before it started: it reserves
 // nothing and reads nothing.
 TEST(CacheLoad, ALoadDroppedBeforeItStartsReservesAndReadsNothing) {
   TempDir dir;
@@ -125,10 +128,12 @@ TEST(CacheLoad, ALoadDroppedBeforeItStartsReservesAndReadsNothing) {
   env.reads.AwaitWaiters(1);  // the only load thread is busy
   auto second = cache->Load(std::span(keys).subspan(1, 1), second_buf.spans);
   ASSERT_THAT(second, IsOk());
-  std::thread dropper([&] { LoadFuture gone = std::move(second).value(); });
-  env.SleepForMicros(10'000);
+  // Dropping a future cancels its load, then waits for the load thread to
+  // retire it. Cancel on this thread, before the first load can end, so the
+  // order does not depend on how soon another thread runs; then drop.
+  second->Cancel();
   env.reads.Open();
-  dropper.join();
+  { LoadFuture gone = std::move(second).value(); }
   auto got = first->Get();
   ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].tier, CacheTier::kDisk);

@@ -41,14 +41,18 @@ std::vector<Field> CacheCounterFields(const CacheStats& s) {
           {"promotion_failures", s.promotion_failures},
           {"reservation_failures", s.reservation_failures},
           {"preloads", s.preloads},
-          {"close_dropped", s.close_dropped}};
+          {"close_dropped", s.close_dropped},
+          {"read_buffers", s.read_buffers},
+          {"read_buffers_reused", s.read_buffers_reused},
+          {"read_buffer_fresh_bytes", s.read_buffer_fresh_bytes}};
 }
 
 std::vector<Field> CacheGaugeFields(const CacheStats& s) {
   return {{"index_keys", s.index_keys},
           {"index_host_keys", s.index_host_keys},
           {"index_disk_keys", s.index_disk_keys},
-          {"index_bytes", s.index_bytes}};
+          {"index_bytes", s.index_bytes},
+          {"read_buffer_free_bytes", s.read_buffer_free_bytes}};
 }
 
 std::vector<Field> HostCounterFields(const HostTierStats& h) {

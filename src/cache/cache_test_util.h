@@ -22,7 +22,7 @@
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/temp_dir.h"
 
 namespace kvtier::cache_test {

@@ -1,11 +1,15 @@
-// LoadState: what a LoadFuture and the load task running it share.
+// LoadState: what a LoadFuture and the parts of the load running it share.
 //
-// The task owns everything but `done`/`status` until it calls Finish();
-// Finish publishes them under `mu`, after which the task touches nothing.
+// A load runs in parts: the host part on the caller's thread, then any of
+// these, each on a load thread or the caller's: deliveries of host hits
+// (LoadShared with many large ones) and the disk part. `parts_left` counts
+// the parts not finished; the part that brings it to zero publishes the
+// result (Finish), after which no part touches the state.
 //
-// Thread safety: `cancelled` is atomic; `done` and `status` are guarded by
-// `mu`; the other fields are written by the task only, and read by the
-// future only after it saw `done` (which orders them).
+// Thread safety: `cancelled` and `parts_left` are atomic; `done` and
+// `status` are guarded by `mu`; `first_error` by `error_mu`. Each entry of
+// `out` is written by the one part that handles its key; the future reads
+// the other fields only after it saw `done` (which orders them).
 #ifndef KVTIER_CACHE_LOAD_STATE_H_
 #define KVTIER_CACHE_LOAD_STATE_H_
 
@@ -22,13 +26,25 @@
 namespace kvtier::cache_internal {
 
 struct LoadState {
+  // How blocks reach the caller.
+  enum class Mode : uint8_t {
+    kCopy,   // Load: copied into dsts
+    kShare,  // LoadShared: handed out as SharedBlocks
+  };
+
+  Mode mode = Mode::kCopy;
   std::vector<BlockKey> keys;
-  std::vector<std::span<std::byte>> dsts;
-  std::vector<LoadedBlock> out;   // one per key
-  std::vector<size_t> disk_todo;  // positions the host tier did not have
-  Status first_error;             // the first per-key error (a small buffer)
+  std::vector<std::span<std::byte>> dsts;  // kCopy: one per key
+  LoadedBlockCallback on_block;            // kShare: may be empty
+  std::vector<LoadedBlock> out;            // one per key
+  std::vector<size_t> disk_todo;           // positions the host tier did not have
   uint64_t start_micros = 0;
   std::atomic<bool> cancelled{false};
+  std::atomic<uint32_t> parts_left{0};
+
+  std::mutex error_mu;
+  Status first_error GUARDED_BY(error_mu);  // the first per-key error (a small buffer)
+  Status closed GUARDED_BY(error_mu);       // set when Close cancelled the disk part
 
   mutable std::mutex mu;
   mutable std::condition_variable cv;

@@ -25,6 +25,11 @@ Result<LoadFuture> TieredCache::Load(std::span<const BlockKey> keys,
   return core_->Load(keys, dsts);
 }
 
+Result<LoadFuture> TieredCache::LoadShared(std::span<const BlockKey> keys,
+                                           SharedLoadOptions options) {
+  return core_->LoadShared(keys, std::move(options));
+}
+
 Result<size_t> TieredCache::Preload(std::span<const BlockKey> keys) { return core_->Preload(keys); }
 
 Status TieredCache::Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,

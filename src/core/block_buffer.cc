@@ -1,14 +1,15 @@
+#include "kvtier/block_buffer.h"
+
 #include <cassert>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-
-#include "kvtier/block_file.h"
+#include <string>
+#include <utility>
 
 namespace kvtier {
 
 namespace {
-constexpr size_t kAlignment = 4096;
 // From this size on, memory comes from malloc() and is aligned by hand.
 // glibc serves every large aligned_alloc() with a fresh mmap (its dynamic
 // mmap threshold, raised on free, never reaches the padded memalign
@@ -18,32 +19,39 @@ constexpr size_t kAlignment = 4096;
 constexpr size_t kMallocFromBytes = 128 << 10;
 }  // namespace
 
-void BlockBuffer::Free::operator()(std::byte* p) const { std::free(base != nullptr ? base : p); }
+void BlockBuffer::Release::operator()(std::byte* p) const noexcept {
+  if (home != nullptr) {
+    home->Recycle(p, capacity);
+  } else {
+    std::free(base != nullptr ? base : p);
+  }
+}
 
 Result<BlockBuffer> BlockBuffer::Allocate(size_t size) {
   // Round up so O_DIRECT reads may fill whole pages past the logical end.
   size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < size) return Status::ResourceExhausted("block buffer size overflows");
   if (rounded == 0) rounded = kAlignment;
-  BlockBuffer buf;
+  Release release;
+  release.capacity = rounded;
+  std::byte* p = nullptr;
   if (rounded < kMallocFromBytes) {
-    void* p = std::aligned_alloc(kAlignment, rounded);
-    if (p == nullptr) {
-      return Status::ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
-    }
-    buf.data_.reset(static_cast<std::byte*>(p));
+    p = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
   } else {
     if (rounded > SIZE_MAX - kAlignment) {
       return Status::ResourceExhausted("block buffer size overflows");
     }
-    void* base = std::malloc(rounded + kAlignment);
-    if (base == nullptr) {
-      return Status::ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
+    release.base = std::malloc(rounded + kAlignment);
+    if (release.base != nullptr) {
+      auto addr = reinterpret_cast<uintptr_t>(release.base);
+      p = reinterpret_cast<std::byte*>((addr + kAlignment - 1) / kAlignment * kAlignment);
     }
-    auto addr = reinterpret_cast<uintptr_t>(base);
-    auto* p = reinterpret_cast<std::byte*>((addr + kAlignment - 1) / kAlignment * kAlignment);
-    buf.data_ = std::unique_ptr<std::byte[], Free>(p, Free{base});
   }
+  if (p == nullptr) {
+    return Status::ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
+  }
+  BlockBuffer buf;
+  buf.data_ = std::unique_ptr<std::byte[], Release>(p, std::move(release));
   buf.size_ = size;
   return buf;
 }
@@ -51,6 +59,19 @@ Result<BlockBuffer> BlockBuffer::Allocate(size_t size) {
 Result<BlockBuffer> BlockBuffer::CopyOf(std::span<const std::byte> bytes) {
   KVTIER_ASSIGN_OR_RETURN(BlockBuffer buf, Allocate(bytes.size()));
   if (!bytes.empty()) std::memcpy(buf.data(), bytes.data(), bytes.size());
+  return buf;
+}
+
+BlockBuffer BlockBuffer::Adopt(std::byte* data, size_t size, size_t capacity,
+                               std::shared_ptr<BufferRecycler> home) {
+  assert(data != nullptr && reinterpret_cast<uintptr_t>(data) % kAlignment == 0);
+  assert(size <= capacity && home != nullptr);
+  Release release;
+  release.capacity = capacity;
+  release.home = std::move(home);
+  BlockBuffer buf;
+  buf.data_ = std::unique_ptr<std::byte[], Release>(data, std::move(release));
+  buf.size_ = size;
   return buf;
 }
 

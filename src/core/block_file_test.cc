@@ -15,7 +15,7 @@
 
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier {
 namespace {

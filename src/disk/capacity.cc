@@ -23,8 +23,13 @@ void Capacity::Reservation::Release() {
 }
 
 Capacity::Capacity(const DiskTierOptions* options, Env* env, DiskIndex* index,
-                   const FolderLayout* layout, DiskCounters* counters)
-    : options_(options), env_(env), index_(index), layout_(layout), counters_(counters) {}
+                   const FolderLayout* layout, DiskCounters* counters, const KillHook* kill_hook)
+    : options_(options),
+      env_(env),
+      index_(index),
+      layout_(layout),
+      counters_(counters),
+      kill_hook_(kill_hook) {}
 
 uint64_t Capacity::FreeBytes() {
   const uint64_t now = env_->NowMicros();
@@ -142,8 +147,8 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes) {
     EvictRequest req =
         MakeRequest(spec, reserve_bytes, reserve_blocks, options_->max_unlinks_per_store);
     DiskIndex::EvictHook hook;
-    if (options_->test_kill_hook) {
-      hook = [this] { options_->test_kill_hook(DiskKillPoint::kMidEviction); };
+    if (*kill_hook_) {
+      hook = [this] { (*kill_hook_)(DiskKillPoint::kMidEviction); };
     }
     KVTIER_ASSIGN_OR_RETURN(EvictOutcome out,
                             index_->Evict(

@@ -26,8 +26,9 @@
 #include "disk/counters.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
-#include "kvtier/env.h"
+#include "disk/kill_points.h"
 #include "kvtier/disk_tier.h"
+#include "kvtier/env.h"
 
 namespace kvtier::disk {
 
@@ -51,8 +52,9 @@ class Capacity {
   };
 
   // REQUIRES: every pointer outlives this object.
+  // `kill_hook` may hold no function (tests only: kill_points.h).
   Capacity(const DiskTierOptions* options, Env* env, DiskIndex* index, const FolderLayout* layout,
-           DiskCounters* counters);
+           DiskCounters* counters, const KillHook* kill_hook);
 
   // Admits a block of `bytes`. ResourceExhausted if it is larger than the
   // effective limit itself; index errors are returned as they are.
@@ -88,6 +90,7 @@ class Capacity {
   DiskIndex* const index_;
   const FolderLayout* const layout_;
   DiskCounters* const counters_;
+  const KillHook* const kill_hook_;
 
   std::mutex mu_;
   bool free_valid_ GUARDED_BY(mu_) = false;

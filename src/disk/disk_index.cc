@@ -49,6 +49,14 @@ constexpr std::string_view kUpsert =
 constexpr std::string_view kTouch =
     "UPDATE blocks SET last_access = ?2 WHERE key = ?1 AND last_access < ?2";
 constexpr std::string_view kDelete = "DELETE FROM blocks WHERE key = ?1";
+constexpr std::string_view kDeleteIfSame =
+    "DELETE FROM blocks WHERE key = ?1 AND sig = ?2 AND size = ?3 AND created_at = ?4 AND "
+    "header_hash = ?5";
+constexpr std::string_view kSelectColumns =
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key IN (";
+// LookupMany pads each chunk to one of these sizes, so a connection keeps
+// at most this many prepared statements for it.
+constexpr size_t kLookupChunks[] = {1, 8, 32, 256};
 constexpr std::string_view kTotals =
     "SELECT COALESCE(SUM(blocks), 0), COALESCE(SUM(bytes), 0) FROM signatures";
 constexpr std::string_view kPerSignature =
@@ -127,6 +135,11 @@ uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
     limit = std::min<u128>(limit, disk) == disk ? static_cast<uint64_t>(disk) : limit;
   }
   return limit;
+}
+
+bool SameFile(const IndexRow& a, const IndexRow& b) {
+  return a.key == b.key && a.sig_id == b.sig_id && a.size == b.size &&
+         a.created_at_us == b.created_at_us && a.header_hash == b.header_hash;
 }
 
 Result<std::unique_ptr<SqliteDb>> DiskIndex::OpenConnection() {
@@ -280,6 +293,42 @@ Result<std::optional<IndexRow>> DiskIndex::Lookup(const BlockKey& key) {
   return std::optional<IndexRow>(r);
 }
 
+Result<std::vector<std::optional<IndexRow>>> DiskIndex::LookupMany(std::span<const BlockKey> keys) {
+  std::vector<std::optional<IndexRow>> out(keys.size());
+  if (keys.empty()) return out;
+  std::unordered_map<BlockKey, IndexRow, BlockKeyHash> found;
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  for (size_t begin = 0; begin < keys.size();) {
+    const size_t left = keys.size() - begin;
+    size_t chunk = kLookupChunks[std::size(kLookupChunks) - 1];
+    for (size_t c : kLookupChunks) {
+      if (c >= left) {
+        chunk = c;
+        break;
+      }
+    }
+    std::string sql(kSelectColumns);
+    for (size_t i = 0; i < chunk; ++i) {
+      sql += i == 0 ? "?" : ",?";
+    }
+    sql += ")";
+    KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(sql));
+    const size_t real = std::min(chunk, left);
+    // Unused slots repeat the last key: IN ignores duplicates.
+    for (size_t i = 0; i < chunk; ++i) {
+      stmt->BindBlob(static_cast<int>(i + 1), KeyBlob(keys[begin + std::min(i, real - 1)]));
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, ReadRows(stmt));
+    for (IndexRow& r : rows) found.insert_or_assign(r.key, r);
+    begin += real;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = found.find(keys[i]);
+    if (it != found.end()) out[i] = it->second;
+  }
+  return out;
+}
+
 Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
   if (rows.empty()) return Status::Ok();
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
@@ -326,6 +375,26 @@ Result<uint64_t> DiskIndex::Delete(std::span<const BlockKey> keys) {
   }
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return removed;
+}
+
+Result<bool> DiskIndex::DeleteIfSame(const IndexRow& row) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kDeleteIfSame));
+  bool deleted = false;
+  {
+    StatementScope scope(stmt);
+    stmt->BindBlob(1, KeyBlob(row.key));
+    stmt->BindInt64(2, row.sig_id);
+    stmt->BindInt64(3, static_cast<int64_t>(row.size));
+    stmt->BindInt64(4, row.created_at_us);
+    stmt->BindInt64(5, static_cast<int64_t>(row.header_hash));
+    KVTIER_RETURN_IF_ERROR(stmt->Run());
+    deleted = db->Changes() > 0;
+  }
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return deleted;
 }
 
 Result<uint64_t> DiskIndex::DeleteAll() {

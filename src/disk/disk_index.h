@@ -113,6 +113,9 @@ class DiskIndex {
   Result<IndexTotals> Totals();
 
   Result<std::optional<IndexRow>> Lookup(const BlockKey& key);
+  // Lookup() of every key with one query per up to 256 keys; result i is
+  // the row of keys[i] (keys may repeat).
+  Result<std::vector<std::optional<IndexRow>>> LookupMany(std::span<const BlockKey> keys);
   // Inserts or replaces rows in one transaction. A replaced row keeps the
   // later of the two access times.
   Status Upsert(std::span<const IndexRow> rows);
@@ -120,6 +123,11 @@ class DiskIndex {
   Status Touch(std::span<const std::pair<BlockKey, int64_t>> touches);
   // Deletes rows; returns how many existed.
   Result<uint64_t> Delete(std::span<const BlockKey> keys);
+  // Deletes the row of `row.key` only if it still describes the same file
+  // (size, creation time, header hash): a reader that found `row`'s file
+  // gone or bad must not drop the row of a file another process has
+  // written since. True if it deleted the row.
+  Result<bool> DeleteIfSame(const IndexRow& row);
   // Deletes every row; returns how many there were.
   Result<uint64_t> DeleteAll();
 
@@ -157,6 +165,10 @@ class DiskIndex {
   std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
   std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);
 };
+
+// True if `a` and `b` describe the same file (key, signature, size,
+// creation time, header hash; access times may differ).
+bool SameFile(const IndexRow& a, const IndexRow& b);
 
 // A pooled connection, returned to the pool when destroyed.
 class DiskIndex::Lease {

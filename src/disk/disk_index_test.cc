@@ -9,7 +9,7 @@
 #include <set>
 
 #include "disk/disk_test_util.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier::disk {

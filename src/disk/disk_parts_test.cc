@@ -11,7 +11,7 @@
 #include "disk/group_commit.h"
 #include "disk/pending_writes.h"
 #include "disk/stats_render.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier::disk {

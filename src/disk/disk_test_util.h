@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -17,11 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "disk/kill_points.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/disk_tier.h"
 #include "kvtier/layout.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/temp_dir.h"
 
 namespace kvtier::disk_test {
@@ -144,6 +146,35 @@ class ControlledEnv final : public Env {
   std::mutex mu_;
   std::function<uint64_t()> free_fn_;  // guarded by mu_
   std::atomic<int64_t> free_calls_{0};
+};
+
+// Blocks every writer at a kill point until Release(); counts arrivals.
+class Gate {
+ public:
+  disk::KillHook Hook(DiskKillPoint at) {
+    return [this, at](DiskKillPoint p) {
+      if (p != at) return;
+      std::unique_lock<std::mutex> lock(mu_);
+      ++arrived_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    };
+  }
+  void WaitArrived(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
 };
 
 inline std::string BlockFilePath(const std::string& dir, const BlockKey& key) {

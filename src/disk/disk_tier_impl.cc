@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
+#include "core/saturating_time.h"
 #include "disk/header_hash.h"
 #include "disk/reconcile.h"
 
@@ -13,15 +15,23 @@ namespace kvtier {
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options, Env* env) {
   if (env == nullptr) return Status::InvalidArgument("DiskTier::Open: env is null");
   KVTIER_RETURN_IF_ERROR(options.Validate());
-  auto tier = std::make_unique<disk::DiskTierImpl>(options, env);
+  auto tier = std::make_unique<disk::DiskTierImpl>(options, env, disk::KillHook());
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<DiskTier>(std::move(tier));
 }
 
 namespace disk {
+
+Result<std::unique_ptr<DiskTier>> OpenWithKillHook(const DiskTierOptions& options, Env* env,
+                                                   KillHook hook) {
+  if (env == nullptr) return Status::InvalidArgument("DiskTier::Open: env is null");
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  auto tier = std::make_unique<DiskTierImpl>(options, env, std::move(hook));
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<DiskTier>(std::move(tier));
+}
 namespace {
 
-constexpr uint64_t kDirectAlign = 4096;
 constexpr size_t kTouchFlushThreshold = 4096;
 
 uint64_t PhysicalMemoryBytes() {
@@ -39,13 +49,13 @@ bool NeedsChmod(uint32_t perms, uint32_t owner_default) {
 
 }  // namespace
 
-DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, Env* env)
-    : options_(options), env_(env), layout_(options.dir) {}
+DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, Env* env, KillHook kill_hook)
+    : options_(options), env_(env), kill_hook_(std::move(kill_hook)), layout_(options.dir) {}
 
 DiskTierImpl::~DiskTierImpl() { (void)Close(); }
 
 void DiskTierImpl::Hook(DiskKillPoint point) {
-  if (options_.test_kill_hook) options_.test_kill_hook(point);
+  if (kill_hook_) kill_hook_(point);
 }
 
 Status DiskTierImpl::CreateFolder(const std::string& path) {
@@ -119,13 +129,17 @@ Status DiskTierImpl::Init() {
   quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
   KVTIER_RETURN_IF_ERROR(OpenIndex());
   KVTIER_ASSIGN_OR_RETURN(sig_id_, index_->SignatureId(options_.layout_signature));
-  capacity_ = std::make_unique<Capacity>(&options_, env_, index_.get(), &layout_, &counters_);
+  capacity_ =
+      std::make_unique<Capacity>(&options_, env_, index_.get(), &layout_, &counters_, &kill_hook_);
   committer_ = std::make_unique<GroupCommitter>(index_.get());
   uint64_t queue_bytes = options_.queue_max_bytes != 0
                              ? options_.queue_max_bytes
                              : DefaultDiskQueueBytes(PhysicalMemoryBytes());
   pending_ = std::make_unique<PendingWrites>(queue_bytes);
   readers_ = std::make_unique<ParallelRunner>(env_, options_.read_threads);
+  BlockReaderOptions ro;
+  ro.direct_io = options_.direct_io_reads;
+  reader_ = std::make_unique<BlockReader>(env_, &layout_, &options_.layout_signature, ro);
   for (uint32_t i = 0; i < options_.writer_threads; ++i) {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
   }
@@ -170,7 +184,7 @@ Status DiskTierImpl::PublishFile(const BlockKey& key, std::span<const std::byte>
       file = env_->CreateFile(tmp, wo);
     }
     if (!file.ok()) return file.status();
-    if (options_.test_kill_hook) {
+    if (kill_hook_) {
       size_t half = bytes.size() / 2;
       KVTIER_RETURN_IF_ERROR((*file)->Append(bytes.first(half)));
       Hook(DiskKillPoint::kMidWrite);
@@ -314,115 +328,114 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
   return WritePending(p);
 }
 
-void DiskTierImpl::QuarantineBlock(const BlockKey& key, const std::string& path) {
-  (void)quarantine_->Move(path, key.Hex() + std::string(kBlockSuffix));
-  (void)index_->Delete(std::span<const BlockKey>(&key, 1));
-  touches_.Forget(key);
+void DiskTierImpl::QuarantineBlock(const IndexRow& row) {
+  (void)quarantine_->Move(layout_.BlockPath(row.key), row.key.Hex() + std::string(kBlockSuffix));
+  (void)index_->DeleteIfSame(row);
+  touches_.Forget(row.key);
 }
 
-Result<std::optional<size_t>> DiskTierImpl::LoadFromDisk(const BlockKey& key,
-                                                         std::span<std::byte> dst) {
-  const std::optional<size_t> miss;
-  auto row = index_->Lookup(key);
-  if (!row.ok()) {
-    DiskCounters::Add(counters_.errors);
-    return miss;
-  }
-  if (!row->has_value()) return miss;
-  const IndexRow& r = **row;
-  if (r.sig_id != sig_id_) {
-    DiskCounters::Add(counters_.incompatible_misses);
-    return miss;
-  }
-  const std::string path = layout_.BlockPath(key);
-  if (options_.retention_seconds > 0 &&
-      r.created_at_us < env_->NowUnixMicros() - options_.retention_seconds * 1'000'000) {
-    Status rm = env_->RemoveFile(path);
-    if (rm.ok() || rm.IsNotFound()) {
-      (void)index_->Delete(std::span<const BlockKey>(&key, 1));
-      DiskCounters::Add(counters_.expired);
-    }
-    return miss;
-  }
-  const uint64_t size = r.size;
-  if (size > dst.size()) {
-    return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
-                                   std::to_string(dst.size()) + " bytes is smaller than block " +
-                                   key.Hex() + " (" + std::to_string(size) + " bytes)");
-  }
-  const uint64_t rounded = (size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  ReadFileOptions ro;
-  ro.follow_symlinks = false;
-  ro.direct_io = options_.direct_io_reads &&
-                 reinterpret_cast<uintptr_t>(dst.data()) % kDirectAlign == 0 &&
-                 dst.size() >= rounded;
-  auto file = env_->OpenForRead(path, ro);
-  if (!file.ok()) {
-    if (file.status().IsNotFound()) {
-      // Evicted by another process (or removed by hand): drop the row.
-      (void)index_->Delete(std::span<const BlockKey>(&key, 1));
-      return miss;
-    }
-    auto info = env_->Stat(path);
-    if (info.ok() && info->type != FileType::kRegular) {
-      QuarantineBlock(key, path);
-    } else {
-      DiskCounters::Add(counters_.errors);
-    }
-    return miss;
-  }
-  if ((*file)->size() != size) {
-    QuarantineBlock(key, path);
-    return miss;
-  }
-  auto n = (*file)->ReadAt(0, dst.first(ro.direct_io ? rounded : size));
-  file->reset();
-  if (!n.ok()) {
-    DiskCounters::Add(counters_.errors);
-    return miss;
-  }
-  if (*n != size) {
-    QuarantineBlock(key, path);
-    return miss;
-  }
-  DecodeOptions opts;
-  opts.expected_key = &key;
-  opts.expected_signature = &options_.layout_signature;
-  opts.verify_checksum = true;
-  auto decoded = DecodeBlock(dst.first(size), opts);
-  // The checksum covers the data; the row's hash covers the header.
-  if (!decoded.ok() || (r.header_hash != 0 && HeaderHash(dst.first(size)) != r.header_hash)) {
-    QuarantineBlock(key, path);
-    return miss;
-  }
+void DiskTierImpl::NoteTouch(const BlockKey& key) {
   if (touches_.Touch(key, env_->NowUnixMicros()) >= kTouchFlushThreshold) {
     std::lock_guard<std::mutex> lock(mu_);
     touch_flush_wanted_ = true;
     maintenance_cv_.notify_one();
   }
-  return std::optional<size_t>(size);
 }
 
-Result<std::optional<size_t>> DiskTierImpl::Load(const BlockKey& key, std::span<std::byte> dst) {
-  if (closed_.load(std::memory_order_acquire)) {
-    return Status::FailedPrecondition("DiskTier::Load: the tier is closed");
+bool DiskTierImpl::Expired(const IndexRow& row) {
+  if (options_.retention_seconds <= 0) return false;
+  return row.created_at_us <
+         CutoffBefore(env_->NowUnixMicros(), SecondsToMicros(options_.retention_seconds));
+}
+
+Result<std::optional<size_t>> DiskTierImpl::ReadFromDisk(const BlockKey& key, IndexRow row,
+                                                         const DstFn& dst) {
+  const std::optional<size_t> miss;
+  for (int attempt = 0;; ++attempt) {
+    if (row.sig_id != sig_id_) {
+      DiskCounters::Add(counters_.incompatible_misses);
+      return miss;
+    }
+    if (Expired(row)) {
+      Status rm = env_->RemoveFile(layout_.BlockPath(key));
+      if (rm.ok() || rm.IsNotFound()) {
+        (void)index_->DeleteIfSame(row);
+        DiskCounters::Add(counters_.expired);
+      }
+      return miss;
+    }
+    if (row.size > SIZE_MAX) return miss;
+    KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(row.size));
+    Status error;
+    const ReadOutcome outcome = reader_->Read(row, buf, &error);
+    if (outcome == ReadOutcome::kOk) {
+      NoteTouch(key);
+      return std::optional<size_t>(row.size);
+    }
+    if (outcome == ReadOutcome::kError) {
+      DiskCounters::Add(counters_.errors);
+      return miss;
+    }
+    // Gone or bad: judge the file by the row as it is now, not as it was
+    // when this load looked it up (another process may have replaced the
+    // block since).
+    auto fresh = index_->Lookup(key);
+    if (!fresh.ok()) {
+      DiskCounters::Add(counters_.errors);
+      return miss;
+    }
+    if (!fresh->has_value()) return miss;
+    if (!SameFile(**fresh, row)) {
+      if (attempt > 0) return miss;  // changing under us: a miss, nothing dropped
+      row = **fresh;
+      continue;
+    }
+    if (outcome == ReadOutcome::kGone) {
+      // Evicted by another process, or removed by hand: drop the row.
+      (void)index_->DeleteIfSame(row);
+      touches_.Forget(key);
+    } else {
+      QuarantineBlock(row);
+    }
+    return miss;
   }
+}
+
+std::vector<DiskTierImpl::Located> DiskTierImpl::Locate(std::span<const BlockKey> keys) {
+  std::vector<Located> where(keys.size());
+  std::vector<BlockKey> on_disk;
+  std::vector<size_t> on_disk_index;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    where[i].pending = pending_->Find(keys[i]);
+    if (where[i].pending == nullptr) {
+      on_disk.push_back(keys[i]);
+      on_disk_index.push_back(i);
+    }
+  }
+  if (on_disk.empty()) return where;
+  auto rows = index_->LookupMany(on_disk);
+  if (!rows.ok()) {
+    DiskCounters::Add(counters_.errors);
+    return where;
+  }
+  for (size_t j = 0; j < on_disk.size(); ++j) where[on_disk_index[j]].row = std::move((*rows)[j]);
+  return where;
+}
+
+Result<std::optional<size_t>> DiskTierImpl::LoadLocated(const BlockKey& key, Located where,
+                                                        const DstFn& dst) {
   DiskCounters::Add(counters_.loads);
   const uint64_t t0 = env_->NowMicros();
-  if (SharedBlock b = pending_->Find(key)) {
-    if (b->size() > dst.size()) {
-      return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
-                                     std::to_string(dst.size()) + " bytes is smaller than block " +
-                                     key.Hex() + " (" + std::to_string(b->size()) + " bytes)");
-    }
-    std::memcpy(dst.data(), b->data(), b->size());
-    DiskCounters::Add(counters_.hits);
+  Result<std::optional<size_t>> r = std::optional<size_t>();
+  if (where.pending != nullptr) {
+    const BlockBuffer& b = *where.pending;
+    KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(b.size()));
+    std::memcpy(buf.data(), b.data(), b.size());
     DiskCounters::Add(counters_.hits_pending);
-    DiskCounters::Add(counters_.bytes_read, b->size());
-    counters_.load_latency.Record(env_->NowMicros() - t0);
-    return std::optional<size_t>(b->size());
+    r = std::optional<size_t>(b.size());
+  } else if (where.row.has_value()) {
+    r = ReadFromDisk(key, *where.row, dst);
   }
-  auto r = LoadFromDisk(key, dst);
   if (!r.ok()) return r;
   if (r->has_value()) {
     DiskCounters::Add(counters_.hits);
@@ -432,6 +445,21 @@ Result<std::optional<size_t>> DiskTierImpl::Load(const BlockKey& key, std::span<
     DiskCounters::Add(counters_.misses);
   }
   return r;
+}
+
+Result<std::optional<size_t>> DiskTierImpl::Load(const BlockKey& key, std::span<std::byte> dst) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("DiskTier::Load: the tier is closed");
+  }
+  std::vector<Located> where = Locate(std::span<const BlockKey>(&key, 1));
+  return LoadLocated(key, std::move(where[0]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+    if (size > dst.size()) {
+      return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
+                                     std::to_string(dst.size()) + " bytes is smaller than block " +
+                                     key.Hex() + " (" + std::to_string(size) + " bytes)");
+    }
+    return dst.first(size);
+  });
 }
 
 std::vector<Result<std::optional<size_t>>> DiskTierImpl::LoadMany(
@@ -445,8 +473,76 @@ std::vector<Result<std::optional<size_t>>> DiskTierImpl::LoadMany(
     }
     return results;
   }
-  readers_->Run(keys.size(), [&](size_t i) { results[i] = Load(keys[i], dsts[i]); });
+  if (closed_.load(std::memory_order_acquire)) {
+    for (auto& r : results)
+      r = Status::FailedPrecondition("DiskTier::LoadMany: the tier is closed");
+    return results;
+  }
+  std::vector<Located> where = Locate(keys);
+  readers_->Run(keys.size(), [&](size_t i) {
+    std::span<std::byte> d = dsts[i];
+    results[i] = LoadLocated(
+        keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+          if (size > d.size()) {
+            return Status::InvalidArgument("DiskTier::LoadMany: destination buffer of " +
+                                           std::to_string(d.size()) +
+                                           " bytes is smaller than block " + keys[i].Hex() + " (" +
+                                           std::to_string(size) + " bytes)");
+          }
+          return d.first(size);
+        });
+  });
   return results;
+}
+
+void DiskTierImpl::LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                               const LoadedBufferCallback& done) {
+  if (keys.empty()) return;
+  if (closed_.load(std::memory_order_acquire)) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      done(i, Status::FailedPrecondition("DiskTier::LoadBuffers: the tier is closed"));
+    }
+    return;
+  }
+  std::unique_ptr<std::atomic<bool>[]> reported;
+  try {
+    reported = std::make_unique<std::atomic<bool>[]>(keys.size());
+    std::vector<Located> where = Locate(keys);
+    readers_->Run(keys.size(), [&](size_t i) {
+      Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
+      try {
+        std::optional<BlockBuffer> buf;
+        auto r = LoadLocated(
+            keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+              buf.reset();  // an earlier row's buffer goes back first
+              KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, alloc(static_cast<size_t>(size)));
+              if (b.size() != size) {
+                return Status::InvalidArgument(
+                    "DiskTier::LoadBuffers: the allocator returned " + std::to_string(b.size()) +
+                    " bytes for block " + keys[i].Hex() + " of " + std::to_string(size) + " bytes");
+              }
+              buf = std::move(b);
+              return buf->mutable_span();
+            });
+        if (!r.ok()) {
+          out = r.status();
+        } else if (r->has_value()) {
+          out = std::move(buf);
+        }
+      } catch (const std::bad_alloc&) {
+        out = Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory reading block " +
+                                        keys[i].Hex());
+      }
+      reported[i].store(true, std::memory_order_relaxed);
+      done(i, std::move(out));
+    });
+  } catch (const std::bad_alloc&) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (reported == nullptr || !reported[i].load(std::memory_order_relaxed)) {
+        done(i, Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory"));
+      }
+    }
+  }
 }
 
 std::optional<uint64_t> DiskTierImpl::SizeOf(const BlockKey& key) {

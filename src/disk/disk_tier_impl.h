@@ -6,7 +6,8 @@
 //   TouchBuffer    - last-access times flushed in batches
 //   Capacity       - effective limit, in-flight reservations, eviction
 //   Reconciler     - background/explicit folder <-> index repair
-//   ParallelRunner - LoadMany's read threads
+//   ParallelRunner - the read threads of LoadMany and LoadBuffers
+//   BlockReader    - reads and verifies one block file
 // This class owns them, the writer threads and the maintenance thread; its
 // own mutex guards only the maintenance thread's state. No file I/O or
 // SQLite call runs under any of these mutexes.
@@ -24,11 +25,13 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
+#include "disk/block_reader.h"
 #include "disk/capacity.h"
 #include "disk/counters.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
 #include "disk/group_commit.h"
+#include "disk/kill_points.h"
 #include "disk/parallel_runner.h"
 #include "disk/pending_writes.h"
 #include "disk/quarantine.h"
@@ -39,7 +42,7 @@ namespace kvtier::disk {
 
 class DiskTierImpl final : public DiskTier {
  public:
-  DiskTierImpl(const DiskTierOptions& options, Env* env);
+  DiskTierImpl(const DiskTierOptions& options, Env* env, KillHook kill_hook);
   ~DiskTierImpl() override;
 
   // Creates folders, opens the index, starts the threads.
@@ -51,6 +54,8 @@ class DiskTierImpl final : public DiskTier {
   Result<std::optional<size_t>> Load(const BlockKey& key, std::span<std::byte> dst) override;
   std::vector<Result<std::optional<size_t>>> LoadMany(
       std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) override;
+  void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                   const LoadedBufferCallback& done) override;
   Status Store(const BlockKey& key, SharedBlock block) override;
   Result<bool> Erase(const BlockKey& key) override;
   Result<bool> Forget(const BlockKey& key) override;
@@ -77,13 +82,35 @@ class DiskTierImpl final : public DiskTier {
   void MaintenanceLoop();
   void FlushTouches();
 
-  // A miss for `key` whose file at `path` failed verification.
-  void QuarantineBlock(const BlockKey& key, const std::string& path);
-  Result<std::optional<size_t>> LoadFromDisk(const BlockKey& key, std::span<std::byte> dst);
+  // Where a key of a load is: its pending block, else its index row.
+  struct Located {
+    SharedBlock pending;
+    std::optional<IndexRow> row;
+  };
+  // Gives the buffer a block of `size` bytes is read into: exactly `size`
+  // bytes (or the reason there is none).
+  using DstFn = std::function<Result<std::span<std::byte>>(uint64_t size)>;
+
+  // Finds every key in the pending buffer, the rest in the index (one
+  // batched lookup). An index error leaves the row empty (a miss).
+  std::vector<Located> Locate(std::span<const BlockKey> keys);
+  // Serves `key` from where Locate() found it into the buffer `dst` gives,
+  // counting the load. Its size, nullopt on a miss, or dst's error.
+  Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst);
+  // Reads and verifies the file `row` describes. A file found gone or bad
+  // makes it look at the row again first: if another process replaced the
+  // block meanwhile it reads the new one (once); only a file that disagrees
+  // with the current row is dropped (gone) or quarantined (bad).
+  Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst);
+  bool Expired(const IndexRow& row);
+  // A miss for the block `row` describes, whose file failed verification.
+  void QuarantineBlock(const IndexRow& row);
+  void NoteTouch(const BlockKey& key);
   Status CheckStoreHeader(const BlockKey& key, const BlockBuffer& block);
 
   const DiskTierOptions options_;
   Env* const env_;
+  const KillHook kill_hook_;  // tests only (kill_points.h)
   const FolderLayout layout_;
   DiskCounters counters_;
   std::unique_ptr<DiskIndex> index_;
@@ -92,6 +119,7 @@ class DiskTierImpl final : public DiskTier {
   std::unique_ptr<GroupCommitter> committer_;
   std::unique_ptr<PendingWrites> pending_;
   std::unique_ptr<ParallelRunner> readers_;
+  std::unique_ptr<BlockReader> reader_;
   TouchBuffer touches_;
   int64_t sig_id_ = 0;
   std::array<std::atomic<bool>, 256> subdir_ready_{};

@@ -16,13 +16,14 @@
 #include <thread>
 
 #include "disk/disk_test_util.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
 namespace {
 
 using disk_test::BlockFilePath;
+using disk_test::Gate;
 using disk_test::MakeTestBlock;
 using disk_test::TempDir;
 using disk_test::TestOptions;
@@ -31,8 +32,9 @@ using ::testing::HasSubstr;
 using testing::IsOk;
 using testing::StatusIs;
 
-std::unique_ptr<DiskTier> OpenOrDie(const DiskTierOptions& o) {
-  auto t = DiskTier::Open(o, Env::Default());
+std::unique_ptr<DiskTier> OpenOrDie(const DiskTierOptions& o, disk::KillHook hook = {}) {
+  auto t = hook ? disk::OpenWithKillHook(o, Env::Default(), std::move(hook))
+                : DiskTier::Open(o, Env::Default());
   EXPECT_THAT(t, IsOk());
   return t.ok() ? std::move(t).value() : nullptr;
 }
@@ -56,35 +58,6 @@ uint32_t ModeOf(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return 0xffffffff;
   return st.st_mode & 0777;
 }
-
-// Blocks every writer at a kill point until Release(); counts arrivals.
-class Gate {
- public:
-  std::function<void(DiskKillPoint)> Hook(DiskKillPoint at) {
-    return [this, at](DiskKillPoint p) {
-      if (p != at) return;
-      std::unique_lock<std::mutex> lock(mu_);
-      ++arrived_;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return open_; });
-    };
-  }
-  void WaitArrived(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return arrived_ >= n; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  bool open_ = false;
-};
 
 TEST(DiskTierTest, StoreThenLoadReturnsExactBytesFromPendingAndDisk) {
   TempDir dir;
@@ -128,8 +101,8 @@ TEST(DiskTierTest, BlockBeingWrittenIsServedFromThePendingBuffer) {
   Gate gate;
   DiskTierOptions o = TestOptions(dir.path());
   o.writer_threads = 1;
-  o.test_kill_hook = gate.Hook(DiskKillPoint::kBeforeWrite);
-  auto tier = OpenOrDie(o);
+  disk::KillHook kill_hook = gate.Hook(DiskKillPoint::kBeforeWrite);
+  auto tier = OpenOrDie(o, kill_hook);
   SharedBlock b = MakeTestBlock(7);
   ASSERT_THAT(tier->Store(TestBlockKey(7), b), IsOk());
   gate.WaitArrived(1);
@@ -245,8 +218,8 @@ TEST(DiskTierTest, EraseWhileBeingWrittenLeavesNothingBehind) {
   Gate gate;
   DiskTierOptions o = TestOptions(dir.path());
   o.writer_threads = 1;
-  o.test_kill_hook = gate.Hook(DiskKillPoint::kBeforeIndexCommit);
-  auto tier = OpenOrDie(o);
+  disk::KillHook kill_hook = gate.Hook(DiskKillPoint::kBeforeIndexCommit);
+  auto tier = OpenOrDie(o, kill_hook);
   ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
   gate.WaitArrived(1);  // the file is renamed into place, the row not committed
   auto erased = tier->Erase(TestBlockKey(1));
@@ -381,12 +354,12 @@ TEST(DiskTierTest, FsyncDurabilityRoundTrips) {
   o.durability = Durability::kFsync;
   std::vector<std::string> points;
   std::mutex mu;
-  o.test_kill_hook = [&](DiskKillPoint p) {
+  disk::KillHook kill_hook = [&](DiskKillPoint p) {
     std::lock_guard<std::mutex> lock(mu);
     points.push_back(std::to_string(static_cast<int>(p)));
   };
   o.writer_threads = 1;
-  auto tier = OpenOrDie(o);
+  auto tier = OpenOrDie(o, kill_hook);
   SharedBlock b = MakeTestBlock(9);
   ASSERT_THAT(tier->Store(TestBlockKey(9), b), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
@@ -417,7 +390,7 @@ TEST(DiskTierTest, FullQueueFallsBackToAnInlineWrite) {
   auto hook = gate.Hook(DiskKillPoint::kBeforeWrite);
   std::thread::id blocked;
   std::mutex mu;
-  o.test_kill_hook = [&](DiskKillPoint p) {
+  disk::KillHook kill_hook = [&](DiskKillPoint p) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (blocked == std::thread::id()) blocked = std::this_thread::get_id();
@@ -425,7 +398,7 @@ TEST(DiskTierTest, FullQueueFallsBackToAnInlineWrite) {
     }
     hook(p);
   };
-  auto tier = OpenOrDie(o);
+  auto tier = OpenOrDie(o, kill_hook);
   ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
   gate.WaitArrived(1);
   ASSERT_THAT(tier->Store(TestBlockKey(2), MakeTestBlock(2)), IsOk());  // queue full: inline
@@ -445,8 +418,8 @@ TEST(DiskTierTest, FullQueueDropsWhenAskedAndCountsIt) {
   o.queue_max_bytes = 6000;
   o.queue_wait_micros = 1000;
   o.on_pressure = OnPressure::kDrop;
-  o.test_kill_hook = gate.Hook(DiskKillPoint::kBeforeWrite);
-  auto tier = OpenOrDie(o);
+  disk::KillHook kill_hook = gate.Hook(DiskKillPoint::kBeforeWrite);
+  auto tier = OpenOrDie(o, kill_hook);
   ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
   gate.WaitArrived(1);
   EXPECT_THAT(tier->Store(TestBlockKey(2), MakeTestBlock(2)),

@@ -13,7 +13,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/block_pool.h"
 #include "pool/pool_test_util.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/map_backing_store.h"
 #include "testing/status_matchers.h"
 

@@ -19,7 +19,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/tiered_cache.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {

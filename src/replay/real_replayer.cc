@@ -11,7 +11,7 @@
 #include <span>
 #include <utility>
 
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 namespace kvtier::replay {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "replay/simulator.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 

@@ -4,7 +4,7 @@
 Deterministic (same bytes on every run) and independent of the C++ code: it
 builds block files from DESIGN.md section 3 (keys, hashlib) and section 4
 (format, xxhash), with tensor content from the generator spec in
-src/testing/block_generator.h. Run it from anywhere with Debian's python3:
+src/synth/block_generator.h. Run it from anywhere with Debian's python3:
 
     /usr/bin/python3 tests/corpus/make_corpus.py            # rewrite the corpus
     /usr/bin/python3 tests/corpus/make_corpus.py --check    # exit 1 if it differs
@@ -55,7 +55,7 @@ def chain(ns, tokens, block_tokens):
 
 
 # ---------------------------------------------------------------------------
-# Tensor content (src/testing/block_generator.h)
+# Tensor content (src/synth/block_generator.h)
 
 M64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15

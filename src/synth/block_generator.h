@@ -17,8 +17,8 @@
 // layer 0 state 1, ..., layer 1 state 0, ...).
 //
 // Thread safety: pure functions.
-#ifndef KVTIER_TESTING_BLOCK_GENERATOR_H_
-#define KVTIER_TESTING_BLOCK_GENERATOR_H_
+#ifndef KVTIER_SYNTH_BLOCK_GENERATOR_H_
+#define KVTIER_SYNTH_BLOCK_GENERATOR_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -65,4 +65,4 @@ BlockKey TestBlockKey(uint64_t i);
 
 }  // namespace kvtier
 
-#endif  // KVTIER_TESTING_BLOCK_GENERATOR_H_
+#endif  // KVTIER_SYNTH_BLOCK_GENERATOR_H_

@@ -1,4 +1,4 @@
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 
 #include <algorithm>
 #include <cstring>

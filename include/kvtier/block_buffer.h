@@ -1,0 +1,93 @@
+// BlockBuffer: the owned bytes of one block file, and SharedBlock, the same
+// bytes shared read-only between tiers.
+//
+// A BlockBuffer's storage is 4096-byte aligned (usable with O_DIRECT), its
+// capacity a multiple of 4096 bytes, and it is not zero-initialised. Its
+// memory comes from the heap (Allocate, CopyOf) or from a BufferRecycler
+// (Adopt): then destroying the buffer hands the memory back to the
+// recycler instead of freeing it, so a pool of already page-faulted
+// buffers can serve the next read (src/cache/buffer_pool.h).
+//
+// Ownership: a BlockBuffer is move-only and owns its memory. A SharedBlock
+// keeps the bytes alive as long as any tier, load or engine holds it; when
+// the last reference goes, the memory returns to its recycler or the heap.
+//
+// Thread safety: a BlockBuffer is used by one thread at a time; a
+// SharedBlock's bytes are immutable and may be read from any thread.
+// BufferRecycler implementations are thread-safe (buffers die anywhere).
+#ifndef KVTIER_BLOCK_BUFFER_H_
+#define KVTIER_BLOCK_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+// Where an adopted buffer's memory goes when the buffer is destroyed.
+class BufferRecycler {
+ public:
+  virtual ~BufferRecycler() = default;
+  // Takes back `capacity` bytes at `data` (what Adopt was given). Called
+  // from whichever thread drops the buffer; must not throw or block long.
+  virtual void Recycle(std::byte* data, size_t capacity) noexcept = 0;
+};
+
+class BlockBuffer {
+ public:
+  // Alignment of data() and granularity of capacity().
+  static constexpr size_t kAlignment = 4096;
+
+  BlockBuffer() = default;
+  // `size` bytes from the heap (capacity rounded up to kAlignment).
+  // kResourceExhausted if the allocation fails or the size overflows.
+  static Result<BlockBuffer> Allocate(size_t size);
+  static Result<BlockBuffer> CopyOf(std::span<const std::byte> bytes);
+  // A buffer of `size` bytes over memory the caller lends: `capacity`
+  // bytes at `data`, handed back through home->Recycle(data, capacity) when
+  // the buffer is destroyed.
+  // REQUIRES: data kAlignment-aligned, size <= capacity, home != nullptr.
+  static BlockBuffer Adopt(std::byte* data, size_t size, size_t capacity,
+                           std::shared_ptr<BufferRecycler> home);
+
+  BlockBuffer(BlockBuffer&&) noexcept = default;
+  BlockBuffer& operator=(BlockBuffer&&) noexcept = default;
+  BlockBuffer(const BlockBuffer&) = delete;
+  BlockBuffer& operator=(const BlockBuffer&) = delete;
+
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  // Bytes usable at data() (>= size()).
+  size_t capacity() const { return data_.get_deleter().capacity; }
+  std::span<const std::byte> span() const { return {data_.get(), size_}; }
+  std::span<std::byte> mutable_span() { return {data_.get(), size_}; }
+  // Shrinks the logical size (the allocation is kept). REQUIRES: n <= size().
+  void Truncate(size_t n);
+
+ private:
+  // Frees heap memory (`base` if it is not the data pointer itself) or
+  // hands recycled memory back to `home`.
+  struct Release {
+    // Spelled out: a nested class's default member initializers do not
+    // make it default-constructible inside the enclosing class.
+    Release() noexcept : base(nullptr), capacity(0) {}
+    void operator()(std::byte* p) const noexcept;
+    void* base;
+    size_t capacity;
+    std::shared_ptr<BufferRecycler> home;
+  };
+  std::unique_ptr<std::byte[], Release> data_;
+  size_t size_ = 0;
+};
+
+// A block file shared read-only between tiers (host entry, pending write,
+// a load handing it to the pool).
+using SharedBlock = std::shared_ptr<const BlockBuffer>;
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BLOCK_BUFFER_H_

@@ -1,0 +1,125 @@
+#include "cache/buffer_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace kvtier::cache_internal {
+
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugeRounding = size_t{64} << 10;
+// No block file is this large (DESIGN.md §4 caps the header at 1 MiB and
+// the CLI caps layouts far below); a bigger request is a bug or an attack.
+constexpr size_t kMaxBufferBytes = size_t{1} << 40;
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+size_t CapacityFor(size_t bytes) {
+  return bytes >= BufferPool::kHugeFromBytes ? RoundUp(bytes, kHugeRounding)
+                                             : RoundUp(bytes, BlockBuffer::kAlignment);
+}
+
+}  // namespace
+
+std::shared_ptr<BufferPool> BufferPool::Create(uint64_t max_free_bytes) {
+  return std::shared_ptr<BufferPool>(new BufferPool(max_free_bytes));
+}
+
+BufferPool::~BufferPool() {
+  // Every buffer handed out holds the pool alive, so only free ones remain.
+  for (auto& [capacity, data] : free_) FreeMemory(data, capacity);
+}
+
+std::byte* BufferPool::NewMemory(size_t capacity) {
+  if (capacity < kHugeFromBytes) {
+    return static_cast<std::byte*>(std::aligned_alloc(BlockBuffer::kAlignment, capacity));
+  }
+  // Over-map by one huge page, then trim, so the buffer starts on a 2 MiB
+  // boundary and its full huge pages can be backed by THP.
+  const size_t span = capacity + kHugePage;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t start = RoundUp(base, kHugePage);
+  if (start > base) ::munmap(raw, start - base);
+  const uintptr_t end = start + capacity;
+  if (base + span > end) ::munmap(reinterpret_cast<void*>(end), base + span - end);
+  auto* p = reinterpret_cast<std::byte*>(start);
+  (void)::madvise(p, capacity, MADV_HUGEPAGE);  // advice only: fine if refused
+  return p;
+}
+
+void BufferPool::FreeMemory(std::byte* data, size_t capacity) {
+  if (capacity < kHugeFromBytes) {
+    std::free(data);
+  } else {
+    ::munmap(data, capacity);
+  }
+}
+
+Result<BlockBuffer> BufferPool::Take(size_t bytes) {
+  if (bytes == 0 || bytes > kMaxBufferBytes) {
+    return Status::ResourceExhausted("read buffer of " + std::to_string(bytes) +
+                                     " bytes refused (1.." + std::to_string(kMaxBufferBytes) + ")");
+  }
+  std::byte* data = nullptr;
+  size_t capacity = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.takes;
+    // Reuse a buffer no more than 1/8 larger than needed (or than a fresh
+    // one would be), so blocks of one layout share buffers and little
+    // memory is wasted.
+    const size_t limit = std::max(CapacityFor(bytes), bytes + bytes / 8);
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= limit) {
+      capacity = it->first;
+      data = it->second;
+      free_.erase(it);
+      ++stats_.reused;
+      stats_.free_bytes -= capacity;
+      --stats_.free_buffers;
+    }
+  }
+  if (data == nullptr) {
+    capacity = CapacityFor(bytes);
+    data = NewMemory(capacity);
+    if (data == nullptr) {
+      return Status::ResourceExhausted("cannot allocate a read buffer of " + std::to_string(bytes) +
+                                       " bytes");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.fresh_bytes += capacity;
+  }
+  return BlockBuffer::Adopt(data, bytes, capacity, shared_from_this());
+}
+
+void BufferPool::Recycle(std::byte* data, size_t capacity) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stats_.free_bytes + capacity <= max_free_bytes_) {
+      try {
+        free_.emplace(capacity, data);
+        stats_.free_bytes += capacity;
+        ++stats_.free_buffers;
+        return;
+      } catch (const std::bad_alloc&) {
+        // No node for the free list: give the memory back instead.
+      }
+    }
+    ++stats_.released;
+  }
+  FreeMemory(data, capacity);
+}
+
+BufferPoolStats BufferPool::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace kvtier::cache_internal

@@ -1,0 +1,314 @@
+// TieredCache::LoadShared: a host hit is the host entry's own buffer, a
+// disk hit is read once into a buffer that becomes the promoted entry,
+// every key reaches the callback exactly once, and read buffers are
+// recycled, also under concurrent loads.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "cache/cache_test_util.h"
+#include "kvtier/tiered_cache.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier {
+namespace {
+
+using cache_test::BlockBytes;
+using cache_test::Blocks;
+using cache_test::DiskOptions;
+using cache_test::GateEnv;
+using cache_test::HostOnlyOptions;
+using cache_test::Keys;
+using cache_test::TempDir;
+using cache_test::TinyLayout;
+using ::kvtier::testing::IsOk;
+using ::kvtier::testing::StatusIs;
+
+// Writes `keys` into the folder and closes: they are only on disk.
+void Seed(const std::string& dir, const std::vector<BlockKey>& keys) {
+  auto writer = TieredCache::Open(DiskOptions(dir, keys.size() + 1), Env::Default());
+  ASSERT_THAT(writer, IsOk());
+  ASSERT_THAT((*writer)->Store(keys, Blocks(keys)), IsOk());
+  ASSERT_THAT((*writer)->Close(), IsOk());
+}
+
+// What the callbacks of one LoadShared saw, per key position.
+struct Arrivals {
+  std::mutex mu;
+  std::map<size_t, std::vector<LoadedBlock>> by_index;
+  std::set<std::thread::id> threads;
+
+  LoadedBlockCallback Callback() {
+    return [this](size_t i, const LoadedBlock& b) {
+      std::lock_guard<std::mutex> lock(mu);
+      by_index[i].push_back(b);
+      threads.insert(std::this_thread::get_id());
+    };
+  }
+};
+
+TEST(CacheSharedLoad, AHostHitIsTheHostEntrysOwnBuffer) {
+  auto cache = TieredCache::Open(HostOnlyOptions(8), Env::Default()).value();
+  const auto keys = Keys(0, 3);
+  const auto blocks = Blocks(keys);
+  ASSERT_THAT(cache->Store(keys, blocks), IsOk());
+
+  auto f = cache->LoadShared(keys);
+  ASSERT_THAT(f, IsOk());
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  ASSERT_EQ(got->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*got)[i].tier, CacheTier::kHost);
+    EXPECT_EQ((*got)[i].bytes, BlockBytes());
+    // The very buffer Store was given: nothing was copied.
+    EXPECT_EQ((*got)[i].block.get(), blocks[i].get()) << i;
+  }
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.hits_host, 3u);
+  EXPECT_EQ(s.bytes_loaded_host, 3 * BlockBytes());
+  EXPECT_EQ(s.read_buffers, 0u);
+}
+
+TEST(CacheSharedLoad, ADiskHitIsReadOnceAndItsBufferBecomesTheHostEntry) {
+  TempDir dir;
+  const auto keys = Keys(0, 4);
+  Seed(dir.path(), keys);
+  auto cache = TieredCache::Open(DiskOptions(dir.path(), 8), Env::Default()).value();
+
+  auto first = cache->LoadShared(keys);
+  ASSERT_THAT(first, IsOk());
+  auto got = first->Get();
+  ASSERT_THAT(got, IsOk());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ((*got)[i].tier, CacheTier::kDisk) << i;
+    ASSERT_NE((*got)[i].block, nullptr);
+    EXPECT_EQ((*got)[i].block->size(), BlockBytes());
+    EXPECT_THAT(CheckBlockFile((*got)[i].block->span(), TinyLayout(), keys[i]), IsOk());
+  }
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.disk->loads, 4u);
+  EXPECT_EQ(s.hits_disk, 4u);
+  EXPECT_EQ(s.promotions, 4u);
+  EXPECT_EQ(s.bytes_promoted, 4 * BlockBytes());
+  EXPECT_EQ(s.read_buffers, 4u);
+  EXPECT_EQ(s.host.entries, 4u);
+
+  // Now host hits: the same buffers the reads filled, and no second read.
+  auto second = cache->LoadShared(keys);
+  ASSERT_THAT(second, IsOk());
+  auto again = second->Get();
+  ASSERT_THAT(again, IsOk());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ((*again)[i].tier, CacheTier::kHost);
+    EXPECT_EQ((*again)[i].block.get(), (*got)[i].block.get()) << i;
+  }
+  EXPECT_EQ(cache->Stats().disk->loads, 4u);
+}
+
+TEST(CacheSharedLoad, EveryKeyReachesTheCallbackExactlyOnce) {
+  TempDir dir;
+  const auto on_disk = Keys(0, 3);
+  Seed(dir.path(), on_disk);
+  auto cache = TieredCache::Open(DiskOptions(dir.path(), 8), Env::Default()).value();
+  const auto in_ram = Keys(10, 2);
+  ASSERT_THAT(cache->Store(in_ram, Blocks(in_ram)), IsOk());
+  // host, disk, miss, disk, host, miss, disk
+  const std::vector<BlockKey> keys = {in_ram[0], on_disk[0],       TestBlockKey(99), on_disk[1],
+                                      in_ram[1], TestBlockKey(98), on_disk[2]};
+  const std::vector<CacheTier> want = {CacheTier::kHost, CacheTier::kDisk, CacheTier::kNone,
+                                       CacheTier::kDisk, CacheTier::kHost, CacheTier::kNone,
+                                       CacheTier::kDisk};
+  Arrivals seen;
+  SharedLoadOptions o;
+  o.on_block = seen.Callback();
+  auto f = cache->LoadShared(keys, o);
+  ASSERT_THAT(f, IsOk());
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  ASSERT_EQ(seen.by_index.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(seen.by_index[i].size(), 1u) << i;
+    const LoadedBlock& b = seen.by_index[i][0];
+    EXPECT_EQ(b.tier, want[i]) << i;
+    EXPECT_EQ((*got)[i].tier, want[i]) << i;
+    // With a callback, the future does not hold the blocks.
+    EXPECT_EQ((*got)[i].block, nullptr) << i;
+    if (want[i] == CacheTier::kNone) {
+      EXPECT_EQ(b.block, nullptr);
+      EXPECT_EQ(b.bytes, 0u);
+    } else {
+      ASSERT_NE(b.block, nullptr);
+      EXPECT_EQ(b.bytes, BlockBytes());
+      EXPECT_EQ((*got)[i].bytes, BlockBytes());
+      EXPECT_THAT(CheckBlockFile(b.block->span(), TinyLayout(), keys[i]), IsOk());
+    }
+  }
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.hits_host, 2u);
+  EXPECT_EQ(s.hits_disk, 3u);
+  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(s.lookups, 7u);
+}
+
+// Without promotion a read buffer is only the callback's: it goes back to
+// the pool when the callback drops it, and the next load reuses it.
+TEST(CacheSharedLoad, ReadBuffersComeBackAndAreReused) {
+  TempDir dir;
+  const auto keys = Keys(0, 4);
+  Seed(dir.path(), keys);
+  CacheOptions o = DiskOptions(dir.path(), 8);
+  o.promote_disk_hits = false;
+  auto cache = TieredCache::Open(o, Env::Default()).value();
+  SharedLoadOptions so;
+  so.on_block = [](size_t, const LoadedBlock& b) { EXPECT_EQ(b.tier, CacheTier::kDisk); };
+  for (int round = 0; round < 3; ++round) {
+    auto f = cache->LoadShared(keys, so);
+    ASSERT_THAT(f, IsOk());
+    ASSERT_THAT(f->Get(), IsOk());
+  }
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.read_buffers, 12u);
+  EXPECT_EQ(s.read_buffers_reused, 8u);  // rounds 2 and 3
+  // Round 1's four buffers, never more.
+  EXPECT_EQ(s.read_buffer_fresh_bytes, 4 * ((BlockBytes() + 4095) / 4096 * 4096));
+  EXPECT_EQ(s.read_buffer_free_bytes, s.read_buffer_fresh_bytes);
+  EXPECT_EQ(s.disk->loads, 12u);
+}
+
+// Promoted buffers come back when the host budget evicts their entries.
+TEST(CacheSharedLoad, AnEvictedPromotedBufferIsReused) {
+  TempDir dir;
+  const auto keys = Keys(0, 4);
+  Seed(dir.path(), keys);
+  auto cache = TieredCache::Open(DiskOptions(dir.path(), 2), Env::Default()).value();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto f = cache->LoadShared(std::span(keys).subspan(i, 1));
+    ASSERT_THAT(f, IsOk());
+    auto got = f->Get();
+    ASSERT_THAT(got, IsOk());
+    EXPECT_EQ((*got)[0].tier, CacheTier::kDisk);
+  }
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.promotions, 4u);
+  // Loads 3 and 4 evicted entries 1 and 2 to reserve their budget; those
+  // buffers (nobody else held them) served the reads.
+  EXPECT_EQ(s.read_buffers_reused, 2u);
+}
+
+TEST(CacheSharedLoad, ConcurrentLoadsRecycleTheirBuffers) {
+  TempDir dir;
+  constexpr size_t kBlocks = 16, kThreads = 4, kRounds = 20;
+  const auto keys = Keys(0, kBlocks);
+  Seed(dir.path(), keys);
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.promote_disk_hits = false;
+  auto cache = TieredCache::Open(o, Env::Default()).value();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t r = 0; r < kRounds; ++r) {
+        const size_t first = (t * 5 + r) % (kBlocks - 4);
+        std::span<const BlockKey> want = std::span(keys).subspan(first, 4);
+        SharedLoadOptions so;
+        so.on_block = [&](size_t i, const LoadedBlock& b) {
+          if (b.block == nullptr || !CheckBlockFile(b.block->span(), TinyLayout(), want[i]).ok())
+            ++wrong;
+        };
+        auto f = cache->LoadShared(want, so);
+        if (!f.ok() || !f->Get().ok()) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.read_buffers, kThreads * kRounds * 4);
+  EXPECT_EQ(s.hits_disk, kThreads * kRounds * 4);
+  // At most every thread's batch in flight at once was ever new memory.
+  const uint64_t capacity = (BlockBytes() + 4095) / 4096 * 4096;
+  EXPECT_LE(s.read_buffer_fresh_bytes, kThreads * 4 * capacity);
+  EXPECT_GE(s.read_buffers_reused, kThreads * (kRounds - 1) * 4);
+}
+
+// Many host hits adding up to megabytes go out on the load threads, each
+// still exactly once.
+TEST(CacheSharedLoad, ManyLargeHostHitsAreHandedOutOnTheLoadThreads) {
+  const uint64_t n = (uint64_t{5} << 20) / BlockBytes() + 1;  // over 4 MiB
+  CacheOptions o = HostOnlyOptions(n);
+  o.load_threads = 2;
+  auto cache = TieredCache::Open(o, Env::Default()).value();
+  const auto keys = Keys(0, n);
+  const auto blocks = Blocks(keys);
+  ASSERT_THAT(cache->Store(keys, blocks), IsOk());
+  Arrivals seen;
+  SharedLoadOptions so;
+  so.on_block = seen.Callback();
+  auto f = cache->LoadShared(keys, so);
+  ASSERT_THAT(f, IsOk());
+  ASSERT_THAT(f->Get(), IsOk());
+  ASSERT_EQ(seen.by_index.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(seen.by_index[i].size(), 1u) << i;
+    EXPECT_EQ(seen.by_index[i][0].block.get(), blocks[i].get()) << i;
+  }
+  EXPECT_EQ(seen.threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(seen.threads.size(), 2u);
+}
+
+// A load dropped while its read is held: the key still gets its one call,
+// nothing is promoted, and the budget is given back.
+TEST(CacheSharedLoad, ADroppedLoadStillCallsBackOncePerKey) {
+  TempDir dir;
+  const auto keys = Keys(0, 2);
+  Seed(dir.path(), keys);
+  GateEnv env(Env::Default());
+  CacheOptions o = DiskOptions(dir.path(), 4);
+  o.load_threads = 1;
+  o.disk->read_threads = 0;
+  auto cache = TieredCache::Open(o, &env).value();
+
+  env.reads.Close();
+  Arrivals held, queued;
+  SharedLoadOptions a, b;
+  a.on_block = held.Callback();
+  b.on_block = queued.Callback();
+  auto first = cache->LoadShared(std::span(keys).first(1), a);
+  ASSERT_THAT(first, IsOk());
+  env.reads.AwaitWaiters(1);
+  auto second = cache->LoadShared(std::span(keys).subspan(1, 1), b);
+  ASSERT_THAT(second, IsOk());
+  std::thread dropper([&] { LoadFuture gone = std::move(second).value(); });
+  env.SleepForMicros(10'000);
+  env.reads.Open();
+  dropper.join();
+  ASSERT_THAT(first->Get(), IsOk());
+  ASSERT_EQ(held.by_index[0].size(), 1u);
+  EXPECT_EQ(held.by_index[0][0].tier, CacheTier::kDisk);
+  ASSERT_EQ(queued.by_index[0].size(), 1u);
+  EXPECT_EQ(queued.by_index[0][0].tier, CacheTier::kNone);
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.loads_cancelled, 1u);
+  EXPECT_EQ(s.promotions, 1u);
+  EXPECT_EQ(s.host_budget.reserved_bytes, 0u);
+}
+
+TEST(CacheSharedLoad, AClosedCacheRefusesWithoutCallingBack) {
+  auto cache = TieredCache::Open(HostOnlyOptions(4), Env::Default()).value();
+  ASSERT_THAT(cache->Close(), IsOk());
+  int calls = 0;
+  SharedLoadOptions so;
+  so.on_block = [&](size_t, const LoadedBlock&) { ++calls; };
+  EXPECT_THAT(cache->LoadShared(Keys(0, 2), so), StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_EQ(calls, 0);
+}
+
+}  // namespace
+}  // namespace kvtier

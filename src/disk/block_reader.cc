@@ -1,0 +1,70 @@
+#include "disk/block_reader.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "disk/header_hash.h"
+#include "kvtier/block_file.h"
+
+namespace kvtier::disk {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+// The last partial page of an O_DIRECT read lands here, not past the end of
+// the caller's buffer.
+std::byte* BounceBuffer() {
+  alignas(kPage) thread_local std::byte page[kPage];
+  return page;
+}
+
+}  // namespace
+
+ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const {
+  const std::string path = layout_->BlockPath(row.key);
+  const uint64_t size = row.size;
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  ro.direct_io = options_.direct_io && size >= options_.direct_io_min_bytes &&
+                 reinterpret_cast<uintptr_t>(dst.data()) % kPage == 0;
+  auto file = env_->OpenForRead(path, ro);
+  if (!file.ok()) {
+    if (file.status().IsNotFound()) return ReadOutcome::kGone;
+    // A symlink, FIFO or folder in a block's place is never a block.
+    auto info = env_->Stat(path);
+    if (info.ok() && info->type != FileType::kRegular) return ReadOutcome::kBad;
+    *error = file.status();
+    return ReadOutcome::kError;
+  }
+  if ((*file)->size() != size) return ReadOutcome::kBad;
+  const uint64_t body = ro.direct_io ? size / kPage * kPage : size;
+  auto n = (*file)->ReadAt(0, dst.first(body));
+  if (!n.ok()) {
+    *error = n.status();
+    return ReadOutcome::kError;
+  }
+  uint64_t got = *n;
+  if (got == body && body < size) {
+    std::byte* page = BounceBuffer();
+    auto tail = (*file)->ReadAt(body, std::span<std::byte>(page, kPage));
+    if (!tail.ok()) {
+      *error = tail.status();
+      return ReadOutcome::kError;
+    }
+    if (*tail == size - body) std::memcpy(dst.data() + body, page, *tail);
+    got += *tail;
+  }
+  if (got != size) return ReadOutcome::kBad;  // changed size since it was opened
+  DecodeOptions opts;
+  opts.expected_key = &row.key;
+  opts.expected_signature = signature_;
+  opts.verify_checksum = true;
+  auto decoded = DecodeBlock(dst.first(size), opts);
+  // The checksum covers the data; the row's hash covers the header.
+  if (!decoded.ok() || (row.header_hash != 0 && HeaderHash(dst.first(size)) != row.header_hash)) {
+    return ReadOutcome::kBad;
+  }
+  return ReadOutcome::kOk;
+}
+
+}  // namespace kvtier::disk

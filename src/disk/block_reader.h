@@ -1,0 +1,60 @@
+// BlockReader: reads one block file into a caller's buffer and verifies it
+// once, where the bytes come off the disk.
+//
+// The buffer is exactly the size the index row records. The read is one
+// large pread (plus one for the last partial page under O_DIRECT, through a
+// small per-thread bounce buffer, so nothing is ever written past the
+// buffer's end). Verification is DecodeBlock (structure, expected key,
+// expected signature, data checksum) plus the header hash the row records.
+//
+// Thread safety: Read() may be called from any number of threads at once.
+#ifndef KVTIER_DISK_BLOCK_READER_H_
+#define KVTIER_DISK_BLOCK_READER_H_
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "disk/disk_index.h"
+#include "disk/folder_layout.h"
+#include "kvtier/env.h"
+#include "kvtier/status.h"
+
+namespace kvtier::disk {
+
+enum class ReadOutcome {
+  kOk,     // `dst` holds the verified block
+  kGone,   // no file at the block's path
+  kBad,    // a file is there but it is not the block the row describes
+  kError,  // an I/O error: the file may be fine
+};
+
+struct BlockReaderOptions {
+  // Read with O_DIRECT when the buffer is 4096-byte aligned and the block
+  // has at least `direct_io_min_bytes` bytes (small reads gain nothing from
+  // bypassing the page cache). false: always buffered.
+  bool direct_io = false;
+  uint64_t direct_io_min_bytes = 0;
+};
+
+class BlockReader {
+ public:
+  // REQUIRES: every pointer outlives this object.
+  BlockReader(Env* env, const FolderLayout* layout, const std::string* signature,
+              const BlockReaderOptions& options)
+      : env_(env), layout_(layout), signature_(signature), options_(options) {}
+
+  // Reads the file of `row` into `dst` and verifies it against `row`.
+  // REQUIRES: dst.size() == row.size. On kError, `*error` says why.
+  ReadOutcome Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const;
+
+ private:
+  Env* const env_;
+  const FolderLayout* const layout_;
+  const std::string* const signature_;
+  const BlockReaderOptions options_;
+};
+
+}  // namespace kvtier::disk
+
+#endif  // KVTIER_DISK_BLOCK_READER_H_
