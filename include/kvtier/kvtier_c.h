@@ -54,8 +54,7 @@ enum {
   KVTIER_E_FAILED_PRECONDITION = 7,
   /* A broken invariant inside kvtier (a bug: please report it). */
   KVTIER_E_INTERNAL = 8,
-  /* The destination is too small; *len or *n_keys says how much is needed
-   * when it is known. */
+  /* The destination is too small; *len says how much is needed. */
   KVTIER_E_BUFFER_TOO_SMALL = 9
 };
 
@@ -108,8 +107,8 @@ KVTIER_C_API int kvtier_cache_match(kvtier_cache* cache, const uint8_t* keys, si
 
 /* Copies the block stored under key into dst[0..cap) and sets *len to its
  * size. A miss returns 0 with *len = 0. A block larger than cap returns
- * KVTIER_E_BUFFER_TOO_SMALL with *len = 0 (dst's contents unspecified).
- * dst may be NULL when cap is 0. */
+ * KVTIER_E_BUFFER_TOO_SMALL with *len = the block's size (dst's contents
+ * unspecified): call with dst = NULL, cap = 0 to learn the size first. */
 KVTIER_C_API int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst,
                                    size_t cap, size_t* len);
 

@@ -148,6 +148,16 @@ BlockKey KeyOf(const uint8_t* bytes) {
                                   : ": the cache handle is closed or was never opened"); \
   }
 
+// The size of the block under `key` (0 on a miss), read through LoadShared:
+// a host hit is shared, not copied.
+size_t SizeOfBlock(kvtier::TieredCache& cache, const kvtier::BlockKey& key) {
+  auto future = cache.LoadShared(std::span<const kvtier::BlockKey>(&key, 1));
+  if (!future.ok()) return 0;
+  auto loaded = future->Get();
+  if (!loaded.ok() || (*loaded)[0].block == nullptr) return 0;
+  return (*loaded)[0].block->size();
+}
+
 // Copies `text` and its NUL into out[0..cap) as the header describes.
 int CopyOut(std::string_view fn, const std::string& text, char* out, size_t cap, size_t* len) {
   *len = text.size();
@@ -305,8 +315,11 @@ int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, siz
       // With one key and one buffer, Get()'s only InvalidArgument is a
       // destination smaller than the block.
       if (loaded.status().IsInvalidArgument()) {
+        // Tell the caller the size to allocate: the block itself says it.
+        *len = SizeOfBlock(*c, k);
         return Fail(KVTIER_E_BUFFER_TOO_SMALL, fn,
-                    ": the block is larger than cap (" + std::to_string(cap) + " bytes)");
+                    ": the block has " + std::to_string(*len) + " bytes, cap is " +
+                        std::to_string(cap));
       }
       return FromStatus(fn, loaded.status());
     }

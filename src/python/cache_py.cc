@@ -5,6 +5,7 @@
 // A call takes its own reference to the TieredCache, so close() from
 // another thread cannot free it under a running call (TieredCache::Close
 // waits for calls in progress; later calls get kvtier.FailedPrecondition).
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,7 @@ class PyCache {
     }();
     if (!opened.ok()) Throw(opened.status());
     layout_ = std::move(opened->layout);
+    signature_ = layout_.Signature();
     cache_ = std::move(opened->cache);
   }
 
@@ -129,15 +131,73 @@ class PyCache {
     }();
     if (!loaded.ok()) {
       // One key, one buffer: the only InvalidArgument is a buffer that is
-      // smaller than the block.
+      // smaller than the block. Say how large it is.
       if (loaded.status().IsInvalidArgument()) {
+        Result<SharedBlock> block = [&] {
+          py::gil_scoped_release release;
+          return LoadOne(*cache, k);
+        }();
+        const std::string need = block.ok() && *block != nullptr
+                                     ? " (" + std::to_string((*block)->size()) + " bytes)"
+                                     : "";
         ThrowInvalid("out: " + std::to_string(view.bytes().size()) +
-                     " bytes is smaller than block " + k.Hex());
+                     " bytes is smaller than block " + k.Hex() + need);
       }
       Throw(loaded.status());
     }
     const LoadedBlock& b = (*loaded)[0];
     return b.tier == CacheTier::kNone ? 0 : static_cast<size_t>(b.bytes);
+  }
+
+  py::object Load(py::handle key) {
+    const BlockKey k = KeyFromPy(key, "key");
+    std::shared_ptr<TieredCache> cache = Live("load");
+    Result<SharedBlock> block = [&] {
+      py::gil_scoped_release release;
+      return LoadOne(*cache, k);
+    }();
+    if (!block.ok()) Throw(block.status());
+    if (*block == nullptr) return py::none();
+    const SharedBlock& b = *block;
+    // A fresh bytes object is the caller's own copy: filled before anyone
+    // else can see it.
+    py::bytes out = py::reinterpret_steal<py::bytes>(
+        PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(b->size())));
+    if (!out) throw py::error_already_set();
+    char* dst = PyBytes_AS_STRING(out.ptr());
+    {
+      py::gil_scoped_release release;
+      std::memcpy(dst, b->data(), b->size());
+    }
+    return out;
+  }
+
+  bool LoadTensors(py::handle key, py::handle outs) {
+    const BlockKey k = KeyFromPy(key, "key");
+    std::shared_ptr<TieredCache> cache = Live("load_tensors");
+    const std::vector<std::unique_ptr<BufferView>> views =
+        TensorViews(layout_, outs, BufferView::Access::kWrite);
+    Result<bool> hit = [&]() -> Result<bool> {
+      py::gil_scoped_release release;
+      KVTIER_ASSIGN_OR_RETURN(SharedBlock block, LoadOne(*cache, k));
+      if (block == nullptr) return false;
+      // The cache verified the block where it entered the process (a disk
+      // read, or the header at Store); the structure, key and layout are
+      // checked again here, the data checksum is not recomputed.
+      DecodeOptions opts;
+      opts.expected_key = &k;
+      opts.expected_signature = &signature_;
+      opts.expected_layout = &layout_;
+      opts.verify_checksum = false;
+      KVTIER_ASSIGN_OR_RETURN(DecodedBlock decoded, DecodeBlock(block->span(), opts));
+      for (size_t i = 0; i < views.size(); ++i) {
+        const std::span<const std::byte> src = decoded.tensors[i].data;
+        std::memcpy(views[i]->mutable_bytes().data(), src.data(), src.size());
+      }
+      return true;
+    }();
+    if (!hit.ok()) Throw(hit.status());
+    return *hit;
   }
 
   void Flush() {
@@ -184,6 +244,15 @@ class PyCache {
     return cache_;
   }
 
+  // One key through LoadShared: the verified block, or null on a miss.
+  static Result<SharedBlock> LoadOne(TieredCache& cache, const BlockKey& key) {
+    KVTIER_ASSIGN_OR_RETURN(LoadFuture future,
+                            cache.LoadShared(std::span<const BlockKey>(&key, 1)));
+    KVTIER_ASSIGN_OR_RETURN(std::vector<LoadedBlock> loaded, future.Get());
+    if (loaded[0].tier == CacheTier::kNone) return SharedBlock();
+    return loaded[0].block;
+  }
+
   static Status StoreBuffer(TieredCache& cache, const BlockKey& key, Result<BlockBuffer> block) {
     if (!block.ok()) return block.status();
     const SharedBlock shared = std::make_shared<const BlockBuffer>(std::move(*block));
@@ -192,6 +261,7 @@ class PyCache {
   }
 
   ModelLayout layout_;
+  std::string signature_;
   std::shared_ptr<TieredCache> cache_;  // null once closed; guarded by the GIL
 };
 
@@ -220,6 +290,14 @@ void RegisterCache(py::module_& m) {
            "call, without making a bytes object: one copy of the tensors.")
       .def("match", &PyCache::Match, py::arg("keys"),
            "How many leading keys of `keys` (a chain) some tier holds. Reads no data.")
+      .def("load", &PyCache::Load, py::arg("key"),
+           "The block file stored under `key` as bytes (a copy of the verified block), or "
+           "None on a miss.")
+      .def("load_tensors", &PyCache::LoadTensors, py::arg("key"), py::arg("outs"),
+           "Copies the block's tensors straight into `outs` (a list in the order of "
+           "layout.tensors() or a dict by name; each a writable, C-contiguous buffer of exactly "
+           "the tensor's bytes, e.g. a slot of the engine's KV pool). A host hit is copied "
+           "from the host tier's own buffer: one copy. Returns False on a miss.")
       .def("load_into", &PyCache::LoadInto, py::arg("key"), py::arg("out"),
            "Copies the block file stored under `key` into the front of `out` (a writable, "
            "C-contiguous byte buffer, e.g. numpy uint8) and returns its size; 0 on a miss. "

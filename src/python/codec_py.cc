@@ -55,20 +55,18 @@ std::vector<py::object> TensorObjects(const ModelLayout& layout, py::handle tens
 
 }  // namespace
 
-Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
-                                 const BlockKey& parent, const BlockKey& ns, py::handle tensors,
-                                 uint32_t token_count, std::optional<int64_t> created_at) {
+std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout,
+                                                     py::handle tensors,
+                                                     BufferView::Access access) {
   const std::vector<py::object> objects = TensorObjects(layout, tensors);
   std::vector<std::unique_ptr<BufferView>> views;
-  std::vector<std::span<const std::byte>> spans;
   size_t i = 0;
   for (uint32_t l = 0; l < layout.layers.size(); ++l) {
     for (uint32_t s = 0; s < layout.layers[l].states.size(); ++s, ++i) {
       const TensorSpec& spec = layout.layers[l].states[s];
       const std::string name = "tensors[" + std::to_string(i) + "] (layer_" + std::to_string(l) +
                                "_state_" + std::to_string(s) + ")";
-      auto view =
-          std::make_unique<BufferView>(objects[i], name.c_str(), BufferView::Access::kRead);
+      auto view = std::make_unique<BufferView>(objects[i], name.c_str(), access);
       if (view->itemsize() != DTypeSize(spec.dtype) && !view->IsByteFormat()) {
         ThrowInvalid(name + ": element size " + std::to_string(view->itemsize()) +
                      " does not match dtype " + std::string(DTypeName(spec.dtype)) + " (" +
@@ -79,10 +77,19 @@ Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
                      std::string(DTypeName(spec.dtype)) + " tensor has " +
                      std::to_string(spec.ByteSize()));
       }
-      spans.push_back(view->bytes());
       views.push_back(std::move(view));
     }
   }
+  return views;
+}
+
+Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
+                                 const BlockKey& parent, const BlockKey& ns, py::handle tensors,
+                                 uint32_t token_count, std::optional<int64_t> created_at) {
+  const std::vector<std::unique_ptr<BufferView>> views =
+      TensorViews(layout, tensors, BufferView::Access::kRead);
+  std::vector<std::span<const std::byte>> spans;
+  for (const auto& view : views) spans.push_back(view->bytes());
   EncodeRequest req;
   req.layout = &layout;
   req.key = key;

@@ -7,15 +7,25 @@
 #define KVTIER_PYTHON_CODEC_PY_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
+#include "python/convert.h"
 
 namespace kvtier::python {
+
+// One buffer view per tensor of `layout` from a list (layer-major) or a
+// dict by tensor name, each checked: C-contiguous (writable for kWrite),
+// exactly the tensor's bytes, elements of the dtype's size or bytes.
+std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout,
+                                                     pybind11::handle tensors,
+                                                     BufferView::Access access);
 
 // Encodes a block from Python tensors (list in layer-major order or dict by
 // name), checking each one's element size and byte size against `layout`.

@@ -38,6 +38,11 @@ def test_store_match_load_across_host_and_disk(tmp_path):
         assert s["hits_host"] + s["hits_disk"] == 8
         assert s["hits_disk"] >= 6  # at most two blocks stayed in RAM
         assert s["disk"] is not None
+        # load(): the same bytes as a new bytes object, from whichever tier.
+        for k, b in zip(keys, blocks):
+            got = cache.load(k)
+            assert type(got) is bytes and got == b
+        assert cache.load(bytes(32)) is None
     # Reopened: every block comes from disk.
     with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=str(tmp_path / "c")) as cache:
         assert cache.match(keys) == 8
@@ -79,6 +84,45 @@ def test_load_into_writes_in_place():
         assert not backing[:n].any() and not backing[2 * n:].any()  # nothing else touched
 
 
+def test_load_tensors_into_caller_arrays(tmp_path):
+    layout, keys, blocks, tensors = tiny_blocks(3, seed=5)
+    size = len(blocks[0])
+    with kvtier.Cache(layout, host_bytes=size + 100, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)  # RAM holds one block: the others go to disk
+        for i in (2, 0, 1):  # the last one stored is the one in RAM
+            k = keys[i]
+            outs = [np.zeros(t.shape, t.numpy_dtype) for t in layout.tensors()]
+            addresses = [o.ctypes.data for o in outs]
+            assert cache.load_tensors(k, outs) is True
+            assert [o.ctypes.data for o in outs] == addresses  # filled in place
+            assert [o.tobytes() for o in outs] == [t.tobytes() for t in tensors[i]]
+        s = cache.stats()
+        assert (s["hits_host"], s["hits_disk"]) == (1, 2)
+        # A dict by name, byte views of a larger pool: all the same.
+        pool = np.zeros(4 * layout.block_bytes, np.uint8)
+        views = {}
+        for j, t in enumerate(layout.tensors()):
+            views[t.name] = pool[j * t.nbytes:(j + 1) * t.nbytes]
+        assert cache.load_tensors(keys[1], views) is True
+        assert pool[:layout.block_bytes].tobytes() == b"".join(t.tobytes() for t in tensors[1])
+        assert not pool[layout.block_bytes:].any()
+        # A miss leaves the arrays alone.
+        outs = [np.full(t.shape, 3, t.numpy_dtype) for t in layout.tensors()]
+        assert cache.load_tensors(bytes(32), outs) is False
+        assert all((o == 3).all() for o in outs)
+        # Wrong shapes or dtypes are refused before anything is read.
+        bad = [np.zeros(t.shape, t.numpy_dtype) for t in layout.tensors()]
+        with pytest.raises(kvtier.InvalidArgument, match=r"tensors\[1\].*bytes"):
+            cache.load_tensors(keys[0], bad[:1] + [np.zeros(5, np.float16)] + bad[2:])
+        with pytest.raises(kvtier.InvalidArgument, match="element size 4"):
+            cache.load_tensors(keys[0], bad[:3] + [np.zeros((2, 16, 8), np.float32)])
+        with pytest.raises(kvtier.InvalidArgument, match="writable"):
+            cache.load_tensors(keys[0], bad[:3] + [bytes(layout.tensors()[3].nbytes)])
+        with pytest.raises(kvtier.InvalidArgument, match="4 tensors"):
+            cache.load_tensors(keys[0], bad[:3])
+
+
 def test_store_tensors_equals_encode_and_store(tmp_path):
     layout, keys, blocks, tensors = tiny_blocks(2, seed=9)
     chain = kvtier.KeyChain("cache", layout)
@@ -111,7 +155,8 @@ def test_bad_input_raises_clear_errors(tmp_path):
     cache = kvtier.Cache("tiny", host_bytes=1 << 20)
     cache.store(keys[0], blocks[0])
     cases = [
-        (lambda: cache.load_into(keys[0], np.empty(n - 1, np.uint8)), "smaller than block"),
+        (lambda: cache.load_into(keys[0], np.empty(n - 1, np.uint8)),
+         r"smaller than block [0-9a-f]{64} \(%d bytes\)" % n),
         (lambda: cache.load_into(keys[0], np.empty(n, np.float32)), "byte buffer"),
         (lambda: cache.load_into(keys[0], np.empty(n, np.uint16)), "byte buffer"),
         (lambda: cache.load_into(keys[0], np.empty(2 * n, np.uint8)[::2]), "C-contiguous"),
@@ -145,6 +190,7 @@ def test_bad_input_raises_clear_errors(tmp_path):
     cache.close()
     cache.close()  # idempotent
     for call in (lambda: cache.load_into(keys[0], out), lambda: cache.store(keys[0], blocks[0]),
+                 lambda: cache.load(keys[0]), lambda: cache.load_tensors(keys[0], []),
                  lambda: cache.match(keys), cache.flush, cache.stats):
         with pytest.raises(kvtier.FailedPrecondition, match="closed"):
             call()

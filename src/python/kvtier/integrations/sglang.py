@@ -160,7 +160,6 @@ class KvtierHiCacheStorage(*_base_class()):
         self.chain = kvtier.KeyChain(self.model_id, self.layout, extra=position.encode())
         self.cache = kvtier.Cache(self.layout, host_bytes=self.host_bytes,
                                   disk_dir=self.disk_dir, remote=self.remote)
-        self.buffer = np.empty(self.layout.max_file_bytes, np.uint8)
 
     def kvtier_key(self, key):
         """The kvtier block key of an SGLang page key (see the module comment)."""
@@ -255,13 +254,9 @@ class KvtierHiCacheStorage(*_base_class()):
         return [views[i * self.regions:(i + 1) * self.regions] for i in range(len(keys))]
 
     def _load_into_regions(self, kv_key, regions):
-        n = self.cache.load_into(kv_key, self.buffer)
-        if n == 0:
-            return False
-        tensors = kvtier.decode_block(self.buffer[:n], self.layout, kv_key)
-        for dst, src in zip(regions, tensors):
-            np.copyto(dst, src.reshape(-1).view(np.uint8))
-        return True
+        # One copy: from kvtier's verified block (a RAM hit is its own buffer)
+        # straight into the page's regions.
+        return self.cache.load_tensors(kv_key, regions)
 
     def _store_pages(self, keys, pages, extra_info):
         prefix = getattr(extra_info, "prefix_keys", None) if extra_info is not None else None
