@@ -73,9 +73,9 @@ KVTIER_C_API const char* kvtier_version(void);
  * (n / block_tokens) * 32 bytes (it may be NULL when that is 0); *n_keys
  * receives the number of keys written. `signature` is a layout signature
  * (kvtier_layout_signature()). */
-KVTIER_C_API int kvtier_block_keys(const char* model, const char* signature,
-                                   uint32_t block_tokens, const uint32_t* tokens, size_t n,
-                                   uint8_t* keys_out, size_t* n_keys);
+KVTIER_C_API int kvtier_block_keys(const char* model, const char* signature, uint32_t block_tokens,
+                                   const uint32_t* tokens, size_t n, uint8_t* keys_out,
+                                   size_t* n_keys);
 
 /* The signature of a layout (a preset name or a layout JSON path) into
  * out[0..cap), NUL-terminated; *len receives its length without the NUL.
@@ -97,8 +97,8 @@ KVTIER_C_API int kvtier_cache_open(const char* options_json, kvtier_cache** out)
 /* Stores a block file (DESIGN.md §4) under key. Its header must name the
  * key and the cache's layout signature (KVTIER_E_INVALID_ARGUMENT otherwise).
  * The bytes are copied; block may be reused when the call returns. */
-KVTIER_C_API int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32],
-                                    const void* block, size_t len);
+KVTIER_C_API int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32], const void* block,
+                                    size_t len);
 
 /* *matched = how many leading keys of keys[0..n) (n × 32 bytes) some tier
  * holds. No data is read. */
@@ -118,8 +118,7 @@ KVTIER_C_API int kvtier_cache_flush(kvtier_cache* cache);
 
 /* The cache's counters as one JSON object (CacheStats::ToJson) into
  * out[0..cap), NUL-terminated, like kvtier_layout_signature(). */
-KVTIER_C_API int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap,
-                                         size_t* len);
+KVTIER_C_API int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* len);
 
 /* Writes dirty entries down, closes the tiers and invalidates the handle.
  * NULL and already-closed handles are ignored. A failure to write down is
@@ -127,7 +126,7 @@ KVTIER_C_API int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t 
 KVTIER_C_API void kvtier_cache_close(kvtier_cache* cache);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* KVTIER_KVTIER_C_H_ */

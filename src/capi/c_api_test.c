@@ -18,28 +18,27 @@
 static int g_checks = 0;
 static int g_failed = 0;
 
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    ++g_checks;                                                                   \
-    if (!(cond)) {                                                                \
-      ++g_failed;                                                                 \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__,     \
-              __LINE__, #cond, kvtier_last_error());                              \
-    }                                                                             \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    ++g_checks;                                                                                \
+    if (!(cond)) {                                                                             \
+      ++g_failed;                                                                              \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              kvtier_last_error());                                                            \
+    }                                                                                          \
   } while (0)
 
 /* rc must equal want, and a failure must leave a message naming `needle`. */
-#define CHECK_RC(rc, want, needle)                                                \
-  do {                                                                            \
-    int rc_ = (rc);                                                               \
-    ++g_checks;                                                                   \
-    if (rc_ != (want) ||                                                          \
-        ((want) != KVTIER_OK && strstr(kvtier_last_error(), (needle)) == NULL)) { \
-      ++g_failed;                                                                 \
-      fprintf(stderr, "%s:%d: %s returned %s, want %s with \"%s\" (last error: %s)\n", \
-              __FILE__, __LINE__, #rc, kvtier_error_name(rc_),                    \
-              kvtier_error_name(want), (needle), kvtier_last_error());            \
-    }                                                                             \
+#define CHECK_RC(rc, want, needle)                                                                 \
+  do {                                                                                             \
+    int rc_ = (rc);                                                                                \
+    ++g_checks;                                                                                    \
+    if (rc_ != (want) || ((want) != KVTIER_OK && strstr(kvtier_last_error(), (needle)) == NULL)) { \
+      ++g_failed;                                                                                  \
+      fprintf(stderr, "%s:%d: %s returned %s, want %s with \"%s\" (last error: %s)\n", __FILE__,   \
+              __LINE__, #rc, kvtier_error_name(rc_), kvtier_error_name(want), (needle),            \
+              kvtier_last_error());                                                                \
+    }                                                                                              \
   } while (0)
 
 enum { kMaxBlocks = 16, kMaxBlockBytes = 1 << 16 };
@@ -357,10 +356,9 @@ static void TestBadOptions(const char* dir) {
        "unknown option 'colour'"},
       {"{\"layout\": \"tiny\", \"host_bytes\": -1}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
       {"{\"layout\": \"tiny\", \"host_bytes\": 1.5}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
-      {"{\"layout\": \"tiny\", \"host_bytes\": \"1024\"}", KVTIER_E_INVALID_ARGUMENT,
+      {"{\"layout\": \"tiny\", \"host_bytes\": \"1024\"}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 99999999999999999999999}", KVTIER_E_INVALID_ARGUMENT,
        "host_bytes"},
-      {"{\"layout\": \"tiny\", \"host_bytes\": 99999999999999999999999}",
-       KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
       {"{\"layout\": \"tiny\", \"host_bytes\": 0}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
       {"{\"layout\": 7, \"host_bytes\": 1024}", KVTIER_E_INVALID_ARGUMENT, "layout"},
       {"{\"layout\": \"no-such-preset\", \"host_bytes\": 1024}", KVTIER_E_INVALID_ARGUMENT,

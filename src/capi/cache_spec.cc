@@ -1,10 +1,9 @@
 #include "capi/cache_spec.h"
 
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "kvtier/env.h"
 

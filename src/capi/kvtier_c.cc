@@ -57,15 +57,24 @@ int Fail(int code, std::string_view fn, std::string_view message) {
 
 int CodeOf(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return KVTIER_OK;
-    case StatusCode::kNotFound: return KVTIER_E_NOT_FOUND;
-    case StatusCode::kCorruption: return KVTIER_E_CORRUPTION;
-    case StatusCode::kInvalidArgument: return KVTIER_E_INVALID_ARGUMENT;
-    case StatusCode::kResourceExhausted: return KVTIER_E_RESOURCE_EXHAUSTED;
-    case StatusCode::kIOError: return KVTIER_E_IO;
-    case StatusCode::kUnavailable: return KVTIER_E_UNAVAILABLE;
-    case StatusCode::kFailedPrecondition: return KVTIER_E_FAILED_PRECONDITION;
-    case StatusCode::kInternal: return KVTIER_E_INTERNAL;
+    case StatusCode::kOk:
+      return KVTIER_OK;
+    case StatusCode::kNotFound:
+      return KVTIER_E_NOT_FOUND;
+    case StatusCode::kCorruption:
+      return KVTIER_E_CORRUPTION;
+    case StatusCode::kInvalidArgument:
+      return KVTIER_E_INVALID_ARGUMENT;
+    case StatusCode::kResourceExhausted:
+      return KVTIER_E_RESOURCE_EXHAUSTED;
+    case StatusCode::kIOError:
+      return KVTIER_E_IO;
+    case StatusCode::kUnavailable:
+      return KVTIER_E_UNAVAILABLE;
+    case StatusCode::kFailedPrecondition:
+      return KVTIER_E_FAILED_PRECONDITION;
+    case StatusCode::kInternal:
+      return KVTIER_E_INTERNAL;
   }
   return KVTIER_E_INTERNAL;
 }
@@ -129,7 +138,7 @@ class HandleTable {
  private:
   HandleTable() = default;
   std::shared_mutex mu_;
-  uintptr_t next_ = 1;                                                 // guarded by mu_
+  uintptr_t next_ = 1;                                               // guarded by mu_
   std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_;  // guarded by mu_
 };
 
@@ -140,11 +149,11 @@ BlockKey KeyOf(const uint8_t* bytes) {
 }
 
 // Looks the handle up or fails with the message every call shares.
-#define KVTIER_C_FIND_CACHE(var, handle, fn)                                               \
-  std::shared_ptr<kvtier::TieredCache> var = HandleTable::Get().Find(handle);              \
-  if (var == nullptr) {                                                                    \
-    return Fail(KVTIER_E_FAILED_PRECONDITION, fn,                                          \
-                handle == nullptr ? ": cache is NULL"                                      \
+#define KVTIER_C_FIND_CACHE(var, handle, fn)                                             \
+  std::shared_ptr<kvtier::TieredCache> var = HandleTable::Get().Find(handle);            \
+  if (var == nullptr) {                                                                  \
+    return Fail(KVTIER_E_FAILED_PRECONDITION, fn,                                        \
+                handle == nullptr ? ": cache is NULL"                                    \
                                   : ": the cache handle is closed or was never opened"); \
   }
 
@@ -182,17 +191,28 @@ const char* kvtier_last_error(void) { return t_last_error; }
 
 const char* kvtier_error_name(int code) {
   switch (code) {
-    case KVTIER_OK: return "OK";
-    case KVTIER_E_NOT_FOUND: return "NOT_FOUND";
-    case KVTIER_E_CORRUPTION: return "CORRUPTION";
-    case KVTIER_E_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case KVTIER_E_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case KVTIER_E_IO: return "IO";
-    case KVTIER_E_UNAVAILABLE: return "UNAVAILABLE";
-    case KVTIER_E_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case KVTIER_E_INTERNAL: return "INTERNAL";
-    case KVTIER_E_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
-    default: return "UNKNOWN";
+    case KVTIER_OK:
+      return "OK";
+    case KVTIER_E_NOT_FOUND:
+      return "NOT_FOUND";
+    case KVTIER_E_CORRUPTION:
+      return "CORRUPTION";
+    case KVTIER_E_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case KVTIER_E_RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case KVTIER_E_IO:
+      return "IO";
+    case KVTIER_E_UNAVAILABLE:
+      return "UNAVAILABLE";
+    case KVTIER_E_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case KVTIER_E_INTERNAL:
+      return "INTERNAL";
+    case KVTIER_E_BUFFER_TOO_SMALL:
+      return "BUFFER_TOO_SMALL";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -261,8 +281,7 @@ int kvtier_cache_open(const char* options_json, kvtier_cache** out) {
   });
 }
 
-int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32], const void* block,
-                       size_t len) {
+int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32], const void* block, size_t len) {
   constexpr std::string_view fn = "kvtier_cache_store";
   return Guard(fn, [&]() -> int {
     if (key == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": key is NULL");
@@ -317,9 +336,9 @@ int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, siz
       if (loaded.status().IsInvalidArgument()) {
         // Tell the caller the size to allocate: the block itself says it.
         *len = SizeOfBlock(*c, k);
-        return Fail(KVTIER_E_BUFFER_TOO_SMALL, fn,
-                    ": the block has " + std::to_string(*len) + " bytes, cap is " +
-                        std::to_string(cap));
+        return Fail(
+            KVTIER_E_BUFFER_TOO_SMALL, fn,
+            ": the block has " + std::to_string(*len) + " bytes, cap is " + std::to_string(cap));
       }
       return FromStatus(fn, loaded.status());
     }

@@ -5,14 +5,14 @@
 // A call takes its own reference to the TieredCache, so close() from
 // another thread cannot free it under a running call (TieredCache::Close
 // waits for calls in progress; later calls get kvtier.FailedPrecondition).
+#include <pybind11/stl.h>
+
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pybind11/stl.h>
 
 #include "capi/cache_spec.h"
 #include "kvtier/block_file.h"
@@ -117,9 +117,8 @@ class PyCache {
     const BlockKey k = KeyFromPy(key, "key");
     BufferView view(out, "out", BufferView::Access::kWrite);
     if (!view.IsByteFormat()) {
-      ThrowInvalid("out: expected a byte buffer (e.g. numpy uint8), got format '" +
-                   view.format() + "' with " + std::to_string(view.itemsize()) +
-                   "-byte elements");
+      ThrowInvalid("out: expected a byte buffer (e.g. numpy uint8), got format '" + view.format() +
+                   "' with " + std::to_string(view.itemsize()) + "-byte elements");
     }
     std::shared_ptr<TieredCache> cache = Live("load_into");
     Result<std::vector<LoadedBlock>> loaded = [&]() -> Result<std::vector<LoadedBlock>> {

@@ -1,15 +1,16 @@
 // kvtier.encode_block and kvtier.decode_block: block files (DESIGN.md §4)
 // from and to numpy arrays. decode_block returns views into the caller's
 // bytes, never copies.
+#include "python/codec_py.h"
+
+#include <pybind11/stl.h>
+
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <pybind11/stl.h>
-
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
-#include "python/codec_py.h"
 #include "python/convert.h"
 #include "python/errors.h"
 #include "python/register.h"
@@ -55,8 +56,7 @@ std::vector<py::object> TensorObjects(const ModelLayout& layout, py::handle tens
 
 }  // namespace
 
-std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout,
-                                                     py::handle tensors,
+std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout, py::handle tensors,
                                                      BufferView::Access access) {
   const std::vector<py::object> objects = TensorObjects(layout, tensors);
   std::vector<std::unique_ptr<BufferView>> views;

@@ -6,12 +6,12 @@
 #ifndef KVTIER_PYTHON_CODEC_PY_H_
 #define KVTIER_PYTHON_CODEC_PY_H_
 
+#include <pybind11/pybind11.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
-
-#include <pybind11/pybind11.h>
 
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
@@ -36,8 +36,8 @@ Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
 
 // Decodes `data` (any C-contiguous bytes-like object) and returns numpy
 // views of its tensors whose base keeps `data` exported.
-pybind11::list DecodeToViews(pybind11::handle data, const ModelLayout& layout,
-                             const BlockKey& key, bool verify_checksum);
+pybind11::list DecodeToViews(pybind11::handle data, const ModelLayout& layout, const BlockKey& key,
+                             bool verify_checksum);
 
 }  // namespace kvtier::python
 

@@ -124,17 +124,25 @@ std::vector<uint32_t> TokensFromPy(py::handle obj, const char* what) {
     if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f = f.substr(1);
     const size_t n = view.itemsize() == 0 ? 0 : view.bytes().size() / view.itemsize();
     const std::byte* d = view.bytes().data();
-    if (f == "b") AppendTokens<int8_t>(d, n, what, &tokens);
-    else if (f == "B") AppendTokens<uint8_t>(d, n, what, &tokens);
-    else if (f == "h") AppendTokens<int16_t>(d, n, what, &tokens);
-    else if (f == "H") AppendTokens<uint16_t>(d, n, what, &tokens);
-    else if (f == "i" || (f == "l" && view.itemsize() == 4)) AppendTokens<int32_t>(d, n, what, &tokens);
-    else if (f == "I" || (f == "L" && view.itemsize() == 4)) AppendTokens<uint32_t>(d, n, what, &tokens);
-    else if (f == "q" || f == "l") AppendTokens<int64_t>(d, n, what, &tokens);
-    else if (f == "Q" || f == "L") AppendTokens<uint64_t>(d, n, what, &tokens);
+    if (f == "b")
+      AppendTokens<int8_t>(d, n, what, &tokens);
+    else if (f == "B")
+      AppendTokens<uint8_t>(d, n, what, &tokens);
+    else if (f == "h")
+      AppendTokens<int16_t>(d, n, what, &tokens);
+    else if (f == "H")
+      AppendTokens<uint16_t>(d, n, what, &tokens);
+    else if (f == "i" || (f == "l" && view.itemsize() == 4))
+      AppendTokens<int32_t>(d, n, what, &tokens);
+    else if (f == "I" || (f == "L" && view.itemsize() == 4))
+      AppendTokens<uint32_t>(d, n, what, &tokens);
+    else if (f == "q" || f == "l")
+      AppendTokens<int64_t>(d, n, what, &tokens);
+    else if (f == "Q" || f == "L")
+      AppendTokens<uint64_t>(d, n, what, &tokens);
     else {
-      ThrowInvalid(std::string(what) + ": expected an integer array, got format '" +
-                   view.format() + "'");
+      ThrowInvalid(std::string(what) + ": expected an integer array, got format '" + view.format() +
+                   "'");
     }
     return tokens;
   }
@@ -191,21 +199,36 @@ ModelLayout LayoutFromPy(py::handle obj, const char* what, uint32_t block_tokens
 
 py::dtype NumpyDType(DType dtype) {
   switch (dtype) {
-    case DType::kF16: return py::dtype("float16");
-    case DType::kBF16: return py::dtype("uint16");
-    case DType::kF32: return py::dtype("float32");
-    case DType::kF64: return py::dtype("float64");
-    case DType::kI8: return py::dtype("int8");
-    case DType::kI16: return py::dtype("int16");
-    case DType::kI32: return py::dtype("int32");
-    case DType::kI64: return py::dtype("int64");
-    case DType::kU8: return py::dtype("uint8");
-    case DType::kU16: return py::dtype("uint16");
-    case DType::kU32: return py::dtype("uint32");
-    case DType::kU64: return py::dtype("uint64");
-    case DType::kBool: return py::dtype("bool");
-    case DType::kF8E4M3: return py::dtype("uint8");
-    case DType::kF8E5M2: return py::dtype("uint8");
+    case DType::kF16:
+      return py::dtype("float16");
+    case DType::kBF16:
+      return py::dtype("uint16");
+    case DType::kF32:
+      return py::dtype("float32");
+    case DType::kF64:
+      return py::dtype("float64");
+    case DType::kI8:
+      return py::dtype("int8");
+    case DType::kI16:
+      return py::dtype("int16");
+    case DType::kI32:
+      return py::dtype("int32");
+    case DType::kI64:
+      return py::dtype("int64");
+    case DType::kU8:
+      return py::dtype("uint8");
+    case DType::kU16:
+      return py::dtype("uint16");
+    case DType::kU32:
+      return py::dtype("uint32");
+    case DType::kU64:
+      return py::dtype("uint64");
+    case DType::kBool:
+      return py::dtype("bool");
+    case DType::kF8E4M3:
+      return py::dtype("uint8");
+    case DType::kF8E5M2:
+      return py::dtype("uint8");
   }
   return py::dtype("uint8");
 }

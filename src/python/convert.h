@@ -11,14 +11,14 @@
 #ifndef KVTIER_PYTHON_CONVERT_H_
 #define KVTIER_PYTHON_CONVERT_H_
 
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
 
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"

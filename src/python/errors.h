@@ -12,11 +12,11 @@
 #ifndef KVTIER_PYTHON_ERRORS_H_
 #define KVTIER_PYTHON_ERRORS_H_
 
+#include <pybind11/pybind11.h>
+
 #include <exception>
 #include <string>
 #include <utility>
-
-#include <pybind11/pybind11.h>
 
 #include "kvtier/status.h"
 

@@ -1,10 +1,10 @@
 // kvtier.block_keys, kvtier.KeyChain and kvtier.KeySequence: block keys v1
 // (DESIGN.md §3), equal to `kvtier key`.
+#include <pybind11/stl.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pybind11/stl.h>
 
 #include "kvtier/block_key.h"
 #include "python/convert.h"
@@ -88,7 +88,9 @@ class KeySequence {
   const std::vector<BlockKey>& keys() const { return keys_; }
   const BlockKey& last() const { return last_; }
   size_t pending() const { return pending_.size(); }
-  uint64_t tokens() const { return keys_.size() * uint64_t{chain_.block_tokens()} + pending_.size(); }
+  uint64_t tokens() const {
+    return keys_.size() * uint64_t{chain_.block_tokens()} + pending_.size();
+  }
 
  private:
   KeyChain chain_;
@@ -118,9 +120,8 @@ void RegisterKeys(py::module_& m) {
   py::class_<KeyChain>(m, "KeyChain",
                        "A key namespace (model, layout signature, block size, tenant salt, "
                        "adapter): the keys of any token sequence under it.")
-      .def(py::init([](py::handle model, py::handle signature,
-                       std::optional<uint32_t> block_tokens, py::handle salt, py::handle adapter,
-                       py::handle extra) {
+      .def(py::init([](py::handle model, py::handle signature, std::optional<uint32_t> block_tokens,
+                       py::handle salt, py::handle adapter, py::handle extra) {
              return ValueOrThrow(KeyChain::Create(NamespaceFromPy(
                  ModelFromPy(model), signature, block_tokens, salt, adapter, extra)));
            }),
@@ -145,8 +146,8 @@ void RegisterKeys(py::module_& m) {
             const BlockKey p = KeyFromPy(parent, "parent");
             const std::vector<uint32_t> t = TokensFromPy(block, "block");
             if (t.size() != c.block_tokens()) {
-              ThrowInvalid("block: expected " + std::to_string(c.block_tokens()) +
-                           " tokens, got " + std::to_string(t.size()));
+              ThrowInvalid("block: expected " + std::to_string(c.block_tokens()) + " tokens, got " +
+                           std::to_string(t.size()));
             }
             const std::string e = BytesFromPy(extra, "extra");
             return KeyToPy(c.Next(p, t,

@@ -1,8 +1,8 @@
 // kvtier.Layout (ModelLayout), kvtier.TensorInfo and kvtier.layout_signature.
+#include <pybind11/stl.h>
+
 #include <string>
 #include <vector>
-
-#include <pybind11/stl.h>
 
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
@@ -69,8 +69,7 @@ void RegisterLayout(py::module_& m) {
       .def_readonly("token_dim", &TensorInfo::token_dim,
                     "index of the token axis, or -1 if the shape does not depend on it")
       .def_property_readonly(
-          "numpy_dtype",
-          [](const TensorInfo& t) { return NumpyDType(DTypeFromPy(t.dtype)); },
+          "numpy_dtype", [](const TensorInfo& t) { return NumpyDType(DTypeFromPy(t.dtype)); },
           "the numpy dtype decode_block() uses (BF16 as uint16, F8 as uint8: raw bits)")
       .def("__repr__", [](const TensorInfo& t) {
         std::string shape;
@@ -95,8 +94,8 @@ void RegisterLayout(py::module_& m) {
           "attention",
           [](std::string name, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
              const std::string& dtype, uint32_t block_tokens) {
-            ModelLayout layout = ModelLayout::Attention(std::move(name), layers, kv_heads,
-                                                        head_dim, DTypeFromPy(dtype), block_tokens);
+            ModelLayout layout = ModelLayout::Attention(std::move(name), layers, kv_heads, head_dim,
+                                                        DTypeFromPy(dtype), block_tokens);
             ThrowIfError(layout.Validate());
             return layout;
           },
