@@ -16,9 +16,7 @@
 #include <exception>
 #include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <new>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +25,8 @@
 #include <vector>
 
 #include "capi/cache_spec.h"
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
@@ -111,7 +111,7 @@ class HandleTable {
   }
 
   kvtier_cache* Add(std::shared_ptr<TieredCache> cache) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     // Numbers never repeat, so a stale handle never names a newer cache.
     // Shifted and tagged so that no handle equals a small integer or an
     // aligned pointer.
@@ -121,13 +121,13 @@ class HandleTable {
   }
 
   std::shared_ptr<TieredCache> Find(const kvtier_cache* handle) {
-    std::shared_lock lock(mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(reinterpret_cast<uintptr_t>(handle));
     return it == map_.end() ? nullptr : it->second;
   }
 
   std::shared_ptr<TieredCache> Remove(const kvtier_cache* handle) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(reinterpret_cast<uintptr_t>(handle));
     if (it == map_.end()) return nullptr;
     std::shared_ptr<TieredCache> cache = std::move(it->second);
@@ -137,9 +137,10 @@ class HandleTable {
 
  private:
   HandleTable() = default;
-  std::shared_mutex mu_;
-  uintptr_t next_ = 1;                                               // guarded by mu_
-  std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_;  // guarded by mu_
+  // Held for one hash-table operation; never across a cache call.
+  Mutex mu_;
+  uintptr_t next_ GUARDED_BY(mu_) = 1;
+  std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_ GUARDED_BY(mu_);
 };
 
 BlockKey KeyOf(const uint8_t* bytes) {
