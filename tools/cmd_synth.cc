@@ -2,7 +2,7 @@
 //
 //   kvtier synth --layout P [--block-tokens B] [--model M]
 //                (--tokens 1,2,3 | --tokens-file F | --random N [--seed S])
-//                (--out DIR | --cache DIR [--check])
+//                (--out DIR | --cache DIR [--check] | --remote URL [--check])
 //
 // Keys come from KeyChain (model id M, default "synth"; the layout's
 // signature and block size); each full block's content is the deterministic
@@ -17,6 +17,9 @@
 // needed) through a DiskTier (tools/cache_synth.cc); --check then loads every
 // key back through the tier and counts present / missing / wrong
 // (CheckBlockFile) instead of counting what was written.
+//
+// --remote URL stores every block into Redis through a RemoteTier
+// (tools/remote_synth.cc); --check reads them back through it.
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -27,6 +30,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "remote_synth.h"
 #include "synth/block_generator.h"
 
 namespace kvtier::cli {
@@ -45,6 +49,7 @@ struct SynthArgs {
   uint64_t seed = 0;
   std::string out;
   std::string cache;
+  std::string remote;
   bool check = false;
   CLI::Option* tokens_opt = nullptr;
   CLI::Option* tokens_file_opt = nullptr;
@@ -52,6 +57,7 @@ struct SynthArgs {
   CLI::Option* seed_opt = nullptr;
   CLI::Option* out_opt = nullptr;
   CLI::Option* cache_opt = nullptr;
+  CLI::Option* remote_opt = nullptr;
 };
 
 // The counts every target reports.
@@ -93,6 +99,19 @@ class CacheTarget : public BlockTarget {
 
  private:
   std::unique_ptr<CacheSynthSink> sink_;
+};
+
+// --remote URL: stored through a RemoteTier into Redis.
+class RemoteTarget : public BlockTarget {
+ public:
+  explicit RemoteTarget(std::unique_ptr<RemoteSynthSink> sink) : sink_(std::move(sink)) {}
+  Status Put(const BlockKey& key, const BlockBuffer& file) override {
+    return sink_->Put(key, file);
+  }
+  RemoteSynthSink* sink() { return sink_.get(); }
+
+ private:
+  std::unique_ptr<RemoteSynthSink> sink_;
 };
 
 uint64_t Mix(uint64_t z) {
@@ -139,8 +158,18 @@ Result<std::vector<uint32_t>> ReadTokens(const SynthArgs& a) {
 
 Result<std::unique_ptr<BlockTarget>> MakeTarget(const SynthArgs& a, const ModelLayout& layout) {
   const bool out = a.out_opt->count() > 0, cache = a.cache_opt->count() > 0;
-  if (out == cache) return Status::InvalidArgument("give exactly one of --out DIR or --cache DIR");
-  if (a.check && !cache) return Status::InvalidArgument("--check only goes with --cache");
+  const bool remote = a.remote_opt->count() > 0;
+  if (out + cache + remote != 1) {
+    return Status::InvalidArgument("give exactly one of --out DIR, --cache DIR or --remote URL");
+  }
+  if (a.check && !cache && !remote) {
+    return Status::InvalidArgument("--check only goes with --cache or --remote");
+  }
+  if (remote) {
+    auto sink = RemoteSynthSink::Open(a.remote, layout);
+    if (!sink.ok()) return sink.status().WithContext("--remote");
+    return std::unique_ptr<BlockTarget>(std::make_unique<RemoteTarget>(std::move(sink).value()));
+  }
   if (cache) {
     auto sink = CacheSynthSink::Open(a.cache, layout);
     if (!sink.ok()) return sink.status().WithContext("--cache");
@@ -189,6 +218,17 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
     }
   }
 
+  if (auto* remote = dynamic_cast<RemoteTarget*>(target->get())) {
+    Status s = remote->sink()->Finish();
+    if (!s.ok()) return ReportError(flags, s, kExitFailure);
+    if (a.check) {
+      RemoteSynthSink::CheckCounts c = remote->sink()->Check(keys);
+      counts.present = c.present;
+      counts.missing = c.missing;
+      counts.wrong = c.wrong;
+    }
+  }
+
   if (flags.json) {
     PrintJson({{"blocks", counts.blocks},
                {"present", counts.present},
@@ -215,7 +255,11 @@ std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {
   a->seed_opt = app->add_option("--seed", a->seed, "Seed for --random (default 0)");
   a->out_opt = app->add_option("--out", a->out, "Write DIR/<key hex>.safetensors per block");
   a->cache_opt = app->add_option("--cache", a->cache, "Store the blocks into a cache folder");
-  app->add_flag("--check", a->check, "With --cache: load every block back and check it");
+  a->remote_opt = app->add_option("--remote", a->remote,
+                                  "Store the blocks into Redis: redis://host:port or "
+                                  "redis-cluster://host:port,...");
+  app->add_flag("--check", a->check,
+                "With --cache or --remote: load every block back and check it");
   return [a, flags] { return Run(*a, *flags); };
 }
 

@@ -260,7 +260,10 @@ TEST(CacheSharedLoad, ManyLargeHostHitsAreHandedOutOnTheLoadThreads) {
     EXPECT_EQ(seen.by_index[i][0].block.get(), blocks[i].get()) << i;
   }
   EXPECT_EQ(seen.threads.count(std::this_thread::get_id()), 0u);
-  EXPECT_EQ(seen.threads.size(), 2u);
+  // Which of the two load threads takes each part depends on scheduling: on
+  // a busy machine one may take them all.
+  EXPECT_GE(seen.threads.size(), 1u);
+  EXPECT_LE(seen.threads.size(), 2u);
 }
 
 // A load dropped while its read is held: the key still gets its one call,

@@ -12,7 +12,7 @@
 
 #include "disk/disk_test_util.h"
 #include "kvtier/disk_tier.h"
-#include "testing/block_generator.h"
+#include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {

@@ -1,0 +1,295 @@
+// RemoteTier: blocks shared across hosts through Redis or a Redis Cluster
+// (DESIGN.md §7, docs/remote-tier.md).
+//
+// A block is stored under `<prefix>{<64 hex key>}`, its value the block
+// file (§4) byte for byte; a block file longer than `part_bytes` is split
+// into parts: part 0 under that name holds the first `part_bytes` bytes,
+// part i ≥ 1 lives under `<prefix>{<hex>}:<i>`. The braces are a Cluster
+// hash tag, so all parts of a block sit on one node.
+//
+//   Exists(keys)   one pipelined round trip per node;
+//   Get/GetMany    read each value straight from the socket into an
+//                  exact-size BlockBuffer and verify it (structure, key,
+//                  signature, layout, checksum) before handing it out;
+//   GetInto        the same into a caller's buffer;
+//   Put            queue a SharedBlock for the writer threads (bounded in
+//                  bytes; full queue or server down = the copy is dropped
+//                  and counted, never a wait); PutSync for tools;
+//   Erase, Flush, Stats, Close.
+//
+// A bad, partial or foreign value is a miss, counted, and deleted. Every
+// failure of the server (refused, timed out, a protocol error, a dropped
+// connection) is a miss or a dropped copy, never an error the engine must
+// handle, never a hang: each round trip has a deadline, a connection is
+// dropped after any timeout or protocol error, and a per-node circuit
+// breaker turns an outage into immediate misses until a probe succeeds.
+//
+// Open() succeeds when the server is unreachable (an engine must start while
+// Redis is down; the breaker starts open) unless
+// `require_server_at_open`; a server that refuses the credentials is a
+// clear error at Open() either way.
+//
+// Ownership: Open() returns the only owner. The Env must outlive the tier.
+// A SharedBlock returned by Get is the caller's; a block given to Put is held
+// until it is written or dropped.
+//
+// Thread safety: every method may be called from any number of threads at
+// once, except that nothing may be called concurrently with or after the
+// destructor. No lock is held during network I/O.
+#ifndef KVTIER_REMOTE_TIER_H_
+#define KVTIER_REMOTE_TIER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/block_buffer.h"
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/latency_histogram.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+struct RemoteTierOptions {
+  // Where the server is (DESIGN.md §7). Required.
+  //   redis://[[user]:password@]host[:port][/db]      one server (port 6379
+  //                                                    if omitted, db 0)
+  //   redis-cluster://[[user]:password@]host:port[,host:port...]
+  //                                                    a Redis Cluster, given
+  //                                                    by one or more seeds
+  // User and password may be percent-encoded (%40 for '@').
+  std::string url;
+
+  // The layout of every block this tier serves. Required (must Validate()).
+  // Values are checked against it (signature, tensors); its byte size bounds
+  // how large a reply may be before it is a protocol error.
+  ModelLayout layout;
+
+  // Prepended to every key name: `<prefix>{<hex>}`. One per deployment, so
+  // that unrelated deployments sharing a server never see each other's
+  // blocks. At most 256 bytes, without '{' or '}' (they would change the
+  // Cluster hash tag). Default "kvtier:v1:".
+  std::string key_prefix = "kvtier:v1:";
+
+  // Bytes of a block file stored under one name; longer files are split
+  // into parts (§7). Other hosts must use the same value to read the parts.
+  // At least 4096, at most 512 MiB (Redis's largest string). Default 4 MiB.
+  uint64_t part_bytes = uint64_t{4} << 20;
+
+  // Seconds a stored block lives (SET ... EX ttl). 0 = no expiry (the
+  // server's maxmemory policy evicts). Default 0.
+  uint32_t ttl_seconds = 0;
+
+  // --- Timeouts and failure handling --------------------------------------
+  // Milliseconds a TCP connect (plus AUTH/SELECT) may take. > 0.
+  // Default 500.
+  uint32_t connect_timeout_ms = 500;
+  // Milliseconds the server may take to answer one request (or to take
+  // one request's bytes), plus 10 ms per MiB the answer carries. After a
+  // timeout the connection is dropped and the keys it had not answered are
+  // misses (or dropped copies). > 0. Default 2000.
+  uint32_t command_timeout_ms = 2000;
+  // Consecutive failed round trips or connects to one node that open its
+  // circuit breaker: calls to that node are immediate misses until the
+  // breaker's open time has passed and one probe call succeeds. > 0.
+  // Default 3.
+  uint32_t breaker_failure_threshold = 3;
+  // Milliseconds the breaker stays open the first time; doubled after each
+  // failed probe up to breaker_max_open_ms. This is also the reconnect
+  // backoff. > 0. Default 1000.
+  uint32_t breaker_open_ms = 1000;
+  // The most milliseconds the breaker stays open. >= breaker_open_ms.
+  // Default 30000.
+  uint32_t breaker_max_open_ms = 30'000;
+  // Fail Open() with Unavailable when no server answers (tools that want a
+  // clear error). Off: Open() succeeds with the breaker open. Default false.
+  bool require_server_at_open = false;
+
+  // --- Connections and batching --------------------------------------------
+  // Connections kept per node; a call that finds all of them busy waits for
+  // one (up to its deadline). > 0, at most 64. Default 4.
+  uint32_t connections_per_node = 4;
+  // Bytes of replies (values) in flight on one connection: more requests
+  // are pipelined only while the replies they ask for stay within this
+  // bound (two requests are always in flight), so that the server does not
+  // buffer a long queue of large replies. Small requests (EXISTS) all go in
+  // one round trip. > 0. Default 8 MiB.
+  uint64_t pipeline_max_bytes = uint64_t{8} << 20;
+
+  // --- Writes ----------------------------------------------------------------
+  // Threads that drain the write queue. > 0, at most 64. Default 2.
+  uint32_t writer_threads = 2;
+  // Bytes of blocks waiting to be written. A Put() that does not fit is
+  // dropped and counted (the local tiers still hold the block). A block
+  // larger than the bound is accepted only into an empty queue. > 0.
+  // Default 256 MiB.
+  uint64_t queue_max_bytes = uint64_t{256} << 20;
+  // Before sending a batch, ask which of its blocks the server already has
+  // (one pipelined EXISTS round trip) and skip those: hosts sharing a
+  // server do not send the same block twice. Default true.
+  bool skip_existing = true;
+  // Put()/PutSync() check the block's header first (structure, that it
+  // names the key it is stored under, the layout signature) and refuse bad
+  // blocks with InvalidArgument. The data checksum is not computed.
+  // Default true.
+  bool verify_puts = true;
+  // Milliseconds Close() waits for the queue to drain; what is left then is
+  // dropped and counted. 0 = no bound. Default 10000.
+  uint64_t close_timeout_ms = 10'000;
+
+  // OK, or InvalidArgument naming the bad field (the URL's problem for
+  // `url`, "layout.<field>" for the layout).
+  Status Validate() const;
+};
+
+// A snapshot of a RemoteTier. Counters count events since Open().
+struct RemoteTierStats {
+  // --- Reads ---------------------------------------------------------------
+  uint64_t exists_calls = 0;  // Exists() calls
+  uint64_t exists_keys = 0;   // keys they asked about
+  uint64_t exists_found = 0;  // ... and found
+  uint64_t lookups = 0;       // keys asked of Get/GetMany/GetInto
+  uint64_t hits = 0;          // lookups served a verified block
+  uint64_t misses = 0;        // lookups that served nothing (any reason)
+  uint64_t misses_unavailable =
+      0;                    // ... because the node was down, timed out or the breaker was open
+  uint64_t bad_values = 0;  // values that failed verification (bad, partial, foreign, wrong type)
+  uint64_t bad_values_deleted = 0;  // ... deleted from the server
+  uint64_t too_small = 0;           // GetInto() calls whose buffer was too small
+  uint64_t alloc_failures = 0;      // LoadBuffers() values whose allocator failed
+  uint64_t bytes_read = 0;          // block bytes served
+  // --- Writes --------------------------------------------------------------
+  uint64_t puts = 0;               // blocks accepted by Put() (queued)
+  uint64_t puts_deduplicated = 0;  // Put() of a key already queued
+  uint64_t stored = 0;             // blocks written to the server
+  uint64_t skipped_existing = 0;   // blocks not sent: the server had them
+  uint64_t drops_queue_full = 0;   // copies dropped: queue full
+  uint64_t drops_unavailable = 0;  // copies dropped: node down, breaker open, timeout
+  uint64_t drops_oom = 0;          // copies dropped: -OOM from the server
+  uint64_t drops_error = 0;        // copies dropped: another error reply, too many redirects
+  uint64_t drops_closed = 0;       // copies dropped by Close()
+  uint64_t bytes_written = 0;      // block bytes written
+  uint64_t erases = 0;             // blocks Erase() removed
+  // --- Network -------------------------------------------------------------
+  uint64_t connects = 0;            // connections opened (handshake done)
+  uint64_t connect_failures = 0;    // connects or handshakes that failed
+  uint64_t auth_failures = 0;       // ... of which the server refused the credentials
+  uint64_t timeouts = 0;            // round trips or connects past their deadline
+  uint64_t protocol_errors = 0;     // replies that broke the protocol or a bound
+  uint64_t io_errors = 0;           // sockets that failed or closed mid-reply
+  uint64_t error_replies = 0;       // error replies not handled otherwise
+  uint64_t moved = 0;               // MOVED redirects followed
+  uint64_t asked = 0;               // ASK redirects followed
+  uint64_t retries = 0;             // TRYAGAIN / CLUSTERDOWN / LOADING backoffs
+  uint64_t redirect_limit = 0;      // keys given up after 5 redirects
+  uint64_t topology_refreshes = 0;  // slot maps loaded (CLUSTER SHARDS / SLOTS)
+  uint64_t topology_failures = 0;   // refreshes that found no answering node
+  uint64_t breaker_opens = 0;       // times a node's breaker opened
+  uint64_t breaker_rejections = 0;  // node calls refused by an open breaker
+  LatencyHistogram exists_latency;  // Exists() call, µs
+  LatencyHistogram get_latency;     // Get/GetMany/GetInto call, µs
+  LatencyHistogram write_latency;   // one writer batch (EXISTS + SETs), µs
+  // --- Gauges --------------------------------------------------------------
+  uint64_t queue_bytes = 0;   // bytes queued or being written
+  uint64_t queue_blocks = 0;  // blocks queued or being written
+  uint64_t nodes = 0;         // nodes known (1 for one server)
+  uint64_t nodes_down = 0;    // nodes whose breaker is open now
+  uint64_t connections = 0;   // connections open now
+
+  // One JSON object: every field above, histograms as
+  // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.
+  std::string ToJson() const;
+  // Prometheus text exposition: `<prefix>_<name>`, counters end in
+  // `_total`, latencies as `<prefix>_*_latency_seconds` histograms.
+  std::string ToPrometheus(std::string_view prefix = "kvtier_remote") const;
+};
+
+class RemoteTier {
+ public:
+  // Parses the URL, validates the options and connects (one connection per
+  // server; the Cluster's slot map from its seeds). InvalidArgument for bad
+  // options and for a server that refuses AUTH or SELECT (the message says
+  // which server and why, never the password); Unavailable when no server
+  // answers and `require_server_at_open`. REQUIRES: env outlives the tier.
+  static Result<std::unique_ptr<RemoteTier>> Open(const RemoteTierOptions& options, Env* env);
+
+  virtual ~RemoteTier() = default;
+  RemoteTier(const RemoteTier&) = delete;
+  RemoteTier& operator=(const RemoteTier&) = delete;
+
+  // For each key, whether the server has every part of its block (the part
+  // count a block of this layout needs). One pipelined round trip per node.
+  // A key whose node is down or did not answer is reported absent. A later
+  // Get() may still miss (evicted, bad value).
+  virtual std::vector<bool> Exists(std::span<const BlockKey> keys) = 0;
+
+  // Reads and verifies `key`'s block. nullptr on a miss (absent, node down,
+  // timeout, bad value — the last is deleted from the server).
+  virtual SharedBlock Get(const BlockKey& key) = 0;
+  // Get() of each key, pipelined per node; result[i] is keys[i]'s block or
+  // nullptr.
+  virtual std::vector<SharedBlock> GetMany(std::span<const BlockKey> keys) = 0;
+  // Supplies the buffer a value is read into (exact size: known from the
+  // reply before any of its bytes are read), e.g. a recycled, already
+  // page-faulted buffer. Called on the caller's thread.
+  using BufferAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
+  // Called once per key, in key order, after the batch: the verified block,
+  // nullopt on a miss, or the allocator's error for that key alone.
+  using LoadedBufferCallback =
+      std::function<void(size_t index, Result<std::optional<BlockBuffer>> result)>;
+  // GetMany() into buffers from `alloc` (the shape of DiskTier::LoadBuffers,
+  // so that a cache can treat both lower tiers alike). A buffer `done` does
+  // not receive is destroyed before `done` is called. `alloc` and `done`
+  // must not call back into the tier. Returns after every callback.
+  virtual void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
+                           const LoadedBufferCallback& done) = 0;
+  // Reads `key`'s block into the front of `dst` and verifies it there.
+  // Returns its size, or nullopt on a miss (dst's contents then
+  // unspecified). InvalidArgument if `dst` is smaller than the block (the
+  // message names both sizes).
+  virtual Result<std::optional<size_t>> GetInto(const BlockKey& key, std::span<std::byte> dst) = 0;
+
+  // Queues `block` (the block file of `key`) for the writer threads and
+  // returns at once. OK when queued (or already queued: counted as
+  // deduplicated); ResourceExhausted when the queue is full and Unavailable
+  // when the key's node is down (both: the copy is dropped and counted);
+  // InvalidArgument for a bad header (verify_puts); FailedPrecondition after
+  // Close(). A queued block may still be dropped later (timeout, -OOM):
+  // Stats() counts it.
+  virtual Status Put(const BlockKey& key, SharedBlock block) = 0;
+  // Writes `block` under `key` on the caller's thread and waits for the
+  // server's answer (for tools). OK when stored; Unavailable (down, timeout),
+  // ResourceExhausted (-OOM) or another error otherwise. Always sends,
+  // whatever skip_existing says.
+  virtual Status PutSync(const BlockKey& key, std::span<const std::byte> block) = 0;
+
+  // Deletes every part of `key`'s block. True if anything was deleted;
+  // Unavailable when the node is down or did not answer.
+  virtual Result<bool> Erase(const BlockKey& key) = 0;
+
+  // Waits until every block queued before the call is written or dropped.
+  virtual Status Flush() = 0;
+
+  virtual RemoteTierStats Stats() = 0;
+
+  // Stops accepting puts, waits up to close_timeout_ms for the queue to
+  // drain (the rest is dropped and counted), stops the writers and closes
+  // every connection. Idempotent. Afterwards reads miss, Put() returns
+  // FailedPrecondition and Stats() still works.
+  virtual Status Close() = 0;
+
+ protected:
+  RemoteTier() = default;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_REMOTE_TIER_H_

@@ -1,0 +1,187 @@
+#include "remote/batch_runner.h"
+
+#include <algorithm>
+#include <map>
+
+namespace kvtier::remote {
+namespace {
+
+using C = RemoteCounters;
+
+}  // namespace
+
+std::optional<OpOutcome> RedirectFor(const ServerError& e) {
+  OpOutcome o;
+  switch (e.kind) {
+    case ServerErrorKind::kMoved:
+      o.kind = OpOutcome::Kind::kMoved;
+      break;
+    case ServerErrorKind::kAsk:
+      o.kind = OpOutcome::Kind::kAsk;
+      break;
+    case ServerErrorKind::kTryAgain:
+    case ServerErrorKind::kClusterDown:
+    case ServerErrorKind::kLoading:
+      o.kind = OpOutcome::Kind::kRetry;
+      return o;
+    default:
+      return std::nullopt;
+  }
+  if (!e.to) return std::nullopt;
+  o.slot = e.slot;
+  o.to = *e.to;
+  return o;
+}
+
+BatchRunner::BatchRunner(const RunnerOptions& options, Router* router, Env* env,
+                         RemoteCounters* counters)
+    : options_(options), router_(router), env_(env), counters_(counters) {}
+
+uint64_t BatchRunner::DeadlineFor(uint64_t bytes) const {
+  // 10 ms per MiB: a round trip moving data at 100 MiB/s or faster never
+  // times out for its size alone.
+  return env_->NowMicros() + options_.command_timeout_micros + (bytes >> 20) * 10'000;
+}
+
+void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler) {
+  std::vector<KeyOp*> pending;
+  pending.reserve(ops.size());
+  for (KeyOp& op : ops) pending.push_back(&op);
+  for (uint32_t round = 0; !pending.empty(); ++round) {
+    if (round > 0) router_->RefreshIfStale();
+    // Group by node, keeping the caller's order within a node.
+    std::map<Node*, std::pair<std::shared_ptr<Node>, std::vector<KeyOp*>>> groups;
+    for (KeyOp* op : pending) {
+      std::shared_ptr<Node> node = op->ask ? router_->NodeAt(*op->ask) : router_->Route(op->slot);
+      if (!node) {
+        handler.Fail(*op, OpFailure::kUnavailable);
+        continue;
+      }
+      auto& g = groups[node.get()];
+      g.first = std::move(node);
+      g.second.push_back(op);
+    }
+    std::vector<KeyOp*> again;
+    for (auto& [raw, group] : groups) RunOnNode(*group.first, group.second, handler, &again);
+    pending.clear();
+    bool backoff = false;
+    for (KeyOp* op : again) {
+      if (op->attempts > kMaxRedirects) {
+        C::Add(counters_->redirect_limit);
+        handler.Fail(*op, OpFailure::kRedirectLimit);
+        continue;
+      }
+      backoff |= op->retry_later;  // MOVED and ASK go straight to the new node
+      op->retry_later = false;
+      pending.push_back(op);
+    }
+    if (backoff && !pending.empty()) {
+      env_->SleepForMicros(uint64_t{10'000} << std::min<uint32_t>(round, 4));
+    }
+  }
+}
+
+void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& handler,
+                            std::vector<KeyOp*>* again) {
+  auto fail_from = [&](size_t i, OpFailure why) {
+    for (; i < ops.size(); ++i) handler.Fail(*ops[i], why);
+  };
+  const CircuitBreaker::Admit admit = node.breaker.Allow(env_->NowMicros());
+  if (admit == CircuitBreaker::Admit::kNo) {
+    C::Add(counters_->breaker_rejections);
+    fail_from(0, OpFailure::kUnavailable);
+    return;
+  }
+  Result<std::unique_ptr<Connection>> acquired = node.pool.Acquire(
+      env_->NowMicros() + options_.connect_timeout_micros + options_.command_timeout_micros);
+  if (!acquired.ok()) {
+    const Status& s = acquired.status();
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      fail_from(0, OpFailure::kClosed);
+      return;
+    }
+    if (s.IsResourceExhausted()) C::Add(counters_->timeouts);  // every connection stayed busy
+    if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
+    fail_from(0, OpFailure::kUnavailable);
+    return;
+  }
+  std::unique_ptr<Connection> conn = std::move(acquired).value();
+  // A sliding window: requests [i, sent) are on the wire, their replies not
+  // read yet. More are sent while the replies they announce stay within
+  // pipeline_max_bytes (two are always in flight, so the server always has
+  // the next one), so that the server never builds a long queue of large
+  // replies in its own memory while this side is still reading the first.
+  RequestBuffer req;
+  size_t i = 0, sent = 0;
+  uint64_t in_flight = 0;
+  Status s;
+  while (s.ok() && i < ops.size()) {
+    req.Clear();
+    while (sent < ops.size() && (sent - i < 2 || in_flight + handler.TransferBytes(*ops[sent]) <=
+                                                     options_.pipeline_max_bytes)) {
+      in_flight += handler.TransferBytes(*ops[sent]);
+      if (ops[sent]->ask) req.Command({"ASKING"});
+      handler.AppendRequest(*ops[sent], &req);
+      ++sent;
+    }
+    if (!req.empty()) {
+      conn->SetDeadline(DeadlineFor(req.bytes()));
+      const std::vector<iovec> iov = req.Iovecs();
+      s = conn->Write(iov);
+      if (!s.ok()) break;
+    }
+    // Each reply has its own deadline: a stalled server is noticed within
+    // command_timeout however long the batch.
+    KeyOp& op = *ops[i];
+    const uint64_t op_bytes = handler.TransferBytes(op);
+    conn->SetDeadline(DeadlineFor(op_bytes));
+    if (op.ask) {
+      Result<ReplyHead> h = ReadReplyHead(*conn, ReplyLimits{0, 0});
+      if (!h.ok()) {
+        s = h.status();
+        break;
+      }
+      if (h->type != ReplyType::kStatus) {
+        s = Status::Corruption("protocol error: ASKING was not answered +OK");
+        break;
+      }
+      op.ask.reset();
+    }
+    Result<OpOutcome> r = handler.ReadReply(op, conn.get());
+    if (!r.ok()) {
+      s = r.status();
+      break;
+    }
+    ++i;
+    in_flight -= op_bytes;
+    OpOutcome o = std::move(r).value();
+    if (o.kind == OpOutcome::Kind::kDone) continue;
+    if (o.to.host.empty()) o.to.host = node.address.host;  // "MOVED 12 :6380"
+    ++op.attempts;
+    if (o.kind == OpOutcome::Kind::kMoved) {
+      C::Add(counters_->moved);
+      router_->OnMoved(o.slot, o.to);
+    } else if (o.kind == OpOutcome::Kind::kAsk) {
+      C::Add(counters_->asked);
+      op.ask = o.to;
+    } else {
+      C::Add(counters_->retries);
+      op.retry_later = true;
+    }
+    again->push_back(&op);
+  }
+  if (!s.ok()) {
+    if (s.IsCorruption()) C::Add(counters_->protocol_errors);
+    conn->MarkBroken();
+  }
+  const bool healthy = conn->healthy();
+  node.pool.Release(std::move(conn));
+  if (healthy) {
+    node.breaker.OnSuccess();
+  } else {
+    if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
+    fail_from(i, OpFailure::kUnavailable);
+  }
+}
+
+}  // namespace kvtier::remote

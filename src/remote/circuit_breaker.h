@@ -1,0 +1,68 @@
+// CircuitBreaker: turns an outage of one node into immediate misses.
+//
+//   closed     calls go through; `failure_threshold` consecutive failures
+//              open it;
+//   open       calls are refused at once until `open_micros` have passed;
+//   half-open  then exactly one call (the probe) goes through: success
+//              closes the breaker, failure opens it again for twice as long
+//              (at most `max_open_micros`).
+//
+// Failures are failed connects and round trips (timeouts, resets, protocol
+// errors), not error replies: a server that answers -OOM is up. The open
+// time is also the reconnect backoff: no connection is attempted while the
+// breaker is open.
+//
+// Thread safety: all methods are safe from any thread (one mutex, mu_).
+#ifndef KVTIER_REMOTE_CIRCUIT_BREAKER_H_
+#define KVTIER_REMOTE_CIRCUIT_BREAKER_H_
+
+#include <cstdint>
+#include <mutex>
+
+#include "core/thread_annotations.h"
+
+namespace kvtier::remote {
+
+struct BreakerOptions {
+  uint32_t failure_threshold = 3;
+  uint64_t open_micros = 1'000'000;
+  uint64_t max_open_micros = 30'000'000;
+};
+
+class CircuitBreaker {
+ public:
+  enum class Admit : uint8_t {
+    kYes,    // closed: go ahead
+    kProbe,  // half-open: go ahead, and report the outcome
+    kNo,     // open (or a probe is in flight): fail at once
+  };
+
+  explicit CircuitBreaker(const BreakerOptions& options) : options_(options) {}
+
+  // Whether a call may go to the node now. A caller given kYes or kProbe
+  // reports the outcome with OnSuccess() or OnFailure().
+  Admit Allow(uint64_t now_micros);
+  void OnSuccess();
+  // True if this failure opened the breaker.
+  bool OnFailure(uint64_t now_micros);
+  // Opens the breaker now (e.g. the server did not answer at Open()).
+  // True if it was not open already.
+  bool Trip(uint64_t now_micros);
+  // True while calls would be refused without a probe being due.
+  bool IsOpen(uint64_t now_micros);
+
+ private:
+  enum class State : uint8_t { kClosed, kOpen, kHalfOpen };
+  bool OpenLocked(uint64_t now_micros) REQUIRES(mu_);
+
+  const BreakerOptions options_;
+  std::mutex mu_;
+  State state_ GUARDED_BY(mu_) = State::kClosed;
+  uint32_t failures_ GUARDED_BY(mu_) = 0;
+  uint64_t open_until_ GUARDED_BY(mu_) = 0;
+  uint64_t open_micros_ GUARDED_BY(mu_) = 0;  // the current open period; 0 = first
+};
+
+}  // namespace kvtier::remote
+
+#endif  // KVTIER_REMOTE_CIRCUIT_BREAKER_H_

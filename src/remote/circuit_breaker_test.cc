@@ -1,0 +1,65 @@
+#include "remote/circuit_breaker.h"
+
+#include <gtest/gtest.h>
+
+namespace kvtier::remote {
+namespace {
+
+using Admit = CircuitBreaker::Admit;
+
+BreakerOptions Opts() {
+  BreakerOptions o;
+  o.failure_threshold = 3;
+  o.open_micros = 1000;
+  o.max_open_micros = 4000;
+  return o;
+}
+
+TEST(CircuitBreaker, OpensAfterConsecutiveFailures) {
+  CircuitBreaker b(Opts());
+  EXPECT_EQ(b.Allow(0), Admit::kYes);
+  EXPECT_FALSE(b.OnFailure(0));
+  EXPECT_FALSE(b.OnFailure(0));
+  b.OnSuccess();  // resets the count
+  EXPECT_FALSE(b.OnFailure(10));
+  EXPECT_FALSE(b.OnFailure(10));
+  EXPECT_TRUE(b.OnFailure(10));
+  EXPECT_TRUE(b.IsOpen(10));
+  EXPECT_EQ(b.Allow(500), Admit::kNo);
+  EXPECT_EQ(b.Allow(1009), Admit::kNo);
+}
+
+TEST(CircuitBreaker, OneProbeThenCloses) {
+  CircuitBreaker b(Opts());
+  ASSERT_TRUE(b.Trip(0));
+  EXPECT_FALSE(b.Trip(0));  // already open
+  EXPECT_EQ(b.Allow(1000), Admit::kProbe);
+  EXPECT_EQ(b.Allow(1000), Admit::kNo);  // only one probe at a time
+  EXPECT_TRUE(b.IsOpen(1000));
+  b.OnSuccess();
+  EXPECT_FALSE(b.IsOpen(1000));
+  EXPECT_EQ(b.Allow(1001), Admit::kYes);
+}
+
+TEST(CircuitBreaker, FailedProbesDoubleTheOpenTimeUpToTheMax) {
+  CircuitBreaker b(Opts());
+  ASSERT_TRUE(b.Trip(0));  // open 1000
+  EXPECT_EQ(b.Allow(1000), Admit::kProbe);
+  EXPECT_TRUE(b.OnFailure(1000));  // open 2000
+  EXPECT_EQ(b.Allow(2999), Admit::kNo);
+  EXPECT_EQ(b.Allow(3000), Admit::kProbe);
+  EXPECT_TRUE(b.OnFailure(3000));  // open 4000
+  EXPECT_EQ(b.Allow(6999), Admit::kNo);
+  EXPECT_EQ(b.Allow(7000), Admit::kProbe);
+  EXPECT_TRUE(b.OnFailure(7000));  // capped at 4000
+  EXPECT_EQ(b.Allow(10999), Admit::kNo);
+  EXPECT_EQ(b.Allow(11000), Admit::kProbe);
+  b.OnSuccess();
+  // After closing, the next opening starts from open_micros again.
+  for (int i = 0; i < 3; ++i) b.OnFailure(20000);
+  EXPECT_EQ(b.Allow(20999), Admit::kNo);
+  EXPECT_EQ(b.Allow(21000), Admit::kProbe);
+}
+
+}  // namespace
+}  // namespace kvtier::remote

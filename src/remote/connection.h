@@ -1,0 +1,101 @@
+// Connection: one TCP connection to one Redis server, with deadlines.
+//
+// Open() connects through hiredis (redisConnectWithTimeout: name
+// resolution, non-blocking connect bounded by the connect timeout,
+// TCP_NODELAY, keep-alive), takes the socket over (redisFreeKeepFd) and
+// runs the handshake — AUTH, SELECT, PING, pipelined in one round trip —
+// before anyone uses it. From then on all I/O is kvtier's own on a
+// non-blocking socket: every read and write waits with poll() until the
+// deadline set by SetDeadline(), sends use MSG_NOSIGNAL (a closed peer is an
+// error, not a SIGPIPE), and ReadExact() copies what is already buffered
+// and then receives the rest directly into the destination.
+//
+// Any failure — timeout, reset, EOF, protocol error — marks the connection
+// broken (healthy() false) and counts it; the owner then drops it.
+//
+// Thread safety: used by one thread at a time (ConnectionPool hands it out).
+#ifndef KVTIER_REMOTE_CONNECTION_H_
+#define KVTIER_REMOTE_CONNECTION_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kvtier/env.h"
+#include "kvtier/status.h"
+#include "remote/counters.h"
+#include "remote/redis_url.h"
+#include "remote/resp_reader.h"
+
+namespace kvtier::remote {
+
+struct ConnectionParams {
+  NodeAddress address;
+  std::string user;
+  std::string password;
+  bool has_password = false;  // send AUTH
+  uint32_t db = 0;            // SELECT db when non-zero
+  uint32_t connect_timeout_ms = 500;
+};
+
+class Connection : public ReplySource {
+ public:
+  // Connects and runs the handshake within connect_timeout_ms.
+  //   Unavailable       refused, unreachable, timed out, closed, LOADING;
+  //   InvalidArgument   the server refused AUTH (or needs it: NOAUTH) or
+  //                     SELECT; the message names the server and the
+  //                     reply, never the password.
+  static Result<std::unique_ptr<Connection>> Open(const ConnectionParams& params, Env* env,
+                                                  RemoteCounters* counters);
+  ~Connection() override;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Every later read and write fails with a timeout once Env::NowMicros()
+  // passes `deadline_micros`.
+  void SetDeadline(uint64_t deadline_micros) { deadline_ = deadline_micros; }
+
+  // Sends every byte of `iov`, in order.
+  Status Write(std::span<const iovec> iov);
+
+  // ReplySource.
+  Result<std::string_view> ReadLine(size_t max_bytes) override;
+  Status ReadExact(std::span<std::byte> dst) override;
+  Status Skip(uint64_t n) override;
+
+  bool healthy() const { return healthy_; }
+  // Marks the connection unusable (e.g. a reply did not match the request).
+  void MarkBroken() { healthy_ = false; }
+  const NodeAddress& address() const { return address_; }
+
+ private:
+  Connection(int fd, NodeAddress address, Env* env, RemoteCounters* counters);
+  Status Handshake(const ConnectionParams& params);
+  // Waits until the socket is readable (POLLIN) or writable (POLLOUT).
+  Status Wait(short events);
+  // Receives at least one byte into [buf, buf + cap).
+  Result<size_t> Receive(void* buf, size_t cap);
+  Status Fail(Status s);
+  Status Timeout();
+
+  static constexpr size_t kBufferBytes = 64 * 1024;
+
+  int fd_;
+  NodeAddress address_;
+  Env* env_;
+  RemoteCounters* counters_;
+  uint64_t deadline_ = 0;
+  bool healthy_ = true;
+  std::unique_ptr<char[]> buf_;
+  size_t begin_ = 0;  // unread bytes are [begin_, end_)
+  size_t end_ = 0;
+};
+
+}  // namespace kvtier::remote
+
+#endif  // KVTIER_REMOTE_CONNECTION_H_

@@ -1,0 +1,83 @@
+#include "remote/connection_pool.h"
+
+#include <chrono>
+
+namespace kvtier::remote {
+
+ConnectionPool::ConnectionPool(ConnectionParams params, uint32_t max_connections, Env* env,
+                               RemoteCounters* counters)
+    : params_(std::move(params)),
+      max_connections_(max_connections),
+      env_(env),
+      counters_(counters) {}
+
+ConnectionPool::~ConnectionPool() { Close(); }
+
+Result<std::unique_ptr<Connection>> ConnectionPool::Acquire(uint64_t deadline_micros) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      if (closed_) return Status::FailedPrecondition("remote tier closed");
+      if (!idle_.empty()) {
+        std::unique_ptr<Connection> c = std::move(idle_.back());
+        idle_.pop_back();
+        return c;
+      }
+      if (open_ < max_connections_) {
+        ++open_;
+        break;
+      }
+      const uint64_t now = env_->NowMicros();
+      if (now >= deadline_micros) {
+        return Status::ResourceExhausted("every connection to " + params_.address.ToString() +
+                                         " stayed busy");
+      }
+      cv_.wait_for(lock, std::chrono::microseconds(deadline_micros - now));
+    }
+  }
+  Result<std::unique_ptr<Connection>> c = Connection::Open(params_, env_, counters_);
+  if (!c.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_;
+    cv_.notify_one();
+  }
+  return c;
+}
+
+void ConnectionPool::Release(std::unique_ptr<Connection> conn) {
+  if (conn == nullptr) return;
+  std::vector<std::unique_ptr<Connection>> to_close;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (conn->healthy() && !closed_) {
+      idle_.push_back(std::move(conn));
+    } else {
+      to_close.push_back(std::move(conn));
+      if (!closed_) {
+        for (auto& c : idle_) to_close.push_back(std::move(c));
+        idle_.clear();
+      }
+    }
+    open_ -= static_cast<uint32_t>(to_close.size());
+    cv_.notify_all();
+  }
+  to_close.clear();  // closes the sockets outside the lock
+}
+
+void ConnectionPool::Close() {
+  std::vector<std::unique_ptr<Connection>> to_close;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    to_close.swap(idle_);
+    open_ -= static_cast<uint32_t>(to_close.size());
+    cv_.notify_all();
+  }
+}
+
+uint64_t ConnectionPool::open_connections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_;
+}
+
+}  // namespace kvtier::remote

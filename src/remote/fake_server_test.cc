@@ -1,0 +1,392 @@
+// The remote tier against a fake server that lies, breaks or stalls
+// (testing/fake_redis_server.h): every call returns within its timeout
+// plus a margin, hands out no wrong byte, and counts what happened.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "kvtier/remote_tier.h"
+#include "remote/remote_test_util.h"
+#include "testing/fake_redis_server.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier::remote {
+namespace {
+
+using ::kvtier::testing::FakeRedisServer;
+using ::kvtier::testing::StatusIs;
+using ::testing::HasSubstr;
+using Reply = FakeRedisServer::Reply;
+using Then = Reply::Then;
+
+// A hang check, not a speed check: generous on a loaded machine.
+constexpr double kMarginSeconds = 5.0;
+
+struct Fixture {
+  std::unique_ptr<FakeRedisServer> server;
+  std::unique_ptr<RemoteTier> tier;
+  ModelLayout layout = TinyLayout();
+};
+
+RemoteTierOptions FakeOptions(const std::string& url, const ModelLayout& layout) {
+  RemoteTierOptions o;
+  o.url = url;
+  o.layout = layout;
+  o.key_prefix = "t:";
+  o.connect_timeout_ms = 300;
+  o.command_timeout_ms = 300;
+  o.breaker_failure_threshold = 100;  // tests that want the breaker lower it
+  o.writer_threads = 1;
+  return o;
+}
+
+Fixture Start(FakeRedisServer::Handler handler,
+              std::function<void(RemoteTierOptions*)> tweak = nullptr) {
+  Fixture f;
+  f.server = std::move(FakeRedisServer::Start(std::move(handler))).value();
+  RemoteTierOptions o = FakeOptions(f.server->url(), f.layout);
+  if (tweak) tweak(&o);
+  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (t.ok()) f.tier = std::move(t).value();
+  return f;
+}
+
+bool Is(const FakeRedisServer::Command& c, const char* name) { return !c.empty() && c[0] == name; }
+
+// Every GET (or MGET) answered with `bytes`.
+FakeRedisServer::Handler AnswerGets(std::string bytes, Then then = Then::kContinue) {
+  return [bytes, then](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+    if (Is(c, "GET") || Is(c, "MGET")) return Reply{bytes, then};
+    if (Is(c, "DEL")) return Reply{":1\r\n"};
+    return std::nullopt;
+  };
+}
+
+TEST(FakeServer, GarbageIsAMissAndAProtocolError) {
+  Fixture f = Start(AnswerGets("this is not RESP\r\n"));
+  Stopwatch w;
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  EXPECT_LT(w.Seconds(), 0.3 + kMarginSeconds);
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.lookups, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.misses_unavailable, 1u);
+  EXPECT_EQ(s.protocol_errors, 1u);
+  EXPECT_EQ(s.hits, 0u);
+}
+
+TEST(FakeServer, WrongReplyTypes) {
+  // GET answered with an integer, EXISTS with a bulk, SET with an array.
+  Fixture f = Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+    if (Is(c, "GET") || Is(c, "MGET")) return Reply{":5\r\n"};
+    if (Is(c, "EXISTS")) return Reply{"$1\r\n1\r\n"};
+    if (Is(c, "SET")) return Reply{"*1\r\n+OK\r\n"};
+    return std::nullopt;
+  });
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  EXPECT_EQ(f.tier->Exists(std::vector<BlockKey>{TestBlockKey(1)}), std::vector<bool>{false});
+  SharedBlock b = TestBlock(f.layout, 1);
+  EXPECT_THAT(f.tier->PutSync(TestBlockKey(1), b->span()), StatusIs(StatusCode::kUnavailable));
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.protocol_errors, 3u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.exists_found, 0u);
+  EXPECT_EQ(s.drops_unavailable, 1u);
+  EXPECT_EQ(s.stored, 0u);
+}
+
+TEST(FakeServer, FourGiBBulkIsRefusedBeforeReadingIt) {
+  // The server announces 4 GiB and then sends nothing more: the tier must
+  // neither allocate nor wait for it.
+  Fixture f = Start(AnswerGets("$4294967296\r\nabc", Then::kStall));
+  Stopwatch w;
+  EXPECT_EQ(f.tier->Get(TestBlockKey(7)), nullptr);
+  EXPECT_LT(w.Seconds(), 0.3 + kMarginSeconds);
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.protocol_errors, 1u);
+  EXPECT_EQ(s.bad_values, 1u);  // an oversized value under our name: deleted
+  EXPECT_EQ(s.timeouts, 0u);    // refused at once, not timed out
+  bool del_sent = false;
+  for (const auto& c : f.server->Log()) del_sent |= Is(c, "DEL");
+  EXPECT_TRUE(del_sent);
+}
+
+TEST(FakeServer, ClosedMidReplyIsAMiss) {
+  Fixture f = Start(AnswerGets("$5000\r\n" + std::string(100, 'x'), Then::kClose));
+  Stopwatch w;
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  EXPECT_LT(w.Seconds(), 0.3 + kMarginSeconds);
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.io_errors, 1u);
+  EXPECT_EQ(s.misses_unavailable, 1u);
+  // The next call connects afresh and gets the same treatment, no hang.
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  EXPECT_EQ(f.tier->Stats().io_errors, 2u);
+}
+
+TEST(FakeServer, StallTimesOutThenTheBreakerOpens) {
+  std::atomic<int> gets{0};
+  Fixture f = Start(
+      [&](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+        if (Is(c, "GET") || Is(c, "MGET")) {
+          ++gets;
+          return Reply{"", Then::kStall};
+        }
+        return std::nullopt;
+      },
+      [](RemoteTierOptions* o) {
+        o->breaker_failure_threshold = 2;
+        o->breaker_open_ms = 60'000;
+        o->breaker_max_open_ms = 60'000;
+      });
+  for (int i = 0; i < 2; ++i) {
+    Stopwatch w;
+    EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+    EXPECT_LT(w.Seconds(), 0.3 + kMarginSeconds);
+  }
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.timeouts, 2u);
+  EXPECT_EQ(s.breaker_opens, 1u);
+  EXPECT_EQ(s.nodes_down, 1u);
+  // Open: the next calls miss at once without touching the server.
+  const uint64_t connections = f.server->connections();
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  EXPECT_EQ(f.tier->Exists(std::vector<BlockKey>{TestBlockKey(1)}), std::vector<bool>{false});
+  EXPECT_THAT(f.tier->Put(TestBlockKey(1), TestBlock(f.layout, 1)),
+              StatusIs(StatusCode::kUnavailable));
+  s = f.tier->Stats();
+  EXPECT_EQ(s.breaker_rejections, 2u);
+  EXPECT_EQ(s.drops_unavailable, 1u);
+  EXPECT_EQ(gets.load(), 2);
+  EXPECT_EQ(f.server->connections(), connections);
+}
+
+TEST(FakeServer, OomOnSetIsACountedDrop) {
+  Fixture f = Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+    if (Is(c, "SET")) return Reply{"-OOM command not allowed when used memory > 'maxmemory'.\r\n"};
+    if (Is(c, "EXISTS")) return Reply{":0\r\n"};
+    return std::nullopt;
+  });
+  SharedBlock b = TestBlock(f.layout, 3);
+  EXPECT_THAT(f.tier->PutSync(TestBlockKey(3), b->span()),
+              StatusIs(StatusCode::kResourceExhausted, HasSubstr("allkeys-lru")));
+  ASSERT_TRUE(f.tier->Put(TestBlockKey(3), b).ok());
+  ASSERT_TRUE(f.tier->Flush().ok());
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.drops_oom, 2u);
+  EXPECT_EQ(s.stored, 0u);
+  EXPECT_EQ(s.puts, 1u);
+  EXPECT_EQ(s.protocol_errors, 0u);
+}
+
+TEST(FakeServer, AnotherKeysBlockIsABadValueAndDeleted) {
+  ModelLayout layout = TinyLayout();
+  SharedBlock other = TestBlock(layout, 2);
+  const std::string bytes(reinterpret_cast<const char*>(other->data()), other->size());
+  Fixture f = Start(AnswerGets(FakeRedisServer::Bulk(bytes)));
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.bad_values, 1u);
+  EXPECT_EQ(s.bad_values_deleted, 1u);
+  EXPECT_EQ(s.protocol_errors, 0u);
+  // The same bytes under their own key are a hit.
+  SharedBlock got = f.tier->Get(TestBlockKey(2));
+  ASSERT_NE(got, nullptr);
+  EXPECT_TRUE(CheckBlockFile(got->span(), layout, TestBlockKey(2)).ok());
+  // And into a caller's buffer; too small a buffer is InvalidArgument.
+  std::vector<std::byte> buf(other->size() + 100);
+  Result<std::optional<size_t>> n = f.tier->GetInto(TestBlockKey(2), buf);
+  ASSERT_TRUE(n.ok());
+  ASSERT_TRUE(n->has_value());
+  EXPECT_EQ(**n, other->size());
+  std::vector<std::byte> small(other->size() - 1);
+  EXPECT_THAT(f.tier->GetInto(TestBlockKey(2), small), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_EQ(f.tier->Stats().too_small, 1u);
+}
+
+TEST(FakeServer, AuthRefusedIsAClearErrorAtOpen) {
+  auto server = std::move(FakeRedisServer::Start([](const FakeRedisServer::Command& c)
+                                                     -> std::optional<Reply> {
+                  if (Is(c, "AUTH")) {
+                    return Reply{
+                        "-WRONGPASS invalid username-password pair or user is "
+                        "disabled.\r\n"};
+                  }
+                  return std::nullopt;
+                })).value();
+  RemoteTierOptions o = FakeOptions("redis://bob:nope@" + server->address(), TinyLayout());
+  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
+  EXPECT_THAT(t, StatusIs(StatusCode::kInvalidArgument, HasSubstr("refused AUTH for user 'bob'")));
+  EXPECT_THAT(t.status().message(), ::testing::Not(HasSubstr("nope")));
+}
+
+TEST(FakeServer, NoAuthIsAClearErrorAtOpen) {
+  auto server = std::move(FakeRedisServer::Start([](const FakeRedisServer::Command& c)
+                                                     -> std::optional<Reply> {
+                  if (Is(c, "PING")) return Reply{"-NOAUTH Authentication required.\r\n"};
+                  return std::nullopt;
+                })).value();
+  Result<std::unique_ptr<RemoteTier>> t =
+      RemoteTier::Open(FakeOptions(server->url(), TinyLayout()), Env::Default());
+  EXPECT_THAT(t, StatusIs(StatusCode::kInvalidArgument, HasSubstr("requires a password")));
+}
+
+TEST(FakeServer, UnreachableAtOpen) {
+  // A port nobody listens on: take one from a fake server and stop it.
+  std::string url;
+  {
+    auto server =
+        std::move(FakeRedisServer::Start([](const auto&) { return std::nullopt; })).value();
+    url = server->url();
+  }
+  RemoteTierOptions o = FakeOptions(url, TinyLayout());
+  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();  // an engine starts while Redis is down
+  Stopwatch w;
+  EXPECT_EQ((*t)->Get(TestBlockKey(1)), nullptr);
+  EXPECT_LT(w.Seconds(), kMarginSeconds);
+  RemoteTierStats s = (*t)->Stats();
+  EXPECT_EQ(s.breaker_opens, 1u);
+  EXPECT_EQ(s.breaker_rejections, 1u);
+  EXPECT_EQ(s.nodes_down, 1u);
+  o.require_server_at_open = true;
+  EXPECT_THAT(RemoteTier::Open(o, Env::Default()), StatusIs(StatusCode::kUnavailable));
+}
+
+TEST(FakeServer, PipelineWindowBoundsLargeRepliesNotSmallOnes) {
+  // A server that never answers: what arrives before the client gives up
+  // is what the client pipelined.
+  auto server = std::move(FakeRedisServer::Start([](const FakeRedisServer::Command& c)
+                                                     -> std::optional<Reply> {
+                  if (Is(c, "PING")) return std::nullopt;
+                  return Reply{""};  // no answer
+                })).value();
+  const ModelLayout qwen = ModelLayout::Preset("qwen2.5-0.5b").value();  // 3 MiB values
+  RemoteTierOptions o = FakeOptions(server->url(), qwen);
+  o.pipeline_max_bytes = 8 << 20;
+  std::unique_ptr<RemoteTier> tier = std::move(RemoteTier::Open(o, Env::Default())).value();
+  std::vector<BlockKey> keys;
+  for (int i = 0; i < 50; ++i) keys.push_back(TestBlockKey(i));
+  auto count = [&](const char* name) {
+    size_t n = 0;
+    for (const auto& c : server->Log()) n += Is(c, name);
+    return n;
+  };
+  auto wait_closed = [&](uint64_t n) {
+    Stopwatch w;
+    while (server->closed_connections() < n && w.Seconds() < kMarginSeconds) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return server->closed_connections() >= n;
+  };
+  EXPECT_EQ(tier->Exists(keys), std::vector<bool>(50, false));
+  ASSERT_TRUE(wait_closed(1));
+  EXPECT_EQ(count("EXISTS"), 50u);  // small replies: all in one round trip
+  std::vector<SharedBlock> got = tier->GetMany(keys);
+  EXPECT_EQ(std::count(got.begin(), got.end(), nullptr), 50);
+  ASSERT_TRUE(wait_closed(2));
+  EXPECT_EQ(count("MGET") + count("GET"), 2u);  // 3 MiB each: two in flight
+  EXPECT_EQ(tier->Stats().timeouts, 2u);
+}
+
+// --- Cluster redirects ----------------------------------------------------------
+
+// A fake cluster node claiming every slot for `owner`.
+std::string ShardsReply(uint16_t owner_port) {
+  return "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n*6\r\n"
+         "$4\r\nport\r\n:" +
+         std::to_string(owner_port) +
+         "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n";
+}
+
+// Two fake nodes, A and B, that each claim every slot for A and then
+// answer GETs of one key according to `mode`.
+struct FakeCluster {
+  enum Mode { kMovedToB, kAsk, kTryAgainOnce, kMovedLoop };
+
+  FakeCluster() {
+    b = std::move(FakeRedisServer::Start([this](const auto& c) { return Handle(c, 1); })).value();
+    a = std::move(FakeRedisServer::Start([this](const auto& c) { return Handle(c, 0); })).value();
+    ports[0] = a->port();
+    ports[1] = b->port();
+  }
+
+  std::optional<Reply> Handle(const FakeRedisServer::Command& c, int self) {
+    if (Is(c, "CLUSTER")) return Reply{ShardsReply(ports[0])};
+    if (Is(c, "ASKING")) {
+      asking[self] = true;
+      return std::nullopt;
+    }
+    if (!Is(c, "GET")) return std::nullopt;
+    const bool was_asking = asking[self].exchange(false);
+    const std::string other =
+        std::to_string(slot) + " 127.0.0.1:" + std::to_string(ports[1 - self].load()) + "\r\n";
+    switch (mode.load()) {
+      case kMovedToB:
+        if (self == 0) return Reply{"-MOVED " + other};
+        break;
+      case kAsk:
+        if (!was_asking) return Reply{"-ASK " + other};
+        break;
+      case kTryAgainOnce:
+        if (tryagain_sent++ == 0) return Reply{"-TRYAGAIN Multiple keys request\r\n"};
+        break;
+      case kMovedLoop:
+        return Reply{"-MOVED " + other};
+    }
+    return Reply{value};
+  }
+
+  ModelLayout layout = TinyLayout();
+  SharedBlock block = TestBlock(layout, 9);
+  std::string value = FakeRedisServer::Bulk(
+      std::string(reinterpret_cast<const char*>(block->data()), block->size()));
+  const uint16_t slot = ValueLayout::SlotOf(TestBlockKey(9));
+  std::atomic<int> mode{kMovedToB};
+  std::atomic<int> tryagain_sent{0};
+  std::atomic<bool> asking[2] = {false, false};
+  std::atomic<uint16_t> ports[2] = {0, 0};
+  std::unique_ptr<FakeRedisServer> a, b;
+};
+
+TEST(FakeCluster, MovedAskTryAgainAndTheRedirectLimit) {
+  FakeCluster fc;
+  RemoteTierOptions o = FakeOptions("redis-cluster://" + fc.a->address(), fc.layout);
+  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  RemoteTier& tier = **t;
+  EXPECT_EQ(tier.Stats().topology_refreshes, 1u);
+
+  SharedBlock got = tier.Get(TestBlockKey(9));  // A: MOVED to B; B serves it
+  ASSERT_NE(got, nullptr);
+  EXPECT_TRUE(CheckBlockFile(got->span(), fc.layout, TestBlockKey(9)).ok());
+  EXPECT_EQ(tier.Stats().moved, 1u);
+
+  fc.mode = FakeCluster::kAsk;  // whichever node is asked sends it to the other
+  got = tier.Get(TestBlockKey(9));
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(tier.Stats().asked, 1u);
+
+  fc.mode = FakeCluster::kTryAgainOnce;
+  got = tier.Get(TestBlockKey(9));
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(tier.Stats().retries, 1u);
+
+  fc.mode = FakeCluster::kMovedLoop;  // A and B send the key to each other forever
+  Stopwatch w;
+  EXPECT_EQ(tier.Get(TestBlockKey(9)), nullptr);
+  EXPECT_LT(w.Seconds(), kMarginSeconds);
+  RemoteTierStats s = tier.Stats();
+  EXPECT_EQ(s.redirect_limit, 1u);
+  EXPECT_EQ(s.moved, 1u + 6u);  // the first test's, then the loop's six
+  EXPECT_EQ(s.hits, 3u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.protocol_errors, 0u);
+}
+
+}  // namespace
+}  // namespace kvtier::remote

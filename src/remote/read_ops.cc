@@ -1,0 +1,271 @@
+#include "remote/read_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+
+namespace kvtier::remote {
+namespace {
+
+using C = RemoteCounters;
+using State = GetResult::State;
+
+// Heads are read without a bulk bound so that an oversized value can be
+// recognised (and its key deleted) before the protocol error is returned.
+constexpr ReplyLimits kUnboundedBulk{std::numeric_limits<uint64_t>::max(), 0};
+
+Status UnexpectedReply(std::string_view command, const ReplyHead& h) {
+  return Status::Corruption("protocol error: unexpected reply type " +
+                            std::to_string(static_cast<int>(h.type)) + " to " +
+                            std::string(command));
+}
+
+Status Oversized(uint64_t n, uint64_t max) {
+  return Status::Corruption("protocol error: value of " + std::to_string(n) +
+                            " bytes, more than the " + std::to_string(max) + " expected");
+}
+
+Status SkipBulk(Connection* conn, uint64_t n) {
+  KVTIER_RETURN_IF_ERROR(conn->Skip(n));
+  return ReadBulkEnd(*conn);
+}
+
+}  // namespace
+
+// --- EXISTS -------------------------------------------------------------------
+
+void ExistsOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
+  out->Command("EXISTS", layout_.PartNames(op.key, layout_.min_parts()));
+}
+
+uint64_t ExistsOps::TransferBytes(const KeyOp& op) {
+  return 32 + uint64_t{layout_.min_parts()} * (layout_.prefix().size() + 80);
+}
+
+Result<OpOutcome> ExistsOps::ReadReply(const KeyOp& op, Connection* conn) {
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, 0}));
+  if (h.type == ReplyType::kInteger) {
+    found_[op.index] = h.number == static_cast<int64_t>(layout_.min_parts());
+    return OpOutcome{};
+  }
+  if (h.type != ReplyType::kError) return UnexpectedReply("EXISTS", h);
+  const ServerError e = ParseServerError(h.text);
+  if (std::optional<OpOutcome> r = RedirectFor(e)) return *r;
+  C::Add(counters_->error_replies);
+  return OpOutcome{};
+}
+
+void ExistsOps::Fail(const KeyOp& op, OpFailure why) {
+  found_[op.index] = false;
+  ++failed_;
+}
+
+// --- GET / MGET -----------------------------------------------------------------
+
+GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
+               RemoteCounters* counters)
+    : layout_(layout), allocate_(true), alloc_(alloc), results_(n), counters_(counters) {}
+
+GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
+               RemoteCounters* counters)
+    : layout_(layout),
+      dsts_(dsts),
+      allocate_(false),
+      alloc_(nullptr),
+      results_(dsts.size()),
+      counters_(counters) {}
+
+void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
+  if (layout_.single_part()) {
+    out->Command({"GET", layout_.PartName(op.key, 0)});
+  } else {
+    out->Command("MGET", layout_.PartNames(op.key, layout_.max_parts()));
+  }
+}
+
+uint64_t GetOps::TransferBytes(const KeyOp& op) {
+  // A typical value: the data plus a header of a few KiB (the 1 MiB header
+  // bound only limits what a reply may announce).
+  return std::min(layout_.max_value_bytes(), 8 + layout_.data_bytes() + (64 << 10));
+}
+
+void GetOps::Fail(const KeyOp& op, OpFailure why) {
+  GetResult& r = results_[op.index];
+  // A value found oversized stays kBad (to be deleted) though the
+  // connection it broke fails the op.
+  if (r.state == State::kBad) return;
+  r.state = State::kUnavailable;
+  r.buffer = BlockBuffer();
+}
+
+std::span<std::byte> GetOps::Destination(GetResult& r, size_t index, uint64_t size) {
+  r.size = size;
+  if (!allocate_) {
+    if (size > dsts_[index].size()) {
+      r.state = State::kTooSmall;
+      return {};
+    }
+    return dsts_[index].first(static_cast<size_t>(size));
+  }
+  Result<BlockBuffer> b = alloc_ != nullptr ? (*alloc_)(static_cast<size_t>(size))
+                                            : BlockBuffer::Allocate(static_cast<size_t>(size));
+  if (b.ok() && b->size() != size) {
+    b = Status::InvalidArgument("remote: the allocator returned " + std::to_string(b->size()) +
+                                " bytes for a value of " + std::to_string(size));
+  }
+  if (!b.ok()) {
+    // The value is fine; there is nowhere to put it now. It is skipped.
+    r.state = State::kAllocError;
+    r.alloc_error = b.status();
+    return {};
+  }
+  r.buffer = std::move(b).value();
+  return r.buffer.mutable_span();
+}
+
+OpOutcome GetOps::OnError(GetResult& r, std::string_view line) {
+  const ServerError e = ParseServerError(line);
+  if (std::optional<OpOutcome> redirect = RedirectFor(e)) return *redirect;
+  if (e.kind == ServerErrorKind::kWrongType) {
+    r.state = State::kBad;  // something else lives under our name
+  } else {
+    C::Add(counters_->error_replies);
+    r.state = State::kMiss;
+  }
+  return OpOutcome{};
+}
+
+Result<OpOutcome> GetOps::ReadReply(const KeyOp& op, Connection* conn) {
+  GetResult& r = results_[op.index];
+  r = GetResult();
+  return layout_.single_part() ? ReadOnePart(r, op.index, conn) : ReadParts(r, op.index, conn);
+}
+
+Result<OpOutcome> GetOps::ReadOnePart(GetResult& r, size_t index, Connection* conn) {
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, kUnboundedBulk));
+  switch (h.type) {
+    case ReplyType::kNull:
+      r.state = State::kMiss;
+      return OpOutcome{};
+    case ReplyType::kError:
+      return OnError(r, h.text);
+    case ReplyType::kBulk: {
+      const uint64_t n = static_cast<uint64_t>(h.number);
+      if (n > layout_.max_value_bytes()) {
+        r.state = State::kBad;
+        return Oversized(n, layout_.max_value_bytes());
+      }
+      std::span<std::byte> dst = Destination(r, index, n);
+      if (r.state != State::kPending) {
+        KVTIER_RETURN_IF_ERROR(SkipBulk(conn, n));
+        return OpOutcome{};
+      }
+      KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst));
+      KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
+      r.state = State::kRead;
+      return OpOutcome{};
+    }
+    default:
+      return UnexpectedReply("GET", h);
+  }
+}
+
+Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn) {
+  const uint32_t parts = layout_.max_parts();
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, parts}));
+  if (h.type == ReplyType::kError) return OnError(r, h.text);
+  if (h.type != ReplyType::kArray || h.number != static_cast<int64_t>(parts)) {
+    return UnexpectedReply("MGET", h);
+  }
+  std::span<std::byte> dst;
+  uint64_t total = 0;
+  uint32_t needed = 0;  // parts the value has, once part 0 told its size
+  for (uint32_t i = 0; i < parts; ++i) {
+    KVTIER_ASSIGN_OR_RETURN(ReplyHead e, ReadReplyHead(*conn, kUnboundedBulk));
+    if (e.type == ReplyType::kNull) {
+      if (r.state != State::kPending) continue;  // already decided
+      if (i == 0) {
+        r.state = State::kMiss;
+      } else if (i < needed) {
+        r.state = State::kBad;  // a missing part
+      }
+      continue;
+    }
+    if (e.type != ReplyType::kBulk) return UnexpectedReply("MGET", e);
+    const uint64_t len = static_cast<uint64_t>(e.number);
+    if (len > layout_.part_bytes()) {
+      r.state = State::kBad;
+      return Oversized(len, layout_.part_bytes());
+    }
+    if (r.state != State::kPending || (i > 0 && i >= needed)) {
+      KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len));  // a dead value, or a stale extra part
+      continue;
+    }
+    if (i == 0) {
+      std::array<std::byte, 8> prefix;
+      if (len < prefix.size()) {
+        r.state = State::kBad;
+        KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len));
+        continue;
+      }
+      KVTIER_RETURN_IF_ERROR(conn->ReadExact(prefix));
+      const std::optional<uint64_t> t = layout_.TotalFromPrefix(prefix);
+      if (!t || len != layout_.PartSize(*t, 0)) {
+        r.state = State::kBad;
+        KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len - prefix.size()));
+        continue;
+      }
+      total = *t;
+      needed = layout_.PartsFor(total);
+      dst = Destination(r, index, total);
+      if (r.state != State::kPending) {
+        KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len - prefix.size()));
+        continue;
+      }
+      std::memcpy(dst.data(), prefix.data(), prefix.size());
+      KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst.subspan(prefix.size(), len - prefix.size())));
+      KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
+      continue;
+    }
+    if (len != layout_.PartSize(total, i)) {
+      r.state = State::kBad;
+      KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len));
+      continue;
+    }
+    const uint64_t offset = uint64_t{i} * layout_.part_bytes();
+    KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst.subspan(offset, len)));
+    KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
+  }
+  if (r.state == State::kPending) r.state = State::kRead;
+  if (r.state != State::kRead) r.buffer = BlockBuffer();
+  return OpOutcome{};
+}
+
+// --- DEL ----------------------------------------------------------------------
+
+void DeleteOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
+  out->Command("DEL", layout_.PartNames(op.key, layout_.max_parts()));
+}
+
+uint64_t DeleteOps::TransferBytes(const KeyOp& op) {
+  return 32 + uint64_t{layout_.max_parts()} * (layout_.prefix().size() + 80);
+}
+
+Result<OpOutcome> DeleteOps::ReadReply(const KeyOp& op, Connection* conn) {
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, 0}));
+  if (h.type == ReplyType::kInteger) {
+    deleted_[op.index] = h.number > 0;
+    answered_[op.index] = true;
+    return OpOutcome{};
+  }
+  if (h.type != ReplyType::kError) return UnexpectedReply("DEL", h);
+  const ServerError e = ParseServerError(h.text);
+  if (std::optional<OpOutcome> r = RedirectFor(e)) return *r;
+  C::Add(counters_->error_replies);
+  return OpOutcome{};
+}
+
+void DeleteOps::Fail(const KeyOp& op, OpFailure why) {}
+
+}  // namespace kvtier::remote

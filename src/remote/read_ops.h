@@ -1,0 +1,132 @@
+// The read requests of a RemoteTier as OpHandlers for BatchRunner:
+//
+//   ExistsOps  EXISTS <part 0> ... <part min_parts-1>  → all present?
+//   GetOps     GET <part 0> (one-part layouts) or MGET <every possible part>
+//              → the value, read straight from the socket into its
+//              destination: a new exact-size BlockBuffer, or the caller's
+//              buffer. Verification (DecodeBlock) is the caller's job.
+//   DeleteOps  DEL <every possible part>
+//
+// A GET reply is checked before a byte of its data is read: a bulk longer
+// than the layout's largest block (one part: its part size) is a protocol
+// error — the connection is dropped rather than read — and the key is
+// marked bad so that the caller deletes it on a fresh connection. For
+// parts, part 0's first 8 bytes give the total size (ValueLayout), so the
+// destination is allocated once, exactly, and every later part's length
+// is checked against it; a missing or wrong-length part marks the value
+// bad (the rest of the reply is still consumed so the connection stays in
+// sync).
+//
+// Thread safety: one handler per batch, used by one thread.
+#ifndef KVTIER_REMOTE_READ_OPS_H_
+#define KVTIER_REMOTE_READ_OPS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "kvtier/block_buffer.h"
+#include "remote/batch_runner.h"
+#include "remote/counters.h"
+#include "remote/value_layout.h"
+
+namespace kvtier::remote {
+
+class ExistsOps : public OpHandler {
+ public:
+  ExistsOps(const ValueLayout& layout, size_t n, RemoteCounters* counters)
+      : layout_(layout), found_(n, false), counters_(counters) {}
+
+  void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
+  uint64_t TransferBytes(const KeyOp& op) override;
+  Result<OpOutcome> ReadReply(const KeyOp& op, Connection* conn) override;
+  void Fail(const KeyOp& op, OpFailure why) override;
+
+  const std::vector<bool>& found() const { return found_; }
+  uint64_t failed() const { return failed_; }
+
+ private:
+  const ValueLayout& layout_;
+  std::vector<bool> found_;
+  RemoteCounters* counters_;
+  uint64_t failed_ = 0;
+};
+
+// What a GET found for one key.
+struct GetResult {
+  enum class State : uint8_t {
+    kPending,      // not answered
+    kRead,         // `size` bytes read into the destination: verify them
+    kMiss,         // absent (or an error reply)
+    kBad,          // present but wrong (wrong type, size, missing part): delete it
+    kTooSmall,     // the caller's buffer is smaller than `size`
+    kAllocError,   // the allocator failed: `alloc_error` (the value was skipped)
+    kUnavailable,  // no answer (node down, timeout, protocol error, redirects)
+  };
+  State state = State::kPending;
+  uint64_t size = 0;   // value bytes (kRead, kTooSmall)
+  BlockBuffer buffer;  // allocating mode: the value (kRead)
+  Status alloc_error;  // kAllocError
+};
+
+// Supplies an exact-size buffer for a value (RemoteTier::BufferAllocator).
+using ValueAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
+
+class GetOps : public OpHandler {
+ public:
+  // Allocating mode: each value gets its own exact-size BlockBuffer from
+  // `alloc` (the heap when null; it must outlive the handler).
+  GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
+         RemoteCounters* counters);
+  // Into mode: op i's value goes to the front of dsts[i].
+  GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
+         RemoteCounters* counters);
+
+  void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
+  uint64_t TransferBytes(const KeyOp& op) override;
+  Result<OpOutcome> ReadReply(const KeyOp& op, Connection* conn) override;
+  void Fail(const KeyOp& op, OpFailure why) override;
+
+  std::vector<GetResult>& results() { return results_; }
+
+ private:
+  Result<OpOutcome> ReadOnePart(GetResult& r, size_t index, Connection* conn);
+  Result<OpOutcome> ReadParts(GetResult& r, size_t index, Connection* conn);
+  // Where a value of `size` bytes goes; empty (and r.state set) if nowhere.
+  std::span<std::byte> Destination(GetResult& r, size_t index, uint64_t size);
+  // The outcome of an error reply in place of a value.
+  OpOutcome OnError(GetResult& r, std::string_view line);
+
+  const ValueLayout& layout_;
+  const std::span<const std::span<std::byte>> dsts_;  // empty in allocating mode
+  const bool allocate_;
+  const ValueAllocator* const alloc_;  // allocating mode; null = the heap
+  std::vector<GetResult> results_;
+  RemoteCounters* counters_;
+};
+
+class DeleteOps : public OpHandler {
+ public:
+  DeleteOps(const ValueLayout& layout, size_t n, RemoteCounters* counters)
+      : layout_(layout), deleted_(n, false), answered_(n, false), counters_(counters) {}
+
+  void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
+  uint64_t TransferBytes(const KeyOp& op) override;
+  Result<OpOutcome> ReadReply(const KeyOp& op, Connection* conn) override;
+  void Fail(const KeyOp& op, OpFailure why) override;
+
+  const std::vector<bool>& deleted() const { return deleted_; }
+  const std::vector<bool>& answered() const { return answered_; }
+
+ private:
+  const ValueLayout& layout_;
+  std::vector<bool> deleted_;
+  std::vector<bool> answered_;
+  RemoteCounters* counters_;
+};
+
+}  // namespace kvtier::remote
+
+#endif  // KVTIER_REMOTE_READ_OPS_H_

@@ -1,0 +1,26 @@
+// Parsing of a Redis Cluster's slot map from CLUSTER SHARDS (Redis 7) or
+// CLUSTER SLOTS (older servers, and the fallback), as RESP2 replies.
+//
+// Only masters are used. A master announced without an address ("" or
+// "?") is the node that answered (`asked`). A reply of the wrong shape is
+// Corruption: the caller tries another node.
+//
+// Thread safety: pure functions.
+#ifndef KVTIER_REMOTE_TOPOLOGY_H_
+#define KVTIER_REMOTE_TOPOLOGY_H_
+
+#include <vector>
+
+#include "kvtier/status.h"
+#include "remote/node_table.h"
+#include "remote/redis_url.h"
+#include "remote/resp_reader.h"
+
+namespace kvtier::remote {
+
+Result<std::vector<SlotRange>> ParseClusterShards(const RespValue& reply, const NodeAddress& asked);
+Result<std::vector<SlotRange>> ParseClusterSlots(const RespValue& reply, const NodeAddress& asked);
+
+}  // namespace kvtier::remote
+
+#endif  // KVTIER_REMOTE_TOPOLOGY_H_

@@ -1,0 +1,92 @@
+#include "remote/topology.h"
+
+#include <gtest/gtest.h>
+
+#include "remote/memory_source_test_util.h"
+
+namespace kvtier::remote {
+namespace {
+
+// Captured from redis-server 7.0.15, a 3-master cluster (one shard shown
+// with a replica and a "?" endpoint added).
+constexpr char kShards[] =
+    "*3\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n:10923\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n"
+    "*14\r\n$2\r\nid\r\n$40\r\n912f687c2dd831d82dc8eb268d055c25ef68a7d8\r\n$4\r\nport\r\n:21003\r\n"
+    "$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$"
+    "6\r\nmaster\r\n"
+    "$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+    "*4\r\n$5\r\nslots\r\n*4\r\n:5461\r\n:10000\r\n:10001\r\n:10922\r\n$5\r\nnodes\r\n*2\r\n"
+    "*6\r\n$4\r\nport\r\n:21009\r\n$2\r\nip\r\n$9\r\n127.0.0.9\r\n$4\r\nrole\r\n$7\r\nreplica\r\n"
+    "*6\r\n$4\r\nport\r\n:21002\r\n$8\r\nendpoint\r\n$1\r\n?\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:5460\r\n$5\r\nnodes\r\n*1\r\n"
+    "*14\r\n$2\r\nid\r\n$40\r\n9bd62bc44f186c116a6b1d50573f6c1b3b77d27b\r\n$4\r\nport\r\n:21001\r\n"
+    "$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$"
+    "6\r\nmaster\r\n"
+    "$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
+
+constexpr char kSlots[] =
+    "*3\r\n*3\r\n:0\r\n:5460\r\n*4\r\n$9\r\n127.0.0.1\r\n:21001\r\n$40\r\n"
+    "9bd62bc44f186c116a6b1d50573f6c1b3b77d27b\r\n*0\r\n*3\r\n:5461\r\n:10922\r\n*4\r\n$0\r\n\r\n"
+    ":21002\r\n$40\r\n916ff51bfb1d2032086d21f56f504503e9b57c6b\r\n*0\r\n*3\r\n:10923\r\n:16383\r\n"
+    "*4\r\n$9\r\n127.0.0.1\r\n:21003\r\n$40\r\n912f687c2dd831d82dc8eb268d055c25ef68a7d8\r\n*0\r\n";
+
+RespValue Parse(const char* bytes) {
+  MemorySource src(bytes);
+  Result<RespValue> v = ReadValue(src, ValueLimits{});
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(src.remaining(), 0u);
+  return v.ok() ? *v : RespValue{};
+}
+
+TEST(Topology, ClusterShards) {
+  const NodeAddress asked{"10.1.1.1", 21002};
+  Result<std::vector<SlotRange>> r = ParseClusterShards(Parse(kShards), asked);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_EQ((*r)[0].first, 10923);
+  EXPECT_EQ((*r)[0].last, 16383);
+  EXPECT_EQ((*r)[0].master.ToString(), "127.0.0.1:21003");
+  // The replica is skipped; the master's "?" endpoint is the node asked.
+  EXPECT_EQ((*r)[1].first, 5461);
+  EXPECT_EQ((*r)[1].last, 10000);
+  EXPECT_EQ((*r)[1].master.ToString(), "10.1.1.1:21002");
+  EXPECT_EQ((*r)[2].first, 10001);
+  EXPECT_EQ((*r)[2].last, 10922);
+  EXPECT_EQ((*r)[3].first, 0);
+  EXPECT_EQ((*r)[3].last, 5460);
+  EXPECT_EQ((*r)[3].master.port, 21001);
+}
+
+TEST(Topology, ClusterSlots) {
+  const NodeAddress asked{"127.0.0.1", 21002};
+  Result<std::vector<SlotRange>> r = ParseClusterSlots(Parse(kSlots), asked);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[1].first, 5461);
+  EXPECT_EQ((*r)[1].master.ToString(), "127.0.0.1:21002");  // empty host: the node asked
+  EXPECT_EQ((*r)[2].last, 16383);
+}
+
+TEST(Topology, WrongShapesAreCorruption) {
+  const NodeAddress asked{"h", 1};
+  for (const char* bytes : {
+           ":1\r\n",                                   // not an array
+           "*1\r\n*2\r\n$5\r\nslots\r\n*1\r\n:0\r\n",  // no nodes, odd slots
+           "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:5\r\n:1\r\n$5\r\nnodes\r\n*1\r\n"
+           "*4\r\n$4\r\nport\r\n:1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n",  // reversed range
+           "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16384\r\n$5\r\nnodes\r\n*1\r\n"
+           "*4\r\n$4\r\nport\r\n:1\r\n$4\r\nrole\r\n$6\r\nmaster\r\n",  // slot out of range
+           "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:1\r\n$5\r\nnodes\r\n*1\r\n"
+           "*4\r\n$4\r\nport\r\n:70000\r\n$4\r\nrole\r\n$6\r\nmaster\r\n",  // bad port
+       }) {
+    EXPECT_FALSE(ParseClusterShards(Parse(bytes), asked).ok()) << bytes;
+  }
+  for (const char* bytes :
+       {":1\r\n", "*1\r\n*2\r\n:0\r\n:1\r\n", "*1\r\n*3\r\n:0\r\n:1\r\n:5\r\n"}) {
+    EXPECT_FALSE(ParseClusterSlots(Parse(bytes), asked).ok()) << bytes;
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::remote

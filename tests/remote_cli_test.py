@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""The remote-tier commands of `kvtier`: synth --remote [--check] against one
+server and a cluster, bench remote's output keys, and bad input (exit 2, one
+line) or an unreachable server (exit 1, one line).
+
+Servers: KVTIER_TEST_REDIS_URL / KVTIER_TEST_REDIS_CLUSTER_URL (scripts/test
+starts them with scripts/redis-servers), or else this test starts its own
+with scripts/redis-servers and stops them on exit.
+
+    /usr/bin/python3 tests/remote_cli_test.py --cli build/dev/kvtier
+
+Prints "N passed, M failed" last and exits non-zero on any failure.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_KEYS = {"set_GBps", "get_GBps", "raw_set_GBps", "raw_get_GBps", "exists_us_per_key"}
+
+
+class Runner:
+    def __init__(self, cli):
+        self.cli = cli
+        self.passed = 0
+        self.failed = 0
+
+    def run(self, *args, expect_rc=0):
+        p = subprocess.run([self.cli, *args], capture_output=True, text=True, timeout=300)
+        if p.returncode != expect_rc:
+            self.fail("%s: exit %d, wanted %d; stderr: %s" %
+                      (" ".join(args), p.returncode, expect_rc, p.stderr.strip()[:300]))
+        return p
+
+    def json(self, *args, expect_rc=0):
+        p = self.run(*args, "--json", expect_rc=expect_rc)
+        try:
+            return json.loads(p.stdout)
+        except json.JSONDecodeError:
+            self.fail("%s: stdout is not one JSON object: %r" % (" ".join(args), p.stdout[:200]))
+            return {}
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.fail(what)
+
+    def fail(self, what):
+        self.failed += 1
+        print("FAIL:", what)
+
+    def one_line_error(self, *args, expect_rc):
+        p = self.run(*args, expect_rc=expect_rc)
+        lines = p.stderr.strip().splitlines()
+        self.check(len(lines) == 1 and lines[0].startswith("kvtier: "),
+                   "%s: wanted one 'kvtier: ...' line, got %r" % (" ".join(args), p.stderr))
+
+
+def servers(work):
+    single = os.environ.get("KVTIER_TEST_REDIS_URL")
+    cluster = os.environ.get("KVTIER_TEST_REDIS_CLUSTER_URL")
+    if single and cluster:
+        return single, cluster, None
+    out = subprocess.run([os.path.join(ROOT, "scripts", "redis-servers"), "start", work],
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        sys.exit("no Redis servers: set KVTIER_TEST_REDIS_URL and KVTIER_TEST_REDIS_CLUSTER_URL "
+                 "(scripts/redis-servers start DIR prints them) or install redis-server: " +
+                 out.stderr.strip())
+    env = dict(line.split(" ", 1)[1].split("=", 1) for line in out.stdout.splitlines())
+    return env["KVTIER_TEST_REDIS_URL"], env["KVTIER_TEST_REDIS_CLUSTER_URL"], work
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    r = Runner(args.cli)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = os.path.join(tmp, "redis")
+        single, cluster, started = servers(work)
+        try:
+            for url in (single, cluster):
+                # A seed unique to this run: fresh keys on a shared server.
+                seed = str(os.getpid())
+                j = r.json("synth", "--layout", "tiny", "--random", "2000", "--seed", seed,
+                           "--remote", url, "--check")
+                r.check(j == {"blocks": 125, "present": 125, "missing": 0, "wrong": 0},
+                        "synth --remote %s --check: %r" % (url, j))
+            j = r.json("bench", "remote", "--remote", single, "--layout", "tiny", "--blocks", "20",
+                       "--rounds", "1")
+            r.check(BENCH_KEYS <= set(j), "bench remote keys: %r" % sorted(j))
+            r.check(all(j.get(k, 0) > 0 for k in BENCH_KEYS), "bench remote figures: %r" % j)
+            r.check(j.get("blocks") == 20 and j.get("parts") == 1, "bench remote: %r" % j)
+            j = r.json("bench", "remote", "--remote", single, "--block-bytes", "20000",
+                       "--blocks", "4", "--rounds", "1")
+            r.check(j.get("block_bytes", 0) > 20000, "bench remote --block-bytes: %r" % j)
+
+            # Bad input: exit 2, one line.
+            r.one_line_error("bench", "remote", "--remote", cluster, "--layout", "tiny",
+                             "--blocks", "2", expect_rc=2)
+            r.one_line_error("bench", "remote", "--remote", "http://x:1", "--layout", "tiny",
+                             "--blocks", "2", expect_rc=2)
+            r.one_line_error("bench", "remote", "--remote", single, "--layout", "tiny",
+                             "--block-bytes", "10", "--blocks", "2", expect_rc=2)
+            r.one_line_error("bench", "remote", "--remote", single, "--layout", "tiny",
+                             "--blocks", "0", expect_rc=2)
+            r.one_line_error("synth", "--layout", "tiny", "--tokens", "1,2", "--remote",
+                             "redis://h:99999", expect_rc=2)
+            r.one_line_error("synth", "--layout", "tiny", "--tokens", "1,2", "--remote", single,
+                             "--out", tmp, expect_rc=2)
+            # Nobody listens on port 1: a clear error, not a hang.
+            r.one_line_error("synth", "--layout", "tiny", "--random", "32", "--remote",
+                             "redis://127.0.0.1:1", expect_rc=2)
+        finally:
+            if started:
+                subprocess.run([os.path.join(ROOT, "scripts", "redis-servers"), "stop", started],
+                               timeout=60)
+    print("%d passed, %d failed" % (r.passed, r.failed))
+    sys.exit(1 if r.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

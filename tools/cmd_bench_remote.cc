@@ -1,0 +1,445 @@
+// `kvtier bench remote`: the remote tier against the limit of the same Redis
+// server (DESIGN.md §6).
+//
+//   kvtier bench remote --remote URL (--layout P | --block-bytes N) --blocks M
+//                       [--batch B] [--rounds R] [--json]
+//
+// In one run, with the same M block files (generated in RAM first):
+//   raw set   one socket, a minimal loop: SET <name> <value> (header, value
+//             and trailer in one writev), wait for +OK, next;
+//   raw get   the same socket: GET <name>, read "$<n>", read the n bytes
+//             into one reused buffer, next;
+//   set       Put() of every block into the tier's write queue (sized to
+//             hold them all), then Flush(): the writer threads' pipelined
+//             EXISTS + SET (parts in MULTI/EXEC), values sent with writev;
+//   get       LoadBuffers() in batches of B keys (default 16), as the cache
+//             reads remote hits: each value read from the socket straight
+//             into an exact-size buffer from a BufferPool (recycled, so not
+//             page-faulted again) and verified (structure, key, signature,
+//             checksum), then dropped;
+//   exists    Exists() of all M keys at once (one round trip), per key.
+// The phases run --rounds times (default 2), alternating which side goes
+// first; each side's best round is reported. Keys are fresh per round and
+// deleted afterwards. Needs one server (redis://): the raw loop has one
+// socket.
+//   --json: {"set_GBps","get_GBps","raw_set_GBps","raw_get_GBps",
+//   "exists_us_per_key","blocks","block_bytes","parts","set_ratio","get_ratio"}
+#include <hiredis/hiredis.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+
+#include "cache/buffer_pool.h"
+#include "command.h"
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "kvtier/remote_tier.h"
+#include "remote/redis_url.h"
+#include "synth/block_generator.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct BenchRemoteArgs {
+  std::string remote;
+  std::string layout;
+  uint64_t block_bytes = 0;
+  uint64_t blocks = 0;
+  uint32_t batch = 16;
+  uint32_t rounds = 2;
+  CLI::Option* layout_opt = nullptr;
+  CLI::Option* block_bytes_opt = nullptr;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+Result<ModelLayout> BenchLayout(const BenchRemoteArgs& a) {
+  const bool has_layout = a.layout_opt->count() > 0;
+  const bool has_bytes = a.block_bytes_opt->count() > 0;
+  if (has_layout == has_bytes) {
+    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
+  }
+  if (has_layout) return ModelLayout::Resolve(Env::Default(), a.layout);
+  if (a.block_bytes == 0 || a.block_bytes > (uint64_t{511} << 20)) {
+    return Status::InvalidArgument(
+        "--block-bytes: must be 1..535822336 (Redis strings are at "
+        "most 512 MiB, and the raw loop stores a block whole)");
+  }
+  ModelLayout l;
+  l.name = "bytes";
+  l.block_tokens = 1;
+  LayerSpec layer;
+  layer.cache_type = "raw";
+  TensorSpec t;
+  t.role = "bytes";
+  t.dtype = DType::kU8;
+  t.shape = {a.block_bytes};
+  layer.states.push_back(t);
+  l.layers.push_back(layer);
+  KVTIER_RETURN_IF_ERROR(l.Validate());
+  return l;
+}
+
+// The raw side: a blocking socket and the least RESP that does the job.
+class RawSocket {
+ public:
+  ~RawSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Connect(const remote::RedisUrl& url) {
+    timeval tv{2, 0};
+    const remote::NodeAddress& a = url.nodes[0];
+    redisContext* c = redisConnectWithTimeout(a.host.c_str(), a.port, tv);
+    if (c == nullptr || c->err) {
+      const std::string err = c ? c->errstr : "out of memory";
+      if (c) redisFree(c);
+      return Status::Unavailable("raw connect to " + a.ToString() + ": " + err);
+    }
+    auto command = [&](std::vector<std::string> args) -> Status {
+      std::vector<const char*> argv;
+      std::vector<size_t> lens;
+      for (const std::string& s : args) {
+        argv.push_back(s.data());
+        lens.push_back(s.size());
+      }
+      auto* r = static_cast<redisReply*>(
+          redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+      const bool ok = r != nullptr && r->type != REDIS_REPLY_ERROR;
+      if (r) freeReplyObject(r);
+      return ok ? Status::Ok() : Status::Unavailable("raw " + args[0] + " failed");
+    };
+    if (url.has_password) {
+      Status s = url.user.empty() ? command({"AUTH", url.password})
+                                  : command({"AUTH", url.user, url.password});
+      if (!s.ok()) {
+        redisFree(c);
+        return s;
+      }
+    }
+    if (url.db != 0) {
+      Status s = command({"SELECT", std::to_string(url.db)});
+      if (!s.ok()) {
+        redisFree(c);
+        return s;
+      }
+    }
+    fd_ = redisFreeKeepFd(c);
+    // Blocking, no timeout: a benchmark of a working server.
+    timeval none{0, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+    return Status::Ok();
+  }
+
+  Status Set(const std::string& name, std::span<const std::byte> value) {
+    const std::string head = "*3\r\n$3\r\nSET\r\n$" + std::to_string(name.size()) + "\r\n" + name +
+                             "\r\n$" + std::to_string(value.size()) + "\r\n";
+    iovec iov[3] = {{const_cast<char*>(head.data()), head.size()},
+                    {const_cast<std::byte*>(value.data()), value.size()},
+                    {const_cast<char*>("\r\n"), 2}};
+    KVTIER_RETURN_IF_ERROR(WriteAll(iov, 3));
+    KVTIER_ASSIGN_OR_RETURN(std::string line, ReadLine());
+    if (line != "+OK") return Status::Internal("raw SET answered " + line.substr(0, 100));
+    return Status::Ok();
+  }
+
+  // Reads the value into `buf` (which must be large enough); its size.
+  Result<size_t> Get(const std::string& name, std::span<std::byte> buf) {
+    const std::string cmd =
+        "*2\r\n$3\r\nGET\r\n$" + std::to_string(name.size()) + "\r\n" + name + "\r\n";
+    iovec iov[1] = {{const_cast<char*>(cmd.data()), cmd.size()}};
+    KVTIER_RETURN_IF_ERROR(WriteAll(iov, 1));
+    KVTIER_ASSIGN_OR_RETURN(std::string line, ReadLine());
+    if (line.empty() || line[0] != '$') return Status::Internal("raw GET answered " + line);
+    const long long n = std::stoll(line.substr(1));
+    if (n < 0 || static_cast<size_t>(n) + 2 > buf.size()) {
+      return Status::Internal("raw GET: unexpected length " + line);
+    }
+    KVTIER_RETURN_IF_ERROR(ReadExact(buf.first(static_cast<size_t>(n) + 2)));
+    return static_cast<size_t>(n);
+  }
+
+  Status Del(const std::string& name) {
+    const std::string cmd =
+        "*2\r\n$3\r\nDEL\r\n$" + std::to_string(name.size()) + "\r\n" + name + "\r\n";
+    iovec iov[1] = {{const_cast<char*>(cmd.data()), cmd.size()}};
+    KVTIER_RETURN_IF_ERROR(WriteAll(iov, 1));
+    return ReadLine().status();
+  }
+
+ private:
+  Status WriteAll(iovec* iov, int n) {
+    while (n > 0) {
+      ssize_t w = ::writev(fd_, iov, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Status::IOError("raw writev", errno);
+      }
+      while (n > 0 && static_cast<size_t>(w) >= iov->iov_len) {
+        w -= static_cast<ssize_t>(iov->iov_len);
+        ++iov;
+        --n;
+      }
+      if (n > 0) {
+        iov->iov_base = static_cast<char*>(iov->iov_base) + w;
+        iov->iov_len -= static_cast<size_t>(w);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Fill() {
+    if (begin_ > 0) {
+      std::memmove(buf_, buf_ + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    const ssize_t r = ::recv(fd_, buf_ + end_, sizeof(buf_) - end_, 0);
+    if (r <= 0) return Status::IOError("raw recv", r == 0 ? 0 : errno);
+    end_ += static_cast<size_t>(r);
+    return Status::Ok();
+  }
+
+  Result<std::string> ReadLine() {
+    while (true) {
+      const void* nl = std::memchr(buf_ + begin_, '\n', end_ - begin_);
+      if (nl != nullptr) {
+        const size_t pos = static_cast<const char*>(nl) - buf_;
+        std::string line(buf_ + begin_, pos - begin_ - 1);
+        begin_ = pos + 1;
+        return line;
+      }
+      KVTIER_RETURN_IF_ERROR(Fill());
+    }
+  }
+
+  Status ReadExact(std::span<std::byte> dst) {
+    const size_t have = std::min(end_ - begin_, dst.size());
+    std::memcpy(dst.data(), buf_ + begin_, have);
+    begin_ += have;
+    size_t off = have;
+    while (off < dst.size()) {
+      const ssize_t r = ::recv(fd_, dst.data() + off, dst.size() - off, 0);
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR) continue;
+        return Status::IOError("raw recv", r == 0 ? 0 : errno);
+      }
+      off += static_cast<size_t>(r);
+    }
+    return Status::Ok();
+  }
+
+  int fd_ = -1;
+  char buf_[64 * 1024];
+  size_t begin_ = 0, end_ = 0;
+};
+
+int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
+  auto fail = [&](const Status& s) { return ReportError(flags, s, kExitFailure); };
+  Result<ModelLayout> layout = BenchLayout(a);
+  if (!layout.ok()) return ReportError(flags, layout.status());
+  if (a.blocks == 0 || a.blocks > 1'000'000) {
+    return ReportError(flags, Status::InvalidArgument("--blocks: must be 1..1000000"));
+  }
+  Result<remote::RedisUrl> url = remote::ParseRedisUrl(a.remote);
+  if (!url.ok()) return ReportError(flags, url.status().WithContext("--remote"));
+  if (url->mode != remote::RedisMode::kSingle) {
+    return ReportError(flags, Status::InvalidArgument(
+                                  "--remote: bench remote needs one server (redis://): the raw "
+                                  "loop it compares against uses one socket"));
+  }
+
+  // The blocks, generated once.
+  std::vector<BlockKey> keys;
+  std::vector<SharedBlock> blocks;
+  uint64_t total = 0, max_size = 0;
+  for (uint64_t i = 0; i < a.blocks; ++i) {
+    keys.push_back(TestBlockKey(i));
+    Result<BlockBuffer> b = MakeBlockFile(*layout, keys.back(), keys.back(), keys.back(), 1);
+    if (!b.ok()) return fail(b.status());
+    total += b->size();
+    max_size = std::max<uint64_t>(max_size, b->size());
+    blocks.push_back(std::make_shared<const BlockBuffer>(std::move(b).value()));
+  }
+  const std::string run_id =
+      std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
+
+  RawSocket raw;
+  if (Status s = raw.Connect(*url); !s.ok()) return fail(s.WithContext("--remote"));
+  std::vector<std::byte> raw_buf(max_size + 2);
+
+  RemoteTierOptions o;
+  o.url = a.remote;
+  o.layout = *layout;
+  o.require_server_at_open = true;
+  o.queue_max_bytes = std::max<uint64_t>(o.queue_max_bytes, total);
+  uint32_t round_no = 0;
+  auto tier_prefix = [&] {
+    return "kvtier-bench:" + run_id + ":" + std::to_string(round_no) + ":";
+  };
+  auto raw_name = [&](size_t i) {
+    return "kvtier-bench-raw:" + run_id + ":" + std::to_string(round_no) + ":" + std::to_string(i);
+  };
+
+  // Where hits land, as in the cache: recycled, already faulted-in buffers.
+  std::shared_ptr<cache_internal::BufferPool> buffers =
+      cache_internal::BufferPool::Create(uint64_t{a.batch} * max_size * 2);
+  std::unique_ptr<RemoteTier> tier;
+  auto open_tier = [&]() -> Status {
+    o.key_prefix = tier_prefix();
+    KVTIER_ASSIGN_OR_RETURN(tier, RemoteTier::Open(o, Env::Default()));
+    return Status::Ok();
+  };
+  auto raw_set = [&]() -> Result<double> {
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      KVTIER_RETURN_IF_ERROR(raw.Set(raw_name(i), blocks[i]->span()));
+    }
+    return Seconds(t0, Clock::now());
+  };
+  auto raw_get = [&]() -> Result<double> {
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      KVTIER_ASSIGN_OR_RETURN(size_t n, raw.Get(raw_name(i), raw_buf));
+      if (n != blocks[i]->size()) return Status::Internal("raw GET: wrong size");
+    }
+    return Seconds(t0, Clock::now());
+  };
+  auto our_set = [&]() -> Result<double> {
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(tier->Put(keys[i], blocks[i]));
+    KVTIER_RETURN_IF_ERROR(tier->Flush());
+    const double secs = Seconds(t0, Clock::now());
+    const RemoteTierStats s = tier->Stats();
+    if (s.stored != keys.size()) {
+      return Status::Internal("only " + std::to_string(s.stored) + " blocks stored (drops: " +
+                              std::to_string(s.drops_unavailable + s.drops_oom + s.drops_error) +
+                              ")");
+    }
+    return secs;
+  };
+  auto our_get = [&]() -> Result<double> {
+    const auto t0 = Clock::now();
+    uint64_t hits = 0;
+    for (size_t begin = 0; begin < keys.size(); begin += a.batch) {
+      std::span<const BlockKey> batch(keys.data() + begin,
+                                      std::min<size_t>(a.batch, keys.size() - begin));
+      tier->LoadBuffers(
+          batch, [&](size_t bytes) { return buffers->Take(bytes); },
+          [&](size_t, Result<std::optional<BlockBuffer>> r) {
+            hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
+          });
+    }
+    const double secs = Seconds(t0, Clock::now());
+    if (hits != keys.size()) {
+      return Status::Internal("only " + std::to_string(hits) + " of " +
+                              std::to_string(keys.size()) + " blocks read back");
+    }
+    return secs;
+  };
+  auto cleanup = [&]() -> Status {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      KVTIER_RETURN_IF_ERROR(raw.Del(raw_name(i)));
+      KVTIER_RETURN_IF_ERROR(tier->Erase(keys[i]).status());
+    }
+    return Status::Ok();
+  };
+
+  struct Best {
+    double set = 1e30, get = 1e30, raw_set = 1e30, raw_get = 1e30, exists = 1e30;
+  } best;
+  auto keep_best = [](double* slot, const Result<double>& r) -> Status {
+    if (!r.ok()) return r.status();
+    *slot = std::min(*slot, *r);
+    return Status::Ok();
+  };
+  for (round_no = 0; round_no < a.rounds; ++round_no) {
+    tier.reset();
+    Status s = open_tier();
+    if (!s.ok()) return fail(s.WithContext("--remote"));
+    if (round_no % 2 == 0) {
+      if (s.ok()) s = keep_best(&best.raw_set, raw_set()).WithContext("raw set");
+      if (s.ok()) s = keep_best(&best.set, our_set()).WithContext("set");
+      if (s.ok()) s = keep_best(&best.raw_get, raw_get()).WithContext("raw get");
+      if (s.ok()) s = keep_best(&best.get, our_get()).WithContext("get");
+    } else {
+      if (s.ok()) s = keep_best(&best.set, our_set()).WithContext("set");
+      if (s.ok()) s = keep_best(&best.raw_set, raw_set()).WithContext("raw set");
+      if (s.ok()) s = keep_best(&best.get, our_get()).WithContext("get");
+      if (s.ok()) s = keep_best(&best.raw_get, raw_get()).WithContext("raw get");
+    }
+    for (int i = 0; s.ok() && i < 3; ++i) {
+      const auto t0 = Clock::now();
+      std::vector<bool> found = tier->Exists(keys);
+      const double secs = Seconds(t0, Clock::now());
+      if (std::count(found.begin(), found.end(), true) != static_cast<long>(keys.size())) {
+        s = Status::Internal("exists: not every block found");
+      }
+      best.exists = std::min(best.exists, secs / static_cast<double>(keys.size()));
+    }
+    if (s.ok()) s = cleanup().WithContext("cleanup");
+    if (!s.ok()) return fail(s);
+  }
+  const uint32_t parts = static_cast<uint32_t>((max_size + o.part_bytes - 1) / o.part_bytes);
+  (void)tier->Close();
+
+  const double gb = static_cast<double>(total) / 1e9;
+  const double set = gb / best.set, get = gb / best.get;
+  const double raw_set_gbps = gb / best.raw_set, raw_get_gbps = gb / best.raw_get;
+  const double exists_us = best.exists * 1e6;
+  if (flags.json) {
+    PrintJson({{"set_GBps", set},
+               {"get_GBps", get},
+               {"raw_set_GBps", raw_set_gbps},
+               {"raw_get_GBps", raw_get_gbps},
+               {"exists_us_per_key", exists_us},
+               {"blocks", keys.size()},
+               {"block_bytes", blocks[0]->size()},
+               {"parts", parts},
+               {"set_ratio", set / raw_set_gbps},
+               {"get_ratio", get / raw_get_gbps}});
+  } else {
+    std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes (" << parts
+              << (parts == 1 ? " part" : " parts") << ") on " << url->Redacted() << "\n";
+    std::cout << "set  " << set << " GB/s  (raw " << raw_set_gbps << " GB/s, ratio "
+              << set / raw_set_gbps << ")\n";
+    std::cout << "get  " << get << " GB/s  (raw " << raw_get_gbps << " GB/s, ratio "
+              << get / raw_get_gbps << ")\n";
+    std::cout << "exists " << exists_us << " us per key\n";
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<BenchRemoteArgs>();
+  app->add_option("--remote", a->remote, "The server: redis://[[user]:password@]host:port[/db]")
+      ->required();
+  a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
+  a->block_bytes_opt =
+      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead");
+  app->add_option("--blocks", a->blocks, "Number of blocks")->required();
+  app->add_option("--batch", a->batch, "Keys per GetMany() call (default 16)")
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--rounds", a->rounds,
+                  "Rounds, alternating which side goes first; best of each (default 2)")
+      ->check(CLI::Range(1, 100));
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_SUBCOMMAND(bench_remote, "bench", "remote",
+                  "Remote tier set/get vs a raw RESP loop on the same Redis server",
+                  SetupBenchRemote);
+}  // namespace kvtier::cli
