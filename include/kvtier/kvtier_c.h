@@ -88,8 +88,8 @@ typedef struct kvtier_cache kvtier_cache;
  *   "layout"     (string, required)  a preset name or a layout JSON path
  *   "host_bytes" (integer, required) RAM budget in bytes, > 0
  *   "disk_dir"   (string or null)    a disk-tier folder, created if missing
- *   "remote"     (string or null)    a Redis URL (not in this build: an
- *                                    error when set)
+ *   "remote"     (string or null)    a Redis URL (TieredCache has no remote
+ *                                    tier yet: KVTIER_E_UNAVAILABLE when set)
  * Unknown names, wrong types and malformed JSON are KVTIER_E_INVALID_ARGUMENT.
  * On success *out is a new handle; on failure *out is set to NULL. */
 KVTIER_C_API int kvtier_cache_open(const char* options_json, kvtier_cache** out);

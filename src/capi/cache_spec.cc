@@ -118,7 +118,9 @@ Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec
     return Status::InvalidArgument("disk_dir: must not be empty (null for a RAM-only cache)");
   }
   if (spec.remote.has_value()) {
-    return Status::Unavailable("remote: this kvtier build has no remote (Redis) tier");
+    // The Redis tier exists (include/kvtier/remote_tier.h) but TieredCache
+    // does not compose it yet; the bindings only ever open a TieredCache.
+    return Status::Unavailable("remote: TieredCache has no remote (Redis) tier yet in this build");
   }
   CacheOptions options;
   options.host.capacity_bytes = spec.host_bytes;

@@ -276,8 +276,8 @@ void RegisterCache(py::module_& m) {
            py::arg("remote") = py::none(), py::arg("block_tokens") = 0,
            "layout: a preset name, a layout JSON path or a kvtier.Layout; host_bytes: the RAM "
            "budget; disk_dir: a folder for the disk tier (created if missing), None for RAM "
-           "only; remote: a Redis URL (not in this build); block_tokens > 0 overrides the "
-           "layout's.")
+           "only; remote: a Redis URL (TieredCache has no remote tier yet); block_tokens > 0 "
+           "overrides the layout's.")
       .def("store", &PyCache::Store, py::arg("key"), py::arg("block"),
            "Stores a block file (bytes-like) under its 32-byte key. Its header must name the "
            "key and the cache's layout (kvtier.InvalidArgument otherwise). The bytes are "

@@ -17,7 +17,7 @@ deb=$(find "$work/out" -maxdepth 1 -name 'kvtier_*.deb' -print -quit)
 [ -n "$deb" ] || fail "no kvtier_*.deb in $(ls "$work/out")"
 [ "$(dpkg-deb -f "$deb" Package)" = kvtier ] || fail "package name"
 depends=$(dpkg-deb -f "$deb" Depends)
-for dep in libc6 libstdc++6 libssl3 libsqlite3-0 libxxhash0 python3-numpy; do
+for dep in libc6 libstdc++6 libssl3 libsqlite3-0 libxxhash0 libhiredis python3-numpy; do
   grep -q "$dep" <<<"$depends" || fail "Depends lacks $dep: $depends"
 done
 listing=$(dpkg-deb -c "$deb")
