@@ -1,0 +1,39 @@
+# The C API: libkvtier_c.so (target kvtier_c, exported as kvtier::kvtier_c),
+# built into the build folder's root from src/capi/ and the component
+# libraries (KVTIER_LIBRARY_COMPONENTS, cmake/KvtierLibraries.cmake), so that
+# a C program needs only this one library. The version script exports the
+# kvtier_* functions of include/kvtier/kvtier_c.h and hides everything else.
+
+add_library(kvtier_bindings_common STATIC ${PROJECT_SOURCE_DIR}/src/capi/cache_spec.cc)
+target_include_directories(kvtier_bindings_common PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                                  PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(kvtier_bindings_common PUBLIC ${KVTIER_LIBRARY_COMPONENTS}
+                                             PRIVATE nlohmann_json::nlohmann_json)
+
+set(_kvtier_c_map ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.map)
+add_library(kvtier_c SHARED ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.cc)
+target_include_directories(kvtier_c PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                           $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+                                    PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(kvtier_c PRIVATE kvtier_bindings_common)
+target_compile_definitions(kvtier_c PRIVATE KVTIER_VERSION="${PROJECT_VERSION}")
+target_link_options(kvtier_c PRIVATE -Wl,--version-script=${_kvtier_c_map} -Wl,--no-undefined
+                             INTERFACE ${_kvtier_sanitize_link})
+set_target_properties(kvtier_c PROPERTIES
+  C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+  LINK_DEPENDS ${_kvtier_c_map}
+  VERSION ${PROJECT_VERSION} SOVERSION 0)
+add_library(kvtier::kvtier_c ALIAS kvtier_c)
+
+if(KVTIER_BUILD_TESTS)
+  # C11, -Wall -Wextra -Werror, against the public header and libkvtier_c.so
+  # only (under ASan+UBSan in the dev preset).
+  add_executable(c_api_test ${PROJECT_SOURCE_DIR}/src/capi/c_api_test.c)
+  target_link_libraries(c_api_test PRIVATE kvtier_c)
+  target_compile_options(c_api_test PRIVATE -Wall -Wextra -Werror)
+  set_target_properties(c_api_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                              C_EXTENSIONS OFF)
+  add_test(NAME c_api COMMAND c_api_test)
+  set_tests_properties(c_api PROPERTIES
+    ENVIRONMENT_MODIFICATION "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>")
+endif()

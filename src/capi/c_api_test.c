@@ -1,0 +1,411 @@
+/* Tests of the C API (include/kvtier/kvtier_c.h) through libkvtier_c.so only.
+ *
+ * Needs the kvtier CLI (KVTIER_CLI, set by ctest): `kvtier key` gives the
+ * expected keys and `kvtier synth --out` makes the block files that are
+ * stored. Prints "N checks, M failed" and exits non-zero on any failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kvtier/kvtier_c.h"
+
+static int g_checks = 0;
+static int g_failed = 0;
+
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    ++g_checks;                                                                                \
+    if (!(cond)) {                                                                             \
+      ++g_failed;                                                                              \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              kvtier_last_error());                                                            \
+    }                                                                                          \
+  } while (0)
+
+/* rc must equal want, and a failure must leave a message naming `needle`. */
+#define CHECK_RC(rc, want, needle)                                                                 \
+  do {                                                                                             \
+    int rc_ = (rc);                                                                                \
+    ++g_checks;                                                                                    \
+    if (rc_ != (want) || ((want) != KVTIER_OK && strstr(kvtier_last_error(), (needle)) == NULL)) { \
+      ++g_failed;                                                                                  \
+      fprintf(stderr, "%s:%d: %s returned %s, want %s with \"%s\" (last error: %s)\n", __FILE__,   \
+              __LINE__, #rc, kvtier_error_name(rc_), kvtier_error_name(want), (needle),            \
+              kvtier_last_error());                                                                \
+    }                                                                                              \
+  } while (0)
+
+enum { kMaxBlocks = 16, kMaxBlockBytes = 1 << 16 };
+
+static const char* Cli(void) {
+  const char* cli = getenv("KVTIER_CLI");
+  if (cli == NULL || cli[0] == '\0') {
+    fprintf(stderr, "KVTIER_CLI is not set (run through ctest)\n");
+    exit(2);
+  }
+  return cli;
+}
+
+/* Runs a shell command and returns its stdout (malloc'ed) or NULL. */
+static char* RunCommand(const char* command) {
+  FILE* p = popen(command, "r");
+  if (p == NULL) return NULL;
+  size_t cap = 1 << 16, used = 0;
+  char* out = malloc(cap);
+  if (out == NULL) {
+    pclose(p);
+    return NULL;
+  }
+  size_t n;
+  while ((n = fread(out + used, 1, cap - 1 - used, p)) > 0) {
+    used += n;
+    if (used == cap - 1) break;
+  }
+  out[used] = '\0';
+  if (pclose(p) != 0) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+static void Hex(const uint8_t* bytes, size_t n, char* out) {
+  static const char kDigits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[bytes[i] >> 4];
+    out[2 * i + 1] = kDigits[bytes[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+static int Unhex(const char* hex, uint8_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 0;
+    out[i] = (uint8_t)v;
+  }
+  return 1;
+}
+
+static char g_signature[512];
+
+static void TestKeysEqualCli(void) {
+  size_t len = 0;
+  CHECK_RC(kvtier_layout_signature("tiny", g_signature, sizeof(g_signature), &len), KVTIER_OK, "");
+  CHECK(len == strlen(g_signature) && len > 0);
+  char small[8];
+  CHECK_RC(kvtier_layout_signature("tiny", small, sizeof(small), &len), KVTIER_E_BUFFER_TOO_SMALL,
+           "needs");
+  CHECK(len == strlen(g_signature));
+
+  /* 10 tokens, 4 per block: two keys, two tokens left over. */
+  const uint32_t tokens[] = {7, 1, 2, 3, 4, 5, 6, 70000, 8, 9};
+  uint8_t keys[2 * 32];
+  size_t n_keys = 99;
+  CHECK_RC(kvtier_block_keys("c-test-model", g_signature, 4, tokens, 10, keys, &n_keys), KVTIER_OK,
+           "");
+  CHECK(n_keys == 2);
+
+  char command[1024];
+  snprintf(command, sizeof(command),
+           "'%s' key --model c-test-model --signature '%s' --block-tokens 4 "
+           "--tokens 7,1,2,3,4,5,6,70000,8,9 --json",
+           Cli(), g_signature);
+  char* out = RunCommand(command);
+  CHECK(out != NULL);
+  if (out == NULL) return;
+  for (size_t i = 0; i < n_keys; ++i) {
+    char hex[65];
+    Hex(keys + 32 * i, 32, hex);
+    CHECK(strstr(out, hex) != NULL);
+  }
+  free(out);
+
+  /* Fewer tokens than a block: no keys, keys_out may be NULL. */
+  CHECK_RC(kvtier_block_keys("c-test-model", g_signature, 4, tokens, 3, NULL, &n_keys), KVTIER_OK,
+           "");
+  CHECK(n_keys == 0);
+  CHECK_RC(kvtier_block_keys("c-test-model", g_signature, 0, tokens, 10, keys, &n_keys),
+           KVTIER_E_INVALID_ARGUMENT, "block_tokens");
+}
+
+struct Block {
+  uint8_t key[32];
+  uint8_t* bytes;
+  size_t len;
+};
+
+static struct Block g_blocks[kMaxBlocks];
+static size_t g_num_blocks = 0;
+
+static int CompareBlocks(const void* a, const void* b) {
+  return memcmp(((const struct Block*)a)->key, ((const struct Block*)b)->key, 32);
+}
+
+/* Makes block files with `kvtier synth --out` and reads them in. Their order
+ * in the chain is not needed here, so they are sorted by key. */
+static void MakeBlocks(const char* dir) {
+  char command[1024];
+  snprintf(command, sizeof(command),
+           "'%s' synth --layout tiny --random 128 --seed 11 --out '%s/files' --json", Cli(), dir);
+  char* out = RunCommand(command);
+  CHECK(out != NULL);
+  free(out);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/files", dir);
+  DIR* d = opendir(path);
+  CHECK(d != NULL);
+  if (d == NULL) return;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL && g_num_blocks < kMaxBlocks) {
+    if (strlen(e->d_name) != 64 + strlen(".safetensors")) continue;
+    struct Block* b = &g_blocks[g_num_blocks];
+    if (!Unhex(e->d_name, b->key, 32)) continue;
+    char file[sizeof(path) + sizeof(e->d_name) + 2];
+    snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+    FILE* f = fopen(file, "rb");
+    CHECK(f != NULL);
+    if (f == NULL) continue;
+    b->bytes = malloc(kMaxBlockBytes);
+    b->len = fread(b->bytes, 1, kMaxBlockBytes, f);
+    fclose(f);
+    CHECK(b->len > 0 && b->len < kMaxBlockBytes);
+    ++g_num_blocks;
+  }
+  closedir(d);
+  qsort(g_blocks, g_num_blocks, sizeof(g_blocks[0]), CompareBlocks);
+}
+
+/* Reads the unsigned integer after "\"name\": " in a JSON text; -1 if absent. */
+static long long JsonCount(const char* json, const char* name) {
+  char pattern[128];
+  snprintf(pattern, sizeof(pattern), "\"%s\":", name);
+  const char* p = strstr(json, pattern);
+  if (p == NULL) return -1;
+  return strtoll(p + strlen(pattern), NULL, 10);
+}
+
+static long long StatsCount(kvtier_cache* cache, const char* name) {
+  static char json[1 << 16];
+  size_t len = 0;
+  if (kvtier_cache_stats_json(cache, json, sizeof(json), &len) != KVTIER_OK) return -2;
+  return JsonCount(json, name);
+}
+
+static void TestRoundTrip(const char* dir) {
+  MakeBlocks(dir);
+  CHECK(g_num_blocks == 8); /* 128 random tokens, 16 per block */
+  if (g_num_blocks != 8) return;
+
+  /* A host budget of about two blocks: most blocks go down to disk. */
+  char options[1024];
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": %zu, \"disk_dir\": \"%s/cache\", "
+           "\"remote\": null}",
+           2 * g_blocks[0].len + 100, dir);
+  kvtier_cache* cache = NULL;
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  if (cache == NULL) return;
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    CHECK_RC(kvtier_cache_store(cache, g_blocks[i].key, g_blocks[i].bytes, g_blocks[i].len),
+             KVTIER_OK, "");
+  }
+  uint8_t chain[kMaxBlocks * 32];
+  for (size_t i = 0; i < g_num_blocks; ++i) memcpy(chain + 32 * i, g_blocks[i].key, 32);
+  size_t matched = 99;
+  CHECK_RC(kvtier_cache_match(cache, chain, g_num_blocks, &matched), KVTIER_OK, "");
+  CHECK(matched == g_num_blocks);
+
+  uint8_t* buf = malloc(kMaxBlockBytes);
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    size_t len = 0;
+    memset(buf, 0xAB, kMaxBlockBytes);
+    CHECK_RC(kvtier_cache_load(cache, g_blocks[i].key, buf, kMaxBlockBytes, &len), KVTIER_OK, "");
+    CHECK(len == g_blocks[i].len);
+    CHECK(memcmp(buf, g_blocks[i].bytes, g_blocks[i].len) == 0);
+  }
+  const long long host_hits = StatsCount(cache, "hits_host");
+  const long long disk_hits = StatsCount(cache, "hits_disk");
+  CHECK(host_hits + disk_hits == (long long)g_num_blocks);
+  CHECK(disk_hits >= 1);
+
+  /* A miss: 0 and *len = 0. */
+  uint8_t absent[32];
+  memset(absent, 0x42, sizeof(absent));
+  size_t len = 77;
+  CHECK_RC(kvtier_cache_load(cache, absent, buf, kMaxBlockBytes, &len), KVTIER_OK, "");
+  CHECK(len == 0);
+  /* A chain broken at position 3. */
+  memcpy(chain + 3 * 32, absent, 32);
+  CHECK_RC(kvtier_cache_match(cache, chain, g_num_blocks, &matched), KVTIER_OK, "");
+  CHECK(matched == 3);
+
+  /* Too small a buffer: a clear code, not a partial copy reported as OK. */
+  len = 77;
+  CHECK_RC(kvtier_cache_load(cache, g_blocks[0].key, buf, g_blocks[0].len - 1, &len),
+           KVTIER_E_BUFFER_TOO_SMALL, "cap is");
+  CHECK(len == g_blocks[0].len); /* the size to allocate */
+  len = 0;
+  CHECK_RC(kvtier_cache_load(cache, g_blocks[0].key, NULL, 0, &len), KVTIER_E_BUFFER_TOO_SMALL,
+           "cap is 0");
+  CHECK(len == g_blocks[0].len);
+
+  /* A block stored under another key's name is refused. */
+  CHECK_RC(kvtier_cache_store(cache, absent, g_blocks[0].bytes, g_blocks[0].len),
+           KVTIER_E_INVALID_ARGUMENT, "kvtier_cache_store");
+  /* Garbage bytes are refused too. */
+  CHECK_RC(kvtier_cache_store(cache, absent, "not a block file", 16), KVTIER_E_INVALID_ARGUMENT,
+           "kvtier_cache_store");
+
+  kvtier_cache_close(cache);
+
+  /* Reopened: every block now comes from disk, byte for byte. */
+  cache = NULL;
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  if (cache == NULL) {
+    free(buf);
+    return;
+  }
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    len = 0;
+    CHECK_RC(kvtier_cache_load(cache, g_blocks[i].key, buf, kMaxBlockBytes, &len), KVTIER_OK, "");
+    CHECK(len == g_blocks[i].len);
+    CHECK(memcmp(buf, g_blocks[i].bytes, g_blocks[i].len) == 0);
+  }
+  CHECK(StatsCount(cache, "hits_disk") == (long long)g_num_blocks);
+  CHECK(StatsCount(cache, "hits_host") == 0);
+  CHECK_RC(kvtier_cache_flush(cache), KVTIER_OK, "");
+  kvtier_cache_close(cache);
+
+  /* The handle is dead now: calls fail cleanly, close is a no-op. */
+  CHECK_RC(kvtier_cache_load(cache, g_blocks[0].key, buf, kMaxBlockBytes, &len),
+           KVTIER_E_FAILED_PRECONDITION, "closed");
+  CHECK_RC(kvtier_cache_store(cache, g_blocks[0].key, g_blocks[0].bytes, g_blocks[0].len),
+           KVTIER_E_FAILED_PRECONDITION, "closed");
+  CHECK_RC(kvtier_cache_match(cache, chain, 1, &matched), KVTIER_E_FAILED_PRECONDITION, "closed");
+  CHECK_RC(kvtier_cache_flush(cache), KVTIER_E_FAILED_PRECONDITION, "closed");
+  kvtier_cache_close(cache);
+  kvtier_cache_close(NULL);
+  /* A handle that was never opened. */
+  CHECK_RC(kvtier_cache_flush((kvtier_cache*)buf), KVTIER_E_FAILED_PRECONDITION, "never opened");
+  free(buf);
+}
+
+static void TestNullArguments(const char* dir) {
+  kvtier_cache* cache = NULL;
+  char options[1024];
+  snprintf(options, sizeof(options), "{\"layout\": \"tiny\", \"host_bytes\": 1048576}");
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  uint8_t key[32] = {0};
+  uint8_t buf[64];
+  size_t n = 0;
+  const uint32_t tokens[4] = {1, 2, 3, 4};
+  CHECK_RC(kvtier_cache_open(NULL, &cache), KVTIER_E_INVALID_ARGUMENT, "options_json is NULL");
+  CHECK(cache == NULL); /* *out is reset on failure */
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  CHECK_RC(kvtier_cache_open(options, NULL), KVTIER_E_INVALID_ARGUMENT, "out is NULL");
+  CHECK_RC(kvtier_cache_store(cache, NULL, buf, 1), KVTIER_E_INVALID_ARGUMENT, "key is NULL");
+  CHECK_RC(kvtier_cache_store(cache, key, NULL, 1), KVTIER_E_INVALID_ARGUMENT, "block is NULL");
+  CHECK_RC(kvtier_cache_store(NULL, key, buf, 1), KVTIER_E_FAILED_PRECONDITION, "cache is NULL");
+  CHECK_RC(kvtier_cache_match(cache, NULL, 1, &n), KVTIER_E_INVALID_ARGUMENT, "keys is NULL");
+  CHECK_RC(kvtier_cache_match(cache, key, 1, NULL), KVTIER_E_INVALID_ARGUMENT, "matched is NULL");
+  CHECK_RC(kvtier_cache_match(cache, NULL, 0, &n), KVTIER_OK, "");
+  CHECK(n == 0);
+  CHECK_RC(kvtier_cache_load(cache, NULL, buf, sizeof(buf), &n), KVTIER_E_INVALID_ARGUMENT,
+           "key is NULL");
+  CHECK_RC(kvtier_cache_load(cache, key, NULL, sizeof(buf), &n), KVTIER_E_INVALID_ARGUMENT,
+           "dst is NULL");
+  CHECK_RC(kvtier_cache_load(cache, key, buf, sizeof(buf), NULL), KVTIER_E_INVALID_ARGUMENT,
+           "len is NULL");
+  CHECK_RC(kvtier_cache_stats_json(cache, NULL, 10, &n), KVTIER_E_INVALID_ARGUMENT, "out is NULL");
+  CHECK_RC(kvtier_block_keys(NULL, g_signature, 4, tokens, 4, buf, &n), KVTIER_E_INVALID_ARGUMENT,
+           "model is NULL");
+  CHECK_RC(kvtier_block_keys("m", NULL, 4, tokens, 4, buf, &n), KVTIER_E_INVALID_ARGUMENT,
+           "signature is NULL");
+  CHECK_RC(kvtier_block_keys("m", g_signature, 4, NULL, 4, buf, &n), KVTIER_E_INVALID_ARGUMENT,
+           "tokens is NULL");
+  CHECK_RC(kvtier_block_keys("m", g_signature, 4, tokens, 4, NULL, &n), KVTIER_E_INVALID_ARGUMENT,
+           "keys_out is NULL");
+  CHECK_RC(kvtier_block_keys("m", g_signature, 4, tokens, 4, buf, NULL), KVTIER_E_INVALID_ARGUMENT,
+           "n_keys is NULL");
+  CHECK_RC(kvtier_layout_signature(NULL, (char*)buf, sizeof(buf), &n), KVTIER_E_INVALID_ARGUMENT,
+           "layout is NULL");
+  kvtier_cache_close(cache);
+  (void)dir;
+}
+
+static void TestBadOptions(const char* dir) {
+  static const struct {
+    const char* json;
+    int code;
+    const char* needle;
+  } kCases[] = {
+      {"", KVTIER_E_INVALID_ARGUMENT, "not valid JSON"},
+      {"garbage", KVTIER_E_INVALID_ARGUMENT, "not valid JSON"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024", KVTIER_E_INVALID_ARGUMENT, "not valid JSON"},
+      {"[1, 2]", KVTIER_E_INVALID_ARGUMENT, "expected a JSON object"},
+      {"{\"host_bytes\": 1024}", KVTIER_E_INVALID_ARGUMENT, "layout: is required"},
+      {"{\"layout\": \"tiny\"}", KVTIER_E_INVALID_ARGUMENT, "host_bytes: is required"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"colour\": 1}", KVTIER_E_INVALID_ARGUMENT,
+       "unknown option 'colour'"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": -1}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1.5}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": \"1024\"}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 99999999999999999999999}", KVTIER_E_INVALID_ARGUMENT,
+       "host_bytes"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 0}", KVTIER_E_INVALID_ARGUMENT, "host_bytes"},
+      {"{\"layout\": 7, \"host_bytes\": 1024}", KVTIER_E_INVALID_ARGUMENT, "layout"},
+      {"{\"layout\": \"no-such-preset\", \"host_bytes\": 1024}", KVTIER_E_INVALID_ARGUMENT,
+       "layout"},
+      {"{\"layout\": \"tiny\", \"layout\": \"tiny\", \"host_bytes\": 1024}",
+       KVTIER_E_INVALID_ARGUMENT, "given twice"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"disk_dir\": 5}", KVTIER_E_INVALID_ARGUMENT,
+       "disk_dir"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": \"redis://127.0.0.1:1\"}",
+       KVTIER_E_UNAVAILABLE, "remote"},
+  };
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+    kvtier_cache* cache = (kvtier_cache*)&i;
+    CHECK_RC(kvtier_cache_open(kCases[i].json, &cache), kCases[i].code, kCases[i].needle);
+    CHECK(cache == NULL);
+  }
+  /* A layout file that does not exist. */
+  char options[1024];
+  snprintf(options, sizeof(options), "{\"layout\": \"%s/none.json\", \"host_bytes\": 1024}", dir);
+  kvtier_cache* cache = NULL;
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_E_NOT_FOUND, "none.json");
+}
+
+int main(void) {
+  char dir[] = "/tmp/kvtier-c-api-XXXXXX";
+  const char* tmp = getenv("TMPDIR");
+  char template_path[1024];
+  snprintf(template_path, sizeof(template_path), "%s/kvtier-c-api-XXXXXX",
+           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  char* made = mkdtemp(template_path);
+  if (made == NULL) made = mkdtemp(dir);
+  if (made == NULL) {
+    perror("mkdtemp");
+    return 2;
+  }
+  CHECK(strcmp(kvtier_version(), "") != 0);
+  CHECK(strcmp(kvtier_error_name(KVTIER_E_CORRUPTION), "CORRUPTION") == 0);
+  CHECK(strcmp(kvtier_error_name(12345), "UNKNOWN") == 0);
+  TestKeysEqualCli();
+  TestRoundTrip(made);
+  TestNullArguments(made);
+  TestBadOptions(made);
+  for (size_t i = 0; i < g_num_blocks; ++i) free(g_blocks[i].bytes);
+
+  char command[1200];
+  snprintf(command, sizeof(command), "rm -rf '%s'", made);
+  if (system(command) != 0) fprintf(stderr, "could not remove %s\n", made);
+  printf("%d checks, %d failed\n", g_checks, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,385 @@
+// The C API (include/kvtier/kvtier_c.h) over the public C++ API.
+//
+// Every exported function runs its body inside Guard(), which turns any C++
+// exception (std::bad_alloc included) into a return code and a message, so
+// nothing unwinds into C. Messages live in a fixed thread-local buffer:
+// recording one never allocates, so out-of-memory can still be reported.
+//
+// Cache handles are not pointers: kvtier_cache* holds a number that names a
+// live cache in HandleTable. A call with a closed or unknown handle finds
+// nothing and fails cleanly instead of touching freed memory, and a call in
+// progress keeps its cache alive (shared_ptr) while another thread closes it.
+#include "kvtier/kvtier_c.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "capi/cache_spec.h"
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
+#include "kvtier/block_key.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+#include "kvtier/tiered_cache.h"
+
+namespace kvtier::capi {
+namespace {
+
+constexpr size_t kMaxMessage = 1024;
+thread_local char t_last_error[kMaxMessage] = "";
+
+// Concatenates the parts into the thread's message buffer, truncated.
+void SetError(std::initializer_list<std::string_view> parts) {
+  size_t used = 0;
+  for (std::string_view part : parts) {
+    const size_t n = std::min(part.size(), kMaxMessage - 1 - used);
+    std::memcpy(t_last_error + used, part.data(), n);
+    used += n;
+  }
+  t_last_error[used] = '\0';
+}
+
+int Fail(int code, std::string_view fn, std::string_view message) {
+  SetError({fn, message});
+  return code;
+}
+
+int CodeOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return KVTIER_OK;
+    case StatusCode::kNotFound:
+      return KVTIER_E_NOT_FOUND;
+    case StatusCode::kCorruption:
+      return KVTIER_E_CORRUPTION;
+    case StatusCode::kInvalidArgument:
+      return KVTIER_E_INVALID_ARGUMENT;
+    case StatusCode::kResourceExhausted:
+      return KVTIER_E_RESOURCE_EXHAUSTED;
+    case StatusCode::kIOError:
+      return KVTIER_E_IO;
+    case StatusCode::kUnavailable:
+      return KVTIER_E_UNAVAILABLE;
+    case StatusCode::kFailedPrecondition:
+      return KVTIER_E_FAILED_PRECONDITION;
+    case StatusCode::kInternal:
+      return KVTIER_E_INTERNAL;
+  }
+  return KVTIER_E_INTERNAL;
+}
+
+// "fn: message" for a failed status; KVTIER_OK for an OK one.
+int FromStatus(std::string_view fn, const Status& s) {
+  if (s.ok()) return KVTIER_OK;
+  SetError({fn, ": ", s.message()});
+  return CodeOf(s.code());
+}
+
+// Runs body(), which returns a KVTIER_* code, and keeps exceptions in.
+template <typename Body>
+int Guard(std::string_view fn, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(KVTIER_E_RESOURCE_EXHAUSTED, fn, ": out of memory");
+  } catch (const std::exception& e) {
+    SetError({fn, ": unexpected exception: ", e.what()});
+    return KVTIER_E_INTERNAL;
+  } catch (...) {
+    return Fail(KVTIER_E_INTERNAL, fn, ": unexpected exception");
+  }
+}
+
+// Live caches by handle number. Never destroyed: a cache the program did not
+// close must not be closed by a static destructor while its threads run.
+class HandleTable {
+ public:
+  static HandleTable& Get() {
+    static HandleTable* table = new HandleTable();
+    return *table;
+  }
+
+  kvtier_cache* Add(std::shared_ptr<TieredCache> cache) {
+    MutexLock lock(&mu_);
+    // Numbers never repeat, so a stale handle never names a newer cache.
+    // Shifted and tagged so that no handle equals a small integer or an
+    // aligned pointer.
+    const uintptr_t id = (next_++ << 4) | 0x5;
+    map_.emplace(id, std::move(cache));
+    return reinterpret_cast<kvtier_cache*>(id);
+  }
+
+  std::shared_ptr<TieredCache> Find(const kvtier_cache* handle) {
+    MutexLock lock(&mu_);
+    auto it = map_.find(reinterpret_cast<uintptr_t>(handle));
+    return it == map_.end() ? nullptr : it->second;
+  }
+
+  std::shared_ptr<TieredCache> Remove(const kvtier_cache* handle) {
+    MutexLock lock(&mu_);
+    auto it = map_.find(reinterpret_cast<uintptr_t>(handle));
+    if (it == map_.end()) return nullptr;
+    std::shared_ptr<TieredCache> cache = std::move(it->second);
+    map_.erase(it);
+    return cache;
+  }
+
+ private:
+  HandleTable() = default;
+  // Held for one hash-table operation; never across a cache call.
+  Mutex mu_;
+  uintptr_t next_ GUARDED_BY(mu_) = 1;
+  std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_ GUARDED_BY(mu_);
+};
+
+BlockKey KeyOf(const uint8_t* bytes) {
+  BlockKey key;
+  std::memcpy(key.bytes.data(), bytes, key.bytes.size());
+  return key;
+}
+
+// Looks the handle up or fails with the message every call shares.
+#define KVTIER_C_FIND_CACHE(var, handle, fn)                                             \
+  std::shared_ptr<kvtier::TieredCache> var = HandleTable::Get().Find(handle);            \
+  if (var == nullptr) {                                                                  \
+    return Fail(KVTIER_E_FAILED_PRECONDITION, fn,                                        \
+                handle == nullptr ? ": cache is NULL"                                    \
+                                  : ": the cache handle is closed or was never opened"); \
+  }
+
+// The size of the block under `key` (0 on a miss), read through LoadShared:
+// a host hit is shared, not copied.
+size_t SizeOfBlock(kvtier::TieredCache& cache, const kvtier::BlockKey& key) {
+  auto future = cache.LoadShared(std::span<const kvtier::BlockKey>(&key, 1));
+  if (!future.ok()) return 0;
+  auto loaded = future->Get();
+  if (!loaded.ok() || (*loaded)[0].block == nullptr) return 0;
+  return (*loaded)[0].block->size();
+}
+
+// Copies `text` and its NUL into out[0..cap) as the header describes.
+int CopyOut(std::string_view fn, const std::string& text, char* out, size_t cap, size_t* len) {
+  *len = text.size();
+  if (cap <= text.size()) {
+    return Fail(KVTIER_E_BUFFER_TOO_SMALL, fn,
+                ": the output needs " + std::to_string(text.size() + 1) + " bytes, cap is " +
+                    std::to_string(cap));
+  }
+  std::memcpy(out, text.data(), text.size());
+  out[text.size()] = '\0';
+  return KVTIER_OK;
+}
+
+}  // namespace
+}  // namespace kvtier::capi
+
+using namespace kvtier::capi;  // NOLINT(google-build-using-namespace): the C entry points
+
+extern "C" {
+
+const char* kvtier_last_error(void) { return t_last_error; }
+
+const char* kvtier_error_name(int code) {
+  switch (code) {
+    case KVTIER_OK:
+      return "OK";
+    case KVTIER_E_NOT_FOUND:
+      return "NOT_FOUND";
+    case KVTIER_E_CORRUPTION:
+      return "CORRUPTION";
+    case KVTIER_E_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case KVTIER_E_RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case KVTIER_E_IO:
+      return "IO";
+    case KVTIER_E_UNAVAILABLE:
+      return "UNAVAILABLE";
+    case KVTIER_E_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case KVTIER_E_INTERNAL:
+      return "INTERNAL";
+    case KVTIER_E_BUFFER_TOO_SMALL:
+      return "BUFFER_TOO_SMALL";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+const char* kvtier_version(void) { return KVTIER_VERSION; }
+
+int kvtier_block_keys(const char* model, const char* signature, uint32_t block_tokens,
+                      const uint32_t* tokens, size_t n, uint8_t* keys_out, size_t* n_keys) {
+  constexpr std::string_view fn = "kvtier_block_keys";
+  return Guard(fn, [&]() -> int {
+    if (n_keys == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": n_keys is NULL");
+    *n_keys = 0;
+    if (model == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": model is NULL");
+    if (signature == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": signature is NULL");
+    if (tokens == nullptr && n > 0) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": tokens is NULL and n > 0");
+    }
+    kvtier::NamespaceOptions ns;
+    ns.model_id = model;
+    ns.layout_signature = signature;
+    ns.block_tokens = block_tokens;
+    kvtier::Result<kvtier::KeyChain> chain = kvtier::KeyChain::Create(ns);
+    if (!chain.ok()) return FromStatus(fn, chain.status());
+    const size_t count = n / block_tokens;
+    if (count > 0 && keys_out == nullptr) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": keys_out is NULL and there are full blocks");
+    }
+    const std::vector<kvtier::BlockKey> keys =
+        chain->KeysFor(std::span<const uint32_t>(tokens, tokens == nullptr ? 0 : n));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::memcpy(keys_out + i * 32, keys[i].bytes.data(), 32);
+    }
+    *n_keys = keys.size();
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_layout_signature(const char* layout, char* out, size_t cap, size_t* len) {
+  constexpr std::string_view fn = "kvtier_layout_signature";
+  return Guard(fn, [&]() -> int {
+    if (len == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": len is NULL");
+    *len = 0;
+    if (layout == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": layout is NULL");
+    if (out == nullptr && cap > 0) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": out is NULL and cap > 0");
+    }
+    auto resolved = kvtier::ModelLayout::Resolve(kvtier::Env::Default(), layout);
+    if (!resolved.ok()) return FromStatus(fn, resolved.status());
+    return CopyOut(fn, resolved->Signature(), out, cap, len);
+  });
+}
+
+int kvtier_cache_open(const char* options_json, kvtier_cache** out) {
+  constexpr std::string_view fn = "kvtier_cache_open";
+  return Guard(fn, [&]() -> int {
+    if (out == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": out is NULL");
+    *out = nullptr;
+    if (options_json == nullptr) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": options_json is NULL");
+    }
+    auto spec = kvtier::bindings::ParseCacheSpecJson(options_json);
+    if (!spec.ok()) return FromStatus(fn, spec.status());
+    auto opened = kvtier::bindings::OpenCache(*spec);
+    if (!opened.ok()) return FromStatus(fn, opened.status());
+    *out = HandleTable::Get().Add(std::move(opened->cache));
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32], const void* block, size_t len) {
+  constexpr std::string_view fn = "kvtier_cache_store";
+  return Guard(fn, [&]() -> int {
+    if (key == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": key is NULL");
+    if (block == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": block is NULL");
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    auto buffer = kvtier::BlockBuffer::CopyOf(
+        std::span<const std::byte>(static_cast<const std::byte*>(block), len));
+    if (!buffer.ok()) return FromStatus(fn, buffer.status());
+    const kvtier::BlockKey k = KeyOf(key);
+    const kvtier::SharedBlock shared =
+        std::make_shared<const kvtier::BlockBuffer>(std::move(*buffer));
+    return FromStatus(fn, c->Store(std::span<const kvtier::BlockKey>(&k, 1),
+                                   std::span<const kvtier::SharedBlock>(&shared, 1)));
+  });
+}
+
+int kvtier_cache_match(kvtier_cache* cache, const uint8_t* keys, size_t n, size_t* matched) {
+  constexpr std::string_view fn = "kvtier_cache_match";
+  return Guard(fn, [&]() -> int {
+    if (matched == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": matched is NULL");
+    *matched = 0;
+    if (keys == nullptr && n > 0) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": keys is NULL and n > 0");
+    }
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    std::vector<kvtier::BlockKey> chain(n);
+    for (size_t i = 0; i < n; ++i) chain[i] = KeyOf(keys + i * 32);
+    *matched = c->Match(chain).blocks;
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, size_t cap,
+                      size_t* len) {
+  constexpr std::string_view fn = "kvtier_cache_load";
+  return Guard(fn, [&]() -> int {
+    if (len == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": len is NULL");
+    *len = 0;
+    if (key == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": key is NULL");
+    if (dst == nullptr && cap > 0) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": dst is NULL and cap > 0");
+    }
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    const kvtier::BlockKey k = KeyOf(key);
+    const std::span<std::byte> dsts[] = {{static_cast<std::byte*>(dst), cap}};
+    auto future = c->Load(std::span<const kvtier::BlockKey>(&k, 1), dsts);
+    if (!future.ok()) return FromStatus(fn, future.status());
+    auto loaded = future->Get();
+    if (!loaded.ok()) {
+      // With one key and one buffer, Get()'s only InvalidArgument is a
+      // destination smaller than the block.
+      if (loaded.status().IsInvalidArgument()) {
+        // Tell the caller the size to allocate: the block itself says it.
+        *len = SizeOfBlock(*c, k);
+        return Fail(
+            KVTIER_E_BUFFER_TOO_SMALL, fn,
+            ": the block has " + std::to_string(*len) + " bytes, cap is " + std::to_string(cap));
+      }
+      return FromStatus(fn, loaded.status());
+    }
+    const kvtier::LoadedBlock& b = (*loaded)[0];
+    *len = b.tier == kvtier::CacheTier::kNone ? 0 : static_cast<size_t>(b.bytes);
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_cache_flush(kvtier_cache* cache) {
+  constexpr std::string_view fn = "kvtier_cache_flush";
+  return Guard(fn, [&]() -> int {
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    return FromStatus(fn, c->Flush());
+  });
+}
+
+int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* len) {
+  constexpr std::string_view fn = "kvtier_cache_stats_json";
+  return Guard(fn, [&]() -> int {
+    if (len == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": len is NULL");
+    *len = 0;
+    if (out == nullptr && cap > 0) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": out is NULL and cap > 0");
+    }
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    return CopyOut(fn, c->Stats().ToJson(), out, cap, len);
+  });
+}
+
+void kvtier_cache_close(kvtier_cache* cache) {
+  constexpr std::string_view fn = "kvtier_cache_close";
+  (void)Guard(fn, [&]() -> int {
+    if (cache == nullptr) return KVTIER_OK;
+    std::shared_ptr<kvtier::TieredCache> c = HandleTable::Get().Remove(cache);
+    if (c == nullptr) return KVTIER_OK;
+    // Close() waits for the calls in progress on other threads; they hold
+    // their own reference, so the object lives until the last one returns.
+    return FromStatus(fn, c->Close());
+  });
+}
+
+}  // extern "C"

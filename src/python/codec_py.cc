@@ -1,0 +1,184 @@
+// kvtier.encode_block and kvtier.decode_block: block files (DESIGN.md §4)
+// from and to numpy arrays. decode_block returns views into the caller's
+// bytes, never copies.
+#include "python/codec_py.h"
+
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvtier/block_file.h"
+#include "kvtier/env.h"
+#include "python/convert.h"
+#include "python/errors.h"
+#include "python/register.h"
+
+namespace kvtier::python {
+namespace {
+
+constexpr uint64_t kMicrosPerSecond = 1'000'000;
+
+// The tensors argument: a sequence in layer-major order, or a dict by
+// tensor name ("layer_{i}_state_{k}").
+std::vector<py::object> TensorObjects(const ModelLayout& layout, py::handle tensors) {
+  std::vector<py::object> out;
+  const size_t want = layout.TensorCount();
+  if (py::isinstance<py::dict>(tensors)) {
+    py::dict d = py::reinterpret_borrow<py::dict>(tensors);
+    for (uint32_t l = 0; l < layout.layers.size(); ++l) {
+      for (uint32_t s = 0; s < layout.layers[l].states.size(); ++s) {
+        const std::string name = "layer_" + std::to_string(l) + "_state_" + std::to_string(s);
+        if (!d.contains(name)) ThrowInvalid("tensors: no entry '" + name + "'");
+        out.push_back(d[py::str(name)]);
+      }
+    }
+    if (d.size() != want) {
+      ThrowInvalid("tensors: " + std::to_string(d.size()) + " entries, the layout has " +
+                   std::to_string(want) + " tensors");
+    }
+    return out;
+  }
+  if (PyUnicode_Check(tensors.ptr()) || PyObject_CheckBuffer(tensors.ptr()) ||
+      !PySequence_Check(tensors.ptr())) {
+    ThrowInvalid("tensors: expected a list of arrays (layer-major) or a dict by name, got " +
+                 TypeName(tensors));
+  }
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(tensors);
+  if (seq.size() != want) {
+    ThrowInvalid("tensors: " + std::to_string(seq.size()) + " given, the layout has " +
+                 std::to_string(want) + " tensors");
+  }
+  for (size_t i = 0; i < want; ++i) out.push_back(seq[i]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout, py::handle tensors,
+                                                     BufferView::Access access) {
+  const std::vector<py::object> objects = TensorObjects(layout, tensors);
+  std::vector<std::unique_ptr<BufferView>> views;
+  size_t i = 0;
+  for (uint32_t l = 0; l < layout.layers.size(); ++l) {
+    for (uint32_t s = 0; s < layout.layers[l].states.size(); ++s, ++i) {
+      const TensorSpec& spec = layout.layers[l].states[s];
+      const std::string name = "tensors[" + std::to_string(i) + "] (layer_" + std::to_string(l) +
+                               "_state_" + std::to_string(s) + ")";
+      auto view = std::make_unique<BufferView>(objects[i], name.c_str(), access);
+      if (view->itemsize() != DTypeSize(spec.dtype) && !view->IsByteFormat()) {
+        ThrowInvalid(name + ": element size " + std::to_string(view->itemsize()) +
+                     " does not match dtype " + std::string(DTypeName(spec.dtype)) + " (" +
+                     std::to_string(DTypeSize(spec.dtype)) + " bytes)");
+      }
+      if (view->bytes().size() != spec.ByteSize()) {
+        ThrowInvalid(name + ": " + std::to_string(view->bytes().size()) + " bytes, the layout's " +
+                     std::string(DTypeName(spec.dtype)) + " tensor has " +
+                     std::to_string(spec.ByteSize()));
+      }
+      views.push_back(std::move(view));
+    }
+  }
+  return views;
+}
+
+Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
+                                 const BlockKey& parent, const BlockKey& ns, py::handle tensors,
+                                 uint32_t token_count, std::optional<int64_t> created_at) {
+  const std::vector<std::unique_ptr<BufferView>> views =
+      TensorViews(layout, tensors, BufferView::Access::kRead);
+  std::vector<std::span<const std::byte>> spans;
+  for (const auto& view : views) spans.push_back(view->bytes());
+  EncodeRequest req;
+  req.layout = &layout;
+  req.key = key;
+  req.parent = parent;
+  req.ns = ns;
+  req.token_count = token_count;
+  req.created_at = created_at.has_value()
+                       ? *created_at
+                       : Env::Default()->NowUnixMicros() / static_cast<int64_t>(kMicrosPerSecond);
+  req.tensors = spans;
+  py::gil_scoped_release release;
+  return EncodeBlock(req);
+}
+
+py::list DecodeToViews(py::handle data, const ModelLayout& layout, const BlockKey& key,
+                       bool verify_checksum) {
+  // The arrays' base: a memoryview that holds its own export of `data`, so
+  // the bytes stay put (and a bytearray cannot be resized) while any view
+  // lives.
+  py::object owner = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(data.ptr()));
+  if (!owner) {
+    PyErr_Clear();
+    ThrowInvalid("data: expected a bytes-like object (buffer protocol), got " + TypeName(data));
+  }
+  const Py_buffer* buf = PyMemoryView_GET_BUFFER(owner.ptr());
+  if (!PyBuffer_IsContiguous(buf, 'C')) ThrowInvalid("data: expected a C-contiguous buffer");
+  const std::span<const std::byte> bytes(static_cast<const std::byte*>(buf->buf),
+                                         static_cast<size_t>(buf->len));
+  const std::string signature = layout.Signature();
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = &signature;
+  opts.expected_layout = &layout;
+  opts.verify_checksum = verify_checksum;
+  Result<DecodedBlock> decoded = [&] {
+    py::gil_scoped_release release;
+    return DecodeBlock(bytes, opts);
+  }();
+  if (!decoded.ok()) Throw(decoded.status());
+  py::list out(decoded->tensors.size());
+  for (size_t i = 0; i < decoded->tensors.size(); ++i) {
+    const TensorView& t = decoded->tensors[i];
+    const size_t item = DTypeSize(t.dtype);
+    std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
+    std::vector<py::ssize_t> strides(shape.size());
+    py::ssize_t stride = static_cast<py::ssize_t>(item);
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= shape[d];
+    }
+    py::array array(NumpyDType(t.dtype), shape, strides, t.data.data(), owner);
+    if (buf->readonly) array.attr("setflags")(py::arg("write") = false);
+    out[i] = std::move(array);
+  }
+  return out;
+}
+
+void RegisterCodec(py::module_& m) {
+  m.def(
+      "encode_block",
+      [](py::handle layout, py::handle key, py::handle parent, py::handle ns, py::handle tensors,
+         uint32_t token_count, std::optional<int64_t> created_at) {
+        const ModelLayout l = LayoutFromPy(layout, "layout");
+        const BlockKey k = KeyFromPy(key, "key");
+        const BlockKey p = KeyFromPy(parent, "parent");
+        const BlockKey n = KeyFromPy(ns, "namespace");
+        BlockBuffer block =
+            ValueOrThrow(EncodeFromPy(l, k, p, n, tensors, token_count, created_at));
+        return py::bytes(reinterpret_cast<const char*>(block.data()), block.size());
+      },
+      py::arg("layout"), py::arg("key"), py::arg("parent"), py::arg("namespace"),
+      py::arg("tensors"), py::kw_only(), py::arg("token_count") = 0,
+      py::arg("created_at") = py::none(),
+      "Encodes one block file (DESIGN.md §4) from its state tensors: a list in the order of "
+      "Layout.tensors() or a dict by tensor name, each a C-contiguous buffer of exactly the "
+      "tensor's bytes. `parent` is the previous block's key (the namespace for the first "
+      "block). token_count 0 = a full block; created_at defaults to now (unix seconds).");
+
+  m.def(
+      "decode_block",
+      [](py::handle data, py::handle layout, py::handle key) {
+        const ModelLayout l = LayoutFromPy(layout, "layout");
+        const BlockKey k = KeyFromPy(key, "key");
+        return DecodeToViews(data, l, k, /*verify_checksum=*/true);
+      },
+      py::arg("data"), py::arg("layout"), py::arg("key"),
+      "Validates a block file strictly (structure, key, layout, checksum; kvtier.Corruption "
+      "otherwise) and returns its tensors as numpy arrays that are views into `data`, not "
+      "copies (read-only when `data` is). BF16 is exposed as uint16, F8 as uint8.");
+}
+
+}  // namespace kvtier::python

@@ -1,0 +1,44 @@
+// Block-file helpers shared by kvtier.encode_block / decode_block and the
+// Cache methods that encode and decode (cache_py.cc).
+//
+// Thread safety: call with the GIL held; each releases it around the work
+// that does not touch Python objects.
+#ifndef KVTIER_PYTHON_CODEC_PY_H_
+#define KVTIER_PYTHON_CODEC_PY_H_
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
+#include "kvtier/layout.h"
+#include "python/convert.h"
+
+namespace kvtier::python {
+
+// One buffer view per tensor of `layout` from a list (layer-major) or a
+// dict by tensor name, each checked: C-contiguous (writable for kWrite),
+// exactly the tensor's bytes, elements of the dtype's size or bytes.
+std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout,
+                                                     pybind11::handle tensors,
+                                                     BufferView::Access access);
+
+// Encodes a block from Python tensors (list in layer-major order or dict by
+// name), checking each one's element size and byte size against `layout`.
+Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
+                                 const BlockKey& parent, const BlockKey& ns,
+                                 pybind11::handle tensors, uint32_t token_count,
+                                 std::optional<int64_t> created_at);
+
+// Decodes `data` (any C-contiguous bytes-like object) and returns numpy
+// views of its tensors whose base keeps `data` exported.
+pybind11::list DecodeToViews(pybind11::handle data, const ModelLayout& layout, const BlockKey& key,
+                             bool verify_checksum);
+
+}  // namespace kvtier::python
+
+#endif  // KVTIER_PYTHON_CODEC_PY_H_

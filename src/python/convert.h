@@ -1,0 +1,88 @@
+// Conversions between Python objects and kvtier values for the module:
+// buffers (the buffer protocol, checked for contiguity, writability and
+// element type), 32-byte keys, token lists, layouts and numpy dtypes.
+//
+// Every converter raises kvtier.InvalidArgument (StatusError) with a message
+// naming the argument (`what`) and what was wrong, never a bare TypeError.
+//
+// Thread safety: call with the GIL held. A BufferView's bytes may be used
+// without the GIL while the view is alive (the export pins them); it must
+// be destroyed with the GIL held.
+#ifndef KVTIER_PYTHON_CONVERT_H_
+#define KVTIER_PYTHON_CONVERT_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/block_key.h"
+#include "kvtier/layout.h"
+
+namespace kvtier::python {
+
+namespace py = pybind11;
+
+// One buffer-protocol export of a C-contiguous object, released on
+// destruction.
+class BufferView {
+ public:
+  enum class Access : uint8_t { kRead, kWrite };
+
+  // REQUIRES: the GIL. InvalidArgument naming `what` if obj has no buffer,
+  // is not C-contiguous, or (kWrite) is read-only.
+  BufferView(py::handle obj, const char* what, Access access);
+  ~BufferView();
+  BufferView(const BufferView&) = delete;
+  BufferView& operator=(const BufferView&) = delete;
+
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
+  }
+  std::span<std::byte> mutable_bytes() const {
+    return {static_cast<std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
+  }
+  bool readonly() const { return view_.readonly != 0; }
+  size_t itemsize() const { return static_cast<size_t>(view_.itemsize); }
+  // The struct-module format ("B", "f", "<e", ...); "B" when the exporter
+  // gives none.
+  std::string format() const { return view_.format == nullptr ? "B" : view_.format; }
+  // True for the single-byte formats ("B", "b", "c", with or without a
+  // byte-order prefix).
+  bool IsByteFormat() const;
+
+ private:
+  Py_buffer view_{};
+};
+
+// The type name of obj, for messages ("str", "numpy.ndarray", ...).
+std::string TypeName(py::handle obj);
+
+// A 32-byte key from any bytes-like object of exactly 32 bytes.
+BlockKey KeyFromPy(py::handle obj, const char* what);
+py::bytes KeyToPy(const BlockKey& key);
+// A list of 32-byte keys from an iterable of keys.
+std::vector<BlockKey> KeysFromPy(py::handle obj, const char* what);
+
+// Token ids from a sequence of ints or an integer buffer (numpy array);
+// each must be in 0..4294967295.
+std::vector<uint32_t> TokensFromPy(py::handle obj, const char* what);
+
+// A layout from a kvtier.Layout, or a preset name / layout JSON path (str or
+// os.PathLike). block_tokens > 0 overrides the layout's own.
+ModelLayout LayoutFromPy(py::handle obj, const char* what, uint32_t block_tokens = 0);
+
+// The numpy dtype a tensor of `dtype` is exposed as. numpy has no bfloat16
+// or float8: BF16 is uint16, F8_E4M3 and F8_E5M2 are uint8 (raw bits).
+py::dtype NumpyDType(DType dtype);
+
+// bytes-like (or str, encoded as UTF-8) to std::string; None → "".
+std::string BytesFromPy(py::handle obj, const char* what);
+
+}  // namespace kvtier::python
+
+#endif  // KVTIER_PYTHON_CONVERT_H_

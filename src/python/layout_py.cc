@@ -1,0 +1,143 @@
+// kvtier.Layout (ModelLayout), kvtier.TensorInfo and kvtier.layout_signature.
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "kvtier/block_file.h"
+#include "kvtier/env.h"
+#include "kvtier/layout.h"
+#include "python/convert.h"
+#include "python/errors.h"
+#include "python/register.h"
+
+namespace kvtier::python {
+namespace {
+
+// One state tensor of a block, as Layout.tensors() lists it.
+struct TensorInfo {
+  std::string name;  // layer_{i}_state_{k}
+  uint32_t layer = 0;
+  uint32_t state = 0;
+  std::string role;
+  std::string cache_type;
+  std::string dtype;  // safetensors name
+  std::vector<uint64_t> shape;
+  uint64_t nbytes = 0;
+  int32_t token_dim = -1;
+};
+
+std::vector<TensorInfo> TensorsOf(const ModelLayout& layout) {
+  std::vector<TensorInfo> out;
+  out.reserve(layout.TensorCount());
+  for (uint32_t l = 0; l < layout.layers.size(); ++l) {
+    const LayerSpec& layer = layout.layers[l];
+    for (uint32_t s = 0; s < layer.states.size(); ++s) {
+      const TensorSpec& t = layer.states[s];
+      out.push_back({"layer_" + std::to_string(l) + "_state_" + std::to_string(s), l, s, t.role,
+                     layer.cache_type, std::string(DTypeName(t.dtype)), t.shape, t.ByteSize(),
+                     t.token_dim});
+    }
+  }
+  return out;
+}
+
+DType DTypeFromPy(const std::string& name) {
+  std::optional<DType> d = DTypeFromName(name);
+  if (!d.has_value()) {
+    ThrowInvalid("dtype: unknown dtype '" + name + "' (safetensors names: F16, BF16, F32, ...)");
+  }
+  return *d;
+}
+
+}  // namespace
+
+void RegisterLayout(py::module_& m) {
+  py::class_<TensorInfo>(m, "TensorInfo",
+                         "One state tensor of a block: its name in the block file, dtype, "
+                         "per-block shape and size.")
+      .def_readonly("name", &TensorInfo::name, "'layer_{i}_state_{k}'")
+      .def_readonly("layer", &TensorInfo::layer)
+      .def_readonly("state", &TensorInfo::state)
+      .def_readonly("role", &TensorInfo::role, "'keys', 'values', 'scales', 'conv', ...")
+      .def_readonly("cache_type", &TensorInfo::cache_type, "the layer's kind, e.g. 'attention'")
+      .def_readonly("dtype", &TensorInfo::dtype, "safetensors dtype name, e.g. 'F16', 'BF16'")
+      .def_property_readonly(
+          "shape", [](const TensorInfo& t) { return py::tuple(py::cast(t.shape)); },
+          "per-block shape")
+      .def_readonly("nbytes", &TensorInfo::nbytes)
+      .def_readonly("token_dim", &TensorInfo::token_dim,
+                    "index of the token axis, or -1 if the shape does not depend on it")
+      .def_property_readonly(
+          "numpy_dtype", [](const TensorInfo& t) { return NumpyDType(DTypeFromPy(t.dtype)); },
+          "the numpy dtype decode_block() uses (BF16 as uint16, F8 as uint8: raw bits)")
+      .def("__repr__", [](const TensorInfo& t) {
+        std::string shape;
+        for (uint64_t d : t.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        return "TensorInfo(" + t.name + ", " + t.role + ", " + t.dtype + "[" + shape + "])";
+      });
+
+  py::class_<ModelLayout>(m, "Layout",
+                          "What one cached block of a model holds: per layer, the state "
+                          "tensors with dtypes and per-block shapes (docs/layouts.md).")
+      .def(py::init([](py::object layout, uint32_t block_tokens) {
+             return LayoutFromPy(layout, "layout", block_tokens);
+           }),
+           py::arg("layout"), py::arg("block_tokens") = 0,
+           "A preset ('tiny', 'qwen2.5-0.5b', 'llama3-8b') or a layout JSON path; "
+           "block_tokens > 0 overrides the layout's tokens per block.")
+      .def_static(
+          "from_json",
+          [](const std::string& text) { return ValueOrThrow(ModelLayout::FromJson(text)); },
+          py::arg("text"), "Parses a layout from JSON text (docs/layouts.md).")
+      .def_static(
+          "attention",
+          [](std::string name, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+             const std::string& dtype, uint32_t block_tokens) {
+            ModelLayout layout = ModelLayout::Attention(std::move(name), layers, kv_heads, head_dim,
+                                                        DTypeFromPy(dtype), block_tokens);
+            ThrowIfError(layout.Validate());
+            return layout;
+          },
+          py::arg("name"), py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"),
+          py::arg("dtype"), py::arg("block_tokens"),
+          "A standard attention layout: per layer K and V of [kv_heads, block_tokens, "
+          "head_dim].")
+      .def_static("presets", &ModelLayout::PresetNames, "Names of the built-in presets.")
+      .def_property_readonly("name", [](const ModelLayout& l) { return l.name; })
+      .def_property_readonly("block_tokens", [](const ModelLayout& l) { return l.block_tokens; })
+      .def_property_readonly("signature", &ModelLayout::Signature,
+                             "The canonical signature string (compatibility of blocks).")
+      .def_property_readonly("block_bytes", &ModelLayout::BlockBytes,
+                             "Bytes of all state tensors of one block (the data section).")
+      .def_property_readonly(
+          "max_file_bytes",
+          [](const ModelLayout& l) { return 8 + kMaxBlockHeaderBytes + l.BlockBytes(); },
+          "The largest block file of this layout a reader accepts (8 + 1 MiB header limit + "
+          "block_bytes): a load_into() buffer of this size always fits.")
+      .def_property_readonly("num_layers", [](const ModelLayout& l) { return l.layers.size(); })
+      .def_property_readonly("tensor_count", &ModelLayout::TensorCount)
+      .def("tensors", &TensorsOf,
+           "The block's state tensors in file order (layer-major): list of TensorInfo.")
+      .def("to_json", &ModelLayout::ToJson, "The JSON form Layout.from_json() reads back.")
+      .def("__eq__",
+           [](const ModelLayout& a, py::object b) -> py::object {
+             if (!py::isinstance<ModelLayout>(b)) {
+               return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             }
+             return py::bool_(a == b.cast<const ModelLayout&>());
+           })
+      .def("__repr__", [](const ModelLayout& l) {
+        return "Layout(" + (l.name.empty() ? std::string("<unnamed>") : l.name) +
+               ", block_tokens=" + std::to_string(l.block_tokens) +
+               ", layers=" + std::to_string(l.layers.size()) + ")";
+      });
+
+  m.def(
+      "layout_signature",
+      [](py::object layout) { return LayoutFromPy(layout, "layout").Signature(); },
+      py::arg("layout"),
+      "The signature of a layout (a preset name, a layout JSON path or a Layout).");
+}
+
+}  // namespace kvtier::python

@@ -1,0 +1,64 @@
+"""Fixtures of the kvtier Python tests (run by ctest as py_kvtier_module).
+
+ctest sets PYTHONPATH to <build>/python, KVTIER_CLI to the kvtier command and
+KVTIER_SOURCE_DIR to the repository; under a sanitizer build it also preloads
+the sanitizer runtime (see cmake/KvtierPython.cmake). Run by hand:
+
+    PYTHONPATH=build/dev/python KVTIER_CLI=build/dev/kvtier \\
+      LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \\
+      ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 -m pytest -q tests/python
+"""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import kvtier
+
+ROOT = os.environ.get("KVTIER_SOURCE_DIR") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="session")
+def cli():
+    path = os.environ.get("KVTIER_CLI")
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail("KVTIER_CLI must name the kvtier command (ctest sets it)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def source_dir():
+    return ROOT
+
+
+def run_cli(cli, *args):
+    """Runs `kvtier ARGS --json` and returns its parsed stdout."""
+    out = subprocess.run([cli, *args, "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def make_blocks(layout, model, tokens, seed=0, created_at=1_700_000_000):
+    """Block files for the full blocks of `tokens`: (keys, blocks, tensors).
+
+    Tensor content is a pure function of (seed, block index), so any reader
+    can recompute what it must get back.
+    """
+    chain = kvtier.KeyChain(model, layout)
+    keys = chain.keys(tokens)
+    blocks, tensors = [], []
+    parent = chain.namespace
+    for i, key in enumerate(keys):
+        rng = np.random.default_rng([seed, i])
+        ts = []
+        for t in layout.tensors():
+            raw = rng.integers(0, 256, size=t.nbytes, dtype=np.uint8)
+            ts.append(raw.view(t.numpy_dtype).reshape(t.shape))
+        blocks.append(kvtier.encode_block(layout, key, parent, chain.namespace, ts,
+                                          created_at=created_at))
+        tensors.append(ts)
+        parent = key
+    return keys, blocks, tensors

@@ -1,0 +1,316 @@
+"""kvtier.Cache: store/match/load across host and disk, in-place loads, the
+GIL, threads, and bad input."""
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import kvtier
+from conftest import make_blocks
+
+
+def tiny_blocks(n, seed=0, model="cache"):
+    layout = kvtier.Layout("tiny")
+    keys, blocks, tensors = make_blocks(layout, model, list(range(16 * n)), seed=seed)
+    return layout, keys, blocks, tensors
+
+
+def test_store_match_load_across_host_and_disk(tmp_path):
+    layout, keys, blocks, _ = tiny_blocks(8)
+    size = len(blocks[0])
+    assert all(len(b) == size for b in blocks)
+    # RAM for two blocks: the others are written back to disk as they are evicted.
+    with kvtier.Cache("tiny", host_bytes=2 * size + 100, disk_dir=tmp_path / "c") as cache:
+        assert cache.layout == layout
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        assert cache.match(keys) == 8
+        assert cache.match(keys[:3] + [bytes(32)] + keys[4:]) == 3
+        out = np.empty(size + 64, np.uint8)
+        for k, b in zip(keys, blocks):
+            assert cache.load_into(k, out) == size
+            assert out[:size].tobytes() == b
+        s = cache.stats()
+        assert s["lookups"] == 8 and s["misses"] == 0
+        assert s["hits_host"] + s["hits_disk"] == 8
+        assert s["hits_disk"] >= 6  # at most two blocks stayed in RAM
+        assert s["disk"] is not None
+        # load(): the same bytes as a new bytes object, from whichever tier.
+        for k, b in zip(keys, blocks):
+            got = cache.load(k)
+            assert type(got) is bytes and got == b
+        assert cache.load(bytes(32)) is None
+    # Reopened: every block comes from disk.
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=str(tmp_path / "c")) as cache:
+        assert cache.match(keys) == 8
+        out = np.empty(size, np.uint8)
+        for k, b in zip(keys, blocks):
+            assert cache.load_into(k, out) == size
+            assert out.tobytes() == b
+        s = cache.stats()
+        assert (s["hits_disk"], s["hits_host"], s["misses"]) == (8, 0, 0)
+
+
+def test_ram_only_cache_and_misses():
+    _, keys, blocks, _ = tiny_blocks(2)
+    cache = kvtier.Cache(kvtier.Layout("tiny"), host_bytes=1 << 20)
+    assert cache.stats()["disk"] is None
+    assert cache.match(keys) == 0
+    out = np.full(8192, 7, np.uint8)
+    assert cache.load_into(keys[0], out) == 0  # a miss is 0, not an error
+    cache.store(keys[0], blocks[0])
+    assert cache.match(keys) == 1
+    assert cache.load_into(keys[0], memoryview(out)) == len(blocks[0])
+    assert cache.load_into(keys[0], bytearray(8192)) == len(blocks[0])
+    cache.close()
+    assert cache.closed
+
+
+def test_load_into_writes_in_place():
+    _, keys, blocks, _ = tiny_blocks(1)
+    n = len(blocks[0])
+    with kvtier.Cache("tiny", host_bytes=1 << 20) as cache:
+        cache.store(keys[0], blocks[0])
+        backing = np.zeros(3 * n, np.uint8)
+        out = backing[n:2 * n + 10]  # a view into a larger array
+        address = out.ctypes.data
+        assert cache.load_into(keys[0], out) == n
+        assert out.ctypes.data == address
+        assert np.shares_memory(out, backing)
+        assert backing[n:2 * n].tobytes() == blocks[0]  # landed in the caller's memory
+        assert not backing[:n].any() and not backing[2 * n:].any()  # nothing else touched
+
+
+def test_load_tensors_into_caller_arrays(tmp_path):
+    layout, keys, blocks, tensors = tiny_blocks(3, seed=5)
+    size = len(blocks[0])
+    with kvtier.Cache(layout, host_bytes=size + 100, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)  # RAM holds one block: the others go to disk
+        for i in (2, 0, 1):  # the last one stored is the one in RAM
+            k = keys[i]
+            outs = [np.zeros(t.shape, t.numpy_dtype) for t in layout.tensors()]
+            addresses = [o.ctypes.data for o in outs]
+            assert cache.load_tensors(k, outs) is True
+            assert [o.ctypes.data for o in outs] == addresses  # filled in place
+            assert [o.tobytes() for o in outs] == [t.tobytes() for t in tensors[i]]
+        s = cache.stats()
+        assert (s["hits_host"], s["hits_disk"]) == (1, 2)
+        # A dict by name, byte views of a larger pool: all the same.
+        pool = np.zeros(4 * layout.block_bytes, np.uint8)
+        views = {}
+        for j, t in enumerate(layout.tensors()):
+            views[t.name] = pool[j * t.nbytes:(j + 1) * t.nbytes]
+        assert cache.load_tensors(keys[1], views) is True
+        assert pool[:layout.block_bytes].tobytes() == b"".join(t.tobytes() for t in tensors[1])
+        assert not pool[layout.block_bytes:].any()
+        # A miss leaves the arrays alone.
+        outs = [np.full(t.shape, 3, t.numpy_dtype) for t in layout.tensors()]
+        assert cache.load_tensors(bytes(32), outs) is False
+        assert all((o == 3).all() for o in outs)
+        # Wrong shapes or dtypes are refused before anything is read.
+        bad = [np.zeros(t.shape, t.numpy_dtype) for t in layout.tensors()]
+        with pytest.raises(kvtier.InvalidArgument, match=r"tensors\[1\].*bytes"):
+            cache.load_tensors(keys[0], bad[:1] + [np.zeros(5, np.float16)] + bad[2:])
+        with pytest.raises(kvtier.InvalidArgument, match="element size 4"):
+            cache.load_tensors(keys[0], bad[:3] + [np.zeros((2, 16, 8), np.float32)])
+        with pytest.raises(kvtier.InvalidArgument, match="writable"):
+            cache.load_tensors(keys[0], bad[:3] + [bytes(layout.tensors()[3].nbytes)])
+        with pytest.raises(kvtier.InvalidArgument, match="4 tensors"):
+            cache.load_tensors(keys[0], bad[:3])
+
+
+def test_store_tensors_equals_encode_and_store(tmp_path):
+    layout, keys, blocks, tensors = tiny_blocks(2, seed=9)
+    chain = kvtier.KeyChain("cache", layout)
+    with kvtier.Cache(layout, host_bytes=1 << 20) as cache:
+        cache.store_tensors(keys[1], keys[0], chain.namespace, tensors[1],
+                            created_at=1_700_000_000)
+        out = np.empty(len(blocks[1]), np.uint8)
+        assert cache.load_into(keys[1], out) == len(blocks[1])
+        assert out.tobytes() == blocks[1]
+        with pytest.raises(kvtier.InvalidArgument, match="tensors"):
+            cache.store_tensors(keys[0], chain.namespace, chain.namespace, tensors[0][:2])
+
+
+def test_refuses_blocks_that_do_not_match():
+    _, keys, blocks, _ = tiny_blocks(2)
+    with kvtier.Cache("tiny", host_bytes=1 << 20) as cache:
+        with pytest.raises(kvtier.InvalidArgument):
+            cache.store(keys[1], blocks[0])  # the header names keys[0]
+        with pytest.raises(kvtier.InvalidArgument):
+            cache.store(keys[0], b"not a block file")
+    qwen_layout = kvtier.Layout("tiny", block_tokens=8)
+    with kvtier.Cache(qwen_layout, host_bytes=1 << 20) as cache:
+        with pytest.raises(kvtier.InvalidArgument):
+            cache.store(keys[0], blocks[0])  # another layout signature
+
+
+def test_bad_input_raises_clear_errors(tmp_path):
+    _, keys, blocks, _ = tiny_blocks(1)
+    n = len(blocks[0])
+    cache = kvtier.Cache("tiny", host_bytes=1 << 20)
+    cache.store(keys[0], blocks[0])
+    cases = [
+        (lambda: cache.load_into(keys[0], np.empty(n - 1, np.uint8)),
+         r"smaller than block [0-9a-f]{64} \(%d bytes\)" % n),
+        (lambda: cache.load_into(keys[0], np.empty(n, np.float32)), "byte buffer"),
+        (lambda: cache.load_into(keys[0], np.empty(n, np.uint16)), "byte buffer"),
+        (lambda: cache.load_into(keys[0], np.empty(2 * n, np.uint8)[::2]), "C-contiguous"),
+        (lambda: cache.load_into(keys[0], blocks[0] + b"x" * 10), "writable"),
+        (lambda: cache.load_into(keys[0], 12345), "buffer"),
+        (lambda: cache.load_into(keys[0].hex(), np.empty(n, np.uint8)), "got str"),
+        (lambda: cache.load_into(1234, np.empty(n, np.uint8)), "got int"),
+        (lambda: cache.load_into(keys[0][:31], np.empty(n, np.uint8)), "expected 32 bytes"),
+        (lambda: cache.store("key", blocks[0]), "got str"),
+        (lambda: cache.store(keys[0], "block text"), "got str"),
+        (lambda: cache.match(keys[0]), "list of 32-byte keys"),
+        (lambda: cache.match([keys[0], "x"]), r"keys\[1\]"),
+        (lambda: kvtier.Cache("tiny", host_bytes=0), "host_bytes"),
+        (lambda: kvtier.Cache("tiny", host_bytes=-5), "host_bytes"),
+        (lambda: kvtier.Cache("tiny", host_bytes="1G"), "host_bytes"),
+        (lambda: kvtier.Cache("tiny", host_bytes=2 ** 70), "64 bits"),
+        (lambda: kvtier.Cache("no-such-preset", host_bytes=1), "layout"),
+        (lambda: kvtier.Cache("tiny", host_bytes=1, disk_dir=5), "disk_dir"),
+        (lambda: kvtier.Cache("tiny", host_bytes=1, remote=5), "remote"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(kvtier.InvalidArgument, match=needle):
+            call()
+    with pytest.raises(TypeError):
+        kvtier.Cache("tiny")  # host_bytes is a required keyword
+    with pytest.raises(kvtier.NotFound):
+        kvtier.Cache(str(tmp_path / "missing.json"), host_bytes=1 << 20)
+    # The failed calls changed nothing.
+    out = np.empty(n, np.uint8)
+    assert cache.load_into(keys[0], out) == n and out.tobytes() == blocks[0]
+    cache.close()
+    cache.close()  # idempotent
+    for call in (lambda: cache.load_into(keys[0], out), lambda: cache.store(keys[0], blocks[0]),
+                 lambda: cache.load(keys[0]), lambda: cache.load_tensors(keys[0], []),
+                 lambda: cache.match(keys), cache.flush, cache.stats):
+        with pytest.raises(kvtier.FailedPrecondition, match="closed"):
+            call()
+
+
+def test_remote_is_not_in_this_build():
+    with pytest.raises(kvtier.Unavailable, match="remote"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, remote="redis://127.0.0.1:1")
+
+
+def test_other_thread_runs_during_a_long_load(tmp_path):
+    # 3 MiB blocks; each load_into copies one from RAM or disk.
+    layout = kvtier.Layout("qwen2.5-0.5b")
+    keys, blocks, _ = make_blocks(layout, "gil", list(range(2 * layout.block_tokens)))
+    cache = kvtier.Cache(layout, host_bytes=64 << 20, disk_dir=tmp_path / "c")
+    for k, b in zip(keys, blocks):
+        cache.store(k, b)
+    cache.flush()
+    out = np.empty(len(blocks[0]), np.uint8)
+
+    progress = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            progress[0] += 1
+            os.sched_yield()  # a blocking call: hands the GIL back at once
+
+    old = sys.getswitchinterval()
+    # With a 1000 s switch interval the interpreter never takes the GIL from
+    # this thread: the spinner runs only while this thread releases it.
+    sys.setswitchinterval(1000)
+    spinner = threading.Thread(target=spin)
+    try:
+        spinner.start()
+        # Control: pure Python holds the GIL, so the spinner cannot move.
+        before = progress[0]
+        total = 0
+        for i in range(200_000):
+            total += i
+        assert progress[0] == before
+        # A load releases the GIL: the spinner moves while one is running.
+        before = progress[0]
+        loads = 0
+        while progress[0] == before and loads < 5000:
+            assert cache.load_into(keys[loads % 2], out) == len(blocks[0])
+            loads += 1
+        assert progress[0] > before, "no other thread ran during %d loads" % loads
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)
+        spinner.join()
+        cache.close()
+
+
+def test_threads_store_different_bytes_for_one_key(tmp_path):
+    """Threads store the same key with different bytes (other created_at):
+    every load returns exactly one of the versions, never a mix."""
+    layout = kvtier.Layout("tiny")
+    versions = [make_blocks(layout, "race", list(range(16)), seed=7, created_at=t)[1][0]
+                for t in range(1_700_000_000, 1_700_000_004)]
+    key = kvtier.block_keys("race", layout.signature, 16, range(16))[0]
+    assert len(set(versions)) == 4
+    cache = kvtier.Cache(layout, host_bytes=1 << 20, disk_dir=tmp_path / "c")
+    errors = []
+    seen = set()
+
+    def writer(v):
+        try:
+            for _ in range(50):
+                cache.store(key, versions[v])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def reader():
+        out = np.empty(len(versions[0]), np.uint8)
+        try:
+            for _ in range(200):
+                n = cache.load_into(key, out)
+                if n:
+                    seen.add(out[:n].tobytes())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(v,)) for v in range(4)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert seen and seen <= set(versions)
+    cache.close()
+
+
+def test_close_while_other_threads_load():
+    _, keys, blocks, _ = tiny_blocks(4)
+    cache = kvtier.Cache("tiny", host_bytes=1 << 20)
+    for k, b in zip(keys, blocks):
+        cache.store(k, b)
+    started = threading.Barrier(3)
+    outcomes = []
+
+    def loader():
+        out = np.empty(8192, np.uint8)
+        started.wait()
+        for i in range(100_000):
+            try:
+                n = cache.load_into(keys[i % 4], out)
+                assert out[:n].tobytes() == blocks[i % 4]
+            except kvtier.FailedPrecondition:
+                outcomes.append("closed")
+                return
+        outcomes.append("never closed")
+
+    threads = [threading.Thread(target=loader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    started.wait()
+    cache.close()
+    for t in threads:
+        t.join()
+    assert outcomes == ["closed", "closed"]

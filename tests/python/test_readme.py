@@ -1,0 +1,42 @@
+"""The README's Python and C examples, run as written: the Python one stores a
+block, then the C one (compiled with -Wall -Wextra -Werror against
+libkvtier_c.so) finds it in the same folder."""
+
+import os
+import re
+import subprocess
+import sys
+
+
+def readme_block(source_dir, heading, lang):
+    text = open(os.path.join(source_dir, "README.md")).read()
+    section = text[text.index(heading):]
+    match = re.search(r"```%s\n(.*?)```" % lang, section, re.S)
+    assert match, "no %s block under %s" % (lang, heading)
+    return match.group(1)
+
+
+def test_readme_python_then_c(source_dir, tmp_path):
+    python = readme_block(source_dir, "## Using kvtier from Python", "python")
+    assert len([l for l in python.splitlines() if l.strip()]) <= 8
+    subprocess.run([sys.executable, "-c", python], cwd=tmp_path, check=True)
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "kvtier-cache" / "blocks")
+             for f in fs if f.endswith(".safetensors")]
+    assert len(files) == 1  # the one block, written to disk when the cache closed
+
+    c_source = tmp_path / "readme.c"
+    c_source.write_text(readme_block(source_dir, "## Using kvtier from C", "c"))
+    build = os.environ["KVTIER_BUILD_DIR"]
+    cc = os.environ.get("KVTIER_C_COMPILER") or "cc"
+    sanitize = os.environ.get("KVTIER_SANITIZE")
+    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(source_dir, "include"),
+           str(c_source), "-o", str(tmp_path / "readme_c"), "-L", build, "-lkvtier_c",
+           "-Wl,-rpath," + build]
+    if sanitize:
+        cmd.append("-fsanitize=" + sanitize)
+    subprocess.run(cmd, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    out = subprocess.run([str(tmp_path / "readme_c")], cwd=tmp_path, capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "1 of 4 blocks cached\nblock 0: %d bytes\n" % os.path.getsize(files[0])
