@@ -77,14 +77,22 @@ class CondVar {
 
   // Waits until notified (spurious wake-ups possible). REQUIRES: `lock` holds.
   void Wait(MutexLock* lock) { WaitImpl(lock, nullptr); }
-  // Waits until notified or `micros` have passed; false on timeout.
+  // Waits until notified or `micros` have passed; false on timeout. A wait
+  // longer than kMaxWaitMicros (~35 years) is cut to it: std::chrono would
+  // turn a huge count into a negative or wrapped duration, an instant
+  // timeout.
   bool WaitFor(MutexLock* lock, uint64_t micros) {
+    micros = micros < kMaxWaitMicros ? micros : kMaxWaitMicros;
     return WaitImpl(lock, &micros);
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 
+  static constexpr uint64_t kMaxWaitMicros = uint64_t{1} << 50;
+
  private:
+  // The analysis cannot follow a std::mutex handed to std::unique_lock and
+  // back; the caller's MutexLock holds the Mutex before and after.
   bool WaitImpl(MutexLock* lock, const uint64_t* micros) NO_THREAD_SAFETY_ANALYSIS {
     // Adopt the held std::mutex for the wait, then hand it back still held.
     std::unique_lock<std::mutex> ul(lock->mu_->mu_, std::adopt_lock);
@@ -92,8 +100,7 @@ class CondVar {
     if (micros == nullptr) {
       cv_.wait(ul);
     } else {
-      notified = cv_.wait_for(ul, std::chrono::microseconds(*micros)) ==
-                 std::cv_status::no_timeout;
+      notified = cv_.wait_for(ul, std::chrono::microseconds(*micros)) == std::cv_status::no_timeout;
     }
     ul.release();
     return notified;

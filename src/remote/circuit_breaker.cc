@@ -5,7 +5,7 @@
 namespace kvtier::remote {
 
 CircuitBreaker::Admit CircuitBreaker::Allow(uint64_t now_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   switch (state_) {
     case State::kClosed:
       return Admit::kYes;
@@ -20,7 +20,7 @@ CircuitBreaker::Admit CircuitBreaker::Allow(uint64_t now_micros) {
 }
 
 void CircuitBreaker::OnSuccess() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   state_ = State::kClosed;
   failures_ = 0;
   open_micros_ = 0;
@@ -37,7 +37,7 @@ bool CircuitBreaker::OpenLocked(uint64_t now_micros) {
 }
 
 bool CircuitBreaker::OnFailure(uint64_t now_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++failures_;
   if (state_ == State::kHalfOpen) return OpenLocked(now_micros);
   if (state_ == State::kClosed && failures_ >= options_.failure_threshold) {
@@ -47,13 +47,13 @@ bool CircuitBreaker::OnFailure(uint64_t now_micros) {
 }
 
 bool CircuitBreaker::Trip(uint64_t now_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (state_ == State::kOpen) return false;
   return OpenLocked(now_micros);
 }
 
 bool CircuitBreaker::IsOpen(uint64_t now_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return (state_ == State::kOpen && now_micros < open_until_) || state_ == State::kHalfOpen;
 }
 

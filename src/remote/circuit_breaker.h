@@ -17,8 +17,8 @@
 #define KVTIER_REMOTE_CIRCUIT_BREAKER_H_
 
 #include <cstdint>
-#include <mutex>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 
 namespace kvtier::remote {
@@ -56,7 +56,7 @@ class CircuitBreaker {
   bool OpenLocked(uint64_t now_micros) REQUIRES(mu_);
 
   const BreakerOptions options_;
-  std::mutex mu_;
+  Mutex mu_;
   State state_ GUARDED_BY(mu_) = State::kClosed;
   uint32_t failures_ GUARDED_BY(mu_) = 0;
   uint64_t open_until_ GUARDED_BY(mu_) = 0;

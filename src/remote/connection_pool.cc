@@ -1,7 +1,5 @@
 #include "remote/connection_pool.h"
 
-#include <chrono>
-
 namespace kvtier::remote {
 
 ConnectionPool::ConnectionPool(ConnectionParams params, uint32_t max_connections, Env* env,
@@ -15,7 +13,7 @@ ConnectionPool::~ConnectionPool() { Close(); }
 
 Result<std::unique_ptr<Connection>> ConnectionPool::Acquire(uint64_t deadline_micros) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (true) {
       if (closed_) return Status::FailedPrecondition("remote tier closed");
       if (!idle_.empty()) {
@@ -32,14 +30,14 @@ Result<std::unique_ptr<Connection>> ConnectionPool::Acquire(uint64_t deadline_mi
         return Status::ResourceExhausted("every connection to " + params_.address.ToString() +
                                          " stayed busy");
       }
-      cv_.wait_for(lock, std::chrono::microseconds(deadline_micros - now));
+      cv_.WaitFor(&lock, deadline_micros - now);
     }
   }
   Result<std::unique_ptr<Connection>> c = Connection::Open(params_, env_, counters_);
   if (!c.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     --open_;
-    cv_.notify_one();
+    cv_.Signal();
   }
   return c;
 }
@@ -48,7 +46,7 @@ void ConnectionPool::Release(std::unique_ptr<Connection> conn) {
   if (conn == nullptr) return;
   std::vector<std::unique_ptr<Connection>> to_close;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (conn->healthy() && !closed_) {
       idle_.push_back(std::move(conn));
     } else {
@@ -59,7 +57,7 @@ void ConnectionPool::Release(std::unique_ptr<Connection> conn) {
       }
     }
     open_ -= static_cast<uint32_t>(to_close.size());
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   to_close.clear();  // closes the sockets outside the lock
 }
@@ -67,16 +65,16 @@ void ConnectionPool::Release(std::unique_ptr<Connection> conn) {
 void ConnectionPool::Close() {
   std::vector<std::unique_ptr<Connection>> to_close;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     to_close.swap(idle_);
     open_ -= static_cast<uint32_t>(to_close.size());
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 uint64_t ConnectionPool::open_connections() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return open_;
 }
 

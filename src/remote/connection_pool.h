@@ -12,12 +12,11 @@
 #ifndef KVTIER_REMOTE_CONNECTION_POOL_H_
 #define KVTIER_REMOTE_CONNECTION_POOL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/env.h"
 #include "kvtier/status.h"
@@ -54,8 +53,8 @@ class ConnectionPool {
   Env* const env_;
   RemoteCounters* const counters_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;  // a connection came back or a slot freed
+  Mutex mu_;
+  CondVar cv_;  // a connection came back or a slot freed
   std::vector<std::unique_ptr<Connection>> idle_ GUARDED_BY(mu_);
   uint32_t open_ GUARDED_BY(mu_) = 0;  // idle + in use + being opened
   bool closed_ GUARDED_BY(mu_) = false;

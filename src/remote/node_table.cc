@@ -16,25 +16,25 @@ uint16_t NodeTable::IndexLocked(const NodeAddress& address) {
 }
 
 std::shared_ptr<Node> NodeTable::GetOrAdd(const NodeAddress& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint16_t i = IndexLocked(address);
   return i == kNoNode ? nullptr : nodes_[i];
 }
 
 std::shared_ptr<Node> NodeTable::ForSlot(uint16_t slot) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint16_t i = slots_[slot % kClusterSlots];
   return i == kNoNode ? nullptr : nodes_[i];
 }
 
 void NodeTable::SetSlot(uint16_t slot, const NodeAddress& owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint16_t i = IndexLocked(owner);
   if (i != kNoNode) slots_[slot % kClusterSlots] = i;
 }
 
 void NodeTable::SetSlots(const std::vector<SlotRange>& ranges) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   slots_.fill(kNoNode);
   for (const SlotRange& r : ranges) {
     const uint16_t i = IndexLocked(r.master);
@@ -44,7 +44,7 @@ void NodeTable::SetSlots(const std::vector<SlotRange>& ranges) {
 }
 
 bool NodeTable::Complete() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (uint16_t i : slots_) {
     if (i == kNoNode) return false;
   }
@@ -52,7 +52,7 @@ bool NodeTable::Complete() {
 }
 
 std::vector<std::shared_ptr<Node>> NodeTable::All() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Node>> out;
   for (const auto& [addr, i] : by_address_) out.push_back(nodes_[i]);
   return out;

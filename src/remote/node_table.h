@@ -16,9 +16,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "remote/circuit_breaker.h"
 #include "remote/connection_pool.h"
@@ -72,7 +72,7 @@ class NodeTable {
   uint16_t IndexLocked(const NodeAddress& address) REQUIRES(mu_);
 
   const NodeFactory factory_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<std::shared_ptr<Node>> nodes_ GUARDED_BY(mu_);
   std::map<NodeAddress, uint16_t> by_address_ GUARDED_BY(mu_);
   std::array<uint16_t, kClusterSlots> slots_ GUARDED_BY(mu_);

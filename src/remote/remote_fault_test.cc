@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <thread>
 
 #include "kvtier/remote_tier.h"
@@ -173,6 +174,32 @@ TEST(RemoteFault, CloseIsBoundedWhileTheServerIsPaused) {
   EXPECT_EQ(s.puts, 200u);
   EXPECT_EQ(s.stored + s.drops_closed + s.drops_unavailable, 200u);
   ASSERT_TRUE((*server)->Resume().ok());
+}
+
+TEST(RemoteFault, CloseWithAHugeTimeoutDrainsTheQueue) {
+  Result<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start({});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const ModelLayout layout = TinyLayout();
+  // UINT64_MAX ms used to reach the wait as -1000 µs, and 2^64 / 1000 + 1
+  // ms wrapped to 384 µs: both timed out at once and Close() dropped
+  // everything queued.
+  for (uint64_t ms :
+       {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint64_t>::max() / 1000 + 1}) {
+    RemoteTierOptions o = FaultOptions((*server)->url(), layout, "close-huge");
+    o.writer_threads = 1;  // one batch in flight, the rest queued behind it
+    o.close_timeout_ms = ms;
+    std::unique_ptr<RemoteTier> tier = std::move(RemoteTier::Open(o, Env::Default())).value();
+    ASSERT_TRUE((*server)->Pause().ok());
+    for (int i = 0; i < 200; ++i) (void)tier->Put(TestBlockKey(i), TestBlock(layout, i));
+    // Every batch fails by timeout or at the open breaker; none is dropped
+    // for the close.
+    EXPECT_TRUE(tier->Close().ok()) << ms;
+    RemoteTierStats s = tier->Stats();
+    EXPECT_EQ(s.drops_closed, 0u) << ms;
+    EXPECT_EQ(s.puts, 200u);
+    EXPECT_EQ(s.stored + s.drops_unavailable, 200u);
+    ASSERT_TRUE((*server)->Resume().ok());
+  }
 }
 
 }  // namespace

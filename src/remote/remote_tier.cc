@@ -4,6 +4,7 @@
 #include "kvtier/remote_tier.h"
 
 #include <atomic>
+#include <limits>
 #include <new>
 #include <thread>
 
@@ -40,7 +41,7 @@ class RemoteTierImpl final : public RemoteTier {
         runner_(MakeRunnerOptions(), &router_, env, &counters_),
         reader_(&values_, &options_.layout, &runner_, &counters_),
         writer_({options.ttl_seconds, options.skip_existing}, &values_, &runner_, env, &counters_),
-        queue_(options.queue_max_bytes) {}
+        queue_(options.queue_max_bytes, env) {}
 
   ~RemoteTierImpl() override { (void)Close(); }
 
@@ -331,7 +332,11 @@ RemoteTierStats RemoteTierImpl::Stats() {
 Status RemoteTierImpl::Close() {
   if (closed_.exchange(true)) return Status::Ok();
   queue_.Close();
-  const uint64_t timeout = options_.close_timeout_ms * 1000;
+  // A timeout too large to express in microseconds never elapses: no bound
+  // (ms * 1000 would wrap to a short wait and drop the queue).
+  constexpr uint64_t kMaxMs = std::numeric_limits<uint64_t>::max() / 1000;
+  const uint64_t timeout =
+      options_.close_timeout_ms > kMaxMs ? 0 : options_.close_timeout_ms * 1000;
   const bool drained = queue_.WaitFor(queue_.NextSeq(), timeout);
   uint64_t dropped = 0;
   if (!drained) {

@@ -1,12 +1,11 @@
 #include "remote/write_queue.h"
 
 #include <algorithm>
-#include <chrono>
 
 namespace kvtier::remote {
 
 WriteQueue::PushResult WriteQueue::Push(const BlockKey& key, SharedBlock block) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_) return PushResult::kClosed;
   if (keys_.count(key) > 0) return PushResult::kDuplicate;
   const uint64_t size = block->size();
@@ -16,13 +15,13 @@ WriteQueue::PushResult WriteQueue::Push(const BlockKey& key, SharedBlock block) 
   keys_.insert(key);
   outstanding_.insert(seq);
   fifo_.push_back({key, std::move(block), seq});
-  work_cv_.notify_one();
+  work_cv_.Signal();
   return PushResult::kQueued;
 }
 
 std::vector<QueuedBlock> WriteQueue::PopBatch(size_t max_blocks, uint64_t max_bytes) {
-  std::unique_lock<std::mutex> lock(mu_);
-  work_cv_.wait(lock, [&] { return closed_ || aborted_ || !fifo_.empty(); });
+  MutexLock lock(&mu_);
+  while (!closed_ && !aborted_ && fifo_.empty()) work_cv_.Wait(&lock);
   std::vector<QueuedBlock> batch;
   if (aborted_) return batch;
   uint64_t bytes = 0;
@@ -36,38 +35,49 @@ std::vector<QueuedBlock> WriteQueue::PopBatch(size_t max_blocks, uint64_t max_by
 }
 
 void WriteQueue::Done(const std::vector<QueuedBlock>& batch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const QueuedBlock& b : batch) {
     if (outstanding_.erase(b.seq) == 0) continue;
     bytes_ -= std::min<uint64_t>(bytes_, b.block->size());
     keys_.erase(b.key);
   }
-  done_cv_.notify_all();
+  done_cv_.SignalAll();
 }
 
 uint64_t WriteQueue::NextSeq() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return next_seq_;
 }
 
+bool WriteQueue::DoneBeforeLocked(uint64_t seq) {
+  return outstanding_.empty() || *outstanding_.begin() >= seq;
+}
+
 bool WriteQueue::WaitFor(uint64_t seq, uint64_t timeout_micros) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto done = [&] { return outstanding_.empty() || *outstanding_.begin() >= seq; };
-  if (timeout_micros == 0) {
-    done_cv_.wait(lock, done);
-    return true;
+  MutexLock lock(&mu_);
+  // Elapsed time against the timeout rather than a deadline: start +
+  // timeout could wrap for a huge timeout.
+  const uint64_t start = env_->NowMicros();
+  while (!DoneBeforeLocked(seq)) {
+    if (timeout_micros == 0) {
+      done_cv_.Wait(&lock);
+      continue;
+    }
+    const uint64_t waited = env_->NowMicros() - start;
+    if (waited >= timeout_micros) return false;
+    done_cv_.WaitFor(&lock, timeout_micros - waited);
   }
-  return done_cv_.wait_for(lock, std::chrono::microseconds(timeout_micros), done);
+  return true;
 }
 
 void WriteQueue::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
 }
 
 std::vector<QueuedBlock> WriteQueue::Abort() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   aborted_ = true;
   closed_ = true;
   std::vector<QueuedBlock> dropped(std::make_move_iterator(fifo_.begin()),
@@ -78,18 +88,18 @@ std::vector<QueuedBlock> WriteQueue::Abort() {
     bytes_ -= std::min<uint64_t>(bytes_, b.block->size());
     keys_.erase(b.key);
   }
-  work_cv_.notify_all();
-  done_cv_.notify_all();
+  work_cv_.SignalAll();
+  done_cv_.SignalAll();
   return dropped;
 }
 
 uint64_t WriteQueue::bytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
 uint64_t WriteQueue::blocks() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return outstanding_.size();
 }
 

@@ -12,17 +12,17 @@
 #ifndef KVTIER_REMOTE_WRITE_QUEUE_H_
 #define KVTIER_REMOTE_WRITE_QUEUE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <set>
 #include <unordered_set>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
+#include "kvtier/env.h"
 
 namespace kvtier::remote {
 
@@ -36,7 +36,8 @@ class WriteQueue {
  public:
   enum class PushResult : uint8_t { kQueued, kDuplicate, kFull, kClosed };
 
-  explicit WriteQueue(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  // `env` is the clock of WaitFor()'s timeout.
+  WriteQueue(uint64_t max_bytes, Env* env) : max_bytes_(max_bytes), env_(env) {}
 
   PushResult Push(const BlockKey& key, SharedBlock block);
   // Takes up to `max_blocks` blocks (at least one, then while their bytes
@@ -49,7 +50,8 @@ class WriteQueue {
   // The sequence number the next pushed block will get.
   uint64_t NextSeq();
   // Waits until every block with a sequence number below `seq` is done.
-  // False if `timeout_micros` passed first; 0 = no timeout.
+  // False if `timeout_micros` passed first; 0 = no timeout (and so is any
+  // timeout too large to elapse).
   bool WaitFor(uint64_t seq, uint64_t timeout_micros);
 
   // Refuses new blocks; writers drain what is queued.
@@ -62,10 +64,13 @@ class WriteQueue {
   uint64_t blocks();
 
  private:
+  bool DoneBeforeLocked(uint64_t seq) REQUIRES(mu_);
+
   const uint64_t max_bytes_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // a block was pushed, or closed
-  std::condition_variable done_cv_;  // a block finished
+  Env* const env_;
+  Mutex mu_;
+  CondVar work_cv_;  // a block was pushed, or closed
+  CondVar done_cv_;  // a block finished
   bool closed_ GUARDED_BY(mu_) = false;
   bool aborted_ GUARDED_BY(mu_) = false;
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;

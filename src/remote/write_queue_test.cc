@@ -20,7 +20,7 @@ SharedBlock Block(size_t n) {
 using R = WriteQueue::PushResult;
 
 TEST(WriteQueue, BoundedInBytesNeverWaits) {
-  WriteQueue q(1000);
+  WriteQueue q(1000, Env::Default());
   EXPECT_EQ(q.Push(Key(1), Block(600)), R::kQueued);
   EXPECT_EQ(q.Push(Key(2), Block(600)), R::kFull);
   EXPECT_EQ(q.Push(Key(3), Block(400)), R::kQueued);
@@ -29,7 +29,7 @@ TEST(WriteQueue, BoundedInBytesNeverWaits) {
 }
 
 TEST(WriteQueue, OversizedBlockOnlyIntoAnEmptyQueue) {
-  WriteQueue q(1000);
+  WriteQueue q(1000, Env::Default());
   EXPECT_EQ(q.Push(Key(1), Block(5000)), R::kQueued);
   EXPECT_EQ(q.Push(Key(2), Block(1)), R::kFull);
   std::vector<QueuedBlock> b = q.PopBatch(10, 1);
@@ -40,7 +40,7 @@ TEST(WriteQueue, OversizedBlockOnlyIntoAnEmptyQueue) {
 }
 
 TEST(WriteQueue, DuplicatesWhileQueuedOrInFlight) {
-  WriteQueue q(1 << 20);
+  WriteQueue q(1 << 20, Env::Default());
   EXPECT_EQ(q.Push(Key(1), Block(10)), R::kQueued);
   EXPECT_EQ(q.Push(Key(1), Block(10)), R::kDuplicate);
   std::vector<QueuedBlock> b = q.PopBatch(10, 1 << 20);
@@ -50,7 +50,7 @@ TEST(WriteQueue, DuplicatesWhileQueuedOrInFlight) {
 }
 
 TEST(WriteQueue, BatchesRespectCountAndBytes) {
-  WriteQueue q(1 << 20);
+  WriteQueue q(1 << 20, Env::Default());
   for (uint8_t i = 0; i < 10; ++i) ASSERT_EQ(q.Push(Key(i), Block(100)), R::kQueued);
   EXPECT_EQ(q.PopBatch(3, 1 << 20).size(), 3u);
   EXPECT_EQ(q.PopBatch(10, 250).size(), 2u);
@@ -58,7 +58,7 @@ TEST(WriteQueue, BatchesRespectCountAndBytes) {
 }
 
 TEST(WriteQueue, WaitForCoversOnlyEarlierBlocks) {
-  WriteQueue q(1 << 20);
+  WriteQueue q(1 << 20, Env::Default());
   ASSERT_EQ(q.Push(Key(1), Block(10)), R::kQueued);
   const uint64_t mark = q.NextSeq();
   EXPECT_FALSE(q.WaitFor(mark, 1000));  // not done yet: times out
@@ -71,7 +71,7 @@ TEST(WriteQueue, WaitForCoversOnlyEarlierBlocks) {
 }
 
 TEST(WriteQueue, CloseDrainsAbortDrops) {
-  WriteQueue q(1 << 20);
+  WriteQueue q(1 << 20, Env::Default());
   ASSERT_EQ(q.Push(Key(1), Block(10)), R::kQueued);
   ASSERT_EQ(q.Push(Key(2), Block(10)), R::kQueued);
   q.Close();
