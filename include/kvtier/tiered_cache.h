@@ -82,6 +82,7 @@ namespace kvtier {
 namespace cache_internal {
 class CacheCore;
 struct LoadState;
+struct LoadFutureAccess;  // the cache's tests: see what a future shares with its load
 }  // namespace cache_internal
 
 // How Store() sends a block towards the disk tier.
@@ -300,6 +301,7 @@ class LoadFuture {
 
  private:
   friend class cache_internal::CacheCore;
+  friend struct cache_internal::LoadFutureAccess;
   explicit LoadFuture(std::shared_ptr<cache_internal::LoadState> state);
   void Reset();
   std::shared_ptr<cache_internal::LoadState> state_;

@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <memory>
 #include <thread>
 
 #include "cache/cache_test_util.h"
@@ -69,8 +71,8 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheDiskReadFails) {
 }
 
 // The future is dropped while its read is held at the gate: the destructor
-// waits for the read (it writes into the caller's buffer), then the
-// reservation is gone and nothing was promoted.
+// cancels the load, waits for the read (it writes into the caller's
+// buffer), then the reservation is gone and nothing was promoted.
 TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
   TempDir dir;
   const auto keys = Keys(0, 1);
@@ -88,19 +90,25 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
   EXPECT_FALSE(f->Ready());
   EXPECT_EQ(cache->Stats().host.reserved_bytes, BlockBytes());
 
-  std::atomic<bool> dropping{false}, dropped{false};
+  // Held here, the state shows when the destructor has cancelled the load;
+  // only then is the read let through, so it cannot promote.
+  std::shared_ptr<cache_internal::LoadState> state = cache_internal::LoadFutureAccess::State(*f);
+  std::atomic<bool> gate_opened{false};
+  bool returned_after_the_read = false;
+  Status buffer_at_return = Status::Internal("the destructor did not return");
   std::thread dropper([&] {
-    dropping = true;
     { LoadFuture gone = std::move(f).value(); }  // destroyed here
-    dropped = true;
+    returned_after_the_read = gate_opened.load();
+    buffer_at_return = CheckLoaded(keys[0], buf.spans[0], BlockBytes());
   });
-  // Wait until the dropper runs (a thread may start late on a busy
-  // machine); then the destructor cannot return while the read is held.
-  while (!dropping.load()) std::this_thread::yield();
-  env.SleepForMicros(20'000);
-  EXPECT_FALSE(dropped.load());
+  while (!state->cancelled.load()) std::this_thread::yield();
+  gate_opened = true;
   env.reads.Open();
   dropper.join();
+  // The destructor returned only after the read had filled the buffer.
+  EXPECT_TRUE(returned_after_the_read);
+  EXPECT_THAT(buffer_at_return, IsOk());
+  state.reset();
   CacheStats s = cache->Stats();
   EXPECT_EQ(s.host.reserved_bytes, 0u);
   EXPECT_EQ(s.host_budget.reserved_bytes, 0u);

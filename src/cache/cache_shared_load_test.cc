@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -324,11 +325,12 @@ TEST(CacheSharedLoad, ADroppedLoadStillCallsBackOncePerKey) {
   env.reads.AwaitWaiters(1);
   auto second = cache->LoadShared(std::span(keys).subspan(1, 1), b);
   ASSERT_THAT(second, IsOk());
-  // Cancel first, so that the second load is cancelled before any read can
-  // run however the threads are scheduled; dropping it then waits (on
-  // another thread, as the reads are still closed) for its callback.
-  second->Cancel();
+  // The first read is let through only once the destructor has cancelled
+  // the queued load, so that load never starts.
+  std::shared_ptr<cache_internal::LoadState> state =
+      cache_internal::LoadFutureAccess::State(*second);
   std::thread dropper([&] { LoadFuture gone = std::move(second).value(); });
+  while (!state->cancelled.load()) std::this_thread::yield();
   env.reads.Open();
   dropper.join();
   ASSERT_THAT(first->Get(), IsOk());

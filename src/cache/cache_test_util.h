@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/load_state.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
@@ -24,6 +25,17 @@
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
 #include "testing/temp_dir.h"
+
+namespace kvtier::cache_internal {
+
+// The state a LoadFuture shares with its load. A test holds it to see
+// events no public call shows, such as a future's destructor cancelling
+// its load (`cancelled`), so it waits for the event instead of sleeping.
+struct LoadFutureAccess {
+  static std::shared_ptr<LoadState> State(const LoadFuture& f) { return f.state_; }
+};
+
+}  // namespace kvtier::cache_internal
 
 namespace kvtier::cache_test {
 
