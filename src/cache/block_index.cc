@@ -29,7 +29,7 @@ BlockIndex::BlockIndex(const Options& options)
   size_t slots = std::bit_ceil(std::max(kMinShardSlots, per_shard * 4 / 3 + 1));
   for (size_t i = 0; i < kShards; ++i) {
     Shard& s = shards_[i];
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     s.slots = std::make_unique<Slot[]>(slots);
     s.mask = slots - 1;
   }
@@ -70,7 +70,7 @@ void BlockIndex::Apply(const BlockKey& key, IndexTier tier, int value, CountUpda
   assert(t < kIndexTierCount);
   const uint64_t h = Hash(key);
   Shard& s = ShardFor(h);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   size_t pos = h & s.mask;
   while (!SlotEmpty(s.slots[pos].count)) {
     Slot& slot = s.slots[pos];
@@ -153,7 +153,7 @@ void BlockIndex::EraseSlotLocked(Shard& s, size_t pos, const BlockIndex& index) 
 TierMask BlockIndex::Lookup(const BlockKey& key) const {
   const uint64_t h = Hash(key);
   Shard& s = ShardFor(h);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   size_t pos = h & s.mask;
   while (!SlotEmpty(s.slots[pos].count)) {
     const Slot& slot = s.slots[pos];
@@ -177,7 +177,7 @@ size_t BlockIndex::MatchPrefix(std::span<const BlockKey> keys, std::span<TierMas
 size_t BlockIndex::KeyCount() const {
   size_t n = 0;
   for (size_t i = 0; i < kShards; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    MutexLock lock(&shards_[i].mu);
     n += shards_[i].held;
   }
   return n;
@@ -187,7 +187,7 @@ size_t BlockIndex::KeyCount(IndexTier tier) const {
   const size_t t = static_cast<size_t>(tier);
   size_t n = 0;
   for (size_t i = 0; i < kShards; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    MutexLock lock(&shards_[i].mu);
     n += shards_[i].present[t];
   }
   return n;
@@ -196,7 +196,7 @@ size_t BlockIndex::KeyCount(IndexTier tier) const {
 size_t BlockIndex::MemoryBytes() const {
   size_t n = 0;
   for (size_t i = 0; i < kShards; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    MutexLock lock(&shards_[i].mu);
     n += (shards_[i].mask + 1) * sizeof(Slot);
   }
   return n;

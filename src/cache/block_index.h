@@ -30,10 +30,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
 
@@ -100,7 +100,7 @@ class BlockIndex {
   static_assert(sizeof(Slot) == 32 + 2 * kIndexTierCount, "no padding in a slot");
 
   struct alignas(64) Shard {
-    mutable std::mutex mu;
+    mutable Mutex mu;
     std::unique_ptr<Slot[]> slots GUARDED_BY(mu);
     size_t mask GUARDED_BY(mu) = 0;      // capacity - 1 (capacity a power of 2)
     size_t occupied GUARDED_BY(mu) = 0;  // slots with a non-zero count

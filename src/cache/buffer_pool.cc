@@ -72,7 +72,7 @@ Result<BlockBuffer> BufferPool::Take(size_t bytes) {
   std::byte* data = nullptr;
   size_t capacity = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.takes;
     // Reuse a buffer no more than 1/8 larger than needed (rounded up to
     // the allocation unit), so blocks of one layout, whose sizes differ by
@@ -95,7 +95,7 @@ Result<BlockBuffer> BufferPool::Take(size_t bytes) {
       return Status::ResourceExhausted("cannot allocate a read buffer of " + std::to_string(bytes) +
                                        " bytes");
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stats_.fresh_bytes += capacity;
   }
   return BlockBuffer::Adopt(data, bytes, capacity, shared_from_this());
@@ -110,7 +110,7 @@ Result<uint64_t> BufferPool::Prefault(size_t bytes, uint64_t count) {
   uint64_t added = 0;
   for (; added < count; ++added) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stats_.free_bytes + capacity > max_free_bytes_) break;
     }
     std::byte* data = NewMemory(capacity);
@@ -119,7 +119,7 @@ Result<uint64_t> BufferPool::Prefault(size_t bytes, uint64_t count) {
                                        std::to_string(capacity) + " bytes");
     }
     std::memset(data, 0, capacity);  // the page faults happen here, not in a read
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     try {
       free_.emplace(capacity, data);
     } catch (const std::bad_alloc&) {
@@ -136,7 +136,7 @@ Result<uint64_t> BufferPool::Prefault(size_t bytes, uint64_t count) {
 
 void BufferPool::Recycle(std::byte* data, size_t capacity) noexcept {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stats_.free_bytes + capacity <= max_free_bytes_) {
       try {
         free_.emplace(capacity, data);
@@ -153,7 +153,7 @@ void BufferPool::Recycle(std::byte* data, size_t capacity) noexcept {
 }
 
 BufferPoolStats BufferPool::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_buffer.h"
 #include "kvtier/status.h"
@@ -66,7 +66,7 @@ class BufferPool final : public BufferRecycler, public std::enable_shared_from_t
   static void FreeMemory(std::byte* data, size_t capacity);
 
   const uint64_t max_free_bytes_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::multimap<size_t, std::byte*> free_ GUARDED_BY(mu_);  // capacity → memory
   BufferPoolStats stats_ GUARDED_BY(mu_);
 };

@@ -9,9 +9,9 @@
 #define KVTIER_CACHE_CALL_GATE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+
+#include "core/mutex.h"
 
 namespace kvtier::cache_internal {
 
@@ -28,16 +28,16 @@ class CallGate {
   }
   void Exit() {
     if (active_.fetch_sub(1) == 1 && closing_.load()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      idle_cv_.notify_all();
+      MutexLock lock(&mu_);
+      idle_cv_.SignalAll();
     }
   }
   // Refuses new calls and waits until every call that entered has exited.
   // Returns false if the gate was already closing (another Close ran).
   bool CloseAndWait() {
     const bool first = !closing_.exchange(true);
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait(lock, [this] { return active_.load() == 0; });
+    MutexLock lock(&mu_);
+    while (active_.load() != 0) idle_cv_.Wait(&lock);
     return first;
   }
   bool closed() const { return closing_.load(); }
@@ -47,8 +47,8 @@ class CallGate {
   // Close's set-then-check must not both miss each other.
   std::atomic<uint64_t> active_{0};
   std::atomic<bool> closing_{false};
-  std::mutex mu_;  // only for the wait in CloseAndWait
-  std::condition_variable idle_cv_;
+  Mutex mu_;  // only for the wait in CloseAndWait
+  CondVar idle_cv_;
 };
 
 // Enters a gate for a scope.

@@ -15,11 +15,11 @@ TaskPool::~TaskPool() { Shutdown(); }
 
 bool TaskPool::Submit(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return false;
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.Signal();
   return true;
 }
 
@@ -27,11 +27,11 @@ void TaskPool::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     std::deque<Task> cancelled;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
       cancelled.swap(queue_);
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (Task& t : cancelled) {
       if (t.cancel) t.cancel();
     }
@@ -45,8 +45,8 @@ void TaskPool::WorkerLoop() {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&lock);
       if (queue_.empty()) return;  // stopping, nothing left
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -10,14 +10,14 @@
 #ifndef KVTIER_CACHE_TASK_POOL_H_
 #define KVTIER_CACHE_TASK_POOL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/env.h"
 
@@ -44,8 +44,8 @@ class TaskPool {
  private:
   void WorkerLoop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<Task> queue_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;  // written only by the constructor and Shutdown

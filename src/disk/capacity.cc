@@ -19,7 +19,7 @@ Capacity::Reservation& Capacity::Reservation::operator=(Reservation&& o) noexcep
 
 void Capacity::Reservation::Release() {
   if (owner_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(owner_->mu_);
+  MutexLock lock(&owner_->mu_);
   owner_->inflight_bytes_ -= std::min(owner_->inflight_bytes_, bytes_);
   owner_->inflight_blocks_ -= std::min(owner_->inflight_blocks_, blocks_);
   owner_ = nullptr;
@@ -37,14 +37,14 @@ Capacity::Capacity(const DiskTierOptions* options, Env* env, DiskIndex* index,
 uint64_t Capacity::FreeBytes() {
   const uint64_t now = env_->NowMicros();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (free_valid_ && now - free_read_at_us_ < options_->free_space_ttl_micros) {
       uint64_t v = free_bytes_ + freed_since_;
       return v - std::min(v, written_since_);
     }
   }
   Result<uint64_t> free = env_->FreeSpace(options_->dir);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!free.ok()) {
     DiskCounters::Add(counters_->errors);
     return UINT64_MAX;  // unknown: the configured limit alone applies
@@ -58,22 +58,22 @@ uint64_t Capacity::FreeBytes() {
 }
 
 void Capacity::InvalidateFreeSpace() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   free_valid_ = false;
 }
 
 void Capacity::NoteWritten(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   written_since_ += bytes;
 }
 
 void Capacity::NoteFreed(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   freed_since_ += bytes;
 }
 
 uint64_t Capacity::inflight_bytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return inflight_bytes_;
 }
 
@@ -118,7 +118,7 @@ void Capacity::Account(const EvictOutcome& out) {
 Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks) {
   uint64_t reserve_bytes, reserve_blocks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     inflight_bytes_ += bytes;
     inflight_blocks_ += blocks;
     reserve_bytes = inflight_bytes_;
@@ -167,7 +167,7 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks)
 Result<EvictOutcome> Capacity::EnforceLimit() {
   uint64_t reserve_bytes, reserve_blocks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reserve_bytes = inflight_bytes_;
     reserve_blocks = inflight_blocks_;
   }

@@ -22,6 +22,7 @@
 #include <functional>
 #include <mutex>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "disk/counters.h"
 #include "disk/disk_index.h"
@@ -96,7 +97,7 @@ class Capacity {
   DiskCounters* const counters_;
   const KillHook* const kill_hook_;
 
-  std::mutex mu_;
+  Mutex mu_;
   bool free_valid_ GUARDED_BY(mu_) = false;
   uint64_t free_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t free_read_at_us_ GUARDED_BY(mu_) = 0;

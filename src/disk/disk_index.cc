@@ -237,7 +237,7 @@ DiskIndex::~DiskIndex() = default;
 
 Result<DiskIndex::Lease> DiskIndex::Acquire() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!free_.empty()) {
       std::unique_ptr<SqliteDb> db = std::move(free_.back());
       free_.pop_back();
@@ -250,13 +250,13 @@ Result<DiskIndex::Lease> DiskIndex::Acquire() {
 
 void DiskIndex::Release(std::unique_ptr<SqliteDb> db) {
   db->Rollback();  // never return a connection with an open transaction
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   free_.push_back(std::move(db));
 }
 
 Result<int64_t> DiskIndex::SignatureId(std::string_view signature) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = sig_ids_.find(std::string(signature));
     if (it != sig_ids_.end()) return it->second;
   }
@@ -278,7 +278,7 @@ Result<int64_t> DiskIndex::SignatureId(std::string_view signature) {
     }
   }
   if (id == 0) return Status::Internal("index: cannot register a layout signature");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   sig_ids_.emplace(std::string(signature), id);
   return id;
 }

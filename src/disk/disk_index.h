@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "disk/sqlite_db.h"
 #include "kvtier/block_key.h"
@@ -178,7 +179,7 @@ class DiskIndex {
   const std::string path_;
   const IndexOptions options_;
   bool immutable_ = false;  // read_only in a folder that cannot be written; set in Open
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
   std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);
 };

@@ -5,13 +5,14 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "core/mutex.h"
 #include "kvtier/env.h"
 
 namespace kvtier::disk {
 namespace {
 
 struct TempRegistry {
-  std::mutex mu;
+  Mutex mu;
   std::unordered_set<std::string> paths;
 };
 
@@ -112,19 +113,19 @@ uint64_t NextUniqueCounter() {
 
 void LiveTempFiles::Add(const std::string& path) {
   TempRegistry& r = Registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   r.paths.insert(path);
 }
 
 void LiveTempFiles::Remove(const std::string& path) {
   TempRegistry& r = Registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   r.paths.erase(path);
 }
 
 bool LiveTempFiles::Contains(const std::string& path) {
   TempRegistry& r = Registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   return r.paths.count(path) > 0;
 }
 

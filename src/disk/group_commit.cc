@@ -3,7 +3,7 @@
 namespace kvtier::disk {
 
 Status GroupCommitter::Commit(std::span<const IndexRow> rows) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (open_ == nullptr) open_ = std::make_shared<Group>();
   std::shared_ptr<Group> mine = open_;
   mine->rows.insert(mine->rows.end(), rows.begin(), rows.end());
@@ -12,15 +12,15 @@ Status GroupCommitter::Commit(std::span<const IndexRow> rows) {
       // Lead: close the group to newcomers and commit it without the lock.
       committing_ = true;
       open_ = nullptr;
-      lock.unlock();
+      lock.Unlock();
       Status s = index_->Upsert(mine->rows);
-      lock.lock();
+      lock.Lock();
       mine->status = std::move(s);
       mine->done = true;
       committing_ = false;
-      cv_.notify_all();
+      cv_.SignalAll();
     } else {
-      cv_.wait(lock);
+      cv_.Wait(&lock);
     }
   }
   return mine->status;

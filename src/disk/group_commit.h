@@ -12,12 +12,12 @@
 #ifndef KVTIER_DISK_GROUP_COMMIT_H_
 #define KVTIER_DISK_GROUP_COMMIT_H_
 
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "disk/disk_index.h"
 
@@ -39,8 +39,8 @@ class GroupCommitter {
   };
 
   DiskIndex* const index_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::shared_ptr<Group> open_ GUARDED_BY(mu_);  // collecting rows
   bool committing_ GUARDED_BY(mu_) = false;
 };

@@ -13,10 +13,10 @@ ParallelRunner::ParallelRunner(Env* env, uint32_t threads) {
 
 ParallelRunner::~ParallelRunner() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -37,8 +37,8 @@ void ParallelRunner::WorkerLoop() {
   while (true) {
     std::shared_ptr<Job> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      MutexLock lock(&mu_);
+      while (!(stop_ || !jobs_.empty())) work_cv_.Wait(&lock);
       if (jobs_.empty()) return;  // stopping
       job = jobs_.front();
       // Every item is claimed once `next` passes n; later workers skip it.
@@ -48,8 +48,8 @@ void ParallelRunner::WorkerLoop() {
       }
     }
     if (Drain(job.get())) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_all();
+      MutexLock lock(&mu_);
+      done_cv_.SignalAll();
     }
   }
 }
@@ -64,13 +64,13 @@ void ParallelRunner::Run(size_t n, const std::function<void(size_t)>& fn) {
   job->fn = &fn;
   job->n = n;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     jobs_.push_back(job);
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   Drain(job.get());
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == n; });
+  MutexLock lock(&mu_);
+  while (!(job->done.load(std::memory_order_acquire) == n)) done_cv_.Wait(&lock);
   auto it = std::find(jobs_.begin(), jobs_.end(), job);
   if (it != jobs_.end()) jobs_.erase(it);
 }

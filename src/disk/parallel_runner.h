@@ -8,7 +8,6 @@
 #define KVTIER_DISK_PARALLEL_RUNNER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -17,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/env.h"
 
@@ -45,9 +45,9 @@ class ParallelRunner {
   static bool Drain(Job* job);
   void WorkerLoop();
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
+  Mutex mu_;
+  CondVar work_cv_;
+  CondVar done_cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   std::deque<std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
   std::vector<std::thread> threads_;

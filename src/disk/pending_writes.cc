@@ -19,19 +19,29 @@ std::shared_ptr<PendingBlock> PendingWrites::MakeLocked(const BlockKey& key, Sha
 void PendingWrites::ReleaseLocked(const PendingBlock& p) {
   if (outstanding_.erase(p.seq) == 0) return;  // already released
   bytes_ -= std::min<uint64_t>(bytes_, p.block->size());
-  space_cv_.notify_all();
-  done_cv_.notify_all();
+  space_cv_.SignalAll();
+  done_cv_.SignalAll();
 }
 
 PendingWrites::AddOutcome PendingWrites::Enqueue(const BlockKey& key, SharedBlock block,
                                                  uint64_t wait_micros) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t size = block->size();
-  auto admissible = [&] {
+  auto admissible = [&]() REQUIRES(mu_) {
     return closed_ || by_key_.count(key) > 0 || bytes_ == 0 || bytes_ + size <= max_bytes_;
   };
   if (!admissible() && wait_micros > 0) {
-    space_cv_.wait_for(lock, std::chrono::microseconds(wait_micros), admissible);
+    // As std::condition_variable::wait_for with a predicate: the deadline is
+    // on the steady clock the wait itself uses, capped like CondVar's.
+    using Clock = std::chrono::steady_clock;
+    const uint64_t capped = std::min<uint64_t>(wait_micros, CondVar::kMaxWaitMicros);
+    const Clock::time_point deadline = Clock::now() + std::chrono::microseconds(capped);
+    while (!admissible()) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) break;
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+      space_cv_.WaitFor(&lock, static_cast<uint64_t>(left.count()) + 1);
+    }
   }
   if (closed_) return AddOutcome::kClosed;
   if (by_key_.count(key) > 0) return AddOutcome::kDuplicate;
@@ -39,13 +49,13 @@ PendingWrites::AddOutcome PendingWrites::Enqueue(const BlockKey& key, SharedBloc
   std::shared_ptr<PendingBlock> p = MakeLocked(key, std::move(block));
   p->queued = true;
   fifo_.push_back(std::move(p));
-  work_cv_.notify_one();
+  work_cv_.Signal();
   return AddOutcome::kQueued;
 }
 
 std::shared_ptr<PendingBlock> PendingWrites::AddUnqueued(const BlockKey& key, SharedBlock block,
                                                          bool* closed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   *closed = closed_;
   if (closed_ || by_key_.count(key) > 0) return nullptr;
   return MakeLocked(key, std::move(block));
@@ -54,8 +64,8 @@ std::shared_ptr<PendingBlock> PendingWrites::AddUnqueued(const BlockKey& key, Sh
 std::vector<std::shared_ptr<PendingBlock>> PendingWrites::NextBatchForWriter(uint64_t max_bytes,
                                                                              size_t max_blocks) {
   std::vector<std::shared_ptr<PendingBlock>> batch;
-  std::unique_lock<std::mutex> lock(mu_);
-  work_cv_.wait(lock, [&] { return closed_ || !fifo_.empty(); });
+  MutexLock lock(&mu_);
+  while (!(closed_ || !fifo_.empty())) work_cv_.Wait(&lock);
   uint64_t bytes = 0;
   while (!fifo_.empty() && batch.size() < std::max<size_t>(max_blocks, 1)) {
     const uint64_t size = fifo_.front()->block->size();
@@ -66,12 +76,12 @@ std::vector<std::shared_ptr<PendingBlock>> PendingWrites::NextBatchForWriter(uin
     batch.back()->queued = false;
   }
   // Others may still be waiting while blocks remain (one notify per block).
-  if (!fifo_.empty()) work_cv_.notify_one();
+  if (!fifo_.empty()) work_cv_.Signal();
   return batch;
 }
 
 bool PendingWrites::Retire(const std::shared_ptr<PendingBlock>& p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   bool superseded = false;
   auto it = by_key_.find(p->key);
   if (it != by_key_.end()) {
@@ -85,24 +95,24 @@ bool PendingWrites::Retire(const std::shared_ptr<PendingBlock>& p) {
 }
 
 void PendingWrites::Release(const std::shared_ptr<PendingBlock>& p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ReleaseLocked(*p);
 }
 
 bool PendingWrites::IsCancelled(const PendingBlock& p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return p.cancelled;
 }
 
 SharedBlock PendingWrites::Find(const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return nullptr;
   return it->second->block;
 }
 
 bool PendingWrites::Cancel(const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return false;
   std::shared_ptr<PendingBlock> p = std::move(it->second);
@@ -118,7 +128,7 @@ bool PendingWrites::Cancel(const BlockKey& key) {
 }
 
 uint64_t PendingWrites::CancelAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t n = by_key_.size();
   for (auto& [key, p] : by_key_) p->cancelled = true;
   by_key_.clear();
@@ -131,29 +141,29 @@ uint64_t PendingWrites::CancelAll() {
 }
 
 uint64_t PendingWrites::NextSeq() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return next_seq_;
 }
 
 void PendingWrites::WaitForAllBefore(uint64_t seq) {
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return outstanding_.empty() || *outstanding_.begin() >= seq; });
+  MutexLock lock(&mu_);
+  while (!(outstanding_.empty() || *outstanding_.begin() >= seq)) done_cv_.Wait(&lock);
 }
 
 void PendingWrites::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
-  work_cv_.notify_all();
-  space_cv_.notify_all();
+  work_cv_.SignalAll();
+  space_cv_.SignalAll();
 }
 
 uint64_t PendingWrites::bytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
 uint64_t PendingWrites::blocks() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return outstanding_.size();
 }
 

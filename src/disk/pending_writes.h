@@ -16,7 +16,6 @@
 #ifndef KVTIER_DISK_PENDING_WRITES_H_
 #define KVTIER_DISK_PENDING_WRITES_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -25,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
@@ -101,10 +101,10 @@ class PendingWrites {
   void ReleaseLocked(const PendingBlock& p) REQUIRES(mu_);
 
   const uint64_t max_bytes_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;   // a block was queued, or closed
-  std::condition_variable space_cv_;  // bytes were released
-  std::condition_variable done_cv_;   // a block finished
+  Mutex mu_;
+  CondVar work_cv_;   // a block was queued, or closed
+  CondVar space_cv_;  // bytes were released
+  CondVar done_cv_;   // a block finished
   bool closed_ GUARDED_BY(mu_) = false;
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   uint64_t bytes_ GUARDED_BY(mu_) = 0;

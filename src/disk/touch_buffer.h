@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
 
@@ -31,7 +32,7 @@ class TouchBuffer {
   std::vector<std::pair<BlockKey, int64_t>> Drain();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::unordered_map<BlockKey, int64_t, BlockKeyHash> times_ GUARDED_BY(mu_);
 };
 
