@@ -218,8 +218,8 @@ struct MatchResult {
   size_t blocks = 0;
   // The fastest tier holding each of them (tiers.size() == blocks).
   std::vector<CacheTier> tiers;
-  size_t host_blocks = 0;  // of `blocks`, those in the host tier
-  size_t disk_blocks = 0;  // ... and those only on disk
+  size_t host_blocks = 0;    // of `blocks`, those in the host tier
+  size_t disk_blocks = 0;    // ... and those only on disk
   size_t remote_blocks = 0;  // ... and those only in the remote tier
 };
 
@@ -259,14 +259,14 @@ struct CacheStats {
   uint64_t hits_disk = 0;
   uint64_t hits_remote = 0;  // blocks served from the remote tier
   uint64_t misses = 0;
-  double hit_ratio = 0;  // (hits_host + hits_disk + hits_remote) / lookups; 0 with no lookups
-  uint64_t load_errors = 0;      // keys whose destination was too small
+  double hit_ratio = 0;      // (hits_host + hits_disk + hits_remote) / lookups; 0 with no lookups
+  uint64_t load_errors = 0;  // keys whose destination was too small
   uint64_t loads_cancelled = 0;  // Loads cancelled before their disk reads
   // Match.
-  uint64_t matches = 0;            // Match() calls
-  uint64_t match_blocks = 0;       // blocks they reported available
-  uint64_t match_disk_probes = 0;  // index misses checked with the disk tier
-  uint64_t stale_disk_hints = 0;   // disk hints a disk read found wrong
+  uint64_t matches = 0;              // Match() calls
+  uint64_t match_blocks = 0;         // blocks they reported available
+  uint64_t match_disk_probes = 0;    // index misses checked with the disk tier
+  uint64_t stale_disk_hints = 0;     // disk hints a disk read found wrong
   uint64_t match_remote_probes = 0;  // keys Match asked the remote tier about
   uint64_t match_remote_found = 0;   // ... that it reported present
   // Remote reads (Load, LoadShared).
@@ -276,8 +276,9 @@ struct CacheStats {
   uint64_t stores = 0;          // blocks accepted by Store()
   uint64_t store_errors = 0;    // blocks refused
   uint64_t store_bypasses = 0;  // write-back blocks the host budget could not take: sent to disk
-  uint64_t remote_puts_queued = 0;   // stored blocks queued for the remote tier
-  uint64_t remote_puts_dropped = 0;  // ... refused at once (queue full, node down); later drops: remote
+  uint64_t remote_puts_queued = 0;  // stored blocks queued for the remote tier
+  uint64_t remote_puts_dropped =
+      0;  // ... refused at once (queue full, node down); later drops: remote
   // Bytes each way.
   uint64_t bytes_stored = 0;           // given to Store()
   uint64_t bytes_loaded_host = 0;      // host hits handed to callers (copied or shared)
@@ -397,9 +398,9 @@ class TieredCache {
 
   // Copies block keys[i] into the front of dsts[i], from the host tier or
   // else the disk tier or else the remote tier. Host hits are copied before
-  // Load returns; disk and remote reads run on the load threads. InvalidArgument if the spans differ in
-  // length; FailedPrecondition after Close. REQUIRES: the buffers stay
-  // valid and untouched until the future is ready or destroyed.
+  // Load returns; disk and remote reads run on the load threads. InvalidArgument if the spans
+  // differ in length; FailedPrecondition after Close. REQUIRES: the buffers stay valid and
+  // untouched until the future is ready or destroyed.
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
 

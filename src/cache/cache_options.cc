@@ -66,7 +66,8 @@ Status CacheOptions::Validate() const {
       return Status::InvalidArgument("CacheOptions.disk." + msg);
     }
   }
-  if (remote_write != RemoteWritePolicy::kEveryStore && remote_write != RemoteWritePolicy::kReadOnly) {
+  if (remote_write != RemoteWritePolicy::kEveryStore &&
+      remote_write != RemoteWritePolicy::kReadOnly) {
     return Bad("remote_write", "is not a known RemoteWritePolicy value");
   }
   if (remote.has_value()) {
