@@ -196,8 +196,9 @@ struct CacheOptions {
   // Milliseconds Close() may spend handing dirty entries to the disk tier
   // (after that, the rest are dropped, counted, and Close() returns
   // Unavailable). The disk tier then finishes the writes it accepted. The
-  // remote tier's queue then gets what is left of this time to drain (the
-  // rest is dropped, counted in remote_puts_dropped).
+  // remote tier's queue then drains within its own
+  // RemoteTierOptions::close_timeout_ms (the rest is dropped, counted in
+  // CacheStats::remote->drops_closed).
   // 0 = no bound. Default 60000.
   uint64_t close_timeout_ms = 60'000;
 
