@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <thread>
 
 #include "cache/cache_test_util.h"
+#include "kvtier/block_pool.h"
+#include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
 #include "remote/remote_test_util.h"
 #include "testing/redis_server.h"
@@ -374,6 +377,124 @@ TEST_P(CacheRemoteTest, CorruptValueIsACountedMissAndIsDeleted) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(got[i].tier, CacheTier::kRemote);
     EXPECT_TRUE(SameBytes(got[i].block, blocks[i])) << i;
+  }
+}
+
+// One host's engine: a BlockPool restoring through a TieredCache.
+struct EngineHost {
+  std::unique_ptr<TieredCache> cache;
+  std::unique_ptr<TieredBackingStore> store;
+  std::unique_ptr<BlockPool> pool;
+};
+
+EngineHost OpenEngineHost(const std::string& url, const std::string& prefix) {
+  EngineHost h;
+  h.cache = OpenCache(HostWithRemote("", url, prefix, 64));
+  if (h.cache == nullptr) return h;
+  h.store = std::move(TieredBackingStore::Create(h.cache.get())).value();
+  PoolOptions po;
+  po.layout = TinyLayout();
+  po.key_namespace.model_id = "cache-remote-engine";
+  po.total_blocks = 16;
+  po.store = h.store.get();
+  Result<std::unique_ptr<BlockPool>> pool = BlockPool::Create(po);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  if (pool.ok()) h.pool = std::move(pool).value();
+  return h;
+}
+
+// Computes tokens [from, to) of `seq` (every layer, content a function of
+// the layer and state only, so a recomputed block equals the first one)
+// and commits them.
+Status Compute(BlockPool& pool, uint64_t seq, std::span<const uint32_t> tokens, size_t from,
+               size_t to) {
+  const ModelLayout& layout = TinyLayout();
+  const size_t bt = layout.block_tokens;
+  for (uint32_t l = 0; l < layout.layers.size(); ++l) {
+    std::vector<std::vector<std::byte>> states;
+    std::vector<std::span<const std::byte>> views;
+    for (size_t k = 0; k < layout.layers[l].states.size(); ++k) {
+      const TensorSpec& t = layout.layers[l].states[k];
+      states.emplace_back(t.ByteSize() / bt * (to - from),
+                          static_cast<std::byte>((l * 31 + k * 7 + 1) & 0xff));
+      views.emplace_back(states.back());
+    }
+    KVTIER_RETURN_IF_ERROR(pool.AppendLayer(seq, l, from, to - from, views));
+  }
+  return pool.Advance(seq, tokens.subspan(from, to - from));
+}
+
+// The engine path: host A computes a prefix; one of its blocks is damaged
+// in Redis; host B's pool restores up to the damaged block (a counted miss,
+// the value deleted), recomputes the rest and stores it; host C then
+// restores the whole prefix from Redis.
+TEST_P(CacheRemoteTest, EngineRecomputesPastADamagedRemoteBlock) {
+  const size_t bt = TinyLayout().block_tokens;
+  const size_t n = 3 * bt;
+  std::vector<uint32_t> tokens(n + 1);
+  std::iota(tokens.begin(), tokens.end(), 5000);
+
+  EngineHost a = OpenEngineHost(url_, prefix_);
+  ASSERT_NE(a.pool, nullptr);
+  ASSERT_EQ(*a.pool->Allocate(1, tokens), 0u);
+  ASSERT_TRUE(Compute(*a.pool, 1, tokens, 0, n).ok());
+  ASSERT_TRUE(a.cache->Flush().ok());
+  EXPECT_EQ(a.cache->Stats().remote_puts_queued, 3u);
+  NamespaceOptions ns;
+  ns.model_id = "cache-remote-engine";
+  ns.layout_signature = TinyLayout().Signature();
+  ns.block_tokens = static_cast<uint32_t>(bt);
+  Result<KeyChain> chain = KeyChain::Create(ns);
+  ASSERT_TRUE(chain.ok());
+  const std::vector<BlockKey> keys = chain->KeysFor(std::span(tokens).first(n));
+  ASSERT_EQ(keys.size(), 3u);
+  ASSERT_EQ(a.cache->Match(keys).blocks, 3u);
+
+  // Block 1's value: one data byte changed (its checksum no longer holds).
+  remote::RawRedis raw(url_);
+  const std::string name = prefix_ + "{" + keys[1].Hex() + "}";
+  std::string value = raw.Run({"GET", name});
+  ASSERT_TRUE(value.starts_with("str:"));
+  value.erase(0, 4);
+  value.back() = static_cast<char>(value.back() ^ 0x01);
+  ASSERT_EQ(raw.Run({"SET", name, value}), "status:OK");
+
+  EngineHost b = OpenEngineHost(url_, prefix_);
+  ASSERT_NE(b.pool, nullptr);
+  Result<size_t> restored = b.pool->Allocate(7, tokens);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, bt);  // block 0 only: the sequence ends at the bad block
+  CacheStats sb = b.cache->Stats();
+  EXPECT_EQ(sb.hits_remote, 2u);  // blocks 0 and 2 (the pool drops block 2)
+  EXPECT_EQ(sb.remote_misses, 1u);
+  // The miss reached the pool only after the bad value was deleted, so the
+  // recomputed block's Put cannot race with that delete.
+  EXPECT_EQ(sb.remote->bad_values, 1u);
+  EXPECT_EQ(sb.remote->bad_values_deleted, 1u);
+  EXPECT_EQ(raw.Run({"EXISTS", name}), "int:0");
+  ASSERT_TRUE(Compute(*b.pool, 7, tokens, bt, n).ok());  // recompute blocks 1 and 2
+  ASSERT_TRUE(b.cache->Flush().ok());
+  EXPECT_EQ(raw.Run({"EXISTS", name}), "int:1");
+
+  EngineHost c = OpenEngineHost(url_, prefix_);
+  ASSERT_NE(c.pool, nullptr);
+  restored = c.pool->Allocate(9, tokens);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(*restored, n);
+  CacheStats sc = c.cache->Stats();
+  EXPECT_EQ(sc.hits_remote, 3u);
+  EXPECT_EQ(sc.remote->bad_values, 0u);
+  for (uint32_t l = 0; l < TinyLayout().layers.size(); ++l) {
+    auto want = a.pool->PackedLayer(1, l);
+    auto got = c.pool->PackedLayer(9, l);
+    ASSERT_TRUE(want.ok() && got.ok());
+    ASSERT_EQ((*got)->states.size(), (*want)->states.size());
+    for (size_t k = 0; k < (*want)->states.size(); ++k) {
+      const auto& x = (*want)->states[k].data;
+      const auto& y = (*got)->states[k].data;
+      ASSERT_EQ(x.size(), y.size());
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size()), 0) << "layer " << l << " state " << k;
+    }
   }
 }
 
