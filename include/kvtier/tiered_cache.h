@@ -1,6 +1,7 @@
-// TieredCache: one object over kvtier's tiers — the host (RAM) tier and the
-// optional disk tier — that an inference engine opens once and asks for
-// blocks by key (DESIGN.md §1, docs/tiers.md).
+// TieredCache: one object over kvtier's tiers — the host (RAM) tier, the
+// optional disk tier and the optional remote (Redis) tier — that an
+// inference engine opens once and asks for blocks by key (DESIGN.md §1, §7,
+// docs/tiers.md).
 //
 //   Match(chain)       how many leading blocks of a key chain are available
 //                      and in which tier, answered from an in-memory index
@@ -22,6 +23,15 @@
 //                      once plus a clean host copy);
 //   Flush / Close      write dirty entries down; Close within a bounded time;
 //   Stats              per tier and combined, as JSON and Prometheus text.
+//
+// The remote tier sits below disk and is shared by every host using the
+// same server and key prefix: Match asks it (one pipelined round trip per
+// node) only about the leading keys the local tiers lack; a load that no
+// local tier serves reads the block from it into an exact-size buffer of
+// the read buffer pool, verified once by the remote tier, and that buffer
+// becomes the promoted host entry, as for a disk hit; every Store also
+// queues the block for it (CacheOptions::remote_write). A remote failure
+// is a miss or a dropped copy, counted, never an error of the cache.
 //
 // Loads run on the caller's thread and `load_threads` threads: host hits
 // are handed out before the call returns, or spread over the load threads
@@ -75,6 +85,7 @@
 #include "kvtier/env.h"
 #include "kvtier/host_tier.h"
 #include "kvtier/layout.h"
+#include "kvtier/remote_tier.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -95,10 +106,21 @@ enum class WritePolicy : uint8_t {
   kWriteThrough,
 };
 
-// Where a block was found or served from.
-enum class CacheTier : uint8_t { kNone = 0, kHost = 1, kDisk = 2 };
+// Whether Store() also sends blocks to the remote tier.
+enum class RemoteWritePolicy : uint8_t {
+  // Every block Store() accepts is queued for the remote tier at once
+  // (RemoteTier::Put: byte-bounded queue, never a wait), whatever the local
+  // write policy: a write-back block is in Redis before it reaches the
+  // disk tier, so evicting it later sends nothing more.
+  kEveryStore,
+  // Nothing is written: this cache only reads what other hosts stored.
+  kReadOnly,
+};
 
-// "none", "host", "disk".
+// Where a block was found or served from.
+enum class CacheTier : uint8_t { kNone = 0, kHost = 1, kDisk = 2, kRemote = 3 };
+
+// "none", "host", "disk", "remote".
 std::string_view CacheTierName(CacheTier tier);
 
 struct CacheOptions {
@@ -115,6 +137,21 @@ struct CacheOptions {
   // `disk->layout_signature` is filled from `layout_signature` below; a
   // non-empty one must equal it. Default: nullopt.
   std::optional<DiskTierOptions> disk;
+
+  // --- Remote tier --------------------------------------------------------
+  // The Redis / Redis Cluster tier below disk (DESIGN.md §7), opened and
+  // closed by the cache, or nullopt for none. `remote->layout` is required
+  // and its Signature() must equal `layout_signature`. A server that does
+  // not answer at open is not an error (lookups are misses, counted)
+  // unless `remote->require_server_at_open`. Default: nullopt.
+  std::optional<RemoteTierOptions> remote;
+  // What Store() sends to the remote tier. Default kEveryStore.
+  RemoteWritePolicy remote_write = RemoteWritePolicy::kEveryStore;
+  // Match() asks the remote tier (RemoteTier::Exists: one pipelined round
+  // trip per node) about the leading keys no local tier holds. It
+  // remembers nothing: each Match asks again. Off: Match reports local
+  // blocks only (Load still reads remote blocks). Default true.
+  bool match_asks_remote = true;
 
   // --- Blocks -------------------------------------------------------------
   // The layout signature (ModelLayout::Signature()) of every block this
@@ -134,6 +171,8 @@ struct CacheOptions {
   // reserved the block is still loaded, just not promoted (counted).
   // Default true.
   bool promote_disk_hits = true;
+  // The same for blocks read from the remote tier. Default true.
+  bool promote_remote_hits = true;
   // Match() asks the disk tier (DiskTier::Contains: one index lookup, no
   // file read) about a key its in-memory index has no answer for, and
   // remembers a yes. Off: Match only knows disk blocks this cache stored or
@@ -157,12 +196,15 @@ struct CacheOptions {
   uint64_t index_expected_blocks = 0;
   // Milliseconds Close() may spend handing dirty entries to the disk tier
   // (after that, the rest are dropped, counted, and Close() returns
-  // Unavailable). The disk tier then finishes the writes it accepted.
+  // Unavailable). The disk tier then finishes the writes it accepted. The
+  // remote tier's queue then drains within its own
+  // RemoteTierOptions::close_timeout_ms (the rest is dropped, counted in
+  // CacheStats::remote->drops_closed).
   // 0 = no bound. Default 60000.
   uint64_t close_timeout_ms = 60'000;
 
   // OK, or InvalidArgument whose message starts with the bad field's name
-  // (disk fields as "disk.<field>").
+  // (disk fields as "disk.<field>", remote ones as "remote.<field>").
   Status Validate() const;
 };
 
@@ -178,8 +220,9 @@ struct MatchResult {
   size_t blocks = 0;
   // The fastest tier holding each of them (tiers.size() == blocks).
   std::vector<CacheTier> tiers;
-  size_t host_blocks = 0;  // of `blocks`, those in the host tier
-  size_t disk_blocks = 0;  // ... and those only on disk
+  size_t host_blocks = 0;    // of `blocks`, those in the host tier
+  size_t disk_blocks = 0;    // ... and those only on disk
+  size_t remote_blocks = 0;  // ... and those only in the remote tier
 };
 
 // The outcome of one key of a Load() or LoadShared().
@@ -189,8 +232,8 @@ struct LoadedBlock {
   // buffer.
   uint64_t bytes = 0;
   // LoadShared only: the verified block file (null on a miss). A host hit
-  // is the host entry's own buffer; a disk hit is the buffer it was read
-  // into (and, when promoted, the new host entry's).
+  // is the host entry's own buffer; a disk or remote hit is the buffer it
+  // was read into (and, when promoted, the new host entry's).
   SharedBlock block;
 };
 
@@ -216,31 +259,43 @@ struct CacheStats {
   uint64_t lookups = 0;
   uint64_t hits_host = 0;
   uint64_t hits_disk = 0;
+  uint64_t hits_remote = 0;  // blocks served from the remote tier
   uint64_t misses = 0;
-  double hit_ratio = 0;          // (hits_host + hits_disk) / lookups; 0 with no lookups
-  uint64_t load_errors = 0;      // keys whose destination was too small
+  double hit_ratio = 0;      // (hits_host + hits_disk + hits_remote) / lookups; 0 with no lookups
+  uint64_t load_errors = 0;  // keys whose destination was too small
   uint64_t loads_cancelled = 0;  // Loads cancelled before their disk reads
   // Match.
-  uint64_t matches = 0;            // Match() calls
-  uint64_t match_blocks = 0;       // blocks they reported available
-  uint64_t match_disk_probes = 0;  // index misses checked with the disk tier
-  uint64_t stale_disk_hints = 0;   // disk hints a disk read found wrong
+  uint64_t matches = 0;              // Match() calls
+  uint64_t match_blocks = 0;         // blocks they reported available
+  uint64_t match_disk_probes = 0;    // index misses checked with the disk tier
+  uint64_t stale_disk_hints = 0;     // disk hints a disk read found wrong
+  uint64_t match_remote_probes = 0;  // keys Match asked the remote tier about
+  uint64_t match_remote_found = 0;   // ... that it reported present
+  // Remote reads (Load, LoadShared).
+  uint64_t remote_lookups = 0;  // keys no local tier served, asked of the remote tier
+  uint64_t remote_misses = 0;   // ... that it did not serve (absent, down, bad value)
   // Stores.
   uint64_t stores = 0;          // blocks accepted by Store()
   uint64_t store_errors = 0;    // blocks refused
   uint64_t store_bypasses = 0;  // write-back blocks the host budget could not take: sent to disk
+  // Stored blocks queued for the remote tier, and those it refused at once
+  // (queue full, node down). Drops after queueing: remote->drops_*.
+  uint64_t remote_puts_queued = 0;
+  uint64_t remote_puts_dropped = 0;
   // Bytes each way.
   uint64_t bytes_stored = 0;           // given to Store()
   uint64_t bytes_loaded_host = 0;      // host hits handed to callers (copied or shared)
   uint64_t bytes_loaded_disk = 0;      // disk hits handed to callers (copied or shared)
+  uint64_t bytes_loaded_remote = 0;    // remote hits handed to callers (copied or shared)
   uint64_t bytes_written_back = 0;     // dirty bytes handed to the disk tier
   uint64_t bytes_written_through = 0;  // write-through bytes handed to the disk tier
-  uint64_t bytes_promoted = 0;         // disk bytes that became host entries (not copied)
+  uint64_t bytes_promoted = 0;         // disk/remote bytes that became host entries (not copied)
   // Movement between tiers.
   uint64_t write_backs = 0;         // dirty blocks handed to the disk tier (eviction, Flush, Close)
   uint64_t write_back_errors = 0;   // ... that the disk tier refused
-  uint64_t promotions = 0;          // disk hits (Load, Preload) now in the host tier
-  uint64_t promotion_failures = 0;  // disk hits not promoted (no budget, Put refused)
+  uint64_t promotions = 0;          // disk/remote hits (Load, Preload) now in the host tier
+  uint64_t promotion_failures = 0;  // disk/remote hits not promoted (no budget, Put refused)
+  uint64_t remote_promotions = 0;   // ... of promotions, remote hits
   uint64_t reservation_failures = 0;  // host budget reservations refused
   uint64_t preloads = 0;              // blocks Preload() brought into RAM
   uint64_t close_dropped = 0;         // dirty blocks Close() could not hand down in time
@@ -261,13 +316,15 @@ struct CacheStats {
   // Per tier.
   HostTierStats host;
   HostBudgetStats host_budget;
-  std::optional<DiskTierStats> disk;  // nullopt in a host-only cache
+  std::optional<DiskTierStats> disk;      // nullopt in a host-only cache
+  std::optional<RemoteTierStats> remote;  // nullopt without a remote tier
 
-  // One JSON object: the fields above, "host", "host_budget" and "disk"
-  // (null when host-only) as nested objects, histograms as
+  // One JSON object: the fields above, "host", "host_budget", "disk" and
+  // "remote" (null when absent) as nested objects, histograms as
   // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.
   std::string ToJson() const;
-  // Prometheus text exposition: kvtier_cache_*, kvtier_host_*, kvtier_disk_*.
+  // Prometheus text exposition: kvtier_cache_*, kvtier_host_*, kvtier_disk_*,
+  // kvtier_remote_*.
   std::string ToPrometheus() const;
 };
 
@@ -311,7 +368,9 @@ class LoadFuture {
 class TieredCache {
  public:
   // Opens the tiers (creating the disk folder if needed). InvalidArgument
-  // naming the bad option; the disk tier's errors otherwise.
+  // naming the bad option; the disk and remote tiers' errors otherwise
+  // (a remote server that does not answer is not one, see
+  // CacheOptions::remote).
   // REQUIRES: env != nullptr, outliving the cache.
   static Result<std::unique_ptr<TieredCache>> Open(CacheOptions options, Env* env);
 
@@ -322,11 +381,12 @@ class TieredCache {
 
   // How many leading blocks of `chain` some tier holds, and which. No data
   // I/O: the in-memory index, plus DiskTier::Contains for keys it does not
-  // know (CacheOptions::match_asks_disk).
+  // know (CacheOptions::match_asks_disk), then one RemoteTier::Exists call
+  // for the leading keys still missing (CacheOptions::match_asks_remote).
   MatchResult Match(std::span<const BlockKey> chain) const;
 
   // Hands back block keys[i] for each i, from the host tier or else the
-  // disk tier, verified, without copying it (see the file comment and
+  // disk tier or else the remote tier, verified, without copying it (see the file comment and
   // SharedLoadOptions). Each LoadedBlock's `block` holds the bytes; with
   // options.on_block set, each goes to the callback as it lands instead.
   // FailedPrecondition after Close (then no callback runs).
@@ -341,10 +401,10 @@ class TieredCache {
   void HintDiskKeys(std::span<const BlockKey> keys);
 
   // Copies block keys[i] into the front of dsts[i], from the host tier or
-  // else the disk tier. Host hits are copied before Load returns; disk
-  // reads run on the load threads. InvalidArgument if the spans differ in
-  // length; FailedPrecondition after Close. REQUIRES: the buffers stay
-  // valid and untouched until the future is ready or destroyed.
+  // else the disk tier or else the remote tier. Host hits are copied before
+  // Load returns; disk and remote reads run on the load threads. InvalidArgument if the spans
+  // differ in length; FailedPrecondition after Close. REQUIRES: the buffers stay valid and
+  // untouched until the future is ready or destroyed.
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
 
@@ -368,7 +428,9 @@ class TieredCache {
   // CacheOptions::write_policy says. Stops at the first block refused:
   // InvalidArgument (spans of different lengths, a null block, a bad header
   // with verify_stores, kWriteThrough without a disk tier), or the tier's
-  // error. The message names the block's position.
+  // error. The message names the block's position. Each accepted block is
+  // then queued for the remote tier (CacheOptions::remote_write); a copy it
+  // drops is counted, never an error.
   Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
                const StoreOptions& options = {});
 
@@ -386,7 +448,9 @@ class TieredCache {
   // Stops accepting calls, waits for calls in progress and cancels loads
   // not started, hands every dirty entry to the disk tier within
   // close_timeout_ms, releases this cache's share of the host budget and
-  // closes the disk tier (which writes everything queued). Idempotent.
+  // closes the disk tier (which writes everything queued), then gives the
+  // remote tier's queue what is left of close_timeout_ms and closes it.
+  // Idempotent.
   Status Close();
 
   CacheStats Stats() const;

@@ -56,6 +56,11 @@ Status CacheCore::Init() {
     d.layout_signature = options_.layout_signature;
     KVTIER_ASSIGN_OR_RETURN(disk_, DiskTier::Open(d, env_));
   }
+  if (options_.remote.has_value()) {
+    Result<std::unique_ptr<RemoteTier>> remote = RemoteTier::Open(*options_.remote, env_);
+    if (!remote.ok()) return remote.status().WithContext("TieredCache::Open: remote tier");
+    remote_ = std::move(remote).value();
+  }
   HostTierOptions h;
   h.shared_budget = budget_;
   if (disk_ != nullptr) {
@@ -84,20 +89,58 @@ MatchResult CacheCore::Match(std::span<const BlockKey> chain) {
   if (!gate.entered()) return r;
   r.tiers.reserve(chain.size());
   const bool ask_disk = disk_ != nullptr && options_.match_asks_disk;
-  for (const BlockKey& key : chain) {
+  // Whether the local tiers hold `key` (learning disk blocks as it asks).
+  auto local = [&](const BlockKey& key) -> CacheTier {
     TierMask m = index_.Lookup(key);
     if (m == 0) {
-      if (!ask_disk) break;
+      if (!ask_disk) return CacheTier::kNone;
       CacheCounters::Add(counters_.match_disk_probes);
-      if (!disk_->Contains(key)) break;
+      if (!disk_->Contains(key)) return CacheTier::kNone;
       index_.MarkPresent(key, IndexTier::kDisk);
     }
-    if ((m & kHostBit) != 0) {
-      r.tiers.push_back(CacheTier::kHost);
-      ++r.host_blocks;
-    } else {
-      r.tiers.push_back(CacheTier::kDisk);
-      ++r.disk_blocks;
+    return (m & kHostBit) != 0 ? CacheTier::kHost : CacheTier::kDisk;
+  };
+  auto add = [&r](CacheTier tier) {
+    r.tiers.push_back(tier);
+    if (tier == CacheTier::kHost) ++r.host_blocks;
+    if (tier == CacheTier::kDisk) ++r.disk_blocks;
+    if (tier == CacheTier::kRemote) ++r.remote_blocks;
+  };
+  size_t k = 0;
+  for (; k < chain.size(); ++k) {
+    CacheTier tier = local(chain[k]);
+    if (tier == CacheTier::kNone) break;
+    add(tier);
+  }
+  if (k < chain.size() && remote_ != nullptr && options_.match_asks_remote) {
+    // One Exists call for the rest of the chain (one round trip per node),
+    // leaving out the keys the index knows are local. Keys on disk that the
+    // index does not know yet are asked too: probing the disk for all of
+    // them first would cost more than their place in the pipeline.
+    std::vector<size_t> ask;
+    std::vector<BlockKey> ask_keys;
+    for (size_t j = k; j < chain.size(); ++j) {
+      if (j == k || index_.Lookup(chain[j]) == 0) {
+        ask.push_back(j);
+        ask_keys.push_back(chain[j]);
+      }
+    }
+    CacheCounters::Add(counters_.match_remote_probes, ask_keys.size());
+    std::vector<bool> found = remote_->Exists(ask_keys);
+    size_t a = 0;  // next position in `ask`
+    for (size_t j = k; j < chain.size(); ++j) {
+      const bool asked = a < ask.size() && ask[a] == j;
+      const bool in_remote = asked && a < found.size() && found[a];
+      if (asked) ++a;
+      if (in_remote) {
+        CacheCounters::Add(counters_.match_remote_found);
+        add(CacheTier::kRemote);
+        continue;
+      }
+      // Not in the remote tier (or not asked): a local tier, or the end.
+      CacheTier tier = j == k ? CacheTier::kNone : local(chain[j]);
+      if (tier == CacheTier::kNone) break;
+      add(tier);
     }
   }
   r.blocks = r.tiers.size();
@@ -169,6 +212,17 @@ Status CacheCore::StoreOne(const BlockKey& key, const SharedBlock& block, WriteP
   return Status::Ok();
 }
 
+void CacheCore::PutRemote(const BlockKey& key, const SharedBlock& block) {
+  if (remote_ == nullptr || options_.remote_write != RemoteWritePolicy::kEveryStore) return;
+  // Never waits: a full queue or a node that is down drops this copy (the
+  // local tiers hold the block); RemoteTier::Stats says why.
+  if (remote_->Put(key, block).ok()) {
+    CacheCounters::Add(counters_.remote_puts_queued);
+  } else {
+    CacheCounters::Add(counters_.remote_puts_dropped);
+  }
+}
+
 Status CacheCore::Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
                         const StoreOptions& options) {
   if (keys.size() != blocks.size()) {
@@ -197,6 +251,7 @@ Status CacheCore::Store(std::span<const BlockKey> keys, std::span<const SharedBl
     }
     CacheCounters::Add(counters_.stores);
     CacheCounters::Add(counters_.bytes_stored, blocks[i]->size());
+    PutRemote(keys[i], blocks[i]);
   }
   counters_.store_latency.Record(env_->NowMicros() - t0);
   return result;
@@ -224,11 +279,17 @@ Status CacheCore::WriteBackDirty(uint64_t deadline_micros, uint64_t* left) {
 Status CacheCore::Flush() {
   GateScope gate(gate_);
   if (!gate.entered()) return Status::FailedPrecondition("TieredCache::Flush: the cache is closed");
-  if (disk_ == nullptr) return Status::Ok();
-  uint64_t left = 0;
-  Status first = WriteBackDirty(UINT64_MAX, &left);
-  Status flushed = disk_->Flush();
-  return first.ok() ? flushed : first;
+  Status result;
+  if (disk_ != nullptr) {
+    uint64_t left = 0;
+    Status first = WriteBackDirty(UINT64_MAX, &left);
+    Status flushed = disk_->Flush();
+    result = first.ok() ? flushed : first;
+  }
+  // Copies the remote tier drops on the way are counted there, not errors
+  // of the cache (the local tiers hold the blocks).
+  if (remote_ != nullptr) (void)remote_->Flush();
+  return result;
 }
 
 uint64_t CacheCore::ShrinkHost(uint64_t target_bytes, std::span<const BlockKey> protected_keys) {
@@ -248,6 +309,7 @@ Status CacheCore::DoClose() {
   Status result;
   if (host_ == nullptr) {  // Open failed half way: nothing was stored
     if (disk_ != nullptr) result = disk_->Close();
+    if (remote_ != nullptr) (void)remote_->Close();
     return result;
   }
   if (disk_ != nullptr) {
@@ -273,6 +335,12 @@ Status CacheCore::DoClose() {
     Status closed = disk_->Close();
     if (result.ok()) result = closed;
     final_stats.disk = disk_->Stats();
+  }
+  if (remote_ != nullptr) {
+    // Drains the queue within RemoteTierOptions::close_timeout_ms; what is
+    // left is dropped and counted there, not an error of the cache.
+    (void)remote_->Close();
+    final_stats.remote = remote_->Stats();
   }
   counters_.CopyTo(&final_stats);
   CopyBufferStats(&final_stats);
@@ -336,6 +404,7 @@ CacheStats CacheCore::LiveStats() {
   s.host = host_->Stats();
   s.host_budget = budget_->Stats();
   if (disk_ != nullptr) s.disk = disk_->Stats();
+  if (remote_ != nullptr) s.remote = remote_->Stats();
   counters_.CopyTo(&s);
   CopyBufferStats(&s);
   s.index_keys = index_.KeyCount();

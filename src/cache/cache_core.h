@@ -2,14 +2,13 @@
 // tiered_cache.h).
 //
 // Parts: a HostTier on a (private or shared) budget, an optional DiskTier,
-// the BlockIndex that answers Match, a TaskPool for the load parts that
-// leave the caller's thread, a BufferPool that disk reads get their
-// buffers from, and a CallGate that lets Close wait for the calls in
-// progress.
-// Wiring: the host tier's key listener feeds the index (host bits); its
-// eviction sink hands dirty entries to the disk tier (WriteBack), so the
-// sink may run on any thread that made a budget evict, including another
-// cache's on a shared budget.
+// an optional RemoteTier (below disk), the BlockIndex that answers Match, a TaskPool for the load
+// parts that leave the caller's thread, a BufferPool that disk reads get their buffers from, and a
+// CallGate that lets Close wait for the calls in progress. Wiring: the host tier's key listener
+// feeds the index (host bits); its eviction sink hands dirty entries to the disk tier (WriteBack),
+// so the sink may run on any thread that made a budget evict, including another cache's on a shared
+// budget. Store queues each accepted block for the remote tier; the index never records remote
+// presence (another host may evict it at any time), so Match asks RemoteTier::Exists each time.
 //
 // The cache's own state needs no lock: the tiers, the index and the pool
 // are thread-safe, counters are atomic. The only mutex guards the stats
@@ -19,7 +18,9 @@
 // Lifetime: Close() closes the gate and waits, stops the pool (cancelling
 // queued loads, waiting for running ones), writes dirty entries down,
 // destroys the host tier (which waits for sink calls in flight) and only
-// then closes the disk tier, so no sink call can reach a closed disk tier.
+// then closes the disk tier, so no sink call can reach a closed disk tier,
+// and last the remote tier (its queue drains within its own
+// close_timeout_ms).
 //
 // Thread safety: as TieredCache.
 #ifndef KVTIER_CACHE_CACHE_CORE_H_
@@ -73,9 +74,14 @@ class CacheCore {
   // the pool (or run here when load_threads is 0).
   Result<LoadFuture> StartLoad(std::shared_ptr<LoadState> st, std::span<const BlockKey> keys,
                                const char* what);
-  // The disk part of a load: reserve, read in parallel, hand out, promote.
-  // Runs on a pool thread (or the caller's when load_threads is 0).
-  void RunDiskPart(const std::shared_ptr<LoadState>& st);
+  // The part of a load below the host tier: the disk tier (reserve, read
+  // in parallel, hand out, promote), then the remote tier for what the
+  // disk did not have. Runs on a pool thread (or the caller's when
+  // load_threads is 0).
+  void RunLowerPart(const std::shared_ptr<LoadState>& st);
+  // Reads positions `todo` of `st` from the remote tier (one pipelined
+  // batch per node), hands out and promotes the hits.
+  void RunRemotePart(LoadState& st, const std::vector<size_t>& todo);
   // One part of `st` is done; the last one records the latency and
   // publishes the result.
   void FinishPart(LoadState& st);
@@ -85,12 +91,16 @@ class CacheCore {
   void HandOutMiss(LoadState& st, size_t i);
   // A key whose destination was too small: counted, first one kept.
   void NoteLoadError(LoadState& st, size_t pos, const Status& s);
-  // Makes a block read from disk a clean host entry, paid for by `r`.
-  void Promote(const BlockKey& key, const SharedBlock& block, HostTier::Reservation* r);
+  // Makes a block read from disk or the remote tier a clean host entry,
+  // paid for by `r`.
+  void Promote(const BlockKey& key, const SharedBlock& block, HostTier::Reservation* r,
+               CacheTier from);
   // The disk said it does not have `key`: clears the index's disk hint.
   void NoteDiskMiss(const BlockKey& key);
 
   Status StoreOne(const BlockKey& key, const SharedBlock& block, WritePolicy policy);
+  // Queues an accepted block for the remote tier; a refusal is counted.
+  void PutRemote(const BlockKey& key, const SharedBlock& block);
   Status CheckHeader(const BlockKey& key, const BlockBuffer& block) const;
   // Hands a dirty block to the disk tier (eviction sink, Flush, Close).
   Status WriteBack(const BlockKey& key, const SharedBlock& block);
@@ -108,9 +118,10 @@ class CacheCore {
   CacheCounters counters_;
   BlockIndex index_;
   std::shared_ptr<SharedHostBudget> budget_;
-  std::unique_ptr<DiskTier> disk_;  // null in a host-only cache
-  std::unique_ptr<HostTier> host_;  // destroyed by Close
-  std::unique_ptr<TaskPool> pool_;  // null when load_threads is 0
+  std::unique_ptr<DiskTier> disk_;      // null in a host-only cache
+  std::unique_ptr<RemoteTier> remote_;  // null without a remote tier
+  std::unique_ptr<HostTier> host_;      // destroyed by Close
+  std::unique_ptr<TaskPool> pool_;      // null when load_threads is 0
   std::shared_ptr<BufferPool> buffers_;
 
   std::once_flag close_once_;

@@ -1,6 +1,6 @@
 // CacheCore's read side: Load and LoadShared (host part on the caller's
-// thread, host deliveries and the disk part on the load threads), Preload,
-// and LoadFuture.
+// thread, host deliveries and the lower part — disk, then remote — on the
+// load threads), Preload, and LoadFuture.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -83,9 +83,20 @@ void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlo
   }
   // Counted before the caller sees the block: whoever it wakes reads
   // counters that include it.
-  const bool host = tier == CacheTier::kHost;
-  CacheCounters::Add(host ? counters_.hits_host : counters_.hits_disk);
-  CacheCounters::Add(host ? counters_.bytes_loaded_host : counters_.bytes_loaded_disk, n);
+  switch (tier) {
+    case CacheTier::kHost:
+      CacheCounters::Add(counters_.hits_host);
+      CacheCounters::Add(counters_.bytes_loaded_host, n);
+      break;
+    case CacheTier::kDisk:
+      CacheCounters::Add(counters_.hits_disk);
+      CacheCounters::Add(counters_.bytes_loaded_disk, n);
+      break;
+    default:
+      CacheCounters::Add(counters_.hits_remote);
+      CacheCounters::Add(counters_.bytes_loaded_remote, n);
+      break;
+  }
   if (st.mode == LoadState::Mode::kCopy) {
     std::memcpy(st.dsts[i].data(), block->data(), n);
     st.out[i] = LoadedBlock{tier, n, nullptr};
@@ -102,11 +113,13 @@ void CacheCore::HandOutMiss(LoadState& st, size_t i) {
   if (st.mode == LoadState::Mode::kShare && st.on_block) st.on_block(i, LoadedBlock{});
 }
 
-void CacheCore::Promote(const BlockKey& key, const SharedBlock& block, HostTier::Reservation* r) {
-  // Clean: the disk tier has just served these bytes. The read buffer
+void CacheCore::Promote(const BlockKey& key, const SharedBlock& block, HostTier::Reservation* r,
+                        CacheTier from) {
+  // Clean: a lower tier has just served these bytes. The read buffer
   // itself becomes the entry: no copy.
   if (host_->Put(key, block, HostEntryState::kClean, r).ok()) {
     CacheCounters::Add(counters_.promotions);
+    if (from == CacheTier::kRemote) CacheCounters::Add(counters_.remote_promotions);
     CacheCounters::Add(counters_.bytes_promoted, block->size());
   } else {
     CacheCounters::Add(counters_.promotion_failures);
@@ -150,7 +163,7 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
   uint64_t hit_bytes = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!found[i].ok() || *found[i] == nullptr) {
-      st->disk_todo.push_back(i);
+      st->lower_todo.push_back(i);
       continue;
     }
     hit_bytes += (*found[i])->size();
@@ -158,14 +171,14 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
   }
   found.clear();
 
-  const bool disk_part = !st->disk_todo.empty() && disk_ != nullptr;
+  const bool lower_part = !st->lower_todo.empty() && (disk_ != nullptr || remote_ != nullptr);
   uint32_t spread = 0;  // load threads the host hits go to (0: this thread)
   if (st->mode == LoadState::Mode::kShare && st->on_block && pool_ != nullptr && hits.size() > 1 &&
       hit_bytes >= kSpreadHostHitsBytes) {
     spread = static_cast<uint32_t>(std::min<size_t>(options_.load_threads, hits.size()));
   }
   // This thread's part, plus the ones handed to the pool.
-  st->parts_left.store(1 + spread + (disk_part && pool_ != nullptr ? 1 : 0));
+  st->parts_left.store(1 + spread + (lower_part && pool_ != nullptr ? 1 : 0));
 
   if (spread > 0) {
     // Thread t hands out hits t, t + spread, ...: early blocks land first
@@ -192,21 +205,21 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
     hits.clear();
   }
 
-  if (!disk_part) {
-    for (size_t i : st->disk_todo) HandOutMiss(*st, i);
+  if (!lower_part) {
+    for (size_t i : st->lower_todo) HandOutMiss(*st, i);
   } else if (pool_ == nullptr) {
-    RunDiskPart(st);
+    RunLowerPart(st);
   } else {
     TaskPool::Task task;
     task.run = [this, st] {
-      RunDiskPart(st);
+      RunLowerPart(st);
       FinishPart(*st);
     };
     // Close() cancels loads still queued; it holds the gate closed, so
     // `this` is alive while it runs this.
     task.cancel = [this, st] {
       CacheCounters::Add(counters_.loads_cancelled);
-      for (size_t i : st->disk_todo) HandOutMiss(*st, i);
+      for (size_t i : st->lower_todo) HandOutMiss(*st, i);
       {
         std::lock_guard<std::mutex> lock(st->mu);
         st->closed = Status::Unavailable("TieredCache: the cache closed before the load ran");
@@ -219,13 +232,21 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
   return LoadFuture(std::move(st));
 }
 
-void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
-  const std::vector<size_t>& todo = st->disk_todo;
+void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
+  const std::vector<size_t>& todo = st->lower_todo;
   if (st->cancelled.load()) {
     CacheCounters::Add(counters_.loads_cancelled);
     for (size_t i : todo) HandOutMiss(*st, i);
     return;
   }
+  if (disk_ == nullptr) {
+    RunRemotePart(*st, todo);
+    return;
+  }
+  // Disk misses wait here for the remote tier (disk read threads report
+  // them, possibly at once).
+  std::mutex remote_mu;
+  std::vector<size_t> remote_todo;
   std::vector<BlockKey> keys;
   keys.reserve(todo.size());
   for (size_t i : todo) keys.push_back(st->keys[i]);
@@ -254,7 +275,12 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
     const size_t i = todo[j];
     if (!r.ok() || !r->has_value()) {
       if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
-      HandOutMiss(*st, i);
+      if (remote_ != nullptr) {
+        std::lock_guard<std::mutex> lock(remote_mu);
+        remote_todo.push_back(i);
+      } else {
+        HandOutMiss(*st, i);
+      }
       return;
     }
     auto block = std::make_shared<const BlockBuffer>(std::move(**r));
@@ -263,11 +289,71 @@ void CacheCore::RunDiskPart(const std::shared_ptr<LoadState>& st) {
     // second load of the key finds it in RAM.
     if (promote && !st->cancelled.load()) {
       HostTier::Reservation res = bank.Take();
-      if (!res.empty()) Promote(keys[j], block, &res);
+      if (!res.empty()) Promote(keys[j], block, &res, CacheTier::kDisk);
     }
     HandOut(*st, i, CacheTier::kDisk, block);
   };
   disk_->LoadBuffers(keys, alloc, done);
+  if (remote_ == nullptr) return;
+  // LoadBuffers has returned: no read thread touches remote_todo any more.
+  std::vector<size_t> rest;
+  {
+    std::lock_guard<std::mutex> lock(remote_mu);
+    rest.swap(remote_todo);
+  }
+  std::sort(rest.begin(), rest.end());  // the callbacks came in any order
+  RunRemotePart(*st, rest);
+}
+
+void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& todo) {
+  if (todo.empty()) return;
+  if (st.cancelled.load()) {
+    for (size_t i : todo) HandOutMiss(st, i);
+    return;
+  }
+  std::vector<BlockKey> keys;
+  keys.reserve(todo.size());
+  for (size_t i : todo) keys.push_back(st.keys[i]);
+  CacheCounters::Add(counters_.remote_lookups, keys.size());
+  const bool promote = options_.promote_remote_hits;
+  ReservationBank bank;
+  // As on disk: budget first (the reply's length is known before its
+  // bytes are read), read second, so that promotions cannot overshoot it.
+  RemoteTier::BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
+    if (st.cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
+    if (promote) {
+      Result<HostTier::Reservation> r = host_->Reserve(bytes);
+      if (r.ok()) {
+        bank.Add(std::move(r).value());
+      } else {
+        CacheCounters::Add(counters_.reservation_failures);
+        CacheCounters::Add(counters_.promotion_failures);
+      }
+    }
+    return buffers_->Take(bytes);
+  };
+  // Misses are handed out after LoadBuffers returns: the remote tier
+  // deletes bad values after its callbacks, and a caller that hears of a
+  // miss recomputes and stores the block, whose Put must not race with
+  // that delete (skip_existing would see the bad value, or the delete
+  // would remove the good one).
+  std::vector<size_t> misses;
+  RemoteTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+    const size_t i = todo[j];
+    if (!r.ok() || !r->has_value()) {
+      CacheCounters::Add(counters_.remote_misses);
+      misses.push_back(i);
+      return;
+    }
+    auto block = std::make_shared<const BlockBuffer>(std::move(**r));
+    if (promote && !st.cancelled.load()) {
+      HostTier::Reservation res = bank.Take();
+      if (!res.empty()) Promote(keys[j], block, &res, CacheTier::kRemote);
+    }
+    HandOut(st, i, CacheTier::kRemote, block);
+  };
+  remote_->LoadBuffers(keys, alloc, done);
+  for (size_t i : misses) HandOutMiss(st, i);
 }
 
 // ---- Preload ----

@@ -23,6 +23,8 @@ std::string_view CacheTierName(CacheTier tier) {
       return "host";
     case CacheTier::kDisk:
       return "disk";
+    case CacheTier::kRemote:
+      return "remote";
   }
   return "unknown";
 }
@@ -62,6 +64,17 @@ Status CacheOptions::Validate() const {
       constexpr std::string_view kPrefix = "DiskTierOptions.";
       if (msg.starts_with(kPrefix)) msg.erase(0, kPrefix.size());
       return Status::InvalidArgument("CacheOptions.disk." + msg);
+    }
+  }
+  if (remote_write != RemoteWritePolicy::kEveryStore &&
+      remote_write != RemoteWritePolicy::kReadOnly) {
+    return Bad("remote_write", "is not a known RemoteWritePolicy value");
+  }
+  if (remote.has_value()) {
+    Status s = remote->Validate();
+    if (!s.ok()) return Status::InvalidArgument("CacheOptions.remote." + s.message());
+    if (remote->layout.Signature() != layout_signature) {
+      return Bad("remote.layout", "has a signature other than CacheOptions.layout_signature");
     }
   }
   return Status::Ok();

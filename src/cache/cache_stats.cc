@@ -19,6 +19,7 @@ std::vector<Field> CacheCounterFields(const CacheStats& s) {
   return {{"lookups", s.lookups},
           {"hits_host", s.hits_host},
           {"hits_disk", s.hits_disk},
+          {"hits_remote", s.hits_remote},
           {"misses", s.misses},
           {"load_errors", s.load_errors},
           {"loads_cancelled", s.loads_cancelled},
@@ -26,12 +27,19 @@ std::vector<Field> CacheCounterFields(const CacheStats& s) {
           {"match_blocks", s.match_blocks},
           {"match_disk_probes", s.match_disk_probes},
           {"stale_disk_hints", s.stale_disk_hints},
+          {"match_remote_probes", s.match_remote_probes},
+          {"match_remote_found", s.match_remote_found},
+          {"remote_lookups", s.remote_lookups},
+          {"remote_misses", s.remote_misses},
           {"stores", s.stores},
           {"store_errors", s.store_errors},
           {"store_bypasses", s.store_bypasses},
+          {"remote_puts_queued", s.remote_puts_queued},
+          {"remote_puts_dropped", s.remote_puts_dropped},
           {"bytes_stored", s.bytes_stored},
           {"bytes_loaded_host", s.bytes_loaded_host},
           {"bytes_loaded_disk", s.bytes_loaded_disk},
+          {"bytes_loaded_remote", s.bytes_loaded_remote},
           {"bytes_written_back", s.bytes_written_back},
           {"bytes_written_through", s.bytes_written_through},
           {"bytes_promoted", s.bytes_promoted},
@@ -39,6 +47,7 @@ std::vector<Field> CacheCounterFields(const CacheStats& s) {
           {"write_back_errors", s.write_back_errors},
           {"promotions", s.promotions},
           {"promotion_failures", s.promotion_failures},
+          {"remote_promotions", s.remote_promotions},
           {"reservation_failures", s.reservation_failures},
           {"preloads", s.preloads},
           {"close_dropped", s.close_dropped},
@@ -114,6 +123,8 @@ std::string CacheStats::ToJson() const {
                         {"tiers", host_budget.tiers},
                         {"evictions", host_budget.evictions}};
     j["disk"] = disk.has_value() ? disk::DiskStatsToJson(*disk) : nlohmann::json(nullptr);
+    j["remote"] =
+        remote.has_value() ? nlohmann::json::parse(remote->ToJson()) : nlohmann::json(nullptr);
     return j.dump();
   } catch (const std::exception& e) {
     // Only a failed allocation can get here; keep the API exception-free.
@@ -132,6 +143,7 @@ std::string CacheStats::ToPrometheus() const {
   stats::PrometheusFields(out, "kvtier_host", HostCounterFields(host), MetricKind::kCounter);
   stats::PrometheusFields(out, "kvtier_host", HostGaugeFields(*this), MetricKind::kGauge);
   if (disk.has_value()) out << disk->ToPrometheus();
+  if (remote.has_value()) out << remote->ToPrometheus("kvtier_remote");
   return out.str();
 }
 

@@ -2,7 +2,7 @@
 //
 // A load runs in parts: the host part on the caller's thread, then any of
 // these, each on a load thread or the caller's: deliveries of host hits
-// (LoadShared with many large ones) and the disk part. `parts_left` counts
+// (LoadShared with many large ones) and the lower part (disk, then remote). `parts_left` counts
 // the parts not finished; the part that brings it to zero publishes the
 // result (Finish), after which no part touches the state.
 //
@@ -37,7 +37,7 @@ struct LoadState {
   std::vector<std::span<std::byte>> dsts;  // kCopy: one per key
   LoadedBlockCallback on_block;            // kShare: may be empty
   std::vector<LoadedBlock> out;            // one per key
-  std::vector<size_t> disk_todo;           // positions the host tier did not have
+  std::vector<size_t> lower_todo;          // positions the host tier did not have
   uint64_t start_micros = 0;
   std::atomic<bool> cancelled{false};
   std::atomic<uint32_t> parts_left{0};
@@ -47,7 +47,7 @@ struct LoadState {
   bool done GUARDED_BY(mu) = false;
   Status status GUARDED_BY(mu);
   Status first_error GUARDED_BY(mu);  // the first per-key error (a small buffer)
-  Status closed GUARDED_BY(mu);       // set when Close cancelled the disk part
+  Status closed GUARDED_BY(mu);       // set when Close cancelled the lower part
 
   void Finish(Status s) {
     {
