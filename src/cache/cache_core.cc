@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "core/mutex.h"
+
 namespace kvtier::cache_internal {
 namespace {
 
@@ -348,7 +350,7 @@ Status CacheCore::DoClose() {
   final_stats.index_host_keys = index_.KeyCount(IndexTier::kHost);
   final_stats.index_disk_keys = index_.KeyCount(IndexTier::kDisk);
   final_stats.index_bytes = index_.MemoryBytes();
-  std::lock_guard<std::mutex> lock(final_mu_);
+  MutexLock lock(&final_mu_);
   final_stats_ = std::move(final_stats);
   return result;
 }
@@ -419,7 +421,7 @@ CacheStats CacheCore::Stats() {
     GateScope gate(gate_);
     if (gate.entered()) return LiveStats();
   }
-  std::lock_guard<std::mutex> lock(final_mu_);
+  MutexLock lock(&final_mu_);
   if (final_stats_.has_value()) return *final_stats_;
   // Close is still running: counters only.
   CacheStats s;

@@ -38,6 +38,7 @@
 #include "cache/call_gate.h"
 #include "cache/load_state.h"
 #include "cache/task_pool.h"
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/tiered_cache.h"
 
@@ -127,7 +128,7 @@ class CacheCore {
   std::once_flag close_once_;
   Status close_status_;  // written once inside close_once_
 
-  std::mutex final_mu_;
+  Mutex final_mu_;
   std::optional<CacheStats> final_stats_ GUARDED_BY(final_mu_);  // set by Close
 };
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cache/cache_core.h"
+#include "core/mutex.h"
 
 namespace kvtier {
 
@@ -27,11 +28,11 @@ constexpr uint64_t kSpreadHostHitsBytes = uint64_t{4} << 20;
 class ReservationBank {
  public:
   void Add(HostTier::Reservation r) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     held_.push_back(std::move(r));
   }
   HostTier::Reservation Take() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (held_.empty()) return {};
     HostTier::Reservation r = std::move(held_.back());
     held_.pop_back();
@@ -39,7 +40,7 @@ class ReservationBank {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<HostTier::Reservation> held_ GUARDED_BY(mu_);
 };
 
@@ -47,7 +48,7 @@ class ReservationBank {
 
 void CacheCore::NoteLoadError(LoadState& st, size_t pos, const Status& s) {
   CacheCounters::Add(counters_.load_errors);
-  std::lock_guard<std::mutex> lock(st.mu);
+  MutexLock lock(&st.mu);
   if (st.first_error.ok()) {
     st.first_error = Status::InvalidArgument("TieredCache::Load: buffer " + std::to_string(pos) +
                                              ": " + s.message());
@@ -59,7 +60,7 @@ void CacheCore::FinishPart(LoadState& st) {
   counters_.load_latency.Record(env_->NowMicros() - st.start_micros);
   Status s;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    MutexLock lock(&st.mu);
     s = st.closed.ok() ? st.first_error : st.closed;
   }
   st.Finish(std::move(s));
@@ -221,7 +222,7 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
       CacheCounters::Add(counters_.loads_cancelled);
       for (size_t i : st->lower_todo) HandOutMiss(*st, i);
       {
-        std::lock_guard<std::mutex> lock(st->mu);
+        MutexLock lock(&st->mu);
         st->closed = Status::Unavailable("TieredCache: the cache closed before the load ran");
       }
       FinishPart(*st);
@@ -245,7 +246,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   }
   // Disk misses wait here for the remote tier (disk read threads report
   // them, possibly at once).
-  std::mutex remote_mu;
+  Mutex remote_mu;
   std::vector<size_t> remote_todo;
   std::vector<BlockKey> keys;
   keys.reserve(todo.size());
@@ -276,7 +277,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
     if (!r.ok() || !r->has_value()) {
       if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
       if (remote_ != nullptr) {
-        std::lock_guard<std::mutex> lock(remote_mu);
+        MutexLock lock(&remote_mu);
         remote_todo.push_back(i);
       } else {
         HandOutMiss(*st, i);
@@ -298,7 +299,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   // LoadBuffers has returned: no read thread touches remote_todo any more.
   std::vector<size_t> rest;
   {
-    std::lock_guard<std::mutex> lock(remote_mu);
+    MutexLock lock(&remote_mu);
     rest.swap(remote_todo);
   }
   std::sort(rest.begin(), rest.end());  // the callbacks came in any order
@@ -446,7 +447,7 @@ void LoadFuture::Reset() {
 }
 
 bool LoadFuture::Ready() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->done;
 }
 
@@ -454,7 +455,7 @@ Result<std::vector<LoadedBlock>> LoadFuture::Get() const {
   state_->Wait();
   Status s;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     s = state_->status;
   }
   if (!s.ok()) return s;

@@ -14,12 +14,12 @@
 #define KVTIER_CACHE_LOAD_STATE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <span>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/tiered_cache.h"
 
@@ -42,8 +42,8 @@ struct LoadState {
   std::atomic<bool> cancelled{false};
   std::atomic<uint32_t> parts_left{0};
 
-  mutable std::mutex mu;
-  mutable std::condition_variable cv;
+  mutable Mutex mu;
+  mutable CondVar cv;
   bool done GUARDED_BY(mu) = false;
   Status status GUARDED_BY(mu);
   Status first_error GUARDED_BY(mu);  // the first per-key error (a small buffer)
@@ -51,15 +51,15 @@ struct LoadState {
 
   void Finish(Status s) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       status = std::move(s);
       done = true;
     }
-    cv.notify_all();
+    cv.SignalAll();
   }
   void Wait() const {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [this]() REQUIRES(mu) { return done; });
+    MutexLock lock(&mu);
+    while (!done) cv.Wait(&lock);
   }
 };
 
