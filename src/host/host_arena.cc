@@ -9,13 +9,13 @@
 namespace kvtier::host_internal {
 
 void Arena::AddOwner(Owner* owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++owners_;
 }
 
 void Arena::CloseOwner(Owner* owner) {
   std::vector<SharedBlock> dropped;  // freed after unlocking
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   owner->closed = true;
   dropped.reserve(owner->map.size());
   for (auto& [key, it] : owner->map) {
@@ -29,8 +29,8 @@ void Arena::CloseOwner(Owner* owner) {
   owner->stats.dirty_entries = 0;
   owner->stats.dirty_bytes = 0;
   --owners_;
-  idle_cv_.wait(lock, [owner] { return owner->inflight == 0; });
-  lock.unlock();
+  while (owner->inflight != 0) idle_cv_.Wait(&lock);
+  lock.Unlock();
   dropped.clear();
 }
 
@@ -115,7 +115,7 @@ void Arena::Run(DeferredList& actions) {
     return;
   }
   std::vector<SharedBlock> retired;  // handoff blocks, freed after unlocking
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   bool wake = false;
   for (size_t i = 0; i < actions.size(); ++i) {
     Deferred& a = actions[i];
@@ -131,8 +131,8 @@ void Arena::Run(DeferredList& actions) {
     }
     if (--a.owner->inflight == 0 && a.owner->closed) wake = true;
   }
-  if (wake) idle_cv_.notify_all();
-  lock.unlock();
+  if (wake) idle_cv_.SignalAll();
+  lock.Unlock();
   retired.clear();
   actions.clear();
 }
@@ -146,7 +146,7 @@ Status Arena::Put(Owner* owner, const BlockKey& key, SharedBlock block, bool dir
   SharedBlock replaced;  // freed after unlocking
   DeferredList actions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const uint64_t from_reservation = reserved_bytes != nullptr ? *reserved_bytes : 0;
     if (bytes > capacity_) {
       ++owner->stats.rejections;
@@ -243,7 +243,7 @@ Result<SharedBlock> Arena::FindLocked(Owner* owner, const BlockKey& key, size_t 
 Result<SharedBlock> Arena::Get(Owner* owner, const BlockKey& key, std::span<std::byte> dst) {
   Result<SharedBlock> got = SharedBlock();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     got = FindLocked(owner, key, dst.size());
   }
   if (got.ok() && *got != nullptr && !dst.empty()) {
@@ -259,7 +259,7 @@ std::vector<Result<SharedBlock>> Arena::GetMany(Owner* owner, std::span<const Bl
   {
     // One lock for the batch: besides saving the lock traffic, the lookups
     // of independent keys can overlap their cache misses.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < keys.size(); ++i) {
       out.push_back(FindLocked(owner, keys[i], dsts.empty() ? 0 : dsts[i].size()));
     }
@@ -275,12 +275,12 @@ std::vector<Result<SharedBlock>> Arena::GetMany(Owner* owner, std::span<const Bl
 }
 
 bool Arena::Contains(const Owner* owner, const BlockKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return owner->map.count(key) != 0;
 }
 
 bool Arena::MarkClean(Owner* owner, const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto found = owner->map.find(key);
   if (found == owner->map.end() || !found->second->dirty) return false;
   Entry& e = *found->second;
@@ -293,7 +293,7 @@ bool Arena::MarkClean(Owner* owner, const BlockKey& key) {
 bool Arena::Erase(Owner* owner, const BlockKey& key) {
   DeferredList actions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto found = owner->map.find(key);
     if (found == owner->map.end()) return false;
     RemoveLocked(found->second, RemoveReason::kErase, &actions);
@@ -306,10 +306,10 @@ uint64_t Arena::ShrinkTo(Owner* owner, uint64_t target_bytes, const KeySet& prot
   uint64_t freed = 0;
   DeferredList actions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto total = [&]() { return owner != nullptr ? owner->stats.bytes : used_; };
+    MutexLock lock(&mu_);
+    // Not a lambda: the analysis would not see `mu_` held inside it.
     auto it = order_.begin();
-    while (total() > target_bytes && it != order_.end()) {
+    while ((owner != nullptr ? owner->stats.bytes : used_) > target_bytes && it != order_.end()) {
       if ((owner != nullptr && it->owner != owner) || protected_keys.count(it->key) != 0) {
         ++it;
         continue;
@@ -328,7 +328,7 @@ uint64_t Arena::Clear(Owner* owner) {
   uint64_t removed = 0;
   DeferredList actions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = order_.begin();
     while (it != order_.end()) {
       if (owner != nullptr && it->owner != owner) {
@@ -348,7 +348,7 @@ uint64_t Arena::Clear(Owner* owner) {
 Status Arena::Reserve(Owner* owner, uint64_t bytes) {
   DeferredList actions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (bytes > capacity_ || reserved_ + bytes > capacity_) {
       ++owner->stats.reservation_failures;
       return Status::ResourceExhausted("host budget: cannot reserve " + std::to_string(bytes) +
@@ -367,7 +367,7 @@ Status Arena::Reserve(Owner* owner, uint64_t bytes) {
 }
 
 void Arena::Release(Owner* owner, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   assert(reserved_ >= bytes && owner->stats.reserved_bytes >= bytes);
   reserved_ -= bytes;
   owner->stats.reserved_bytes -= bytes;
@@ -375,7 +375,7 @@ void Arena::Release(Owner* owner, uint64_t bytes) {
 
 std::vector<HostTier::DirtyEntry> Arena::DirtyEntries(const Owner* owner, size_t limit) const {
   std::vector<HostTier::DirtyEntry> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   out.reserve(std::min<size_t>(limit, owner->stats.dirty_entries));
   for (auto it = order_.begin(); it != order_.end() && out.size() < limit; ++it) {
     if (it->owner == owner && it->dirty) out.push_back({it->key, it->block});
@@ -384,12 +384,12 @@ std::vector<HostTier::DirtyEntry> Arena::DirtyEntries(const Owner* owner, size_t
 }
 
 HostTierStats Arena::OwnerStats(const Owner* owner) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return owner->stats;
 }
 
 HostBudgetStats Arena::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   HostBudgetStats s;
   s.capacity_bytes = capacity_;
   s.used_bytes = used_;

@@ -16,16 +16,15 @@
 #ifndef KVTIER_HOST_HOST_ARENA_H_
 #define KVTIER_HOST_HOST_ARENA_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "host/eviction_policy.h"
 #include "kvtier/host_tier.h"
@@ -135,8 +134,8 @@ class Arena {
   void Run(DeferredList& actions) EXCLUDES(mu_);
 
   const uint64_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;            // an owner's inflight dropped to 0
+  mutable Mutex mu_;
+  CondVar idle_cv_;                            // an owner's inflight dropped to 0
   EvictionList<Entry> order_ GUARDED_BY(mu_);  // front = next victim
   uint64_t used_ GUARDED_BY(mu_) = 0;
   uint64_t reserved_ GUARDED_BY(mu_) = 0;

@@ -89,7 +89,7 @@ Result<size_t> DensePool::Allocate(uint64_t seq, std::span<const uint32_t> token
 Result<AllocateInfo> DensePool::AllocateAsync(uint64_t id, std::span<const uint32_t> tokens) {
   const size_t cap = tokens.empty() ? 0 : tokens.size() - 1;
   AllocateInfo info;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
   if (it != seqs_.end()) {
     const size_t target = std::min(CommonPrefix(it->second.tokens, tokens), cap);
@@ -116,7 +116,7 @@ Result<size_t> DensePool::WaitTokensLoaded(uint64_t id, size_t tokens) { return 
 
 Status DensePool::Append(uint64_t id, AppendRequest req) {
   KVTIER_RETURN_IF_ERROR(ValidateAppend(geo_, &req));
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindLocked(id));
   const size_t len = seq->tokens.size();
   if (req.pos < len) {
@@ -162,7 +162,7 @@ Status DensePool::AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t c
 }
 
 Status DensePool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindLocked(id));
   const size_t new_len = seq->tokens.size() + tokens.size();
   for (uint32_t l = 0; l < geo_.layers(); ++l) {
@@ -179,7 +179,7 @@ Status DensePool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
 }
 
 Status DensePool::Rollback(uint64_t id, size_t length) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindLocked(id));
   if (length > seq->tokens.size()) {
     return Status::InvalidArgument("cannot roll " + SeqName(id) + " back to " +
@@ -191,7 +191,7 @@ Status DensePool::Rollback(uint64_t id, size_t length) {
 }
 
 Status DensePool::Remove(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return Status::NotFound(SeqName(id) + " not found");
   if (free_list_.size() < options_.dense_free_list_cap) {
@@ -202,13 +202,13 @@ Status DensePool::Remove(uint64_t id) {
 }
 
 void DensePool::SetActiveSequences(std::span<const uint64_t> seqs) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   active_.clear();
   active_.insert(seqs.begin(), seqs.end());
 }
 
 Status DensePool::SetPriority(uint64_t id, uint8_t priority) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindLocked(id));
   seq->priority = priority;
   return Status::Ok();
@@ -219,12 +219,12 @@ Status DensePool::Evict(uint64_t seq) {
 }
 
 bool DensePool::HasSequence(uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return seqs_.count(id) != 0;
 }
 
 Result<size_t> DensePool::Length(uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return Status::NotFound(SeqName(id) + " not found");
   return it->second.tokens.size();
@@ -249,7 +249,7 @@ Result<std::shared_ptr<const PackedLayerView>> DensePool::PackedLayer(uint64_t i
     return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
                                    std::to_string(geo_.layers()) + " layers)");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindLocked(id));
   if (seq->packed[layer] != nullptr) return seq->packed[layer];
   const size_t len = seq->tokens.size();
@@ -269,7 +269,7 @@ Result<std::shared_ptr<const PackedLayerView>> DensePool::PackedLayer(uint64_t i
 }
 
 PoolStats DensePool::GetStats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   PoolStats s;
   s.mode = PoolMode::kDense;
   for (const auto& [id, seq] : seqs_) {

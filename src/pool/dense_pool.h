@@ -11,11 +11,11 @@
 #ifndef KVTIER_POOL_DENSE_POOL_H_
 #define KVTIER_POOL_DENSE_POOL_H_
 
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_pool.h"
 #include "pool/pool_geometry.h"
@@ -80,7 +80,7 @@ class DensePool final : public BlockPool {
 
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<uint64_t, Sequence> seqs_ GUARDED_BY(mu_);
   std::vector<Storage> free_list_ GUARDED_BY(mu_);
   std::unordered_set<uint64_t> active_ GUARDED_BY(mu_);

@@ -34,12 +34,12 @@ PagedPool::PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain)
 PagedPool::~PagedPool() {
   // The store calls back into this pool until every block of every load
   // has arrived.
-  std::unique_lock lock(mu_);
-  loaded_cv_.wait(lock, [&]() REQUIRES(mu_) { return loads_in_flight_ == 0; });
+  MutexLock lock(&mu_);
+  while (loads_in_flight_ != 0) loaded_cv_.Wait(&lock);
 }
 
 Status PagedPool::PrefaultSlots() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return arena_.AllocateAll();
 }
 
@@ -191,7 +191,7 @@ Status PagedPool::Append(uint64_t id, AppendRequest req) {
   Status status;
   std::vector<PendingStore> stores;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     const size_t len = seq->tokens.size();
     if (req.pos < len) {
@@ -264,7 +264,7 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
   BlockKey parent;
   std::vector<uint32_t> pending;  // the partial block's tokens, then `tokens`
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     if (tokens.empty()) return Status::Ok();
     KVTIER_RETURN_IF_ERROR(CheckWrittenLocked(id, *seq, seq->tokens.size() + tokens.size()));
@@ -282,7 +282,7 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
 
   std::vector<PendingStore> stores;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     // Calls for one sequence are serialized by the caller, so only an
     // eviction (another thread needing slots) can have changed it.
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
@@ -312,7 +312,7 @@ Status PagedPool::CheckWrittenLocked(uint64_t id, const Sequence& seq, size_t ne
 }
 
 Status PagedPool::Rollback(uint64_t id, size_t length) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
   if (length > seq->tokens.size()) {
     return Status::InvalidArgument("cannot roll " + SeqName(id) + " back to " +
@@ -327,12 +327,12 @@ Status PagedPool::Rollback(uint64_t id, size_t length) {
 Status PagedPool::Remove(uint64_t id) {
   std::vector<PendingStore> stores;
   {
-    std::unique_lock lock(mu_);
-    loaded_cv_.wait(lock, [&] {
-      auto it = seqs_.find(id);
-      return it == seqs_.end() || !it->second.loading;
-    });
+    MutexLock lock(&mu_);
     auto it = seqs_.find(id);
+    while (it != seqs_.end() && it->second.loading) {
+      loaded_cv_.Wait(&lock);
+      it = seqs_.find(id);
+    }
     if (it != seqs_.end()) {
       Sequence& seq = it->second;
       if (options_.store_policy == StorePolicy::kOnSequenceEnd && options_.store != nullptr) {
@@ -359,13 +359,13 @@ Status PagedPool::Remove(uint64_t id) {
 // Eviction controls
 
 void PagedPool::SetActiveSequences(std::span<const uint64_t> seqs) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   active_.clear();
   active_.insert(seqs.begin(), seqs.end());
 }
 
 Status PagedPool::SetPriority(uint64_t id, uint8_t priority) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
   if (it != seqs_.end()) {
     it->second.priority = priority;
@@ -382,7 +382,7 @@ Status PagedPool::SetPriority(uint64_t id, uint8_t priority) {
 Status PagedPool::Evict(uint64_t id) {
   std::vector<PendingStore> stores;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     OffloadLocked(id, *seq);
     seqs_.erase(id);
@@ -393,7 +393,7 @@ Status PagedPool::Evict(uint64_t id) {
 }
 
 std::vector<uint64_t> PagedPool::DrainEvicted() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<uint64_t> out;
   out.swap(evicted_ids_);
   return out;
@@ -403,19 +403,19 @@ std::vector<uint64_t> PagedPool::DrainEvicted() {
 // Views
 
 bool PagedPool::HasSequence(uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return seqs_.count(id) != 0;
 }
 
 Result<size_t> PagedPool::Length(uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFoundLocked(id);
   return it->second.tokens.size();
 }
 
 Result<std::vector<uint32_t>> PagedPool::BlockTable(uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFoundLocked(id);
   // Also while loading: an engine may start on the blocks already in place
@@ -424,7 +424,7 @@ Result<std::vector<uint32_t>> PagedPool::BlockTable(uint64_t id) const {
 }
 
 Result<std::byte*> PagedPool::SlotAddress(uint32_t slot) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (slot >= options_.total_blocks) {
     return Status::InvalidArgument("slot " + std::to_string(slot) + " out of range (" +
                                    std::to_string(options_.total_blocks) + " slots)");
@@ -446,7 +446,7 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
     return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
                                    std::to_string(geo_.layers()) + " layers)");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
   if (seq->packed[layer] != nullptr) return seq->packed[layer];
   const size_t len = seq->tokens.size(), t = geo_.block_tokens();
@@ -470,17 +470,17 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
 }
 
 uint32_t PagedPool::RefCount(uint32_t slot) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return alloc_.RefCount(slot);
 }
 
 size_t PagedPool::FreeCount() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return alloc_.FreeCount();
 }
 
 PoolStats PagedPool::GetStats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   PoolStats s = stats_;
   s.blocks_total = options_.total_blocks;
   s.blocks_free = alloc_.FreeCount();

@@ -27,15 +27,14 @@
 #ifndef KVTIER_POOL_PAGED_POOL_H_
 #define KVTIER_POOL_PAGED_POOL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
 #include "kvtier/block_pool.h"
@@ -215,8 +214,8 @@ class PagedPool final : public BlockPool {
 
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;
-  mutable std::mutex mu_;
-  std::condition_variable loaded_cv_;  // a block landed or a load finished
+  mutable Mutex mu_;
+  CondVar loaded_cv_;  // a block landed or a load finished
   SlotArena arena_ GUARDED_BY(mu_);
   BlockAllocator alloc_ GUARDED_BY(mu_);
   std::vector<SlotInfo> slots_ GUARDED_BY(mu_);

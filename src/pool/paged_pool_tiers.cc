@@ -41,7 +41,7 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
   size_t walked = 0;  // full blocks placed in the sequence so far
   std::vector<PendingStore> stores;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = seqs_.find(id);
     if (it != seqs_.end()) {
       Sequence& seq = it->second;
@@ -104,7 +104,7 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
   std::vector<uint32_t> tier_slots;
   std::shared_ptr<LoadJob> job;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     Sequence& seq = seqs_.at(id);
     while (tier_slots.size() < tier_n) {
       Result<uint32_t> slot = AllocateSlotLocked(id);
@@ -140,7 +140,7 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
     stats_.prefix_hit_blocks_tier += tier_n;
     if (tier_n == 0) {
       seq.loading = false;
-      loaded_cv_.notify_all();
+      loaded_cv_.SignalAll();
     } else {
       info.load_pending = true;
       job = std::make_shared<LoadJob>();
@@ -171,23 +171,23 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
 }
 
 Result<size_t> PagedPool::WaitLoaded(uint64_t id) {
-  std::unique_lock lock(mu_);
-  loaded_cv_.wait(lock, [&]() REQUIRES(mu_) {
-    auto it = seqs_.find(id);
-    return it == seqs_.end() || !it->second.loading;
-  });
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
+  while (it != seqs_.end() && it->second.loading) {
+    loaded_cv_.Wait(&lock);
+    it = seqs_.find(id);
+  }
   if (it == seqs_.end()) return Status::NotFound("sequence " + std::to_string(id) + " not found");
   return it->second.tokens.size();
 }
 
 Result<size_t> PagedPool::WaitTokensLoaded(uint64_t id, size_t tokens) {
-  std::unique_lock lock(mu_);
-  loaded_cv_.wait(lock, [&]() REQUIRES(mu_) {
-    auto it = seqs_.find(id);
-    return it == seqs_.end() || !it->second.loading || ReadyTokensLocked(it->second) >= tokens;
-  });
+  MutexLock lock(&mu_);
   auto it = seqs_.find(id);
+  while (it != seqs_.end() && it->second.loading && ReadyTokensLocked(it->second) < tokens) {
+    loaded_cv_.Wait(&lock);
+    it = seqs_.find(id);
+  }
   if (it == seqs_.end()) return NotFoundLocked(id);
   return ReadyTokensLocked(it->second);
 }
@@ -202,14 +202,14 @@ void PagedPool::OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t i, Sh
   const bool ok = file != nullptr && DecodeIntoSlot(*file, job->keys[i], job->dst[i]);
   const uint64_t n = ok ? file->size() : 0;
   file.reset();  // unlocked: the buffer may go back to the store's pool
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (job->arrived[i] != 0) return;  // a store bug: called twice
   job->arrived[i] = ok ? 1 : 2;
   ++job->arrivals;
   job->file_bytes[i] = n;
   while (job->ready < job->keys.size() && job->arrived[job->ready] == 1) ++job->ready;
   if (job->arrivals == job->keys.size()) FinishLoadLocked(*job);
-  loaded_cv_.notify_all();
+  loaded_cv_.SignalAll();
 }
 
 void PagedPool::FinishLoadLocked(LoadJob& job) {
@@ -350,7 +350,7 @@ void PagedPool::FlushStores(std::vector<PendingStore> stores) {
     sizes[i] = (*file)->size();
     results.push_back(options_.store->Store(stores[i].key, *std::move(file)));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < stores.size(); ++i) {
     const PendingStore& p = stores[i];
     if (p.pinned) ReleaseSlotLocked(p.slot, Release::kKeepCached);

@@ -140,7 +140,7 @@ Copy2D AppendCopy(const PoolGeometry& geo, const AppendRequest& req, uint32_t k,
 
 Result<BlockBuffer> PackedBufferBin::Take(size_t bytes) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     size_t best = free_.size();
     for (size_t i = 0; i < free_.size(); ++i) {
       const size_t have = free_[i].size();
@@ -163,7 +163,7 @@ Result<BlockBuffer> PackedBufferBin::Take(size_t bytes) {
 }
 
 void PackedBufferBin::Give(BlockBuffer buffer) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (free_.size() < max_buffers_) free_.push_back(std::move(buffer));
 }
 

@@ -13,10 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/layout.h"
@@ -91,7 +91,7 @@ class PackedBufferBin {
 
  private:
   const size_t max_buffers_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<BlockBuffer> free_ GUARDED_BY(mu_);
 };
 

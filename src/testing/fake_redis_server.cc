@@ -101,14 +101,14 @@ FakeRedisServer::~FakeRedisServer() {
   ::close(listen_fd_);
   std::vector<std::thread> workers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     workers.swap(workers_);
   }
   for (std::thread& t : workers) t.join();
 }
 
 std::vector<FakeRedisServer::Command> FakeRedisServer::Log() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return log_;
 }
 
@@ -119,7 +119,7 @@ void FakeRedisServer::AcceptLoop() {
     const int fd = ::accept(listen_fd_, nullptr, nullptr);
     if (fd < 0) continue;
     connections_.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     workers_.emplace_back([this, fd] { Serve(fd); });
   }
 }
@@ -143,7 +143,7 @@ void FakeRedisServer::Serve(int fd) {
       std::optional<Command> cmd = ParseCommand(buf);
       if (!cmd) break;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         log_.push_back(*cmd);
       }
       std::optional<Reply> r = cmd->empty() ? std::nullopt : handler_(*cmd);

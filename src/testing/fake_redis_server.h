@@ -18,12 +18,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 #include "kvtier/status.h"
 
 namespace kvtier::testing {
@@ -69,9 +70,9 @@ class FakeRedisServer {
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> closed_{0};
   std::thread acceptor_;
-  std::mutex mu_;
-  std::vector<std::thread> workers_;  // guarded by mu_
-  std::vector<Command> log_;          // guarded by mu_
+  Mutex mu_;
+  std::vector<std::thread> workers_ GUARDED_BY(mu_);
+  std::vector<Command> log_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier::testing

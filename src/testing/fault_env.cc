@@ -104,45 +104,45 @@ FaultInjectionEnv::FaultInjectionEnv(Env* base) : EnvWrapper(base) {}
 
 void FaultInjectionEnv::FailNth(OpKind kind, int n, int err) {
   assert(n >= 1 && err != 0);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int k = static_cast<int>(kind);
   fail_at_[k].emplace(calls_[k] + std::max(n, 1), err);
 }
 
 void FaultInjectionEnv::FailAll(OpKind kind, int err) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   fail_all_[static_cast<int>(kind)] = err;
 }
 
 void FaultInjectionEnv::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   fail_all_.fill(0);
   for (auto& m : fail_at_) m.clear();
   torn_append_bytes_ = 0;
 }
 
 void FaultInjectionEnv::SetTornAppendBytes(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   torn_append_bytes_ = bytes;
 }
 
 size_t FaultInjectionEnv::torn_append_bytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return torn_append_bytes_;
 }
 
 int64_t FaultInjectionEnv::Calls(OpKind kind) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return calls_[static_cast<int>(kind)];
 }
 
 int64_t FaultInjectionEnv::Injected(OpKind kind) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return injected_[static_cast<int>(kind)];
 }
 
 void FaultInjectionEnv::ResetCounters() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (int k = 0; k < kNumOpKinds; ++k) {
     // Pending faults keep their distance from "now".
     std::multimap<int64_t, int> shifted;
@@ -154,7 +154,7 @@ void FaultInjectionEnv::ResetCounters() {
 }
 
 std::optional<int> FaultInjectionEnv::Check(OpKind kind) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int k = static_cast<int>(kind);
   const int64_t call = ++calls_[k];
   std::optional<int> err;

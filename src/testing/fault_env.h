@@ -27,10 +27,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string_view>
 
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 #include "kvtier/env.h"
 
 namespace kvtier {
@@ -106,13 +107,13 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::optional<int> Check(OpKind kind);
   size_t torn_append_bytes();
 
-  std::mutex mu_;
-  std::array<int64_t, kNumOpKinds> calls_{};     // guarded by mu_
-  std::array<int64_t, kNumOpKinds> injected_{};  // guarded by mu_
-  std::array<int, kNumOpKinds> fail_all_{};      // errno or 0; guarded by mu_
+  Mutex mu_;
+  std::array<int64_t, kNumOpKinds> calls_ GUARDED_BY(mu_) = {};
+  std::array<int64_t, kNumOpKinds> injected_ GUARDED_BY(mu_) = {};
+  std::array<int, kNumOpKinds> fail_all_ GUARDED_BY(mu_) = {};  // errno or 0
   // Per kind: call number (1-based, since ResetCounters) → errno.
-  std::array<std::multimap<int64_t, int>, kNumOpKinds> fail_at_;  // guarded by mu_
-  size_t torn_append_bytes_ = 0;                                  // guarded by mu_
+  std::array<std::multimap<int64_t, int>, kNumOpKinds> fail_at_ GUARDED_BY(mu_);
+  size_t torn_append_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvtier

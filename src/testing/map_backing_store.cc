@@ -1,6 +1,5 @@
 #include "testing/map_backing_store.h"
 
-#include <condition_variable>
 #include <utility>
 
 #include "kvtier/block_file.h"
@@ -8,14 +7,14 @@
 namespace kvtier {
 
 size_t MapBackingStore::Match(std::span<const BlockKey> keys) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   while (n < keys.size() && blocks_.count(keys[n]) != 0) ++n;
   return n;
 }
 
 Status MapBackingStore::Store(const BlockKey& key, SharedBlock block) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ++store_calls_;
   if (fail_stores_ > 0) {
     --fail_stores_;
@@ -39,7 +38,7 @@ void MapBackingStore::Load(std::span<const BlockKey> keys, BlockArrivalCallback 
   std::vector<BlockKey> want(keys.begin(), keys.end());
   std::vector<SharedBlock> found;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     ++load_calls_;
     if (hold_) {
       held_.push_back(HeldLoad{std::move(want), std::move(on_block)});
@@ -66,12 +65,12 @@ void MapBackingStore::Deliver(const std::vector<BlockKey>& keys,
 }
 
 void MapBackingStore::FailNextStores(int n) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   fail_stores_ = n;
 }
 
 void MapBackingStore::HoldLoads() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   hold_ = true;
 }
 
@@ -79,7 +78,7 @@ void MapBackingStore::ReleaseLoads() {
   std::vector<HeldLoad> held;
   std::vector<std::vector<SharedBlock>> results;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     hold_ = false;
     held.swap(held_);
     for (const HeldLoad& h : held) results.push_back(LookupLocked(h.keys));
@@ -88,12 +87,12 @@ void MapBackingStore::ReleaseLoads() {
 }
 
 void MapBackingStore::Erase(const BlockKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   blocks_.erase(key);
 }
 
 void MapBackingStore::Corrupt(const BlockKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = blocks_.find(key);
   if (it == blocks_.end() || it->second == nullptr || it->second->size() == 0) return;
   Result<BlockBuffer> copy = BlockBuffer::CopyOf(it->second->span());
@@ -104,7 +103,9 @@ void MapBackingStore::Corrupt(const BlockKey& key) {
 
 std::unique_ptr<MapBackingStore> MapBackingStore::CloneBytes() const {
   auto clone = std::make_unique<MapBackingStore>();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
+  // Not shared yet; locked only so that the analysis sees its map guarded.
+  MutexLock clone_lock(&clone->mu_);
   for (const auto& [key, block] : blocks_) {
     Result<BlockBuffer> copy = BlockBuffer::CopyOf(block->span());
     if (copy.ok()) clone->blocks_[key] = std::make_shared<const BlockBuffer>(*std::move(copy));
@@ -113,44 +114,44 @@ std::unique_ptr<MapBackingStore> MapBackingStore::CloneBytes() const {
 }
 
 bool MapBackingStore::Contains(const BlockKey& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return blocks_.count(key) != 0;
 }
 
 SharedBlock MapBackingStore::Get(const BlockKey& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = blocks_.find(key);
   return it == blocks_.end() ? nullptr : it->second;
 }
 
 size_t MapBackingStore::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return blocks_.size();
 }
 
 uint64_t MapBackingStore::store_calls() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return store_calls_;
 }
 
 uint64_t MapBackingStore::load_calls() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return load_calls_;
 }
 
 std::vector<SharedBlock> LoadAndWait(BlockBackingStore& store, std::span<const BlockKey> keys) {
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   std::vector<SharedBlock> out(keys.size());
   size_t arrived = 0;
   store.Load(keys, [&](size_t i, SharedBlock block) {
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     out[i] = std::move(block);
     ++arrived;
-    cv.notify_all();
+    cv.SignalAll();
   });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return arrived == keys.size(); });
+  MutexLock lock(&mu);
+  while (arrived != keys.size()) cv.Wait(&lock);
   return out;
 }
 

@@ -15,9 +15,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 #include "kvtier/block_pool.h"
 
 namespace kvtier {
@@ -55,17 +56,17 @@ class MapBackingStore final : public BlockBackingStore {
     std::vector<BlockKey> keys;
     BlockArrivalCallback on_block;
   };
-  std::vector<SharedBlock> LookupLocked(const std::vector<BlockKey>& keys) const;
+  std::vector<SharedBlock> LookupLocked(const std::vector<BlockKey>& keys) const REQUIRES(mu_);
   static void Deliver(const std::vector<BlockKey>& keys, const std::vector<SharedBlock>& found,
                       const BlockArrivalCallback& on_block);
 
-  mutable std::mutex mu_;
-  std::map<BlockKey, SharedBlock> blocks_;
-  int fail_stores_ = 0;
-  bool hold_ = false;
-  std::vector<HeldLoad> held_;
-  uint64_t store_calls_ = 0;
-  uint64_t load_calls_ = 0;
+  mutable Mutex mu_;
+  std::map<BlockKey, SharedBlock> blocks_ GUARDED_BY(mu_);
+  int fail_stores_ GUARDED_BY(mu_) = 0;
+  bool hold_ GUARDED_BY(mu_) = false;
+  std::vector<HeldLoad> held_ GUARDED_BY(mu_);
+  uint64_t store_calls_ GUARDED_BY(mu_) = 0;
+  uint64_t load_calls_ GUARDED_BY(mu_) = 0;
 };
 
 // Runs store.Load(keys) and waits for every block: the block files (null

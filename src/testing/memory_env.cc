@@ -58,7 +58,7 @@ class MemoryRandomAccessFile final : public RandomAccessFile {
       : env_(env), inode_(std::move(inode)), size_(size), lock_(lock) {}
   ~MemoryRandomAccessFile() override {
     if (lock_ == FileLock::kNone) return;
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     if (lock_ == FileLock::kShared) {
       --inode_->shared_locks;
     } else {
@@ -67,7 +67,7 @@ class MemoryRandomAccessFile final : public RandomAccessFile {
   }
 
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) override {
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     const std::vector<std::byte>& data = inode_->data;
     if (offset >= data.size()) return size_t{0};
     size_t n = std::min<uint64_t>(dst.size(), data.size() - offset);
@@ -94,7 +94,7 @@ class MemoryWritableFile final : public WritableFile {
 
   Status Append(std::span<const std::byte> data) override {
     if (closed_) return Status::FailedPrecondition("append to closed file " + path_);
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     uint64_t room =
         env_->used_bytes_ >= env_->capacity_bytes_ ? 0 : env_->capacity_bytes_ - env_->used_bytes_;
     // Like write(2) on a full disk: what fits is written, then ENOSPC.
@@ -108,7 +108,7 @@ class MemoryWritableFile final : public WritableFile {
 
   Status Sync() override {
     if (closed_) return Status::FailedPrecondition("sync of closed file " + path_);
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     inode_->synced = inode_->data;
     return Status::Ok();
   }
@@ -123,7 +123,7 @@ class MemoryWritableFile final : public WritableFile {
   void Unlock() {
     if (!locked_) return;
     locked_ = false;
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     inode_->exclusive_lock = false;
   }
 
@@ -217,7 +217,7 @@ void MemoryEnv::UnlinkLocked(const InodePtr& node) {
 
 Result<std::unique_ptr<RandomAccessFile>> MemoryEnv::OpenForRead(const std::string& path,
                                                                  const ReadFileOptions& opts) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Where w;
   if (opts.follow_symlinks) {
     KVTIER_ASSIGN_OR_RETURN(w, FollowLocked("open for read", path));
@@ -252,7 +252,7 @@ Result<std::unique_ptr<RandomAccessFile>> MemoryEnv::OpenForRead(const std::stri
 
 Result<std::unique_ptr<WritableFile>> MemoryEnv::CreateFile(const std::string& path,
                                                             const WriteFileOptions& opts) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, LookupLocked("create", path));
   if (w.node == root_) return PathError("create", path, EISDIR);
   InodePtr node = w.node;
@@ -281,7 +281,7 @@ Result<std::unique_ptr<WritableFile>> MemoryEnv::CreateFile(const std::string& p
 Status MemoryEnv::RenameFile(const std::string& from, const std::string& to) {
   const std::string op = "rename";
   const std::string both = from + " to " + to;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where src, FindLocked(op, from));
   KVTIER_ASSIGN_OR_RETURN(Where dst, LookupLocked(op, to));
   if (src.node == root_ || dst.node == root_) return PathError(op, both, EBUSY);
@@ -312,7 +312,7 @@ Status MemoryEnv::RenameFile(const std::string& from, const std::string& to) {
 Status MemoryEnv::RenameNoReplace(const std::string& from, const std::string& to) {
   const std::string op = "rename";
   const std::string both = from + " to " + to;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where src, FindLocked(op, from));
   KVTIER_ASSIGN_OR_RETURN(Where dst, LookupLocked(op, to));
   if (src.node == root_ || dst.node == root_) return PathError(op, both, EBUSY);
@@ -332,7 +332,7 @@ Status MemoryEnv::RenameNoReplace(const std::string& from, const std::string& to
 }
 
 Status MemoryEnv::RemoveFile(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, FindLocked("unlink", path));
   if (w.node->type == FileType::kDirectory) return PathError("unlink", path, EISDIR);
   KVTIER_RETURN_IF_ERROR(CheckWritableDirLocked("unlink", path, *w.parent));
@@ -342,7 +342,7 @@ Status MemoryEnv::RemoveFile(const std::string& path) {
 }
 
 Result<FileInfo> MemoryEnv::Stat(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, FindLocked("lstat", path));
   FileInfo info;
   info.type = w.node->type;
@@ -354,14 +354,14 @@ Result<FileInfo> MemoryEnv::Stat(const std::string& path) {
 }
 
 Status MemoryEnv::Chmod(const std::string& path, uint32_t permissions) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, FollowLocked("chmod", path));
   w.node->mode = permissions & 07777;
   return Status::Ok();
 }
 
 Status MemoryEnv::CreateDir(const std::string& path, uint32_t permissions) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, LookupLocked("mkdir", path));
   if (w.node != nullptr) {
     // As mkdir -p: an existing folder, or a symlink to one, is fine.
@@ -376,7 +376,7 @@ Status MemoryEnv::CreateDir(const std::string& path, uint32_t permissions) {
 }
 
 Status MemoryEnv::RemoveDir(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, FindLocked("rmdir", path));
   if (w.node == root_) return PathError("rmdir", path, EBUSY);
   if (w.node->type != FileType::kDirectory) return PathError("rmdir", path, ENOTDIR);
@@ -388,7 +388,7 @@ Status MemoryEnv::RemoveDir(const std::string& path) {
 }
 
 Result<std::vector<std::string>> MemoryEnv::ListDir(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, FollowLocked("opendir", path));
   if (w.node->type != FileType::kDirectory) return PathError("opendir", path, ENOTDIR);
   if ((w.node->mode & 0400) == 0) return PathError("opendir", path, EACCES);
@@ -399,7 +399,7 @@ Result<std::vector<std::string>> MemoryEnv::ListDir(const std::string& path) {
 }
 
 Status MemoryEnv::SyncDir(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Where w, FollowLocked("open folder", path));
   if (w.node->type != FileType::kDirectory) return PathError("open folder", path, ENOTDIR);
   w.node->durable_children = w.node->children;
@@ -408,7 +408,7 @@ Status MemoryEnv::SyncDir(const std::string& path) {
 
 Status MemoryEnv::SyncFileSystem(const std::string& path) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     KVTIER_RETURN_IF_ERROR(FindLocked("open", path).status());
   }
   SyncEverything();
@@ -416,7 +416,7 @@ Status MemoryEnv::SyncFileSystem(const std::string& path) {
 }
 
 Result<uint64_t> MemoryEnv::FreeSpace(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   KVTIER_RETURN_IF_ERROR(FindLocked("statvfs", path).status());
   return used_bytes_ >= capacity_bytes_ ? 0 : capacity_bytes_ - used_bytes_;
 }
@@ -437,7 +437,7 @@ int MemoryEnv::ProcessId() { return options_.pid; }
 
 bool MemoryEnv::ProcessAlive(int pid) {
   if (pid == options_.pid) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return alive_pids_.count(pid) > 0;
 }
 
@@ -446,17 +446,17 @@ std::thread MemoryEnv::StartThread(std::function<void()> fn) { return std::threa
 void MemoryEnv::AdvanceClock(uint64_t micros) { now_micros_.fetch_add(micros); }
 
 void MemoryEnv::SetCapacity(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   capacity_bytes_ = bytes;
 }
 
 uint64_t MemoryEnv::UsedBytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return used_bytes_;
 }
 
 void MemoryEnv::SetProcessAlive(int pid, bool alive) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (alive) {
     alive_pids_.insert(pid);
   } else {
@@ -465,7 +465,7 @@ void MemoryEnv::SetProcessAlive(int pid, bool alive) {
 }
 
 Status MemoryEnv::AddSymlink(const std::string& path, const std::string& target) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto node = std::make_shared<Inode>();
   node->type = FileType::kSymlink;
   node->mode = 0777;
@@ -474,7 +474,7 @@ Status MemoryEnv::AddSymlink(const std::string& path, const std::string& target)
 }
 
 Status MemoryEnv::AddFifo(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto node = std::make_shared<Inode>();
   node->type = FileType::kFifo;
   node->mode = 0600;
@@ -482,7 +482,7 @@ Status MemoryEnv::AddFifo(const std::string& path) {
 }
 
 void MemoryEnv::DropUnsyncedData() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Every folder reachable after the reboot shows its durable entries, and
   // every file its synced contents. A folder may be reachable by two names
   // (moved and both parents synced); the visited set handles that.
@@ -503,7 +503,7 @@ void MemoryEnv::DropUnsyncedData() {
 }
 
 void MemoryEnv::SyncEverything() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::unordered_set<Inode*> seen;
   std::vector<InodePtr> stack = {root_};
   while (!stack.empty()) {

@@ -28,11 +28,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 #include "kvtier/env.h"
 
 namespace kvtier {
@@ -106,26 +107,29 @@ class MemoryEnv final : public Env {
 
   // Walks to `path`. Fails with ENOENT/ENOTDIR/EACCES if a folder above it is
   // missing, not a folder or not searchable; the node itself may be absent.
-  Result<Where> LookupLocked(std::string_view op, const std::string& path);
+  Result<Where> LookupLocked(std::string_view op, const std::string& path) REQUIRES(mu_);
   // Like LookupLocked, and the node must exist.
-  Result<Where> FindLocked(std::string_view op, const std::string& path);
+  Result<Where> FindLocked(std::string_view op, const std::string& path) REQUIRES(mu_);
   // Follows symlinks at the end of `path`.
-  Result<Where> FollowLocked(std::string_view op, const std::string& path);
+  Result<Where> FollowLocked(std::string_view op, const std::string& path) REQUIRES(mu_);
   // EACCES unless the folder allows creating and removing entries.
-  Status CheckWritableDirLocked(std::string_view op, const std::string& path, const Inode& dir);
-  Status AddNodeLocked(std::string_view op, const std::string& path, InodePtr node);
+  Status CheckWritableDirLocked(std::string_view op, const std::string& path, const Inode& dir)
+      REQUIRES(mu_);
+  Status AddNodeLocked(std::string_view op, const std::string& path, InodePtr node) REQUIRES(mu_);
   // One name less for `node`; frees its bytes when no name is left.
-  void UnlinkLocked(const InodePtr& node);
-  void RecountLocked();
-  int64_t NowUnixSecondsLocked();
+  void UnlinkLocked(const InodePtr& node) REQUIRES(mu_);
+  void RecountLocked() REQUIRES(mu_);
+  int64_t NowUnixSecondsLocked() REQUIRES(mu_);
 
   const MemoryEnvOptions options_;
   std::atomic<uint64_t> now_micros_;
-  std::mutex mu_;
-  InodePtr root_;             // guarded by mu_
-  uint64_t capacity_bytes_;   // guarded by mu_
-  uint64_t used_bytes_ = 0;   // guarded by mu_
-  std::set<int> alive_pids_;  // guarded by mu_
+  Mutex mu_;
+  // The inodes under root_ are guarded by mu_ as well (not annotated: the
+  // analysis cannot name this Env's mutex from an Inode).
+  InodePtr root_ GUARDED_BY(mu_);
+  uint64_t capacity_bytes_ GUARDED_BY(mu_);
+  uint64_t used_bytes_ GUARDED_BY(mu_) = 0;
+  std::set<int> alive_pids_ GUARDED_BY(mu_);
 
   friend class MemoryWritableFile;
   friend class MemoryRandomAccessFile;

@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <thread>
+
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 
 extern char** environ;
 
@@ -253,10 +255,10 @@ Result<std::string> TestRedisUrl() {
   if (const char* u = std::getenv("KVTIER_TEST_REDIS_URL"); u != nullptr && *u != '\0') {
     return std::string(u);
   }
-  static std::mutex mu;
-  static std::unique_ptr<RedisServer> server;
-  static Status error;
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;
+  static std::unique_ptr<RedisServer> server GUARDED_BY(mu);
+  static Status error GUARDED_BY(mu);
+  MutexLock lock(&mu);
   if (!server && error.ok()) {
     Result<std::unique_ptr<RedisServer>> s = RedisServer::Start({});
     if (s.ok()) {
@@ -277,10 +279,10 @@ Result<std::string> TestRedisClusterUrl() {
   if (const char* u = std::getenv("KVTIER_TEST_REDIS_CLUSTER_URL"); u != nullptr && *u != '\0') {
     return std::string(u);
   }
-  static std::mutex mu;
-  static std::unique_ptr<RedisCluster> cluster;
-  static Status error;
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;
+  static std::unique_ptr<RedisCluster> cluster GUARDED_BY(mu);
+  static Status error GUARDED_BY(mu);
+  MutexLock lock(&mu);
   if (!cluster && error.ok()) {
     Result<std::unique_ptr<RedisCluster>> c = RedisCluster::Start(3);
     if (c.ok()) {
