@@ -159,7 +159,7 @@ Status DiskTierImpl::Init() {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reconcile_running_ = options_.reconcile_on_open;
   }
   maintenance_ = env_->StartThread([this] { MaintenanceLoop(); });
@@ -240,9 +240,9 @@ void DiskTierImpl::QuarantineBlock(const IndexRow& row) {
 
 void DiskTierImpl::NoteTouch(const BlockKey& key) {
   if (touches_.Touch(key, env_->NowUnixMicros()) >= kTouchFlushThreshold) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     touch_flush_wanted_ = true;
-    maintenance_cv_.notify_one();
+    maintenance_cv_.Signal();
   }
 }
 
@@ -562,23 +562,23 @@ Result<ReconcileReport> DiskTierImpl::Reconcile() {
 }
 
 void DiskTierImpl::WaitForBackgroundReconcile() {
-  std::unique_lock<std::mutex> lock(mu_);
-  reconcile_cv_.wait(lock, [&] { return !reconcile_running_; });
+  MutexLock lock(&mu_);
+  while (reconcile_running_) reconcile_cv_.Wait(&lock);
 }
 
 void DiskTierImpl::MaintenanceLoop() {
   bool run_reconcile;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     run_reconcile = reconcile_running_;
   }
   if (run_reconcile) {
     Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
                             capacity_.get(), &counters_};
     if (!Reconciler(parts).Run(stop_).ok()) DiskCounters::Add(counters_.errors);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reconcile_running_ = false;
-    reconcile_cv_.notify_all();
+    reconcile_cv_.SignalAll();
   }
   // Retention is applied a few times per retention period (at most every
   // minute); quarantine leftovers once an hour.
@@ -592,9 +592,11 @@ void DiskTierImpl::MaintenanceLoop() {
   uint64_t last_quarantine = last_expiry;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      maintenance_cv_.wait_for(lock, std::chrono::milliseconds(options_.touch_flush_interval_ms),
-                               [&] { return maintenance_stop_ || touch_flush_wanted_; });
+      MutexLock lock(&mu_);
+      // One timed wait: an early wake-up only flushes the touches sooner.
+      if (!maintenance_stop_ && !touch_flush_wanted_) {
+        maintenance_cv_.WaitFor(&lock, SaturatingMul(options_.touch_flush_interval_ms, 1000));
+      }
       if (maintenance_stop_) return;
       touch_flush_wanted_ = false;
     }
@@ -621,7 +623,7 @@ DiskTierStats DiskTierImpl::Stats() {
     s.queue_blocks = pending_->blocks();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     s.reconcile_running = reconcile_running_;
   }
   if (index_ == nullptr) return s;
@@ -655,15 +657,15 @@ Status DiskTierImpl::Close() {
     if (t.joinable()) t.join();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     maintenance_stop_ = true;
   }
-  maintenance_cv_.notify_all();
+  maintenance_cv_.SignalAll();
   if (maintenance_.joinable()) maintenance_.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reconcile_running_ = false;
-    reconcile_cv_.notify_all();
+    reconcile_cv_.SignalAll();
   }
   if (index_ != nullptr) FlushTouches();
   return Status::Ok();

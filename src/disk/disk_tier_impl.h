@@ -20,12 +20,12 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "disk/block_reader.h"
 #include "disk/block_writer.h"
@@ -129,12 +129,12 @@ class DiskTierImpl final : public DiskTier {
   std::vector<std::thread> writers_;
   std::thread maintenance_;
 
-  std::mutex mu_;  // guards the maintenance thread's state below
-  std::condition_variable maintenance_cv_;
+  Mutex mu_;  // guards the maintenance thread's state below
+  CondVar maintenance_cv_;
   bool maintenance_stop_ GUARDED_BY(mu_) = false;
   bool touch_flush_wanted_ GUARDED_BY(mu_) = false;
   bool reconcile_running_ GUARDED_BY(mu_) = false;
-  std::condition_variable reconcile_cv_;
+  CondVar reconcile_cv_;
 };
 
 }  // namespace kvtier::disk
