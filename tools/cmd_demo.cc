@@ -39,13 +39,14 @@ void PrintProgress(const engine::DemoEvent& e, std::ostream& os) {
   const std::string logits =
       (r.logits_mismatched == 0 ? std::string("identical") : "DIFFER: " + r.mismatch) +
       (r.host == 2 ? " (vs the first host's)" : "");
+  const std::string from_redis =
+      r.remote_blocks == 0 ? "" : " (" + std::to_string(r.remote_blocks) + " blocks from Redis)";
   char line[640];
   std::snprintf(line, sizeof(line),
-                "[%2u/%u] %sconversation %u turn %u: %zu tokens, %zu reused from %s (%zu blocks "
-                "from Redis), %zu computed; prefill %.1f ms, first token %.1f ms (recompute "
-                "%.1f ms); logits %s\n",
+                "[%2u/%u] %sconversation %u turn %u: %zu tokens, %zu reused from %s%s, %zu "
+                "computed; prefill %.1f ms, first token %.1f ms (recompute %.1f ms); logits %s\n",
                 r.index + 1, e.total_requests, r.host == 2 ? "host 2 " : "", r.conversation + 1,
-                r.turn + 1, r.prompt_tokens, r.reused_tokens, r.source.c_str(), r.remote_blocks,
+                r.turn + 1, r.prompt_tokens, r.reused_tokens, r.source.c_str(), from_redis.c_str(),
                 r.computed_tokens, r.prefill_ms, r.ttft_ms, r.recompute_ttft_ms, logits.c_str());
   os << line << std::flush;
 }
