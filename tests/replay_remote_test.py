@@ -88,6 +88,7 @@ def bad_input(r, url):
     base = ("replay", TRACE, "--limit", "5")
     r.one_line_error(*base, "--ram-tokens", "3000000", "--payload", "none", "--remote", url)
     r.one_line_error(*base, "--sweep", "3000000,6000000", "--remote", url)
+    r.one_line_error(*base, "--sweep", "3000000,6000000", "--remote-prefix", "x:")
     r.one_line_error(*base, "--ram-tokens", "3000000", "--remote-prefix", "x:")
     r.one_line_error(*base, "--ram-tokens", "3000000", "--remote", "http://127.0.0.1:1")
     r.one_line_error(*base, "--ram-tokens", "3000000", "--remote", url, "--remote-prefix", "a{b")

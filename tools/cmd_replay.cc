@@ -248,10 +248,12 @@ void PrintText(const nlohmann::json& j) {
 
 int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
   if (a.sweep_opt->count() > 0) {
-    if (a.remote_opt->count() > 0) {
-      return ReportError(flags, Status::InvalidArgument(
-                                    "--remote needs one RAM size (--ram-tokens), not --sweep: a "
-                                    "sweep simulates block ids and stores no blocks"));
+    if (a.remote_opt->count() > 0 || a.remote_prefix_opt->count() > 0) {
+      return ReportError(
+          flags,
+          Status::InvalidArgument(
+              "--remote and --remote-prefix need one RAM size (--ram-tokens), not --sweep: a "
+              "sweep simulates block ids and stores no blocks"));
     }
     if (a.ram_tokens_opt->count() > 0) {
       return ReportError(

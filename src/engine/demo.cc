@@ -178,22 +178,23 @@ struct Served {
 // Serves `prompt` as sequence `seq` on `s` (the only active sequence),
 // decoding `decode_tokens` greedy tokens, and fills r's reuse and timing
 // fields.
-Result<Served> Serve(Serving& s, uint64_t seq, std::span<const uint32_t> prompt,
+Result<Served> Serve(Serving* s, uint64_t seq, std::span<const uint32_t> prompt,
                      uint32_t decode_tokens, uint32_t block_tokens, Env* env, DemoRequest* r) {
   const uint64_t active[1] = {seq};
-  s.pool->SetActiveSequences(active);
-  const TieredBackingStoreCounters before = s.store->counters();
-  // The adapter counts a remote hit as a disk one: the cache tells them apart.
-  const CacheStats cache_before = s.cache->Stats();
+  s->pool->SetActiveSequences(active);
+  const TieredBackingStoreCounters before = s->store->counters();
+  // TieredBackingStoreCounters has no remote count (a remote hit is counted
+  // as loaded_disk): the cache's own counters tell disk and remote apart.
+  const CacheStats cache_before = s->cache->Stats();
   const uint64_t t0 = env->NowMicros();
-  KVTIER_ASSIGN_OR_RETURN(PrefillResult got, s.engine->Prefill(seq, prompt));
+  KVTIER_ASSIGN_OR_RETURN(PrefillResult got, s->engine->Prefill(seq, prompt));
   Served out;
   out.tokens.push_back(Argmax(got.logits));
   r->ttft_ms = Ms(env->NowMicros() - t0);
   r->load_ms = Ms(got.allocate_micros);
   r->prefill_ms = Ms(got.compute_micros);
-  const TieredBackingStoreCounters after = s.store->counters();
-  const CacheStats cache_after = s.cache->Stats();
+  const TieredBackingStoreCounters after = s->store->counters();
+  const CacheStats cache_after = s->cache->Stats();
   r->prompt_tokens = prompt.size();
   r->reused_tokens = got.reused_tokens;
   r->computed_tokens = got.computed_tokens;
@@ -213,7 +214,7 @@ Result<Served> Serve(Serving& s, uint64_t seq, std::span<const uint32_t> prompt,
   r->source = got.reused_tokens == 0 ? "none" : SourceName(*r);
   out.logits.push_back(std::move(got.logits));
   for (uint32_t k = 0; k < decode_tokens; ++k) {
-    KVTIER_ASSIGN_OR_RETURN(std::vector<float> a, s.engine->Decode(seq, out.tokens.back()));
+    KVTIER_ASSIGN_OR_RETURN(std::vector<float> a, s->engine->Decode(seq, out.tokens.back()));
     if (k + 1 < decode_tokens) out.tokens.push_back(Argmax(a));
     out.logits.push_back(std::move(a));
   }
@@ -278,11 +279,11 @@ Status RunSecondHost(const DemoOptions& o, const Model* model, const ModelLayout
     e.kind = DemoEvent::Kind::kSecondHost;
     e.total_requests = total;
     e.message =
-        "second host: a new engine, pool and cache with an empty host tier and an "
-        "empty folder (" +
+        "second host: a new engine, pool and cache with an empty host tier and an empty "
+        "folder (" +
         cache_dir +
-        "), sharing only the Redis server with the first; "
-        "it serves each conversation's last prompt again";
+        "), sharing only the Redis server with the first; it "
+        "serves each conversation's last prompt again";
     progress(e);
   }
   for (uint32_t c = 0; c < last.size(); ++c) {
@@ -292,7 +293,7 @@ Status RunSecondHost(const DemoOptions& o, const Model* model, const ModelLayout
     r.conversation = c;
     r.turn = o.turns_before_restart + o.turns_after_restart - 1;
     r.after_restart = false;
-    KVTIER_ASSIGN_OR_RETURN(Served got, Serve(host2, kServingSeqBase + c, last[c].prompt,
+    KVTIER_ASSIGN_OR_RETURN(Served got, Serve(&host2, kServingSeqBase + c, last[c].prompt,
                                               o.decode_tokens, o.block_tokens, env, &r));
     r.recompute_ttft_ms = last[c].recompute_ttft_ms;
     CompareLogits(got.logits, last[c].logits, &r);
@@ -472,8 +473,8 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
       hist.insert(hist.end(), turn_tokens.begin(), turn_tokens.end());
 
       // Serving: only this conversation is active; the others may be evicted.
-      KVTIER_ASSIGN_OR_RETURN(Served got, Serve(serving, kServingSeqBase + c, hist, o.decode_tokens,
-                                                o.block_tokens, env, &r));
+      KVTIER_ASSIGN_OR_RETURN(Served got, Serve(&serving, kServingSeqBase + c, hist,
+                                                o.decode_tokens, o.block_tokens, env, &r));
 
       // The same request with no cache, following the serving engine's
       // tokens so that every step's logits can be compared.

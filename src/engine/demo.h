@@ -123,7 +123,8 @@ struct DemoRequest {
   // Milliseconds. load: BlockPool::Allocate, including waiting for blocks
   // from the lower tiers; prefill: computing the prompt tokens not reused
   // (with the first token's logits); ttft: from the request to the first
-  // token chosen (load + prefill + argmax); recompute: ttft with no cache.
+  // token chosen (load + prefill + argmax); recompute: ttft with no cache
+  // (on the second host: the first host's figure for the same prompt).
   double load_ms = 0;
   double prefill_ms = 0;
   double ttft_ms = 0;
