@@ -277,9 +277,10 @@ struct CacheStats {
   uint64_t stores = 0;          // blocks accepted by Store()
   uint64_t store_errors = 0;    // blocks refused
   uint64_t store_bypasses = 0;  // write-back blocks the host budget could not take: sent to disk
-  uint64_t remote_puts_queued = 0;  // stored blocks queued for the remote tier
-  uint64_t remote_puts_dropped =
-      0;  // ... refused at once (queue full, node down); later drops: remote
+  // Stored blocks queued for the remote tier, and those it refused at once
+  // (queue full, node down). Drops after queueing: remote->drops_*.
+  uint64_t remote_puts_queued = 0;
+  uint64_t remote_puts_dropped = 0;
   // Bytes each way.
   uint64_t bytes_stored = 0;           // given to Store()
   uint64_t bytes_loaded_host = 0;      // host hits handed to callers (copied or shared)

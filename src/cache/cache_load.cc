@@ -332,11 +332,17 @@ void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& todo) {
     }
     return buffers_->Take(bytes);
   };
+  // Misses are handed out after LoadBuffers returns: the remote tier
+  // deletes bad values after its callbacks, and a caller that hears of a
+  // miss recomputes and stores the block, whose Put must not race with
+  // that delete (skip_existing would see the bad value, or the delete
+  // would remove the good one).
+  std::vector<size_t> misses;
   RemoteTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
     const size_t i = todo[j];
     if (!r.ok() || !r->has_value()) {
       CacheCounters::Add(counters_.remote_misses);
-      HandOutMiss(st, i);
+      misses.push_back(i);
       return;
     }
     auto block = std::make_shared<const BlockBuffer>(std::move(**r));
@@ -347,6 +353,7 @@ void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& todo) {
     HandOut(st, i, CacheTier::kRemote, block);
   };
   remote_->LoadBuffers(keys, alloc, done);
+  for (size_t i : misses) HandOutMiss(st, i);
 }
 
 // ---- Preload ----

@@ -324,8 +324,11 @@ TEST(CacheSharedLoad, ADroppedLoadStillCallsBackOncePerKey) {
   env.reads.AwaitWaiters(1);
   auto second = cache->LoadShared(std::span(keys).subspan(1, 1), b);
   ASSERT_THAT(second, IsOk());
+  // Cancel first, so that the second load is cancelled before any read can
+  // run however the threads are scheduled; dropping it then waits (on
+  // another thread, as the reads are still closed) for its callback.
+  second->Cancel();
   std::thread dropper([&] { LoadFuture gone = std::move(second).value(); });
-  env.SleepForMicros(10'000);
   env.reads.Open();
   dropper.join();
   ASSERT_THAT(first->Get(), IsOk());

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kvtier/kvtier_c.h"
 
@@ -142,6 +144,8 @@ struct Block {
 };
 
 static struct Block g_blocks[kMaxBlocks];
+/* Differs per run, so that the keys are new to a shared Redis server. */
+static long g_seed = 11;
 static size_t g_num_blocks = 0;
 
 static int CompareBlocks(const void* a, const void* b) {
@@ -153,7 +157,8 @@ static int CompareBlocks(const void* a, const void* b) {
 static void MakeBlocks(const char* dir) {
   char command[1024];
   snprintf(command, sizeof(command),
-           "'%s' synth --layout tiny --random 128 --seed 11 --out '%s/files' --json", Cli(), dir);
+           "'%s' synth --layout tiny --random 128 --seed %ld --out '%s/files' --json", Cli(),
+           g_seed, dir);
   char* out = RunCommand(command);
   CHECK(out != NULL);
   free(out);
@@ -196,6 +201,64 @@ static long long StatsCount(kvtier_cache* cache, const char* name) {
   size_t len = 0;
   if (kvtier_cache_stats_json(cache, json, sizeof(json), &len) != KVTIER_OK) return -2;
   return JsonCount(json, name);
+}
+
+/* Two caches ("hosts", no folder shared) on the Redis server of
+ * KVTIER_TEST_REDIS_URL (scripts/test starts it): what one stores, the
+ * other loads from Redis, then from its own RAM. */
+static void TestRemoteShared(void) {
+  const char* url = getenv("KVTIER_TEST_REDIS_URL");
+  ++g_checks;
+  if (url == NULL || url[0] == '\0' || strlen(url) > 512) {
+    ++g_failed;
+    fprintf(stderr,
+            "KVTIER_TEST_REDIS_URL is not set: run through scripts/test, or start servers with "
+            "`eval \"$(scripts/redis-servers start DIR)\"` first\n");
+    return;
+  }
+  if (g_num_blocks == 0) return;
+  char options[1024];
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"remote\": \"%s\"}", url);
+  kvtier_cache* a = NULL;
+  kvtier_cache* b = NULL;
+  CHECK_RC(kvtier_cache_open(options, &a), KVTIER_OK, "");
+  CHECK_RC(kvtier_cache_open(options, &b), KVTIER_OK, "");
+  if (a == NULL || b == NULL) {
+    kvtier_cache_close(a);
+    kvtier_cache_close(b);
+    return;
+  }
+  uint8_t chain[kMaxBlocks * 32];
+  for (size_t i = 0; i < g_num_blocks; ++i) memcpy(chain + 32 * i, g_blocks[i].key, 32);
+  size_t matched = 99;
+  CHECK_RC(kvtier_cache_match(b, chain, g_num_blocks, &matched), KVTIER_OK, "");
+  CHECK(matched == 0);
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    CHECK_RC(kvtier_cache_store(a, g_blocks[i].key, g_blocks[i].bytes, g_blocks[i].len), KVTIER_OK,
+             "");
+  }
+  CHECK_RC(kvtier_cache_flush(a), KVTIER_OK, ""); /* waits for the remote queue */
+  CHECK(StatsCount(a, "remote_puts_queued") == (long long)g_num_blocks);
+  CHECK_RC(kvtier_cache_match(b, chain, g_num_blocks, &matched), KVTIER_OK, "");
+  CHECK(matched == g_num_blocks);
+  uint8_t* buf = malloc(kMaxBlockBytes);
+  for (int round = 0; round < 2 && buf != NULL; ++round) {
+    for (size_t i = 0; i < g_num_blocks; ++i) {
+      size_t len = 0;
+      memset(buf, 0xAB, kMaxBlockBytes);
+      CHECK_RC(kvtier_cache_load(b, g_blocks[i].key, buf, kMaxBlockBytes, &len), KVTIER_OK, "");
+      CHECK(len == g_blocks[i].len);
+      CHECK(memcmp(buf, g_blocks[i].bytes, g_blocks[i].len) == 0);
+    }
+  }
+  free(buf);
+  /* Round 1 from Redis, round 2 from b's RAM (promoted). */
+  CHECK(StatsCount(b, "hits_remote") == (long long)g_num_blocks);
+  CHECK(StatsCount(b, "hits_host") == (long long)g_num_blocks);
+  CHECK(StatsCount(b, "remote_misses") == 0); /* "misses" is also a key of "host" */
+  kvtier_cache_close(a);
+  kvtier_cache_close(b);
 }
 
 static void TestRoundTrip(const char* dir) {
@@ -367,8 +430,12 @@ static void TestBadOptions(const char* dir) {
        KVTIER_E_INVALID_ARGUMENT, "given twice"},
       {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"disk_dir\": 5}", KVTIER_E_INVALID_ARGUMENT,
        "disk_dir"},
-      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": \"redis://127.0.0.1:1\"}",
-       KVTIER_E_UNAVAILABLE, "remote"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": \"http://127.0.0.1:1\"}",
+       KVTIER_E_INVALID_ARGUMENT, "remote.url"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": \"\"}", KVTIER_E_INVALID_ARGUMENT,
+       "remote"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": 5}", KVTIER_E_INVALID_ARGUMENT,
+       "remote"},
   };
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
     kvtier_cache* cache = (kvtier_cache*)&i;
@@ -398,7 +465,9 @@ int main(void) {
   CHECK(strcmp(kvtier_error_name(KVTIER_E_CORRUPTION), "CORRUPTION") == 0);
   CHECK(strcmp(kvtier_error_name(12345), "UNKNOWN") == 0);
   TestKeysEqualCli();
+  g_seed = (long)getpid() * 1000003L + (long)time(NULL);
   TestRoundTrip(made);
+  TestRemoteShared();
   TestNullArguments(made);
   TestBadOptions(made);
   for (size_t i = 0; i < g_num_blocks; ++i) free(g_blocks[i].bytes);

@@ -117,15 +117,20 @@ Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec
   if (spec.disk_dir.has_value() && spec.disk_dir->empty()) {
     return Status::InvalidArgument("disk_dir: must not be empty (null for a RAM-only cache)");
   }
-  if (spec.remote.has_value()) {
-    // The Redis tier exists (include/kvtier/remote_tier.h) but TieredCache
-    // does not compose it yet; the bindings only ever open a TieredCache.
-    return Status::Unavailable("remote: TieredCache has no remote (Redis) tier yet in this build");
+  if (spec.remote.has_value() && spec.remote->empty()) {
+    return Status::InvalidArgument("remote: must not be empty (null for no remote tier)");
   }
   CacheOptions options;
   options.host.capacity_bytes = spec.host_bytes;
   options.layout_signature = layout.Signature();
   if (spec.disk_dir.has_value()) options.disk.emplace().dir = *spec.disk_dir;
+  if (spec.remote.has_value()) {
+    // Every other remote option keeps its default (key prefix "kvtier:v1:",
+    // 4 MiB parts): hosts sharing a server through the bindings agree.
+    RemoteTierOptions& r = options.remote.emplace();
+    r.url = *spec.remote;
+    r.layout = layout;
+  }
   KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(std::move(options), Env::Default()));
   return OpenedCache{std::move(layout), std::move(cache)};
 }

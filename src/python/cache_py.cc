@@ -268,15 +268,17 @@ class PyCache {
 
 void RegisterCache(py::module_& m) {
   py::class_<PyCache>(m, "Cache",
-                      "Blocks by key in RAM over an optional disk folder (kvtier.Cache(layout, "
-                      "host_bytes=..., disk_dir=...)). A miss is None / 0, not an error. Use it "
+                      "Blocks by key in RAM over an optional disk folder and an optional Redis "
+                      "server (kvtier.Cache(layout, host_bytes=..., disk_dir=..., remote=...)). A "
+                      "miss is None / 0, not an error. Use it "
                       "as a context manager or call close().")
       .def(py::init<py::handle, py::handle, py::handle, py::handle, uint32_t>(), py::arg("layout"),
            py::kw_only(), py::arg("host_bytes"), py::arg("disk_dir") = py::none(),
            py::arg("remote") = py::none(), py::arg("block_tokens") = 0,
            "layout: a preset name, a layout JSON path or a kvtier.Layout; host_bytes: the RAM "
            "budget; disk_dir: a folder for the disk tier (created if missing), None for RAM "
-           "only; remote: a Redis URL (TieredCache has no remote tier yet); block_tokens > 0 "
+           "only; remote: a Redis URL (redis://host:port or redis-cluster://host:port,...) "
+           "for the remote tier shared by every host using it, None for none; block_tokens > 0 "
            "overrides the layout's.")
       .def("store", &PyCache::Store, py::arg("key"), py::arg("block"),
            "Stores a block file (bytes-like) under its 32-byte key. Its header must name the "

@@ -35,6 +35,16 @@ def source_dir():
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def redis_url():
+    """The Redis server scripts/test starts (scripts/redis-servers)."""
+    url = os.environ.get("KVTIER_TEST_REDIS_URL")
+    if not url:
+        pytest.fail("KVTIER_TEST_REDIS_URL is not set: run through scripts/test, or start "
+                    "servers with `eval \"$(scripts/redis-servers start DIR)\"` first")
+    return url
+
+
 def run_cli(cli, *args):
     """Runs `kvtier ARGS --json` and returns its parsed stdout."""
     out = subprocess.run([cli, *args, "--json"], check=True, capture_output=True, text=True)

@@ -4,6 +4,7 @@ GIL, threads, and bad input."""
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -196,9 +197,57 @@ def test_bad_input_raises_clear_errors(tmp_path):
             call()
 
 
-def test_remote_is_not_in_this_build():
-    with pytest.raises(kvtier.Unavailable, match="remote"):
-        kvtier.Cache("tiny", host_bytes=1 << 20, remote="redis://127.0.0.1:1")
+def test_two_caches_share_blocks_through_redis(tmp_path, redis_url):
+    # A model name no other run uses: the keys are new to the shared server.
+    model = "remote-%d-%d" % (os.getpid(), time.time_ns())
+    layout = kvtier.Layout("tiny")
+    keys, blocks, _ = make_blocks(layout, model, list(range(16 * 6)))
+    size = len(blocks[0])
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "a",
+                      remote=redis_url) as a, \
+            kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as b:
+        assert b.match(keys) == 0
+        for k, blk in zip(keys, blocks):
+            a.store(k, blk)
+        a.flush()  # the remote queue too
+        s = a.stats()
+        assert s["remote_puts_queued"] == 6 and s["remote_puts_dropped"] == 0
+        assert s["remote"]["stored"] == 6
+        # Host b never saw these blocks: they come from Redis, verified.
+        assert b.match(keys) == 6
+        assert b.stats()["match_remote_found"] == 6
+        out = np.empty(size, np.uint8)
+        assert b.load_into(keys[0], out) == size and out.tobytes() == blocks[0]
+        for k, blk in zip(keys[1:], blocks[1:]):
+            assert b.load(k) == blk
+        s = b.stats()
+        assert (s["hits_remote"], s["hits_host"], s["misses"]) == (6, 0, 0)
+        assert s["remote_promotions"] == 6
+        # Promoted: the second load is a host hit, Redis is not asked again.
+        for k, blk in zip(keys, blocks):
+            assert b.load(k) == blk
+        s = b.stats()
+        assert (s["hits_remote"], s["hits_host"]) == (6, 6)
+        assert s["remote"]["lookups"] == 6
+
+
+def test_remote_url_errors():
+    for bad, needle in (("http://127.0.0.1:1", "remote.url"), ("", "remote")):
+        with pytest.raises(kvtier.InvalidArgument, match=needle):
+            kvtier.Cache("tiny", host_bytes=1 << 20, remote=bad)
+
+
+def test_dead_remote_server_is_misses_not_errors():
+    # Nothing listens on port 1: the cache opens, Redis lookups are misses.
+    with kvtier.Cache("tiny", host_bytes=1 << 20, remote="redis://127.0.0.1:1") as c:
+        _, keys, blocks, _ = tiny_blocks(2, model="dead-remote")
+        c.store(keys[0], blocks[0])
+        assert c.load(keys[0]) == blocks[0]
+        assert c.load(keys[1]) is None
+        assert c.match(keys) == 1
+        s = c.stats()
+        assert (s["hits_host"], s["misses"], s["remote_misses"]) == (1, 1, 1)
+        assert s["remote"]["misses_unavailable"] == 1
 
 
 def test_other_thread_runs_during_a_long_load(tmp_path):

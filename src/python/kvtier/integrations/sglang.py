@@ -14,8 +14,8 @@ copying ``batch_get``/``batch_set``.) Options in the extra config:
 - ``disk_dir``: the kvtier cache folder (default ``/tmp/kvtier-sglang``); any
   number of SGLang processes may share it.
 - ``host_bytes``: kvtier's own RAM tier in front of the disk (default 1 GiB).
-- ``remote``: a Redis URL for the shared remote tier, once kvtier's TieredCache
-  composes it (until then setting it fails at register time).
+- ``remote``: a Redis URL for the remote tier shared by every SGLang host
+  (``redis://host:port`` or ``redis-cluster://host:port,...``).
 - ``model_id``: overrides SGLang's model name in the key namespace.
 
 This module never imports sglang (or torch). ``KvtierHiCacheStorage`` subclasses
