@@ -1,5 +1,6 @@
 // kvtier demo: the reference engine serving a scripted session through the
-// pool and the tiers, with a restart in the middle (src/engine/demo.h).
+// pool and the tiers, with a restart in the middle; with --remote URL also a
+// second host that shares only Redis (src/engine/demo.h).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -22,24 +23,31 @@ struct DemoArgs {
   uint32_t decode_tokens = 8;
   uint64_t seed = 1;
   uint32_t pool_blocks = 0;
+  std::string remote;
+  std::string remote_prefix;
 };
 
 void PrintProgress(const engine::DemoEvent& e, std::ostream& os) {
   using Kind = engine::DemoEvent::Kind;
   if (e.kind != Kind::kRequest) {
-    os << (e.kind == Kind::kRestart ? "\n== " : "== ") << e.message << "\n";
-    if (e.kind == Kind::kRestart) os << "\n";
+    const bool section = e.kind == Kind::kRestart || e.kind == Kind::kSecondHost;
+    os << (section ? "\n== " : "== ") << e.message << "\n";
+    if (section) os << "\n";
     return;
   }
   const engine::DemoRequest& r = *e.request;
-  char line[512];
+  const std::string logits =
+      (r.logits_mismatched == 0 ? std::string("identical") : "DIFFER: " + r.mismatch) +
+      (r.host == 2 ? " (vs the first host's)" : "");
+  const std::string from_redis =
+      r.remote_blocks == 0 ? "" : " (" + std::to_string(r.remote_blocks) + " blocks from Redis)";
+  char line[640];
   std::snprintf(line, sizeof(line),
-                "[%2u/%u] conversation %u turn %u: %zu tokens, %zu reused from %s, %zu computed;"
-                " prefill %.1f ms, first token %.1f ms (recompute %.1f ms); logits %s\n",
-                r.index + 1, e.total_requests, r.conversation + 1, r.turn + 1, r.prompt_tokens,
-                r.reused_tokens, r.source.c_str(), r.computed_tokens, r.prefill_ms, r.ttft_ms,
-                r.recompute_ttft_ms,
-                r.logits_mismatched == 0 ? "identical" : ("DIFFER: " + r.mismatch).c_str());
+                "[%2u/%u] %sconversation %u turn %u: %zu tokens, %zu reused from %s%s, %zu "
+                "computed; prefill %.1f ms, first token %.1f ms (recompute %.1f ms); logits %s\n",
+                r.index + 1, e.total_requests, r.host == 2 ? "host 2 " : "", r.conversation + 1,
+                r.turn + 1, r.prompt_tokens, r.reused_tokens, r.source.c_str(), from_redis.c_str(),
+                r.computed_tokens, r.prefill_ms, r.ttft_ms, r.recompute_ttft_ms, logits.c_str());
   os << line << std::flush;
 }
 
@@ -74,7 +82,16 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
                   "few more)")
       ->check(CLI::Range(uint32_t{0}, uint32_t{65536}))
       ->capture_default_str();
-  return [args, flags, app_block_tokens, app_conversations, app_decode_tokens] {
+  CLI::Option* app_remote = app->add_option(
+      "--remote", args->remote,
+      "Redis for a remote tier under both hosts' caches, and then a second host with an empty "
+      "RAM tier and an empty folder that serves every conversation again from Redis: "
+      "redis://[[user]:password@]host:port[/db] or redis-cluster://host:port[,host:port...]");
+  CLI::Option* app_remote_prefix =
+      app->add_option("--remote-prefix", args->remote_prefix,
+                      "Key prefix on the Redis server (default kvtier:v1:)");
+  return [args, flags, app_block_tokens, app_conversations, app_decode_tokens, app_remote,
+          app_remote_prefix] {
     engine::DemoOptions o =
         args->quick ? engine::QuickDemoOptions(args->dir) : engine::DemoOptions{};
     o.dir = args->dir;
@@ -86,15 +103,26 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     o.model.seed = args->seed;
     o.pool_blocks = args->pool_blocks;
     o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
+    if (!app_remote_prefix->empty() && app_remote->empty()) {
+      return ReportError(*flags, Status::InvalidArgument("--remote-prefix needs --remote URL"));
+    }
+    if (!app_remote->empty()) {
+      RemoteTierOptions r;
+      r.url = args->remote;
+      if (!app_remote_prefix->empty()) r.key_prefix = args->remote_prefix;
+      o.remote = std::move(r);
+    }
     // With --json, stdout carries only the JSON object; progress goes to stderr.
     std::ostream& os = flags->json ? std::cerr : std::cout;
     std::function<void(const engine::DemoEvent&)> progress;
     if (!args->quiet) progress = [&os](const engine::DemoEvent& e) { PrintProgress(e, os); };
     Result<engine::DemoReport> rep = engine::RunDemo(o, progress);
     if (!rep.ok()) {
-      // Bad options or a folder that is not the demo's are bad input.
+      // Bad options, a folder that is not the demo's or a Redis server that is not
+      // there are bad input.
       const bool input = rep.status().IsInvalidArgument() ||
-                         rep.status().code() == StatusCode::kFailedPrecondition;
+                         rep.status().code() == StatusCode::kFailedPrecondition ||
+                         rep.status().IsUnavailable();  // no Redis server answers
       return ReportError(*flags, rep.status(), input ? kExitUsage : kExitFailure);
     }
     if (flags->json) {
@@ -110,6 +138,10 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     }
     if (o.turns_after_restart > 0 && rep->disk_blocks_after_restart == 0) {
       std::cerr << "kvtier: the disk tier served no block after the restart\n";
+      return kExitFailure;
+    }
+    if (rep->remote && rep->second_host_remote_blocks == 0) {
+      std::cerr << "kvtier: the second host found no block in Redis\n";
       return kExitFailure;
     }
     return kExitOk;

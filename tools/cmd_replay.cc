@@ -1,7 +1,8 @@
 // `kvtier replay`: replays a Mooncake-format trace through the cache tiers
 // (DESIGN.md §6, docs/replay.md). --payload none simulates the tiers over
 // block ids at full scale; --payload real runs a real TieredCache with real
-// block bytes and verifies every block it loads. --sweep hands over to
+// block bytes and verifies every block it loads, optionally with a remote
+// tier on Redis below the local ones (--remote URL). --sweep hands over to
 // tools/cmd_replay_sweep.cc.
 #include <algorithm>
 #include <charconv>
@@ -16,6 +17,7 @@
 #include "host/eviction_policy.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "kvtier/remote_tier.h"
 #include "replay/real_replayer.h"
 #include "replay/simulator.h"
 #include "replay/sweep.h"
@@ -97,6 +99,7 @@ struct ReplayPlan {
   HostEvictionPolicy policy = HostEvictionPolicy::kLru;
   uint64_t limit = UINT64_MAX;
   ModelLayout layout;
+  std::optional<RemoteTierOptions> remote;
 };
 
 Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
@@ -137,6 +140,25 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
   Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout);
   if (!layout.ok()) return layout.status().WithContext("--layout");
   plan.layout = std::move(layout).value();
+  if (a.remote_prefix_opt->count() > 0 && a.remote_opt->count() == 0) {
+    return Status::InvalidArgument("--remote-prefix needs --remote URL");
+  }
+  if (a.remote_opt->count() > 0) {
+    if (!plan.real) {
+      return Status::InvalidArgument(
+          "--remote needs --payload real (the remote tier stores real blocks)");
+    }
+    RemoteTierOptions r;
+    r.url = a.remote;
+    r.layout = plan.layout;
+    if (a.remote_prefix_opt->count() > 0) r.key_prefix = a.remote_prefix;
+    // A replay against a server that is not there would measure nothing:
+    // say so at once rather than replay into an open breaker.
+    r.require_server_at_open = true;
+    Status s = r.Validate();
+    if (!s.ok()) return s.WithContext("--remote");
+    plan.remote = std::move(r);
+  }
   return plan;
 }
 
@@ -147,18 +169,22 @@ nlohmann::json CommonJson(const ReplayPlan& plan, const ReplayCounts& c, double 
           {"hit_ratio", c.HitRatio()},
           {"hit_ratio_ram", c.HitRatioRam()},
           {"hit_ratio_disk", c.HitRatioDisk()},
+          {"hit_ratio_remote", c.HitRatioRemote()},
           {"max_hit_ratio", max_ratio},
           {"payload", plan.real ? "real" : "none"},
           {"policy", std::string(HostEvictionPolicyName(plan.policy))},
           {"ram_blocks", plan.ram_blocks},
           {"disk_blocks", plan.disk_blocks},
+          {"remote", plan.remote.has_value()},
           {"input_tokens", c.input_tokens},
           {"hit_tokens", c.hit_tokens},
           {"hit_tokens_ram", c.hit_tokens_ram},
           {"hit_tokens_disk", c.hit_tokens_disk},
+          {"hit_tokens_remote", c.hit_tokens_remote},
           {"block_accesses", c.blocks},
           {"ram_hits", c.ram_hits},
           {"disk_hits", c.disk_hits},
+          {"remote_hits", c.remote_hits},
           {"inserts", c.inserts},
           {"ram_evictions", c.ram_evictions},
           {"disk_evictions", c.disk_evictions},
@@ -167,16 +193,28 @@ nlohmann::json CommonJson(const ReplayPlan& plan, const ReplayCounts& c, double 
           {"seconds", seconds}};
 }
 
+// The remote tier's outcome: the few counters a reader of a replay needs,
+// then all of them.
+void AddRemoteJson(const RemoteTierStats& r, nlohmann::json* j) {
+  (*j)["remote_stored"] = r.stored;
+  (*j)["remote_skipped_existing"] = r.skipped_existing;
+  (*j)["remote_dropped"] =
+      r.drops_queue_full + r.drops_unavailable + r.drops_oom + r.drops_error + r.drops_closed;
+  (*j)["remote_bad_values"] = r.bad_values;
+  (*j)["remote_stats"] = nlohmann::json::parse(r.ToJson(), nullptr, /*allow_exceptions=*/false);
+}
+
 void PrintText(const nlohmann::json& j) {
   std::ostringstream out;
   out << "requests        " << j["requests"] << " (" << j["input_tokens"] << " input tokens)\n";
+  const bool remote = j["remote"].get<bool>();
   out << "payload         " << j["payload"].get<std::string>() << ", policy "
       << j["policy"].get<std::string>() << ", RAM " << j["ram_blocks"] << " blocks, disk "
-      << j["disk_blocks"] << " blocks\n";
+      << j["disk_blocks"] << " blocks" << (remote ? ", remote tier" : "") << "\n";
   char line[160];
-  std::snprintf(line, sizeof(line), "hit_ratio       %.5f (RAM %.5f, disk %.5f)\n",
+  std::snprintf(line, sizeof(line), "hit_ratio       %.5f (RAM %.5f, disk %.5f, remote %.5f)\n",
                 j["hit_ratio"].get<double>(), j["hit_ratio_ram"].get<double>(),
-                j["hit_ratio_disk"].get<double>());
+                j["hit_ratio_disk"].get<double>(), j["hit_ratio_remote"].get<double>());
   out << line;
   std::snprintf(line, sizeof(line), "max_hit_ratio   %.5f (unbounded capacity)\n",
                 j["max_hit_ratio"].get<double>());
@@ -187,8 +225,8 @@ void PrintText(const nlohmann::json& j) {
     out << line;
   }
   out << "blocks          " << j["ram_hits"] << " RAM hits, " << j["disk_hits"] << " disk hits, "
-      << j["inserts"] << " inserts, " << j["ram_evictions"] << " RAM evictions, "
-      << j["disk_evictions"] << " disk evictions\n";
+      << j["remote_hits"] << " remote hits, " << j["inserts"] << " inserts, " << j["ram_evictions"]
+      << " RAM evictions, " << j["disk_evictions"] << " disk evictions\n";
   if (j["payload"] == "real") {
     std::snprintf(line, sizeof(line),
                   "loads           %.3f GB/s (%llu bytes), %llu verified, %llu wrong\n",
@@ -198,6 +236,11 @@ void PrintText(const nlohmann::json& j) {
                   static_cast<unsigned long long>(j["wrong"].get<uint64_t>()));
     out << line;
   }
+  if (remote) {
+    out << "remote          " << j["remote_stored"] << " blocks stored, "
+        << j["remote_skipped_existing"] << " already there, " << j["remote_dropped"]
+        << " copies dropped, " << j["remote_bad_values"] << " bad values\n";
+  }
   std::snprintf(line, sizeof(line), "time            %.2f s\n", j["seconds"].get<double>());
   out << line;
   std::cout << out.str();
@@ -205,6 +248,13 @@ void PrintText(const nlohmann::json& j) {
 
 int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
   if (a.sweep_opt->count() > 0) {
+    if (a.remote_opt->count() > 0 || a.remote_prefix_opt->count() > 0) {
+      return ReportError(
+          flags,
+          Status::InvalidArgument(
+              "--remote and --remote-prefix need one RAM size (--ram-tokens), not --sweep: a "
+              "sweep simulates block ids and stores no blocks"));
+    }
     if (a.ram_tokens_opt->count() > 0) {
       return ReportError(
           flags, Status::InvalidArgument("give --ram-tokens (one RAM size) or --sweep, not both"));
@@ -267,6 +317,8 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
     ropts.disk_dir = a.disk_dir;
     ropts.policy = plan->policy;
     ropts.layout = plan->layout;
+    ropts.remote = plan->remote;
+    ropts.created_at = Env::Default()->NowUnixMicros() / 1'000'000;
     Result<std::unique_ptr<replay::RealReplayer>> rr =
         replay::RealReplayer::Create(Env::Default(), ropts);
     if (!rr.ok()) return ReportError(flags, rr.status());
@@ -291,6 +343,8 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
     j["bytes_stored"] = st.bytes_stored;
     j["bytes_to_disk"] = st.bytes_to_disk;
     j["bytes_from_disk"] = st.bytes_from_disk;
+    j["bytes_from_remote"] = st.bytes_from_remote;
+    if (st.remote.has_value()) AddRemoteJson(*st.remote, &j);
     j["load_seconds"] = st.load_seconds;
     j["verified"] = st.verified;
     j["wrong"] = st.wrong;
@@ -318,6 +372,13 @@ std::function<int()> SetupReplay(CLI::App* app, const CommonFlags* flags) {
   a->sweep_opt = app->add_option("--sweep", a->sweep,
                                  "Replay once per RAM size N1,N2,... (tokens; instead of "
                                  "--ram-tokens; --payload none by default)");
+  a->remote_opt = app->add_option(
+      "--remote", a->remote,
+      "Remote tier below the local ones: redis://[[user]:password@]host:port[/db] or "
+      "redis-cluster://host:port[,host:port...] (--payload real; its capacity is the server's)");
+  a->remote_prefix_opt = app->add_option(
+      "--remote-prefix", a->remote_prefix,
+      "Key prefix on the server (default kvtier:v1:): replays that share a prefix share blocks");
   a->disk_tokens_opt =
       app->add_option("--disk-tokens", a->disk_tokens,
                       "Disk tier capacity in tokens (floor(M/512) blocks; at most 2^40)");

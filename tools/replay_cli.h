@@ -28,12 +28,16 @@ struct ReplayArgs {
   std::string policy = "lru";
   std::string limit;
   std::string plot;
+  std::string remote;         // --remote URL
+  std::string remote_prefix;  // --remote-prefix P
   CLI::Option* ram_tokens_opt = nullptr;
   CLI::Option* sweep_opt = nullptr;
   CLI::Option* disk_tokens_opt = nullptr;
   CLI::Option* disk_dir_opt = nullptr;
   CLI::Option* limit_opt = nullptr;
   CLI::Option* plot_opt = nullptr;
+  CLI::Option* remote_opt = nullptr;
+  CLI::Option* remote_prefix_opt = nullptr;
 };
 
 // A plain integer >= min for `flag` (--limit). InvalidArgument naming it.

@@ -62,6 +62,7 @@ struct Serving {
       report->disk_bytes_written += st.disk->bytes_written;
       report->disk_entries_at_end = st.disk->compatible_entries;
     }
+    if (st.remote.has_value()) report->remote_blocks_stored += st.remote->stored;
     cache.reset();
     return s;
   }
@@ -94,6 +95,11 @@ Result<Serving> OpenServing(const DemoOptions& o, const Model* model, const Mode
   disk.writer_threads = 1;
   disk.read_threads = 2;
   co.disk = std::move(disk);
+  if (o.remote.has_value()) {
+    co.remote = *o.remote;
+    co.remote->layout = layout;
+    co.remote->require_server_at_open = true;
+  }
   KVTIER_ASSIGN_OR_RETURN(s.cache, TieredCache::Open(std::move(co), env));
   KVTIER_ASSIGN_OR_RETURN(s.store, TieredBackingStore::Create(s.cache.get()));
   PoolOptions po = ServingPoolOptions(o, layout, pool_blocks, env);
@@ -158,7 +164,154 @@ std::string SourceName(const DemoRequest& r) {
   add(r.pool_blocks, "pool");
   add(r.host_blocks, "host");
   add(r.disk_blocks, "disk");
+  add(r.remote_blocks, "remote");
   return s.empty() ? "none" : s;
+}
+
+// One prompt served: the logits after the prompt and after each decoded
+// token, and the tokens decoded (each the argmax of the logits before it).
+struct Served {
+  std::vector<std::vector<float>> logits;
+  std::vector<uint32_t> tokens;
+};
+
+// Serves `prompt` as sequence `seq` on `s` (the only active sequence),
+// decoding `decode_tokens` greedy tokens, and fills r's reuse and timing
+// fields.
+Result<Served> Serve(Serving* s, uint64_t seq, std::span<const uint32_t> prompt,
+                     uint32_t decode_tokens, uint32_t block_tokens, Env* env, DemoRequest* r) {
+  const uint64_t active[1] = {seq};
+  s->pool->SetActiveSequences(active);
+  const TieredBackingStoreCounters before = s->store->counters();
+  // TieredBackingStoreCounters has no remote count (a remote hit is counted
+  // as loaded_disk): the cache's own counters tell disk and remote apart.
+  const CacheStats cache_before = s->cache->Stats();
+  const uint64_t t0 = env->NowMicros();
+  KVTIER_ASSIGN_OR_RETURN(PrefillResult got, s->engine->Prefill(seq, prompt));
+  Served out;
+  out.tokens.push_back(Argmax(got.logits));
+  r->ttft_ms = Ms(env->NowMicros() - t0);
+  r->load_ms = Ms(got.allocate_micros);
+  r->prefill_ms = Ms(got.compute_micros);
+  const TieredBackingStoreCounters after = s->store->counters();
+  const CacheStats cache_after = s->cache->Stats();
+  r->prompt_tokens = prompt.size();
+  r->reused_tokens = got.reused_tokens;
+  r->computed_tokens = got.computed_tokens;
+  r->host_blocks = after.loaded_host - before.loaded_host;
+  r->disk_blocks = cache_after.hits_disk - cache_before.hits_disk;
+  r->remote_blocks = cache_after.hits_remote - cache_before.hits_remote;
+  if (got.continued) {
+    r->pool_blocks = (got.reused_tokens + block_tokens - 1) / block_tokens;
+  } else {
+    r->pool_blocks = got.allocate.pool_blocks;
+    // A restored sequence's partial last block, kept in host memory by the pool.
+    if (got.reused_tokens >
+        (r->pool_blocks + r->host_blocks + r->disk_blocks + r->remote_blocks) * block_tokens) {
+      ++r->pool_blocks;
+    }
+  }
+  r->source = got.reused_tokens == 0 ? "none" : SourceName(*r);
+  out.logits.push_back(std::move(got.logits));
+  for (uint32_t k = 0; k < decode_tokens; ++k) {
+    KVTIER_ASSIGN_OR_RETURN(std::vector<float> a, s->engine->Decode(seq, out.tokens.back()));
+    if (k + 1 < decode_tokens) out.tokens.push_back(Argmax(a));
+    out.logits.push_back(std::move(a));
+  }
+  if (decode_tokens == 0) out.tokens.clear();
+  return out;
+}
+
+// Counts `got` against `want` step by step into r's logits fields.
+void CompareLogits(const std::vector<std::vector<float>>& got,
+                   const std::vector<std::vector<float>>& want, DemoRequest* r) {
+  for (size_t step = 0; step < std::max(got.size(), want.size()); ++step) {
+    static const std::vector<float> kNone;
+    const std::vector<float>& a = step < got.size() ? got[step] : kNone;
+    const std::vector<float>& b = step < want.size() ? want[step] : kNone;
+    ++r->logits_compared;
+    if (!BitIdentical(a, b) && r->logits_mismatched++ == 0) {
+      r->mismatch = DescribeMismatch(a, b, static_cast<uint32_t>(step));
+    }
+  }
+}
+
+// A conversation's last request on the first host: what the second host
+// serves again and must answer identically.
+struct LastTurn {
+  std::vector<uint32_t> prompt;
+  std::vector<std::vector<float>> logits;
+  double recompute_ttft_ms = 0;
+};
+
+void AddToTotals(const DemoRequest& r, DemoReport* report) {
+  report->reused_tokens += r.reused_tokens;
+  report->computed_tokens += r.computed_tokens;
+  report->pool_blocks_hit += r.pool_blocks;
+  report->host_blocks_hit += r.host_blocks;
+  report->disk_blocks_hit += r.disk_blocks;
+  report->remote_blocks_hit += r.remote_blocks;
+  if (r.after_restart) report->disk_blocks_after_restart += r.disk_blocks;
+  if (r.host == 2) report->second_host_remote_blocks += r.remote_blocks;
+  report->ttft_ms += r.ttft_ms;
+  report->recompute_ttft_ms += r.recompute_ttft_ms;
+  if (r.logits_mismatched != 0) {
+    report->bit_exact = false;
+    ++report->mismatched_requests;
+  }
+}
+
+// The second host (--remote): its own empty cache folder and host tier, the
+// same model and Redis; serves every conversation's last prompt again.
+Status RunSecondHost(const DemoOptions& o, const Model* model, const ModelLayout& layout,
+                     const std::vector<LastTurn>& last, Env* env,
+                     const std::function<void(const DemoEvent&)>& progress, DemoReport* report) {
+  const std::string dir = JoinPath(report->dir, "host2");
+  const std::string cache_dir = JoinPath(dir, "cache");
+  // Left by an earlier run inside the demo folder, which PrepareFolder
+  // cleared unless --keep: an empty folder is part of the point.
+  KVTIER_RETURN_IF_ERROR(RemoveTree(env, dir));
+  KVTIER_ASSIGN_OR_RETURN(Serving host2,
+                          OpenServing(o, model, layout, report->pool_blocks, cache_dir, env));
+  const uint32_t total = static_cast<uint32_t>(report->requests.size() + last.size());
+  if (progress) {
+    DemoEvent e;
+    e.kind = DemoEvent::Kind::kSecondHost;
+    e.total_requests = total;
+    e.message =
+        "second host: a new engine, pool and cache with an empty host tier and an empty "
+        "folder (" +
+        cache_dir +
+        "), sharing only the Redis server with the first; it "
+        "serves each conversation's last prompt again";
+    progress(e);
+  }
+  for (uint32_t c = 0; c < last.size(); ++c) {
+    DemoRequest r;
+    r.index = static_cast<uint32_t>(report->requests.size());
+    r.host = 2;
+    r.conversation = c;
+    r.turn = o.turns_before_restart + o.turns_after_restart - 1;
+    r.after_restart = false;
+    KVTIER_ASSIGN_OR_RETURN(Served got, Serve(&host2, kServingSeqBase + c, last[c].prompt,
+                                              o.decode_tokens, o.block_tokens, env, &r));
+    r.recompute_ttft_ms = last[c].recompute_ttft_ms;
+    CompareLogits(got.logits, last[c].logits, &r);
+    AddToTotals(r, report);
+    report->requests.push_back(std::move(r));
+    if (progress) {
+      DemoEvent e;
+      e.kind = DemoEvent::Kind::kRequest;
+      e.request = &report->requests.back();
+      e.total_requests = total;
+      progress(e);
+    }
+  }
+  // The table's "blocks on disk at the end" stays the first host's folder.
+  const uint64_t entries = report->disk_entries_at_end;
+  Status s = host2.Close(report);
+  report->disk_entries_at_end = entries;
+  return s;
 }
 
 }  // namespace
@@ -182,6 +335,9 @@ Status DemoOptions::Validate() const {
   }
   if (decode_tokens > 256) return Status::InvalidArgument("decode_tokens must be at most 256");
   if (host_bytes == 0) return Status::InvalidArgument("host_bytes must be > 0");
+  if (remote.has_value() && remote->url.empty()) {
+    return Status::InvalidArgument("remote.url must not be empty");
+  }
   return Status::Ok();
 }
 
@@ -264,7 +420,8 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   KVTIER_ASSIGN_OR_RETURN(Serving serving, OpenServing(o, model.get(), layout, report.pool_blocks,
                                                        report.cache_dir, env));
 
-  const uint32_t total = o.conversations * turns;
+  report.remote = o.remote.has_value();
+  const uint32_t total = o.conversations * (turns + (report.remote ? 1 : 0));
   {
     DemoEvent e;
     e.kind = DemoEvent::Kind::kStart;
@@ -284,6 +441,7 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   }
 
   std::vector<std::vector<uint32_t>> history(o.conversations, ByteTokens(system));
+  std::vector<LastTurn> last(o.conversations);  // what the second host serves again
   for (uint32_t t = 0; t < turns; ++t) {
     const bool after = t >= o.turns_before_restart;
     if (t == o.turns_before_restart) {
@@ -313,73 +471,29 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
       std::vector<uint32_t>& hist = history[c];
       const std::vector<uint32_t> turn_tokens = ByteTokens(UserTurn(o, c, t));
       hist.insert(hist.end(), turn_tokens.begin(), turn_tokens.end());
-      r.prompt_tokens = hist.size();
 
       // Serving: only this conversation is active; the others may be evicted.
-      const uint64_t seq = kServingSeqBase + c;
-      const uint64_t active[1] = {seq};
-      serving.pool->SetActiveSequences(active);
-      const TieredBackingStoreCounters before = serving.store->counters();
-      const uint64_t t0 = env->NowMicros();
-      KVTIER_ASSIGN_OR_RETURN(PrefillResult got, serving.engine->Prefill(seq, hist));
-      uint32_t token = Argmax(got.logits);
-      r.ttft_ms = Ms(env->NowMicros() - t0);
-      r.load_ms = Ms(got.allocate_micros);
-      r.prefill_ms = Ms(got.compute_micros);
-      const TieredBackingStoreCounters after_c = serving.store->counters();
-      r.reused_tokens = got.reused_tokens;
-      r.computed_tokens = got.computed_tokens;
-      const size_t bt = o.block_tokens;
-      r.host_blocks = after_c.loaded_host - before.loaded_host;
-      r.disk_blocks = after_c.loaded_disk - before.loaded_disk;
-      if (got.continued) {
-        r.pool_blocks = (got.reused_tokens + bt - 1) / bt;
-      } else {
-        r.pool_blocks = got.allocate.pool_blocks;
-        // A restored sequence's partial last block, kept in host memory by the pool.
-        if (got.reused_tokens > (r.pool_blocks + r.host_blocks + r.disk_blocks) * bt) {
-          ++r.pool_blocks;
-        }
-      }
-      r.source = got.reused_tokens == 0 ? "none" : SourceName(r);
+      KVTIER_ASSIGN_OR_RETURN(Served got, Serve(&serving, kServingSeqBase + c, hist,
+                                                o.decode_tokens, o.block_tokens, env, &r));
 
-      // The same request with no cache.
+      // The same request with no cache, following the serving engine's
+      // tokens so that every step's logits can be compared.
       const uint64_t t1 = env->NowMicros();
       KVTIER_ASSIGN_OR_RETURN(PrefillResult want, reference->Prefill(kReferenceSeq, hist));
-      const uint32_t want_token = Argmax(want.logits);
+      (void)Argmax(want.logits);
       r.recompute_ttft_ms = Ms(env->NowMicros() - t1);
-      (void)want_token;
-
-      auto compare = [&](std::span<const float> a, std::span<const float> b, uint32_t step) {
-        ++r.logits_compared;
-        if (!BitIdentical(a, b)) {
-          if (r.logits_mismatched++ == 0) r.mismatch = DescribeMismatch(a, b, step);
-        }
-      };
-      compare(got.logits, want.logits, 0);
-      // Decode: the serving engine picks the tokens; the reference follows
-      // the same tokens so every step's logits can be compared.
-      for (uint32_t k = 0; k < o.decode_tokens; ++k) {
-        hist.push_back(token);
-        KVTIER_ASSIGN_OR_RETURN(std::vector<float> a, serving.engine->Decode(seq, token));
+      std::vector<std::vector<float>> want_logits;
+      want_logits.push_back(std::move(want.logits));
+      for (uint32_t token : got.tokens) {
         KVTIER_ASSIGN_OR_RETURN(std::vector<float> b, reference->Decode(kReferenceSeq, token));
-        compare(a, b, k + 1);
-        token = Argmax(a);
+        want_logits.push_back(std::move(b));
       }
       KVTIER_RETURN_IF_ERROR(ref_pool->Remove(kReferenceSeq));
+      CompareLogits(got.logits, want_logits, &r);
+      if (t + 1 == turns) last[c] = LastTurn{hist, std::move(got.logits), r.recompute_ttft_ms};
+      hist.insert(hist.end(), got.tokens.begin(), got.tokens.end());
 
-      report.reused_tokens += r.reused_tokens;
-      report.computed_tokens += r.computed_tokens;
-      report.pool_blocks_hit += r.pool_blocks;
-      report.host_blocks_hit += r.host_blocks;
-      report.disk_blocks_hit += r.disk_blocks;
-      if (after) report.disk_blocks_after_restart += r.disk_blocks;
-      report.ttft_ms += r.ttft_ms;
-      report.recompute_ttft_ms += r.recompute_ttft_ms;
-      if (r.logits_mismatched != 0) {
-        report.bit_exact = false;
-        ++report.mismatched_requests;
-      }
+      AddToTotals(r, &report);
       report.requests.push_back(std::move(r));
       DemoEvent e;
       e.kind = DemoEvent::Kind::kRequest;
@@ -389,6 +503,10 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
     }
   }
   KVTIER_RETURN_IF_ERROR(serving.Close(&report));
+  if (o.remote.has_value()) {
+    KVTIER_RETURN_IF_ERROR(RunSecondHost(o, model.get(), layout, last, env, progress, &report)
+                               .WithContext("second host"));
+  }
   report.wall_s = static_cast<double>(env->NowMicros() - run_start) / 1e6;
   return report;
 }

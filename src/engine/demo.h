@@ -16,6 +16,14 @@
 // "recompute" time to first token, and its logits (after the prompt and
 // after each decoded token) must equal the cached engine's bit for bit.
 //
+// With a remote tier (DemoOptions::remote), the serving cache also stores
+// every block into Redis, and after the session a second host joins: a
+// fresh engine, pool and TieredCache with an empty host tier and an empty
+// folder of its own (<dir>/host2/cache), sharing nothing with the first
+// host but the Redis server. It serves each conversation's last prompt
+// again; its prefix comes from Redis, and its logits must equal the first
+// host's for that request bit for bit.
+//
 // Thread safety: RunDemo is a plain function; the progress callback runs on
 // the calling thread.
 #ifndef KVTIER_ENGINE_DEMO_H_
@@ -23,10 +31,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/model.h"
+#include "kvtier/remote_tier.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -72,6 +82,11 @@ struct DemoOptions {
   uint32_t pool_blocks = 0;
   // Host tier budget in bytes. Default 256 MiB.
   uint64_t host_bytes = 256ull << 20;
+  // The Redis tier both hosts share, or nullopt: no remote tier and no
+  // second host. Its `layout` is replaced by the model's K/V layout;
+  // `require_server_at_open` is forced on (a demo of a server that is not
+  // there shows nothing). Default nullopt.
+  std::optional<RemoteTierOptions> remote;
   // Clock, files and threads. Null: Env::Default(). Not owned.
   Env* env = nullptr;
 
@@ -87,6 +102,9 @@ DemoOptions QuickDemoOptions(std::string dir);
 // One request of the session.
 struct DemoRequest {
   uint32_t index = 0;  // 0-based, in serving order
+  // 1: the demo's host; 2: the second host (--remote), which serves each
+  // conversation's last prompt again with nothing but Redis in common.
+  uint32_t host = 1;
   uint32_t conversation = 0;
   uint32_t turn = 0;  // 0-based, over the whole conversation
   bool after_restart = false;
@@ -95,21 +113,24 @@ struct DemoRequest {
   size_t computed_tokens = 0;  // prompt tokens computed
   // Blocks of the reused prefix by where they came from. pool: the
   // sequence's own blocks, shared blocks and blocks the pool kept for an
-  // evicted sequence; host/disk: loaded through the TieredCache.
+  // evicted sequence; host/disk/remote: loaded through the TieredCache.
   size_t pool_blocks = 0;
   size_t host_blocks = 0;
   size_t disk_blocks = 0;
+  size_t remote_blocks = 0;
   // "none", or the tiers that supplied blocks joined by '+' ("pool+disk").
   std::string source;
   // Milliseconds. load: BlockPool::Allocate, including waiting for blocks
   // from the lower tiers; prefill: computing the prompt tokens not reused
   // (with the first token's logits); ttft: from the request to the first
-  // token chosen (load + prefill + argmax); recompute: ttft with no cache.
+  // token chosen (load + prefill + argmax); recompute: ttft with no cache
+  // (on the second host: the first host's figure for the same prompt).
   double load_ms = 0;
   double prefill_ms = 0;
   double ttft_ms = 0;
   double recompute_ttft_ms = 0;
-  // Logits compared (prompt + decode steps) and how many differed.
+  // Logits compared (prompt + decode steps) and how many differed: with
+  // the recomputation, or on the second host with the first host's.
   uint32_t logits_compared = 0;
   uint32_t logits_mismatched = 0;
   // First differing logit when one differs: where and the two values.
@@ -132,7 +153,13 @@ struct DemoReport {
   size_t reused_tokens = 0;
   size_t computed_tokens = 0;
   size_t pool_blocks_hit = 0, host_blocks_hit = 0, disk_blocks_hit = 0;
-  size_t disk_blocks_after_restart = 0;       // disk hits of the requests after the restart
+  size_t disk_blocks_after_restart = 0;  // disk hits of the requests after the restart
+  // --remote: prefix blocks Redis supplied (both hosts), those of the
+  // second host, and the blocks the caches wrote to Redis.
+  bool remote = false;
+  size_t remote_blocks_hit = 0;
+  size_t second_host_remote_blocks = 0;
+  uint64_t remote_blocks_stored = 0;
   double ttft_ms = 0, recompute_ttft_ms = 0;  // sums over the requests
   // Lower-tier traffic over the whole run (both cache instances).
   uint64_t blocks_stored = 0;
@@ -148,9 +175,10 @@ struct DemoReport {
 // What RunDemo reports while it runs.
 struct DemoEvent {
   enum class Kind : uint8_t {
-    kStart,    // message: what is about to run
-    kRequest,  // request: one request done
-    kRestart,  // message: the restart happened
+    kStart,       // message: what is about to run
+    kRequest,     // request: one request done
+    kRestart,     // message: the restart happened
+    kSecondHost,  // message: the second host is about to serve (--remote)
   };
   Kind kind = Kind::kStart;
   std::string message;
@@ -159,9 +187,10 @@ struct DemoEvent {
 };
 
 // Runs the session. A logits mismatch is not an error: the report says so
-// (bit_exact false). Errors: InvalidArgument for bad options,
-// FailedPrecondition if the folder holds something else, the tiers' and
-// pool's errors otherwise.
+// (bit_exact false). Errors: InvalidArgument for bad options (and a Redis
+// server that refuses the credentials), FailedPrecondition if the folder
+// holds something else, Unavailable when no Redis server answers, the
+// tiers' and pool's errors otherwise.
 Result<DemoReport> RunDemo(const DemoOptions& options,
                            const std::function<void(const DemoEvent&)>& progress = {});
 

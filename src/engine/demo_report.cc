@@ -30,6 +30,7 @@ std::string DemoReport::ToJson() const {
   json reqs = json::array();
   for (const DemoRequest& r : requests) {
     reqs.push_back({{"index", r.index},
+                    {"host", r.host},
                     {"conversation", r.conversation},
                     {"turn", r.turn},
                     {"after_restart", r.after_restart},
@@ -40,6 +41,7 @@ std::string DemoReport::ToJson() const {
                     {"pool_blocks", r.pool_blocks},
                     {"host_blocks", r.host_blocks},
                     {"disk_blocks", r.disk_blocks},
+                    {"remote_blocks", r.remote_blocks},
                     {"load_ms", r.load_ms},
                     {"prefill_ms", r.prefill_ms},
                     {"ttft_ms", r.ttft_ms},
@@ -76,6 +78,10 @@ std::string DemoReport::ToJson() const {
       {"host_blocks_hit", host_blocks_hit},
       {"disk_blocks_hit", disk_blocks_hit},
       {"disk_blocks_after_restart", disk_blocks_after_restart},
+      {"remote", remote},
+      {"remote_blocks_hit", remote_blocks_hit},
+      {"second_host_remote_blocks", second_host_remote_blocks},
+      {"remote_blocks_stored", remote_blocks_stored},
       {"ttft_ms", ttft_ms},
       {"recompute_ttft_ms", recompute_ttft_ms},
       {"ttft_speedup", Speedup(ttft_ms, recompute_ttft_ms)},
@@ -91,9 +97,10 @@ std::string DemoReport::ToJson() const {
 std::string FormatDemoTable(const DemoReport& rep) {
   std::string out;
   out +=
-      "  #  conv turn  prompt  reused  source          pool  host  disk  computed"
+      "  #  conv turn  prompt  reused  source             pool  host  disk  remote  computed"
       "  load_ms  prefill_ms  ttft_ms  recompute_ms  speedup  logits\n";
   bool restart_marked = false;
+  bool second_host_marked = false;
   for (const DemoRequest& r : rep.requests) {
     if (r.after_restart && !restart_marked) {
       out +=
@@ -101,24 +108,31 @@ std::string FormatDemoTable(const DemoReport& rep) {
           "--------------------------------------------\n";
       restart_marked = true;
     }
-    out += Pad(std::to_string(r.index + 1), 3) + "  " + Pad(std::to_string(r.conversation + 1), 4) +
-           " " + Pad(std::to_string(r.turn + 1), 4) + "  " +
-           Pad(std::to_string(r.prompt_tokens), 6) + "  " +
-           Pad(std::to_string(r.reused_tokens), 6) + "  " + Pad(r.source, 14, true) + "  " +
-           Pad(std::to_string(r.pool_blocks), 4) + "  " + Pad(std::to_string(r.host_blocks), 4) +
-           "  " + Pad(std::to_string(r.disk_blocks), 4) + "  " +
-           Pad(std::to_string(r.computed_tokens), 8) + "  " + Pad(Fixed(r.load_ms, 1), 7) + "  " +
-           Pad(Fixed(r.prefill_ms, 1), 10) + "  " + Pad(Fixed(r.ttft_ms, 1), 7) + "  " +
-           Pad(Fixed(r.recompute_ttft_ms, 1), 12) + "  " +
-           Pad(Fixed(Speedup(r.ttft_ms, r.recompute_ttft_ms), 1) + "x", 7) + "  " +
-           (r.logits_mismatched == 0 ? "identical" : "DIFFER") + "\n";
+    if (r.host == 2 && !second_host_marked) {
+      out +=
+          "  ------------------ second host: empty RAM, empty folder, same Redis "
+          "(logits vs the first host) ------------------\n";
+      second_host_marked = true;
+    }
+    out +=
+        Pad(std::to_string(r.index + 1), 3) + "  " + Pad(std::to_string(r.conversation + 1), 4) +
+        " " + Pad(std::to_string(r.turn + 1), 4) + "  " + Pad(std::to_string(r.prompt_tokens), 6) +
+        "  " + Pad(std::to_string(r.reused_tokens), 6) + "  " + Pad(r.source, 17, true) + "  " +
+        Pad(std::to_string(r.pool_blocks), 4) + "  " + Pad(std::to_string(r.host_blocks), 4) +
+        "  " + Pad(std::to_string(r.disk_blocks), 4) + "  " +
+        Pad(std::to_string(r.remote_blocks), 6) + "  " + Pad(std::to_string(r.computed_tokens), 8) +
+        "  " + Pad(Fixed(r.load_ms, 1), 7) + "  " + Pad(Fixed(r.prefill_ms, 1), 10) + "  " +
+        Pad(Fixed(r.ttft_ms, 1), 7) + "  " + Pad(Fixed(r.recompute_ttft_ms, 1), 12) + "  " +
+        Pad(Fixed(Speedup(r.ttft_ms, r.recompute_ttft_ms), 1) + "x", 7) + "  " +
+        (r.logits_mismatched == 0 ? "identical" : "DIFFER") + "\n";
   }
   out += "\n";
   out += "requests " + std::to_string(rep.requests.size()) + ": prompt tokens reused " +
          std::to_string(rep.reused_tokens) + ", computed " + std::to_string(rep.computed_tokens) +
          "; prefix blocks from pool " + std::to_string(rep.pool_blocks_hit) + ", host " +
          std::to_string(rep.host_blocks_hit) + ", disk " + std::to_string(rep.disk_blocks_hit) +
-         " (" + std::to_string(rep.disk_blocks_after_restart) + " after the restart)\n";
+         " (" + std::to_string(rep.disk_blocks_after_restart) + " after the restart)" +
+         (rep.remote ? ", remote " + std::to_string(rep.remote_blocks_hit) : "") + "\n";
   out += "time to first token: " + Fixed(rep.ttft_ms, 1) + " ms with the cache, " +
          Fixed(rep.recompute_ttft_ms, 1) + " ms recomputing everything (" +
          Fixed(Speedup(rep.ttft_ms, rep.recompute_ttft_ms), 1) + "x)\n";
@@ -126,8 +140,17 @@ std::string FormatDemoTable(const DemoReport& rep) {
          std::to_string(rep.pool_evicted_sequences) +
          " idle conversations evicted from the pool, " + std::to_string(rep.disk_bytes_written) +
          " bytes written to disk, " + std::to_string(rep.disk_entries_at_end) +
-         " blocks on disk at the end\n";
-  out += std::string("logits with the cache vs without: ") +
+         " blocks on disk at the end" +
+         (rep.remote ? ", " + std::to_string(rep.remote_blocks_stored) + " blocks written to Redis"
+                     : "") +
+         "\n";
+  if (rep.remote) {
+    out += "second host: " + std::to_string(rep.second_host_remote_blocks) +
+           " prefix blocks from Redis, with an empty host tier and an empty folder\n";
+  }
+  out += std::string(rep.remote ? "logits with the cache vs without (second host: vs the first "
+                                  "host's): "
+                                : "logits with the cache vs without: ") +
          (rep.bit_exact ? "identical, bit for bit, in every request"
                         : std::to_string(rep.mismatched_requests) + " request(s) DIFFER") +
          "\n";

@@ -197,6 +197,18 @@ TEST(DemoTest, ValidateNamesTheBadOption) {
   EXPECT_THAT(o.Validate().message(), HasSubstr("vocab"));
   o = SmallDemo("");
   EXPECT_THAT(o.Validate().message(), HasSubstr("dir"));
+  o = SmallDemo("x");
+  o.remote.emplace();
+  EXPECT_THAT(o.Validate().message(), HasSubstr("remote.url"));
+}
+
+// A second host needs the server: one that is not there is a clear error
+// at once, not a demo of misses.
+TEST(DemoTest, ARemoteServerNobodyRunsIsUnavailable) {
+  TempDir tmp;
+  DemoOptions o = SmallDemo(tmp.path() + "/demo");
+  o.remote.emplace().url = "redis://127.0.0.1:1";
+  EXPECT_THAT(RunDemo(o), StatusIs(StatusCode::kUnavailable));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <utility>
 
@@ -20,6 +21,20 @@ constexpr char kKeyDomain[] = "kvtier-replay-v1";  // hashed with its '\0'
 constexpr char kReplayModel[] = "kvtier-replay";
 // Load destinations per batch, in bytes (at least one block).
 constexpr uint64_t kLoadBatchBytes = uint64_t{256} << 20;
+
+// The counter of the tier that served a hit (REQUIRES: tier != kNone).
+uint64_t& CountTier(CacheTier tier, uint64_t* host, uint64_t* disk, uint64_t* remote) {
+  switch (tier) {
+    case CacheTier::kHost:
+      return *host;
+    case CacheTier::kDisk:
+      return *disk;
+    case CacheTier::kRemote:
+    case CacheTier::kNone:
+      break;
+  }
+  return *remote;
+}
 
 }  // namespace
 
@@ -38,6 +53,12 @@ Status RealReplayOptions::Validate() const {
   }
   Status s = layout.Validate();
   if (!s.ok()) return s.WithContext("RealReplayOptions.layout");
+  if (remote.has_value()) {
+    RemoteTierOptions r = *remote;
+    r.layout = layout;
+    s = r.Validate();
+    if (!s.ok()) return s.WithContext("RealReplayOptions.remote");
+  }
   return Status::Ok();
 }
 
@@ -65,11 +86,17 @@ Result<std::unique_ptr<RealReplayer>> RealReplayer::Create(Env* env, RealReplayO
   KVTIER_ASSIGN_OR_RETURN(KeyChain chain, KeyChain::Create(nso));
   const BlockKey ns = chain.ns();
 
-  // Every block file of the layout has the same size (fixed-width header
-  // fields, created_at 0): measure one.
-  KVTIER_ASSIGN_OR_RETURN(BlockBuffer probe,
-                          MakeBlockFile(options.layout, ReplayBlockKey(ns, 0), ns, ns));
+  // Every block file the replay writes has the same size (fixed-width
+  // header fields but created_at, which is one value per replay): measure
+  // one. A block another process wrote may carry a longer created_at: the
+  // load buffers take the longest, INT64_MIN's.
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer probe, MakeBlockFile(options.layout, ReplayBlockKey(ns, 0),
+                                                           ns, ns, options.created_at));
   const uint64_t file_bytes = probe.size();
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer widest,
+                          MakeBlockFile(options.layout, ReplayBlockKey(ns, 0), ns, ns,
+                                        std::numeric_limits<int64_t>::min()));
+  const uint64_t buffer_bytes = std::max(file_bytes, widest.size());
 
   if (!options.disk_dir.empty()) {
     Result<FileInfo> info = env->Stat(options.disk_dir);
@@ -106,16 +133,25 @@ Result<std::unique_ptr<RealReplayer>> RealReplayer::Create(Env* env, RealReplayO
     d.max_bytes = 0;  // the entry count bounds it (free disk still does)
     co.disk = d;
   }
+  if (options.remote.has_value()) {
+    co.remote = *options.remote;
+    co.remote->layout = options.layout;
+  }
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, TieredCache::Open(co, env));
   return std::unique_ptr<RealReplayer>(
-      new RealReplayer(env, std::move(options), ns, file_bytes, std::move(cache)));
+      new RealReplayer(env, std::move(options), ns, file_bytes, buffer_bytes, std::move(cache)));
 }
 
 RealReplayer::RealReplayer(Env* env, RealReplayOptions options, BlockKey ns,
-                           uint64_t block_file_bytes, std::unique_ptr<TieredCache> cache)
-    : env_(env), options_(std::move(options)), ns_(ns), cache_(std::move(cache)) {
+                           uint64_t block_file_bytes, uint64_t buffer_bytes,
+                           std::unique_ptr<TieredCache> cache)
+    : env_(env),
+      options_(std::move(options)),
+      ns_(ns),
+      buffer_bytes_(buffer_bytes),
+      cache_(std::move(cache)) {
   stats_.block_file_bytes = block_file_bytes;
-  batch_blocks_ = static_cast<size_t>(std::max<uint64_t>(1, kLoadBatchBytes / block_file_bytes));
+  batch_blocks_ = static_cast<size_t>(std::max<uint64_t>(1, kLoadBatchBytes / buffer_bytes));
 }
 
 RealReplayer::~RealReplayer() { (void)Finish(); }
@@ -133,7 +169,7 @@ Status RealReplayer::LoadBatch(const TraceRequest& r, size_t begin, size_t end, 
                                bool* in_prefix, std::vector<size_t>* misses) {
   const size_t n = end - begin;
   while (buffers_.size() < n) {
-    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(stats_.block_file_bytes));
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(buffer_bytes_));
     buffers_.push_back(std::move(b));
   }
   std::vector<std::span<std::byte>> dsts;
@@ -160,7 +196,7 @@ Status RealReplayer::LoadBatch(const TraceRequest& r, size_t begin, size_t end, 
     }
     stats_.bytes_loaded += lb.bytes;
     if (timed) stats_.prefix_bytes_loaded += lb.bytes;
-    (lb.tier == CacheTier::kHost ? c.ram_hits : c.disk_hits) += 1;
+    CountTier(lb.tier, &c.ram_hits, &c.disk_hits, &c.remote_hits) += 1;
     Status check = CheckBlockFile(std::span<const std::byte>(buffers_[i].data(), lb.bytes),
                                   options_.layout, keys_[index]);
     if (!check.ok()) {
@@ -175,7 +211,7 @@ Status RealReplayer::LoadBatch(const TraceRequest& r, size_t begin, size_t end, 
     if (*in_prefix) {
       const uint64_t tokens = BlockHitTokens(r, index);
       c.hit_tokens += tokens;
-      (lb.tier == CacheTier::kHost ? c.hit_tokens_ram : c.hit_tokens_disk) += tokens;
+      CountTier(lb.tier, &c.hit_tokens_ram, &c.hit_tokens_disk, &c.hit_tokens_remote) += tokens;
     }
   }
   return Status::Ok();
@@ -214,8 +250,8 @@ Status RealReplayer::StoreBlocks(const std::vector<size_t>& positions) {
   blocks.reserve(positions.size());
   for (size_t index : positions) {
     const BlockKey& parent = index == 0 ? ns_ : keys_[index - 1];
-    KVTIER_ASSIGN_OR_RETURN(BlockBuffer file,
-                            MakeBlockFile(options_.layout, keys_[index], parent, ns_));
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer file, MakeBlockFile(options_.layout, keys_[index], parent,
+                                                            ns_, options_.created_at));
     stats_.bytes_stored += file.size();
     store_keys.push_back(keys_[index]);
     blocks.push_back(std::make_shared<const BlockBuffer>(std::move(file)));
@@ -230,6 +266,7 @@ void RealReplayer::CollectCacheStats() {
   stats_.counts.disk_evictions = s.disk.has_value() ? s.disk->evictions : 0;
   stats_.bytes_to_disk = s.bytes_written_back + s.bytes_written_through;
   stats_.bytes_from_disk = s.bytes_loaded_disk;
+  stats_.bytes_from_remote = s.bytes_loaded_remote;
 }
 
 Status RealReplayer::Finish() {
@@ -238,7 +275,11 @@ Status RealReplayer::Finish() {
   // Counters first: Close() writes the dirty entries still in RAM down,
   // which is shutdown work, not replay traffic.
   CollectCacheStats();
-  return cache_->Close();
+  Status s = cache_->Close();
+  // After Close: it drains the remote write queue, and what it dropped
+  // then is part of what the next replay will miss.
+  if (options_.remote.has_value()) stats_.remote = cache_->Stats().remote;
+  return s;
 }
 
 }  // namespace kvtier::replay

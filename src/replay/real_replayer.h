@@ -4,8 +4,10 @@
 // Hash id h of the trace maps to the key SHA-256("kvtier-replay-v1\0" ||
 // namespace || u64 LE h), where the namespace is the KeyChain namespace of
 // model "kvtier-replay" and the layout; its block file holds the tensors
-// block_generator.h derives from the key (created_at 0, parent = the
-// previous block's key in the request, or the namespace). One trace block
+// block_generator.h derives from the key (created_at from the options,
+// parent = the previous block's key in the request, or the namespace). The
+// key depends on no run-specific input, so that two replays of one trace
+// in different processes share blocks through a remote tier. One trace block
 // (512 tokens) is one block of the layout, whatever the layout's own
 // block_tokens: the layout only sets the bytes a block carries.
 //
@@ -21,7 +23,11 @@
 // the metadata simulator's sequence of touches and inserts.
 //
 // The host tier holds ram_blocks block files; the disk tier (optional) at
-// most disk_blocks block files in a fresh folder.
+// most disk_blocks block files in a fresh folder; the remote tier
+// (optional, below disk) whatever its server holds: blocks an earlier
+// replay stored there are hits, which is the point of sharing a server
+// (DESIGN.md §7). A block the local tiers lack but Redis has counts as a
+// remote hit; the cache promotes it into the host tier.
 //
 // Thread safety: one thread drives a RealReplayer; the cache it owns uses
 // its own threads.
@@ -30,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +44,7 @@
 #include "kvtier/env.h"
 #include "kvtier/host_tier.h"
 #include "kvtier/layout.h"
+#include "kvtier/remote_tier.h"
 #include "kvtier/tiered_cache.h"
 #include "replay/simulator.h"
 #include "replay/trace_reader.h"
@@ -59,6 +67,13 @@ struct RealReplayOptions {
   HostEvictionPolicy policy = HostEvictionPolicy::kLru;
   // What a block holds. Must validate.
   ModelLayout layout;
+  // The remote tier below the local ones, or nullopt (default). Its
+  // `layout` is replaced by `layout`; the rest must validate.
+  std::optional<RemoteTierOptions> remote;
+  // created_at (unix seconds) of the block files the replay stores. Tools
+  // pass the wall clock, so that two processes sharing a server write
+  // different bytes for one key. Default 0.
+  int64_t created_at = 0;
   // TieredCache load threads. Default 0: one thread drives the replay, so
   // each Load does its disk part on that thread (the disk tier still reads
   // a batch on its own read threads) instead of paying a thread hand-off
@@ -77,6 +92,7 @@ struct RealReplayStats {
   uint64_t bytes_stored = 0;         // given to Store
   uint64_t bytes_to_disk = 0;        // handed to the disk tier (write-back)
   uint64_t bytes_from_disk = 0;      // loaded from the disk tier
+  uint64_t bytes_from_remote = 0;    // loaded from the remote tier
   double load_seconds = 0;           // time in prefix Loads, call until the future was ready
   uint64_t verified = 0;             // loaded blocks equal to the generated content
   uint64_t wrong = 0;                // loaded blocks that were not
@@ -84,6 +100,10 @@ struct RealReplayStats {
   // prefix_bytes_loaded / load_seconds in 1e9 bytes per second (0 without
   // loads).
   double LoadGBps() const;
+
+  // The remote tier's counters after Finish() (nullopt without one): what
+  // it stored, skipped as already present, dropped and found bad.
+  std::optional<RemoteTierStats> remote;
 };
 
 // The key replay uses for trace hash id `id` under namespace `ns`.
@@ -110,7 +130,7 @@ class RealReplayer {
 
  private:
   RealReplayer(Env* env, RealReplayOptions options, BlockKey ns, uint64_t block_file_bytes,
-               std::unique_ptr<TieredCache> cache);
+               uint64_t buffer_bytes, std::unique_ptr<TieredCache> cache);
   // Which part of a request a Load covers.
   enum class Phase : uint8_t {
     kPrefix,  // the matched prefix: timed, counted in load_GBps
@@ -129,6 +149,7 @@ class RealReplayer {
   Env* const env_;
   const RealReplayOptions options_;
   const BlockKey ns_;
+  const uint64_t buffer_bytes_;  // of a load buffer: the longest block file of the layout
   std::unique_ptr<TieredCache> cache_;
   RealReplayStats stats_;
   size_t batch_blocks_ = 1;

@@ -55,21 +55,24 @@ struct SimOptions {
 // Token and block counts of a replay (both payload modes fill it).
 struct ReplayCounts {
   uint64_t requests = 0;
-  uint64_t input_tokens = 0;     // Σ input_length
-  uint64_t hit_tokens = 0;       // Σ min(512 × match, input_length)
-  uint64_t hit_tokens_ram = 0;   // the part served by blocks found in RAM
-  uint64_t hit_tokens_disk = 0;  // ... found on disk
-  uint64_t blocks = 0;           // block accesses (Σ |hash_ids|)
-  uint64_t ram_hits = 0;         // accesses that found the block in RAM
-  uint64_t disk_hits = 0;        // accesses that found it on disk (promotions)
-  uint64_t inserts = 0;          // accesses that found it nowhere
-  uint64_t ram_evictions = 0;    // RAM victims (moved to disk when there is one)
-  uint64_t disk_evictions = 0;   // disk victims (dropped)
-  uint64_t ghost_hits = 0;       // inserts the reuse policy remembered
+  uint64_t input_tokens = 0;       // Σ input_length
+  uint64_t hit_tokens = 0;         // Σ min(512 × match, input_length)
+  uint64_t hit_tokens_ram = 0;     // the part served by blocks found in RAM
+  uint64_t hit_tokens_disk = 0;    // ... found on disk
+  uint64_t hit_tokens_remote = 0;  // ... found in the remote tier (real payload only)
+  uint64_t blocks = 0;             // block accesses (Σ |hash_ids|)
+  uint64_t ram_hits = 0;           // accesses that found the block in RAM
+  uint64_t disk_hits = 0;          // accesses that found it on disk (promotions)
+  uint64_t remote_hits = 0;        // accesses that found it in the remote tier only
+  uint64_t inserts = 0;            // accesses that found it nowhere
+  uint64_t ram_evictions = 0;      // RAM victims (moved to disk when there is one)
+  uint64_t disk_evictions = 0;     // disk victims (dropped)
+  uint64_t ghost_hits = 0;         // inserts the reuse policy remembered
 
   double HitRatio() const { return Ratio(hit_tokens); }
   double HitRatioRam() const { return Ratio(hit_tokens_ram); }
   double HitRatioDisk() const { return Ratio(hit_tokens_disk); }
+  double HitRatioRemote() const { return Ratio(hit_tokens_remote); }
   double Ratio(uint64_t tokens) const {
     return input_tokens == 0 ? 0.0
                              : static_cast<double>(tokens) / static_cast<double>(input_tokens);
