@@ -42,10 +42,11 @@ struct TieredBackingStoreCounters {
   uint64_t stored_blocks = 0;  // accepted by TieredCache::Store
   uint64_t store_errors = 0;   // refused by it
   uint64_t load_calls = 0;
-  uint64_t loaded_host = 0;   // blocks served by the host tier
-  uint64_t loaded_disk = 0;   // blocks served by the disk tier
-  uint64_t load_misses = 0;   // keys asked for and not served
-  uint64_t loaded_bytes = 0;  // block file bytes handed to the pool
+  uint64_t loaded_host = 0;    // blocks served by the host tier
+  uint64_t loaded_disk = 0;    // blocks served by the disk tier
+  uint64_t loaded_remote = 0;  // blocks served by the remote (Redis) tier
+  uint64_t load_misses = 0;    // keys asked for and not served
+  uint64_t loaded_bytes = 0;   // block file bytes handed to the pool
 };
 
 class TieredBackingStore final : public BlockBackingStore {
@@ -63,7 +64,7 @@ class TieredBackingStore final : public BlockBackingStore {
  private:
   struct Counters {
     std::atomic<uint64_t> match_calls{0}, stored_blocks{0}, store_errors{0}, load_calls{0},
-        loaded_host{0}, loaded_disk{0}, load_misses{0}, loaded_bytes{0};
+        loaded_host{0}, loaded_disk{0}, loaded_remote{0}, load_misses{0}, loaded_bytes{0};
   };
 
   explicit TieredBackingStore(TieredCache* cache) : cache_(cache) {}

@@ -467,6 +467,9 @@ TEST_P(CacheRemoteTest, EngineRecomputesPastADamagedRemoteBlock) {
   CacheStats sb = b.cache->Stats();
   EXPECT_EQ(sb.hits_remote, 2u);  // blocks 0 and 2 (the pool drops block 2)
   EXPECT_EQ(sb.remote_misses, 1u);
+  // The pool's store counts Redis as its own source, not as the disk.
+  EXPECT_EQ(b.store->counters().loaded_remote, 2u);
+  EXPECT_EQ(b.store->counters().loaded_disk, 0u);
   // The miss reached the pool only after the bad value was deleted, so the
   // recomputed block's Put cannot race with that delete.
   EXPECT_EQ(sb.remote->bad_values, 1u);

@@ -42,8 +42,10 @@ void TieredBackingStore::Load(std::span<const BlockKey> keys, BlockArrivalCallba
       (*deliver)(i, nullptr);
       return;
     }
-    (b.tier == CacheTier::kHost ? c.loaded_host : c.loaded_disk)
-        .fetch_add(1, std::memory_order_relaxed);
+    std::atomic<uint64_t>& served = b.tier == CacheTier::kHost   ? c.loaded_host
+                                    : b.tier == CacheTier::kDisk ? c.loaded_disk
+                                                                 : c.loaded_remote;
+    served.fetch_add(1, std::memory_order_relaxed);
     c.loaded_bytes.fetch_add(b.bytes, std::memory_order_relaxed);
     (*deliver)(i, b.block);
   };
@@ -69,6 +71,7 @@ TieredBackingStoreCounters TieredBackingStore::counters() const {
   out.load_calls = c.load_calls.load(std::memory_order_relaxed);
   out.loaded_host = c.loaded_host.load(std::memory_order_relaxed);
   out.loaded_disk = c.loaded_disk.load(std::memory_order_relaxed);
+  out.loaded_remote = c.loaded_remote.load(std::memory_order_relaxed);
   out.load_misses = c.load_misses.load(std::memory_order_relaxed);
   out.loaded_bytes = c.loaded_bytes.load(std::memory_order_relaxed);
   return out;

@@ -183,8 +183,8 @@ Result<Served> Serve(Serving* s, uint64_t seq, std::span<const uint32_t> prompt,
   const uint64_t active[1] = {seq};
   s->pool->SetActiveSequences(active);
   const TieredBackingStoreCounters before = s->store->counters();
-  // TieredBackingStoreCounters has no remote count (a remote hit is counted
-  // as loaded_disk): the cache's own counters tell disk and remote apart.
+  // Disk and remote blocks from the cache's own counters (hits_disk,
+  // hits_remote), host blocks from the pool's store.
   const CacheStats cache_before = s->cache->Stats();
   const uint64_t t0 = env->NowMicros();
   KVTIER_ASSIGN_OR_RETURN(PrefillResult got, s->engine->Prefill(seq, prompt));
