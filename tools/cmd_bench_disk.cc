@@ -3,9 +3,8 @@
 //
 //   kvtier bench disk --dir D (--layout P | --block-bytes N) --blocks M
 //                     [--threads T] [--durability checksum|fsync]
-//                     [--drop-caches] [--direct-io] [--rounds R] [--keep]
-//                     [--commit-batch-bytes N]
-//                     [--json]
+//                     [--drop-caches] [--read-io auto|buffered|direct]
+//                     [--commit-batch-bytes N] [--rounds R] [--keep] [--json]
 //
 // In one run, with the same M block files (generated in RAM first) and T
 // threads on both sides:
@@ -14,20 +13,23 @@
 //               before the rename and the folder after it, as the tier
 //               does), then one syncfs;
 //   our write   Store() of every block (T writer threads), Flush(), syncfs;
-//   raw read    T threads open, pread the whole file, close;
+//   raw read    T threads open, pread the whole file (buffered), close;
 //   our read    T threads Load() from a reopened tier, every block
 //               verified (structure, key, signature, checksum);
 //   reopen      time from Open() of the folder to the first hit served
 //               (the reconcile continues in the background), and to the
 //               end of that background reconcile.
 // --drop-caches drops the page cache (root) before each read and the reopen,
-// so reads are cold. --direct-io makes the tier read with O_DIRECT
-// (DiskTierOptions::direct_io_reads); the raw side reads buffered. The phases run --rounds times
-// (default 2), alternating which side goes first, and each side's best round is reported.
-// --block-bytes N uses a one-tensor U8 layout whose data section is N bytes.
+// so reads are cold. --read-io picks how the tier reads: auto (its defaults,
+// DiskTierOptions::direct_io_reads: O_DIRECT from direct_io_min_bytes),
+// buffered, or direct (O_DIRECT at every size). --commit-batch-bytes sets
+// DiskTierOptions::commit_batch_bytes. The phases run --rounds times
+// (default 2), alternating which side goes first, and each side's best
+// round is reported. --block-bytes N uses a one-tensor U8 layout whose data
+// section is N bytes.
 //   --json: {"blocks","block_bytes","write_GBps","read_GBps","reopen_s","reconcile_s",
 //   "raw_write_GBps","raw_read_GBps","write_ratio","read_ratio",
-//   "durability","threads","drop_caches"}
+//   "durability","threads","drop_caches","rounds","read_io","commit_batch_bytes"}
 #include <unistd.h>
 
 #include <atomic>
@@ -58,7 +60,7 @@ struct BenchDiskArgs {
   bool drop_caches = false;
   bool keep = false;
   uint32_t rounds = 2;
-  bool direct_io = false;
+  std::string read_io = "auto";
   uint64_t commit_batch_bytes = DiskTierOptions().commit_batch_bytes;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
@@ -254,7 +256,15 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   o.writer_threads = a.threads;
   o.read_threads = a.threads;
   o.durability = durability;
-  o.direct_io_reads = a.direct_io;
+  if (a.read_io == "direct") {
+    o.direct_io_reads = true;
+    o.direct_io_min_bytes = 0;
+  } else if (a.read_io == "buffered") {
+    o.direct_io_reads = false;
+  } else if (a.read_io != "auto") {
+    return ReportError(flags,
+                       Status::InvalidArgument("--read-io: expected auto, buffered or direct"));
+  }
   o.commit_batch_bytes = a.commit_batch_bytes;
   const bool fsync = durability == Durability::kFsync;
 
@@ -381,7 +391,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
                {"threads", a.threads},
                {"drop_caches", a.drop_caches},
                {"rounds", a.rounds},
-               {"direct_io", a.direct_io},
+               {"read_io", a.read_io},
                {"commit_batch_bytes", a.commit_batch_bytes}});
   } else {
     std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes, " << a.threads
@@ -407,7 +417,9 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--durability", a->durability, "checksum (default) or fsync");
   app->add_flag("--drop-caches", a->drop_caches, "Drop the page cache before reads (root)");
   app->add_flag("--keep", a->keep, "Keep the benchmark folders");
-  app->add_flag("--direct-io", a->direct_io, "The tier reads with O_DIRECT (the raw side never)");
+  app->add_option("--read-io", a->read_io,
+                  "How the tier reads: auto (its defaults: O_DIRECT from 1 MiB), buffered, "
+                  "direct (O_DIRECT at every size); the raw side always reads buffered");
   app->add_option("--commit-batch-bytes", a->commit_batch_bytes,
                   "Bytes a writer commits at once (DiskTierOptions::commit_batch_bytes; "
                   "default 1 MiB, 0 = one block)");
