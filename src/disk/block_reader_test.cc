@@ -47,7 +47,8 @@ class BlockReaderTest : public ::testing::TestWithParam<ReaderCase> {
   void WriteFile(const std::vector<std::byte>& bytes) {
     std::filesystem::create_directories(folder_.Subdir(key_.bytes[0]));
     std::ofstream f(folder_.BlockPath(key_), std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   }
 
   ReadOutcome Read(const IndexRow& row, std::vector<std::byte>* out) {
@@ -109,10 +110,10 @@ TEST_P(BlockReaderTest, RowThatDescribesAnotherFileIsBadAndMissingFileIsGone) {
   EXPECT_EQ(Read(other_key, &got), ReadOutcome::kBad);  // the header names key 42
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, BlockReaderTest,
-    ::testing::Values(ReaderCase{false, "Buffered"}, ReaderCase{true, "Direct"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Modes, BlockReaderTest,
+                         ::testing::Values(ReaderCase{false, "Buffered"},
+                                           ReaderCase{true, "Direct"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace kvtier::disk

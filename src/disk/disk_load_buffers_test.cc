@@ -319,9 +319,9 @@ TEST_P(LoadBuffersTest, BlocksOfEverySizeModuloAPageArriveIntact) {
   // the last partial page through its bounce buffer, never past the
   // buffer's end (ASan would see it).
   std::set<uint64_t> residues;
-  for (uint64_t data : {uint64_t{1}, uint64_t{3000}, uint64_t{4096}, uint64_t{8191},
-                        uint64_t{65536 + 17}, uint64_t{300'001},
-                        uint64_t{(1 << 20) + 3}, uint64_t{2'500'001}}) {
+  for (uint64_t data :
+       {uint64_t{1}, uint64_t{3000}, uint64_t{4096}, uint64_t{8191}, uint64_t{65536 + 17},
+        uint64_t{300'001}, uint64_t{(1 << 20) + 3}, uint64_t{2'500'001}}) {
     const ModelLayout l = BytesLayout(data);
     ASSERT_THAT(l.Validate(), IsOk());
     DiskTierOptions o = Options();

@@ -57,8 +57,7 @@ Status DiskTierImpl::CreateFolder(const std::string& path) {
     if (info->type == FileType::kSymlink && env_->CreateDir(path, options_.dir_permissions).ok()) {
       return Status::Ok();
     }
-    return Status::InvalidArgument("DiskTierOptions.dir: " + path +
-                                   " exists and is not a folder");
+    return Status::InvalidArgument("DiskTierOptions.dir: " + path + " exists and is not a folder");
   }
   if (!info.status().IsNotFound()) return info.status();
   KVTIER_RETURN_IF_ERROR(env_->CreateDirs(path, options_.dir_permissions));
