@@ -3,9 +3,9 @@
 //
 //   kvtier bench disk --dir D (--layout P | --block-bytes N) --blocks M
 //                     [--threads T] [--durability checksum|fsync]
-//                     [--drop-caches] [--direct-io] [--rounds R] [--keep]
-//                     [--commit-batch-bytes N]
-//                     [--json]
+//                     [--drop-caches] [--read-io auto|buffered|direct]
+//                     [--read-api load|load-buffers [--batch-keys K]]
+//                     [--commit-batch-bytes N] [--rounds R] [--keep] [--json]
 //
 // In one run, with the same M block files (generated in RAM first) and T
 // threads on both sides:
@@ -14,26 +14,38 @@
 //               before the rename and the folder after it, as the tier
 //               does), then one syncfs;
 //   our write   Store() of every block (T writer threads), Flush(), syncfs;
-//   raw read    T threads open, pread the whole file, close;
+//   raw read    T threads open, pread the whole file (buffered), close;
 //   our read    T threads Load() from a reopened tier, every block
-//               verified (structure, key, signature, checksum);
+//               verified (structure, key, signature, checksum); with
+//               --read-api load-buffers, one caller LoadBuffers() K keys at
+//               a time (the restore path's call: one index query per batch)
+//               into recycled buffers, T threads reading in all (T - 1 read
+//               threads and the caller);
 //   reopen      time from Open() of the folder to the first hit served
 //               (the reconcile continues in the background), and to the
 //               end of that background reconcile.
 // --drop-caches drops the page cache (root) before each read and the reopen,
-// so reads are cold. --direct-io makes the tier read with O_DIRECT
-// (DiskTierOptions::direct_io_reads); the raw side reads buffered. The phases run --rounds times
-// (default 2), alternating which side goes first, and each side's best round is reported.
-// --block-bytes N uses a one-tensor U8 layout whose data section is N bytes.
+// so reads are cold. --read-io picks how the tier reads: auto (its defaults,
+// DiskTierOptions::direct_io_reads: O_DIRECT from direct_io_min_bytes),
+// buffered, or direct (O_DIRECT at every size). --commit-batch-bytes sets
+// DiskTierOptions::commit_batch_bytes. The phases run --rounds times
+// (default 2), alternating which side goes first, and each side's best
+// round is reported. --block-bytes N uses a one-tensor U8 layout whose data
+// section is N bytes.
 //   --json: {"blocks","block_bytes","write_GBps","read_GBps","reopen_s","reconcile_s",
 //   "raw_write_GBps","raw_read_GBps","write_ratio","read_ratio",
-//   "durability","threads","drop_caches"}
+//   "durability","threads","drop_caches","rounds","read_io","read_api","batch_keys",
+//   "commit_batch_bytes"}
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <optional>
+#include <span>
 #include <thread>
 
 #include "command.h"
@@ -58,7 +70,9 @@ struct BenchDiskArgs {
   bool drop_caches = false;
   bool keep = false;
   uint32_t rounds = 2;
-  bool direct_io = false;
+  std::string read_io = "auto";
+  std::string read_api = "load";
+  uint64_t batch_keys = 64;
   uint64_t commit_batch_bytes = DiskTierOptions().commit_batch_bytes;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
@@ -254,7 +268,21 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   o.writer_threads = a.threads;
   o.read_threads = a.threads;
   o.durability = durability;
-  o.direct_io_reads = a.direct_io;
+  if (a.read_io == "direct") {
+    o.direct_io_reads = true;
+    o.direct_io_min_bytes = 0;
+  } else if (a.read_io == "buffered") {
+    o.direct_io_reads = false;
+  } else if (a.read_io != "auto") {
+    return ReportError(flags,
+                       Status::InvalidArgument("--read-io: expected auto, buffered or direct"));
+  }
+  if (a.read_api != "load" && a.read_api != "load-buffers") {
+    return ReportError(flags, Status::InvalidArgument("--read-api: expected load or load-buffers"));
+  }
+  if (a.batch_keys == 0) {
+    return ReportError(flags, Status::InvalidArgument("--batch-keys: must be > 0"));
+  }
   o.commit_batch_bytes = a.commit_batch_bytes;
   const bool fsync = durability == Durability::kFsync;
 
@@ -291,7 +319,53 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     KVTIER_RETURN_IF_ERROR(RawRead(env, raw_dir, keys, max_size, a.threads));
     return Seconds(t0, Clock::now());
   };
+  auto our_read_buffers = [&]() -> Result<double> {
+    DiskTierOptions ro = o;
+    ro.reconcile_on_open = false;
+    ro.read_threads = a.threads - 1;  // the caller reads too: T threads in all
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(ro, env));
+    if (a.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    // Recycled buffers, as the restore path's pool gives (every bench block
+    // has the same size).
+    std::mutex mu;
+    std::vector<BlockBuffer> free_bufs;
+    std::atomic<uint64_t> hits{0};
+    std::atomic<bool> failed{false};
+    auto alloc = [&](size_t bytes) -> Result<BlockBuffer> {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (!free_bufs.empty() && free_bufs.back().size() == bytes) {
+          BlockBuffer b = std::move(free_bufs.back());
+          free_bufs.pop_back();
+          return b;
+        }
+      }
+      return BlockBuffer::Allocate(bytes);
+    };
+    auto done = [&](size_t, Result<std::optional<BlockBuffer>> r) {
+      if (!r.ok() || !r->has_value()) {
+        failed.store(true);
+        return;
+      }
+      ++hits;
+      std::lock_guard<std::mutex> l(mu);
+      free_bufs.push_back(std::move(**r));
+    };
+    auto t0 = Clock::now();
+    for (size_t begin = 0; begin < keys.size(); begin += a.batch_keys) {
+      const size_t n = std::min<size_t>(a.batch_keys, keys.size() - begin);
+      tier->LoadBuffers(std::span<const BlockKey>(keys).subspan(begin, n), alloc, done);
+    }
+    double secs = Seconds(t0, Clock::now());
+    if (failed.load() || hits.load() != keys.size()) {
+      return Status::Internal("only " + std::to_string(hits.load()) + " of " +
+                              std::to_string(keys.size()) + " blocks read back");
+    }
+    KVTIER_RETURN_IF_ERROR(tier->Close());
+    return secs;
+  };
   auto our_read = [&]() -> Result<double> {
+    if (a.read_api == "load-buffers") return our_read_buffers();
     DiskTierOptions ro = o;
     ro.reconcile_on_open = false;  // a reconcile pass would compete with the reads
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(ro, env));
@@ -381,7 +455,9 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
                {"threads", a.threads},
                {"drop_caches", a.drop_caches},
                {"rounds", a.rounds},
-               {"direct_io", a.direct_io},
+               {"read_io", a.read_io},
+               {"read_api", a.read_api},
+               {"batch_keys", a.batch_keys},
                {"commit_batch_bytes", a.commit_batch_bytes}});
   } else {
     std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes, " << a.threads
@@ -407,7 +483,15 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--durability", a->durability, "checksum (default) or fsync");
   app->add_flag("--drop-caches", a->drop_caches, "Drop the page cache before reads (root)");
   app->add_flag("--keep", a->keep, "Keep the benchmark folders");
-  app->add_flag("--direct-io", a->direct_io, "The tier reads with O_DIRECT (the raw side never)");
+  app->add_option("--read-io", a->read_io,
+                  "How the tier reads: auto (its defaults: O_DIRECT from 1 MiB), buffered, "
+                  "direct (O_DIRECT at every size); the raw side always reads buffered");
+  app->add_option("--read-api", a->read_api,
+                  "How the tier is read: load (Load() per key on T threads, default) or "
+                  "load-buffers (LoadBuffers() of --batch-keys keys at a time into recycled "
+                  "buffers, the restore path's call)");
+  app->add_option("--batch-keys", a->batch_keys,
+                  "Keys per LoadBuffers() call with --read-api load-buffers (default 64)");
   app->add_option("--commit-batch-bytes", a->commit_batch_bytes,
                   "Bytes a writer commits at once (DiskTierOptions::commit_batch_bytes; "
                   "default 1 MiB, 0 = one block)");

@@ -137,12 +137,19 @@ struct DiskTierOptions {
   Durability durability = Durability::kChecksum;
 
   // --- Reads ------------------------------------------------------------
-  // Read with O_DIRECT when the destination buffer is 4096-byte aligned and
-  // large enough for the block rounded up to 4096 bytes (file systems that
-  // refuse O_DIRECT fall back to buffered reads). Default false.
-  bool direct_io_reads = false;
-  // Threads LoadMany() reads with (the caller's thread helps too).
-  // 0 = LoadMany() reads on the caller's thread only. Default 4.
+  // Read blocks of at least direct_io_min_bytes with O_DIRECT when the
+  // destination buffer is 4096-byte aligned (BlockBuffers always are; file
+  // systems that refuse O_DIRECT fall back to buffered reads). A large
+  // block then skips the page cache, and the kernel's copy out of it, which
+  // a restore would only pay for twice: the host tier is the RAM cache.
+  // `kvtier bench disk` measured 0.91-1.36x the raw buffered cold read
+  // with it against 0.76-0.93x without, for 3 MiB blocks. Default true.
+  bool direct_io_reads = true;
+  // Smaller blocks are read through the page cache (O_DIRECT only adds
+  // latency to a small read). Default 1 MiB.
+  uint64_t direct_io_min_bytes = 1 << 20;
+  // Threads LoadMany() and LoadBuffers() read with (the caller's thread
+  // helps too). 0 = they read on the caller's thread only. Default 4.
   uint32_t read_threads = 4;
 
   // --- Index and maintenance --------------------------------------------

@@ -7,7 +7,6 @@
 #include <new>
 
 #include "core/saturating_time.h"
-#include "disk/header_hash.h"
 #include "disk/reconcile.h"
 
 namespace kvtier {
@@ -30,6 +29,7 @@ Result<std::unique_ptr<DiskTier>> OpenWithKillHook(const DiskTierOptions& option
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<DiskTier>(std::move(tier));
 }
+
 namespace {
 
 constexpr size_t kTouchFlushThreshold = 4096;
@@ -48,18 +48,16 @@ DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, Env* env, KillHook ki
 
 DiskTierImpl::~DiskTierImpl() { (void)Close(); }
 
-void DiskTierImpl::Hook(DiskKillPoint point) {
-  if (kill_hook_) kill_hook_(point);
-}
-
 Status DiskTierImpl::CreateFolder(const std::string& path) {
   auto info = env_->Stat(path);
   if (info.ok()) {
-    if (info->type != FileType::kDirectory) {
-      return Status::InvalidArgument("DiskTierOptions.dir: " + path +
-                                     " exists and is not a folder");
+    if (info->type == FileType::kDirectory) return Status::Ok();
+    // A symlink to a folder is a folder (CreateDir follows it and succeeds
+    // only if it leads to one).
+    if (info->type == FileType::kSymlink && env_->CreateDir(path, options_.dir_permissions).ok()) {
+      return Status::Ok();
     }
-    return Status::Ok();
+    return Status::InvalidArgument("DiskTierOptions.dir: " + path + " exists and is not a folder");
   }
   if (!info.status().IsNotFound()) return info.status();
   KVTIER_RETURN_IF_ERROR(env_->CreateDirs(path, options_.dir_permissions));
@@ -154,6 +152,7 @@ Status DiskTierImpl::Init() {
   readers_ = std::make_unique<ParallelRunner>(env_, options_.read_threads);
   BlockReaderOptions ro;
   ro.direct_io = options_.direct_io_reads;
+  ro.direct_io_min_bytes = options_.direct_io_min_bytes;
   reader_ = std::make_unique<BlockReader>(env_, &layout_, &options_.layout_signature, ro);
   for (uint32_t i = 0; i < options_.writer_threads; ++i) {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));

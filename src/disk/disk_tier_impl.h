@@ -73,7 +73,6 @@ class DiskTierImpl final : public DiskTier {
   Status Close() override;
 
  private:
-  void Hook(DiskKillPoint point);
   Status CreateFolder(const std::string& path);
   Status OpenIndex();
 

@@ -495,5 +495,30 @@ TEST(DiskTierTest, OpenRejectsBadOptionsNamingTheField) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("env")));
 }
 
+// Issue 12 item 5: a cache folder given through a symlink was refused.
+TEST(DiskTierTest, SymlinkToAFolderWorksAsTheFolderAndOtherSymlinksDoNot) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("real"));
+  std::filesystem::create_directory_symlink(dir.Sub("real"), dir.Sub("link"));
+  SharedBlock b = MakeTestBlock(1);
+  {
+    auto tier = OpenOrDie(TestOptions(dir.Sub("link")));
+    ASSERT_NE(tier, nullptr);
+    ASSERT_THAT(tier->Store(TestBlockKey(1), b), IsOk());
+    ASSERT_THAT(tier->Flush(), IsOk());
+  }
+  EXPECT_TRUE(std::filesystem::is_regular_file(BlockFilePath(dir.Sub("real"), TestBlockKey(1))));
+  auto tier = OpenOrDie(TestOptions(dir.Sub("real")));
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(1)), Bytes(b));
+  { std::ofstream(dir.Sub("file")) << "x"; }
+  std::filesystem::create_symlink(dir.Sub("file"), dir.Sub("file_link"));
+  std::filesystem::create_symlink(dir.Sub("nowhere"), dir.Sub("dangling"));
+  for (const char* name : {"file_link", "dangling"}) {
+    EXPECT_THAT(DiskTier::Open(TestOptions(dir.Sub(name)), Env::Default()),
+                StatusIs(StatusCode::kInvalidArgument, HasSubstr("not a folder")))
+        << name;
+  }
+}
+
 }  // namespace
 }  // namespace kvtier
