@@ -43,12 +43,12 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
 
 #include "command.h"
+#include "core/mutex.h"
 #include "disk/folder_layout.h"
 #include "disk/quarantine.h"
 #include "kvtier/block_key.h"
@@ -327,13 +327,13 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     if (a.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
     // Recycled buffers, as the restore path's pool gives (every bench block
     // has the same size).
-    std::mutex mu;
+    Mutex mu;
     std::vector<BlockBuffer> free_bufs;
     std::atomic<uint64_t> hits{0};
     std::atomic<bool> failed{false};
     auto alloc = [&](size_t bytes) -> Result<BlockBuffer> {
       {
-        std::lock_guard<std::mutex> l(mu);
+        MutexLock l(&mu);
         if (!free_bufs.empty() && free_bufs.back().size() == bytes) {
           BlockBuffer b = std::move(free_bufs.back());
           free_bufs.pop_back();
@@ -348,7 +348,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
         return;
       }
       ++hits;
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(&mu);
       free_bufs.push_back(std::move(**r));
     };
     auto t0 = Clock::now();
