@@ -19,7 +19,8 @@
 // Ownership: the cache is not owned; it must outlive the adapter, and the
 // adapter every pool using it (a pool waits for its loads when destroyed).
 // Thread safety: every method may be called from any thread, as
-// BlockBackingStore requires; one mutex guards the list of loads in flight.
+// BlockBackingStore requires; one mutex (in Inflight, tiered_backing_store.cc)
+// guards the list of loads in flight.
 #ifndef KVTIER_TIERED_BACKING_STORE_H_
 #define KVTIER_TIERED_BACKING_STORE_H_
 
@@ -27,7 +28,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
@@ -67,14 +67,15 @@ class TieredBackingStore final : public BlockBackingStore {
         loaded_host{0}, loaded_disk{0}, loaded_remote{0}, load_misses{0}, loaded_bytes{0};
   };
 
-  explicit TieredBackingStore(TieredCache* cache) : cache_(cache) {}
+  // The loads whose callbacks may still run, under their mutex. Defined in
+  // the .cc: a public header cannot include core's annotated Mutex.
+  struct Inflight;
+
+  explicit TieredBackingStore(TieredCache* cache);
 
   TieredCache* const cache_;
   Counters counters_;
-  std::mutex mu_;
-  // Loads whose callbacks may still run; finished ones are dropped as new
-  // ones start.
-  std::vector<LoadFuture> inflight_;  // guarded by mu_
+  const std::unique_ptr<Inflight> inflight_;
 };
 
 }  // namespace kvtier

@@ -2,8 +2,21 @@
 #include "kvtier/tiered_backing_store.h"
 
 #include <utility>
+#include <vector>
+
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
 
 namespace kvtier {
+
+struct TieredBackingStore::Inflight {
+  Mutex mu;
+  // Finished loads are dropped as new ones start.
+  std::vector<LoadFuture> futures GUARDED_BY(mu);
+};
+
+TieredBackingStore::TieredBackingStore(TieredCache* cache)
+    : cache_(cache), inflight_(std::make_unique<Inflight>()) {}
 
 Result<std::unique_ptr<TieredBackingStore>> TieredBackingStore::Create(TieredCache* cache) {
   if (cache == nullptr) return Status::InvalidArgument("TieredBackingStore: cache is null");
@@ -12,9 +25,13 @@ Result<std::unique_ptr<TieredBackingStore>> TieredBackingStore::Create(TieredCac
 
 TieredBackingStore::~TieredBackingStore() {
   // Each future waits for its load's callbacks (all done by now unless a
-  // pool outlived this adapter).
-  std::lock_guard<std::mutex> lock(mu_);
-  inflight_.clear();
+  // pool outlived this adapter): outside the lock.
+  std::vector<LoadFuture> futures;
+  {
+    MutexLock lock(&inflight_->mu);
+    futures.swap(inflight_->futures);
+  }
+  futures.clear();
 }
 
 size_t TieredBackingStore::Match(std::span<const BlockKey> keys) {
@@ -56,10 +73,10 @@ void TieredBackingStore::Load(std::span<const BlockKey> keys, BlockArrivalCallba
     for (size_t i = 0; i < keys.size(); ++i) (*deliver)(i, nullptr);
     return;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&inflight_->mu);
   // A finished load's future holds nothing (the callback had the blocks).
-  std::erase_if(inflight_, [](const LoadFuture& f) { return f.Ready(); });
-  inflight_.push_back(std::move(future).value());
+  std::erase_if(inflight_->futures, [](const LoadFuture& f) { return f.Ready(); });
+  inflight_->futures.push_back(std::move(future).value());
 }
 
 TieredBackingStoreCounters TieredBackingStore::counters() const {
