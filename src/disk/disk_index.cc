@@ -55,6 +55,9 @@ constexpr std::string_view kTouchIfSame =
 constexpr std::string_view kDeleteIfSame =
     "DELETE FROM blocks WHERE key = ?1 AND sig = ?2 AND size = ?3 AND created_at = ?4 AND "
     "header_hash = ?5";
+constexpr std::string_view kReplaceIfSame =
+    "UPDATE blocks SET sig = ?6, size = ?7, created_at = ?8, header_hash = ?9 WHERE key = ?1 AND "
+    "sig = ?2 AND size = ?3 AND created_at = ?4 AND header_hash = ?5";
 constexpr std::string_view kSelectColumns =
     "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key IN (";
 // LookupMany pads each chunk to one of these sizes, so a connection keeps
@@ -369,12 +372,20 @@ Result<std::vector<std::optional<IndexRow>>> DiskIndex::LookupMany(std::span<con
 }
 
 Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
-  if (rows.empty()) return Status::Ok();
+  return UpsertIf(rows, FileCheck()).status();
+}
+
+Result<std::vector<bool>> DiskIndex::UpsertIf(std::span<const IndexRow> rows,
+                                              const FileCheck& describes_file) {
+  std::vector<bool> written(rows.size(), false);
+  if (rows.empty()) return written;
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
   Transaction tx(db.get());
   KVTIER_RETURN_IF_ERROR(tx.Begin());
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kUpsert));
-  for (const IndexRow& r : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const IndexRow& r = rows[i];
+    if (describes_file && !describes_file(r)) continue;
     StatementScope scope(stmt);
     stmt->BindBlob(1, KeyBlob(r.key));
     stmt->BindInt64(2, r.sig_id);
@@ -383,8 +394,10 @@ Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
     stmt->BindInt64(5, r.last_access_us);
     stmt->BindInt64(6, static_cast<int64_t>(r.header_hash));
     KVTIER_RETURN_IF_ERROR(stmt->Run());
+    written[i] = true;
   }
-  return tx.Commit();
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return written;
 }
 
 Status DiskIndex::Touch(std::span<const std::pair<BlockKey, int64_t>> touches) {
@@ -464,6 +477,30 @@ Result<bool> DiskIndex::DeleteIfSame(const IndexRow& row) {
   }
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return deleted;
+}
+
+Result<bool> DiskIndex::ReplaceIfSame(const IndexRow& old_row, const IndexRow& new_row) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kReplaceIfSame));
+  bool replaced = false;
+  {
+    StatementScope scope(stmt);
+    stmt->BindBlob(1, KeyBlob(old_row.key));
+    stmt->BindInt64(2, old_row.sig_id);
+    stmt->BindInt64(3, static_cast<int64_t>(old_row.size));
+    stmt->BindInt64(4, old_row.created_at_us);
+    stmt->BindInt64(5, static_cast<int64_t>(old_row.header_hash));
+    stmt->BindInt64(6, new_row.sig_id);
+    stmt->BindInt64(7, static_cast<int64_t>(new_row.size));
+    stmt->BindInt64(8, new_row.created_at_us);
+    stmt->BindInt64(9, static_cast<int64_t>(new_row.header_hash));
+    KVTIER_RETURN_IF_ERROR(stmt->Run());
+    replaced = db->Changes() > 0;
+  }
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return replaced;
 }
 
 Result<uint64_t> DiskIndex::DeleteAll() {
