@@ -192,6 +192,13 @@ TEST(DiskRaceTest, RowOfAFileEvictedBeforeItCommitsLeavesTheRowOfTheFileInItsPla
   second_gate.Release();
   ASSERT_THAT(second->Flush(), IsOk());
 
+  // Before any load could mend it: the row describes v3.
+  auto index = disk::DiskIndex::Open(dir.path() + "/index.sqlite", disk::IndexOptions{});
+  ASSERT_THAT(index, IsOk());
+  auto row = (*index)->Lookup(key);
+  ASSERT_THAT(row, IsOk());
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->header_hash, disk::HeaderHash(v3->span()));
   for (DiskTier* t : {first.get(), second.get(), third.get()}) {
     EXPECT_EQ(LoadBytes(t, key), Bytes(v3));
     EXPECT_EQ(t->Stats().quarantined, 0u);
