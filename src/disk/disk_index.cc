@@ -128,6 +128,14 @@ Status DeleteRow(SqliteDb* db, const BlockKey& key) {
   return stmt->Run();
 }
 
+// Asks for WAL mode; the journal mode now in force.
+Result<std::string> JournalModeWal(SqliteDb* db) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * jm, db->Prepare("PRAGMA journal_mode=WAL"));
+  StatementScope scope(jm);
+  KVTIER_ASSIGN_OR_RETURN(bool row, jm->Step());
+  return row ? jm->ColumnText(0) : std::string();
+}
+
 }  // namespace
 
 uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
@@ -204,15 +212,23 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
   if (options.read_only) return OpenReadOnly(std::move(index));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, index->OpenConnection());
   // The first statement reads the file header: NOTADB/CORRUPT show up here.
-  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * jm, db->Prepare("PRAGMA journal_mode=WAL"));
-  {
-    StatementScope scope(jm);
-    KVTIER_ASSIGN_OR_RETURN(bool row, jm->Step());
-    std::string mode = row ? jm->ColumnText(0) : "";
-    if (mode != "wal") {
-      return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode +
-                              ")");
+  // Processes opening a new index at once all read it in rollback mode and
+  // each needs an exclusive lock to switch it to WAL: SQLite refuses all
+  // but one at once (waiting would deadlock). A refused one holds no lock
+  // once its statement is reset, so its next try waits (busy timeout) for
+  // the switch and then finds WAL (a bounded few tries for openers that
+  // keep arriving while the file is new).
+  constexpr int kJournalModeTries = 16;
+  std::string mode;
+  for (int attempt = 1;; ++attempt) {
+    Result<std::string> m = JournalModeWal(db.get());
+    if (m.ok() || !m.status().IsUnavailable() || attempt == kJournalModeTries) {
+      KVTIER_ASSIGN_OR_RETURN(mode, std::move(m));
+      break;
     }
+  }
+  if (mode != "wal") {
+    return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode + ")");
   }
   KVTIER_ASSIGN_OR_RETURN(int64_t version, db->QueryInt("PRAGMA user_version"));
   if (version == 0) {
