@@ -105,6 +105,11 @@ class ProgressReporter {
   uint64_t last_ = 0;
 };
 
+int OpenFailed(const Status& s) {
+  std::fprintf(stderr, "child %d: open: %s\n", getpid(), s.ToString().c_str());
+  return kExitSetup;
+}
+
 bool LoadAndCheck(DiskTier* tier, const BlockKey& key, bool* wrong) {
   std::vector<std::byte> buf(16384);
   auto r = tier->Load(key, buf);
@@ -118,7 +123,7 @@ bool LoadAndCheck(DiskTier* tier, const BlockKey& key, bool* wrong) {
 
 int RunStoreLoop() {
   auto tier = DiskTier::Open(ChildOptions(), ChildEnv());
-  if (!tier.ok()) return kExitSetup;
+  if (!tier.ok()) return OpenFailed(tier.status());
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
   ProgressReporter progress;
   bool wrong = false;
@@ -143,7 +148,7 @@ int RunKillPoint() {
     if (arrivals->fetch_add(1) + 1 == kill_at) kill(getpid(), SIGKILL);
   };
   auto tier = disk::OpenWithKillHook(o, ChildEnv(), std::move(hook));
-  if (!tier.ok()) return kExitSetup;
+  if (!tier.ok()) return OpenFailed(tier.status());
   const uint64_t base = GetU64("KVTIER_DISK_SEED", 0) * 1'000'000;
   for (uint64_t i = 0; i < 1000; ++i) {
     BlockKey key = TestBlockKey(base + i);
@@ -157,7 +162,7 @@ int RunKillPoint() {
 
 int RunShare() {
   auto tier = DiskTier::Open(ChildOptions(), ChildEnv());
-  if (!tier.ok()) return kExitSetup;
+  if (!tier.ok()) return OpenFailed(tier.status());
   std::mt19937_64 rng(GetU64("KVTIER_DISK_SEED", 1));
   const uint64_t keys = GetU64("KVTIER_DISK_KEYS", 100);
   const uint64_t ops = GetU64("KVTIER_DISK_OPS", 100);
@@ -185,7 +190,7 @@ int RunSynth() {
   DiskTierOptions o = ChildOptions();
   o.reconcile_on_open = false;  // as `kvtier synth --cache` by default
   auto tier = DiskTier::Open(o, ChildEnv());
-  if (!tier.ok()) return kExitSetup;
+  if (!tier.ok()) return OpenFailed(tier.status());
   const uint64_t keys = GetU64("KVTIER_DISK_KEYS", 100);
   std::vector<uint64_t> order(keys);
   for (uint64_t i = 0; i < keys; ++i) order[i] = i;

@@ -55,6 +55,9 @@ constexpr std::string_view kTouchIfSame =
 constexpr std::string_view kDeleteIfSame =
     "DELETE FROM blocks WHERE key = ?1 AND sig = ?2 AND size = ?3 AND created_at = ?4 AND "
     "header_hash = ?5";
+constexpr std::string_view kReplaceIfSame =
+    "UPDATE blocks SET sig = ?6, size = ?7, created_at = ?8, header_hash = ?9 WHERE key = ?1 AND "
+    "sig = ?2 AND size = ?3 AND created_at = ?4 AND header_hash = ?5";
 constexpr std::string_view kSelectColumns =
     "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key IN (";
 // LookupMany pads each chunk to one of these sizes, so a connection keeps
@@ -123,6 +126,14 @@ Status DeleteRow(SqliteDb* db, const BlockKey& key) {
   StatementScope scope(stmt);
   stmt->BindBlob(1, KeyBlob(key));
   return stmt->Run();
+}
+
+// Asks for WAL mode; the journal mode now in force.
+Result<std::string> JournalModeWal(SqliteDb* db) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * jm, db->Prepare("PRAGMA journal_mode=WAL"));
+  StatementScope scope(jm);
+  KVTIER_ASSIGN_OR_RETURN(bool row, jm->Step());
+  return row ? jm->ColumnText(0) : std::string();
 }
 
 }  // namespace
@@ -201,15 +212,23 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
   if (options.read_only) return OpenReadOnly(std::move(index));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, index->OpenConnection());
   // The first statement reads the file header: NOTADB/CORRUPT show up here.
-  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * jm, db->Prepare("PRAGMA journal_mode=WAL"));
-  {
-    StatementScope scope(jm);
-    KVTIER_ASSIGN_OR_RETURN(bool row, jm->Step());
-    std::string mode = row ? jm->ColumnText(0) : "";
-    if (mode != "wal") {
-      return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode +
-                              ")");
+  // Processes opening a new index at once all read it in rollback mode and
+  // each needs an exclusive lock to switch it to WAL: SQLite refuses all
+  // but one at once (waiting would deadlock). A refused one holds no lock
+  // once its statement is reset, so its next try waits (busy timeout) for
+  // the switch and then finds WAL (a bounded few tries for openers that
+  // keep arriving while the file is new).
+  constexpr int kJournalModeTries = 16;
+  std::string mode;
+  for (int attempt = 1;; ++attempt) {
+    Result<std::string> m = JournalModeWal(db.get());
+    if (m.ok() || !m.status().IsUnavailable() || attempt == kJournalModeTries) {
+      KVTIER_ASSIGN_OR_RETURN(mode, std::move(m));
+      break;
     }
+  }
+  if (mode != "wal") {
+    return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode + ")");
   }
   KVTIER_ASSIGN_OR_RETURN(int64_t version, db->QueryInt("PRAGMA user_version"));
   if (version == 0) {
@@ -369,12 +388,20 @@ Result<std::vector<std::optional<IndexRow>>> DiskIndex::LookupMany(std::span<con
 }
 
 Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
-  if (rows.empty()) return Status::Ok();
+  return UpsertIf(rows, FileCheck()).status();
+}
+
+Result<std::vector<bool>> DiskIndex::UpsertIf(std::span<const IndexRow> rows,
+                                              const FileCheck& describes_file) {
+  std::vector<bool> written(rows.size(), false);
+  if (rows.empty()) return written;
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
   Transaction tx(db.get());
   KVTIER_RETURN_IF_ERROR(tx.Begin());
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kUpsert));
-  for (const IndexRow& r : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const IndexRow& r = rows[i];
+    if (describes_file && !describes_file(r)) continue;
     StatementScope scope(stmt);
     stmt->BindBlob(1, KeyBlob(r.key));
     stmt->BindInt64(2, r.sig_id);
@@ -383,8 +410,10 @@ Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
     stmt->BindInt64(5, r.last_access_us);
     stmt->BindInt64(6, static_cast<int64_t>(r.header_hash));
     KVTIER_RETURN_IF_ERROR(stmt->Run());
+    written[i] = true;
   }
-  return tx.Commit();
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return written;
 }
 
 Status DiskIndex::Touch(std::span<const std::pair<BlockKey, int64_t>> touches) {
@@ -464,6 +493,30 @@ Result<bool> DiskIndex::DeleteIfSame(const IndexRow& row) {
   }
   KVTIER_RETURN_IF_ERROR(tx.Commit());
   return deleted;
+}
+
+Result<bool> DiskIndex::ReplaceIfSame(const IndexRow& old_row, const IndexRow& new_row) {
+  KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+  Transaction tx(db.get());
+  KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kReplaceIfSame));
+  bool replaced = false;
+  {
+    StatementScope scope(stmt);
+    stmt->BindBlob(1, KeyBlob(old_row.key));
+    stmt->BindInt64(2, old_row.sig_id);
+    stmt->BindInt64(3, static_cast<int64_t>(old_row.size));
+    stmt->BindInt64(4, old_row.created_at_us);
+    stmt->BindInt64(5, static_cast<int64_t>(old_row.header_hash));
+    stmt->BindInt64(6, new_row.sig_id);
+    stmt->BindInt64(7, static_cast<int64_t>(new_row.size));
+    stmt->BindInt64(8, new_row.created_at_us);
+    stmt->BindInt64(9, static_cast<int64_t>(new_row.header_hash));
+    KVTIER_RETURN_IF_ERROR(stmt->Run());
+    replaced = db->Changes() > 0;
+  }
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return replaced;
 }
 
 Result<uint64_t> DiskIndex::DeleteAll() {

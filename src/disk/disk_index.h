@@ -126,6 +126,21 @@ class DiskIndex {
   // Inserts or replaces rows in one transaction. A replaced row keeps the
   // later of the two access times.
   Status Upsert(std::span<const IndexRow> rows);
+  // Whether a row still describes the file at its key's path.
+  using FileCheck = std::function<bool(const IndexRow&)>;
+  // Upsert() of the rows for which `describes_file` holds, asked inside the
+  // write transaction; result i is whether rows[i] was written. An eviction
+  // (the only thing that removes an indexed block's file) holds the same
+  // write lock, so a file found by the check is the one the row describes
+  // when it commits: a row read or computed earlier cannot overwrite the row
+  // of a file another process has put in place since.
+  Result<std::vector<bool>> UpsertIf(std::span<const IndexRow> rows,
+                                     const FileCheck& describes_file);
+  // Replaces the row of `old_row.key` by `new_row` only if it still
+  // describes the same file as `old_row` (SameFile): a reader that found a
+  // valid block file of another writer in place of the one the row
+  // describes. True if it replaced the row.
+  Result<bool> ReplaceIfSame(const IndexRow& old_row, const IndexRow& new_row);
   // Raises the last-access time of the row of `row.key` to `at_us` if that
   // row still describes the same file (SameFile), in a write transaction:
   // true if it did. A writer uses it to confirm that a block it finds

@@ -5,11 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 
 #include "disk/disk_test_util.h"
@@ -39,6 +44,45 @@ std::unique_ptr<DiskIndex> OpenIndex(const std::string& path) {
   auto idx = DiskIndex::Open(path, IndexOptions{});
   EXPECT_THAT(idx, IsOk());
   return idx.ok() ? std::move(idx).value() : nullptr;
+}
+
+// Processes that open a new index at the same moment all read it in
+// rollback-journal mode and each needs an exclusive lock to switch it to
+// WAL; SQLite refuses one of them at once instead of waiting (waiting
+// would deadlock), and that Open failed ("PRAGMA journal_mode=WAL: database
+// is locked"): DiskMultiProcessTest's children exited kExitSetup now and
+// then.
+TEST(DiskIndexTest, ProcessesOpeningANewIndexAtTheSameMomentAllSucceed) {
+  TempDir dir;
+  constexpr int kFolders = 30, kOpeners = 8;
+  for (int f = 0; f < kFolders; ++f) {
+    const std::string path = dir.Sub("i" + std::to_string(f) + ".sqlite");
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    std::vector<pid_t> pids;
+    for (int t = 0; t < kOpeners; ++t) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(go[1]);
+        char c;
+        while (read(go[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        // Released all at once: the parent closed its end.
+        auto index = DiskIndex::Open(path, IndexOptions{});
+        if (!index.ok()) std::fprintf(stderr, "%s\n", index.status().ToString().c_str());
+        _exit(index.ok() ? 0 : 1);
+      }
+      ASSERT_GT(pid, 0);
+      pids.push_back(pid);
+    }
+    close(go[0]);
+    close(go[1]);
+    for (pid_t pid : pids) {
+      int status = 0;
+      ASSERT_EQ(waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "folder " << f;
+    }
+  }
 }
 
 TEST(EffectiveLimitTest, IsTheSmallerOfConfiguredAndFractionOfDisk) {

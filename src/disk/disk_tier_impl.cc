@@ -130,7 +130,8 @@ Status DiskTierImpl::Init() {
   KVTIER_ASSIGN_OR_RETURN(sig_id_, index_->SignatureId(options_.layout_signature));
   capacity_ =
       std::make_unique<Capacity>(&options_, env_, index_.get(), &layout_, &counters_, &kill_hook_);
-  committer_ = std::make_unique<GroupCommitter>(index_.get());
+  committer_ = std::make_unique<GroupCommitter>(
+      index_.get(), [this](const IndexRow& r) { return FileMatchesRow(env_, layout_, r); });
   uint64_t queue_bytes = options_.queue_max_bytes != 0
                              ? options_.queue_max_bytes
                              : DefaultDiskQueueBytes(PhysicalMemoryBytes());
@@ -297,10 +298,23 @@ Result<std::optional<size_t>> DiskTierImpl::ReadFromDisk(const BlockKey& key, In
       // Evicted by another process, or removed by hand: drop the row.
       (void)index_->DeleteIfSame(row);
       touches_.Forget(key);
-    } else {
-      QuarantineBlock(row);
+      return miss;
     }
-    return miss;
+    // A valid file of another writer in place of the row's (published while
+    // an eviction of the row's file had not committed yet) is not damage:
+    // describe it and read it.
+    auto other = ReadRowOfAnotherFile(env_, index_.get(), layout_, row);
+    if (!other.ok()) {
+      DiskCounters::Add(counters_.errors);
+      return miss;
+    }
+    if (!other->has_value()) {
+      QuarantineBlock(row);
+      return miss;
+    }
+    (void)index_->ReplaceIfSame(row, **other);
+    if (attempt > 0) return miss;
+    row = **other;
   }
 }
 

@@ -2,10 +2,11 @@
 
 namespace kvtier::disk {
 
-Status GroupCommitter::Commit(std::span<const IndexRow> rows) {
+Result<std::vector<bool>> GroupCommitter::Commit(std::span<const IndexRow> rows) {
   MutexLock lock(&mu_);
   if (open_ == nullptr) open_ = std::make_shared<Group>();
   std::shared_ptr<Group> mine = open_;
+  const size_t first = mine->rows.size();
   mine->rows.insert(mine->rows.end(), rows.begin(), rows.end());
   while (!mine->done) {
     if (!committing_ && open_ == mine) {
@@ -13,9 +14,9 @@ Status GroupCommitter::Commit(std::span<const IndexRow> rows) {
       committing_ = true;
       open_ = nullptr;
       lock.Unlock();
-      Status s = index_->Upsert(mine->rows);
+      Result<std::vector<bool>> written = index_->UpsertIf(mine->rows, describes_file_);
       lock.Lock();
-      mine->status = std::move(s);
+      mine->written = std::move(written);
       mine->done = true;
       committing_ = false;
       cv_.SignalAll();
@@ -23,7 +24,10 @@ Status GroupCommitter::Commit(std::span<const IndexRow> rows) {
       cv_.Wait(&lock);
     }
   }
-  return mine->status;
+  if (!mine->written.ok()) return mine->written.status();
+  const std::vector<bool>& all = *mine->written;
+  return std::vector<bool>(all.begin() + static_cast<ptrdiff_t>(first),
+                           all.begin() + static_cast<ptrdiff_t>(first + rows.size()));
 }
 
 }  // namespace kvtier::disk

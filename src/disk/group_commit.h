@@ -8,6 +8,11 @@
 // has at most one batch on disk that other processes cannot yet see in the
 // index, which keeps the shared size accounting within one batch per writer.
 //
+// Each row is written only if the committer's FileCheck, asked inside the
+// transaction, finds the file it describes at its path (DiskIndex::UpsertIf):
+// what a writer read or wrote a moment ago may have been evicted and
+// replaced by another process's file since.
+//
 // Thread safety: Commit() is safe from any number of threads.
 #ifndef KVTIER_DISK_GROUP_COMMIT_H_
 #define KVTIER_DISK_GROUP_COMMIT_H_
@@ -25,20 +30,24 @@ namespace kvtier::disk {
 
 class GroupCommitter {
  public:
-  explicit GroupCommitter(DiskIndex* index) : index_(index) {}
+  // No `describes_file`: every row is written.
+  explicit GroupCommitter(DiskIndex* index, DiskIndex::FileCheck describes_file = {})
+      : index_(index), describes_file_(std::move(describes_file)) {}
 
   // Commits `rows` (one writer's batch, with whatever rows other threads
-  // are committing) and returns the transaction's status.
-  Status Commit(std::span<const IndexRow> rows);
+  // are committing). Result i is whether rows[i] was written; an error is
+  // the transaction's.
+  Result<std::vector<bool>> Commit(std::span<const IndexRow> rows);
 
  private:
   struct Group {
     std::vector<IndexRow> rows;
-    Status status;
+    Result<std::vector<bool>> written = std::vector<bool>();
     bool done = false;
   };
 
   DiskIndex* const index_;
+  const DiskIndex::FileCheck describes_file_;
   Mutex mu_;
   CondVar cv_;
   std::shared_ptr<Group> open_ GUARDED_BY(mu_);  // collecting rows

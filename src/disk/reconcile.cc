@@ -15,7 +15,7 @@ namespace kvtier::disk {
 
 Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
                                                  const std::string& path, const BlockKey& key,
-                                                 const FileInfo& info) {
+                                                 const FileInfo& info, bool* meta_checked) {
   std::optional<IndexRow> none;
   if (info.type != FileType::kRegular || info.size < 8) return none;
   ReadFileOptions ro;
@@ -51,7 +51,41 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
   row.created_at_us = std::clamp<int64_t>(SecondsToMicros(decoded->meta.created_at), 0, now_us);
   row.last_access_us = std::clamp<int64_t>(SecondsToMicros(info.mtime_unix_s), 0, now_us);
   row.header_hash = HeaderHash(prefix);
+  if (meta_checked != nullptr) *meta_checked = decoded->meta.meta_checksum.has_value();
   return std::optional<IndexRow>(row);
+}
+
+bool FileMatchesRow(Env* env, const FolderLayout& layout, const IndexRow& row) {
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  auto file = env->OpenForRead(layout.BlockPath(row.key), ro);
+  if (!file.ok() || (*file)->size() != row.size) return false;
+  if (row.header_hash == 0) return true;
+  std::byte len_bytes[8];
+  auto n = (*file)->ReadAt(0, len_bytes);
+  if (!n.ok() || *n != 8) return false;
+  auto need = BlockHeaderPrefixBytes(len_bytes, row.size);
+  if (!need.ok()) return false;
+  std::vector<std::byte> prefix(*need);
+  n = (*file)->ReadAt(0, prefix);
+  return n.ok() && *n == prefix.size() && HeaderHash(prefix) == row.header_hash;
+}
+
+Result<std::optional<IndexRow>> ReadRowOfAnotherFile(Env* env, DiskIndex* index,
+                                                     const FolderLayout& layout,
+                                                     const IndexRow& row) {
+  std::optional<IndexRow> none;
+  const std::string path = layout.BlockPath(row.key);
+  auto info = env->Stat(path);
+  if (!info.ok()) {
+    if (info.status().IsNotFound()) return none;
+    return info.status();
+  }
+  bool meta_checked = false;
+  KVTIER_ASSIGN_OR_RETURN(std::optional<IndexRow> other,
+                          ReadAdoptableRow(env, index, path, row.key, *info, &meta_checked));
+  if (!other || !meta_checked || other->header_hash == row.header_hash) return none;
+  return other;
 }
 
 bool TempFileIsAbandoned(Env* env, const std::string& path, const FileInfo& info,
@@ -144,9 +178,16 @@ Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
     if (info.status().IsNotFound()) drop.push_back(r.key);
   }
   if (!adopt.empty()) {
-    KVTIER_RETURN_IF_ERROR(p_.index->Upsert(adopt));
-    report->adopted += adopt.size();
-    DiskCounters::Add(p_.counters->reconcile_adopted, adopt.size());
+    // Only a file still in place: one read above may have been evicted and
+    // replaced by another process's since, whose row must stay.
+    KVTIER_ASSIGN_OR_RETURN(std::vector<bool> written,
+                            p_.index->UpsertIf(adopt, [this](const IndexRow& r) {
+                              return FileMatchesRow(p_.env, *p_.layout, r);
+                            }));
+    const uint64_t adopted =
+        static_cast<uint64_t>(std::count(written.begin(), written.end(), true));
+    report->adopted += adopted;
+    DiskCounters::Add(p_.counters->reconcile_adopted, adopted);
   }
   if (!drop.empty()) {
     KVTIER_ASSIGN_OR_RETURN(uint64_t dropped, p_.index->Delete(drop));

@@ -39,9 +39,29 @@ namespace kvtier::disk {
 
 // Reads and validates the header of the block file at `path` (named for
 // `key`, `size` bytes). The row to adopt, or nullopt if the header is bad.
+// `meta_checked`, if set, says whether the header carried a meta_checksum
+// (then verified: every metadata value is as its writer wrote it).
 Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
                                                  const std::string& path, const BlockKey& key,
-                                                 const FileInfo& info);
+                                                 const FileInfo& info,
+                                                 bool* meta_checked = nullptr);
+
+// True if the file at `row.key`'s block path is the one `row` describes:
+// its size and header hash (any header if the row recorded none). Used
+// inside the index's write transaction before a row commits
+// (DiskIndex::UpsertIf).
+bool FileMatchesRow(Env* env, const FolderLayout& layout, const IndexRow& row);
+
+// The row of the block file now at `row.key`'s path if it is a valid block
+// file of that key other than the one `row` describes: its header verifies
+// against its meta_checksum and differs from the row's. Another writer's
+// version of the block, never a damaged file: it is to be described, not
+// quarantined. nullopt if the file is gone, has no meta_checksum (an edited
+// header could not be told from another writer's), is invalid, or has the
+// row's very header (then its data is what failed).
+Result<std::optional<IndexRow>> ReadRowOfAnotherFile(Env* env, DiskIndex* index,
+                                                     const FolderLayout& layout,
+                                                     const IndexRow& row);
 
 // True if no writer holds the temp file at `path` (`info` from a Stat):
 // writers keep an exclusive advisory lock on their temp file while it is

@@ -171,15 +171,21 @@ std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBloc
   if (!rows.empty()) {
     p_.capacity->NoteWritten(written);
     Hook(DiskKillPoint::kBeforeIndexCommit);
-    Status s = p_.committer->Commit(rows);
+    Result<std::vector<bool>> committed = p_.committer->Commit(rows);
+    size_t row = 0;
     for (Item& it : items) {
       if (it.done) continue;
       it.done = true;
       const bool ours = *it.outcome == PublishOutcome::kPublished;
-      if (!s.ok()) {
+      if (!committed.ok()) {
         // Without its row the file would be invisible to the accounting.
         if (ours) (void)p_.env->RemoveFile(p_.layout->BlockPath(it.block->key));
-        it.status = s.WithContext("index block " + it.block->key.Hex());
+        it.status = committed.status().WithContext("index block " + it.block->key.Hex());
+      } else if (!(*committed)[row++]) {
+        // The file its row describes was evicted before the row could
+        // commit, and another process's may be in its place (with its own
+        // row): the key is another writer's now, as for a duplicate.
+        DiskCounters::Add(p_.counters->saves_deduplicated);
       } else if (ours) {
         DiskCounters::Add(p_.counters->saves_persisted);
         DiskCounters::Add(p_.counters->bytes_written, it.block->block->size());

@@ -13,7 +13,9 @@
 //   4. publishes each block file (BlockWriter: first complete file wins; a
 //      row read from the file's own header when another file won);
 //   5. commits all their rows in one transaction, shared with the other
-//      writers' batches (GroupCommitter);
+//      writers' batches (GroupCommitter), each only if its file is still in
+//      place (an eviction in another process may have removed it since,
+//      and a third process put its own file there);
 //   6. finishes each block in the pending buffer.
 // Other processes see the batch's files when its rows commit, so a writer
 // has at most one batch on disk that the shared accounting does not count
