@@ -12,67 +12,12 @@ with scripts/redis-servers and stops them on exit.
 Prints "N passed, M failed" last and exits non-zero on any failure.
 """
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from remote_test_util import Runner, Servers
+
 BENCH_KEYS = {"set_GBps", "get_GBps", "raw_set_GBps", "raw_get_GBps", "exists_us_per_key"}
-
-
-class Runner:
-    def __init__(self, cli):
-        self.cli = cli
-        self.passed = 0
-        self.failed = 0
-
-    def run(self, *args, expect_rc=0):
-        p = subprocess.run([self.cli, *args], capture_output=True, text=True, timeout=300)
-        if p.returncode != expect_rc:
-            self.fail("%s: exit %d, wanted %d; stderr: %s" %
-                      (" ".join(args), p.returncode, expect_rc, p.stderr.strip()[:300]))
-        return p
-
-    def json(self, *args, expect_rc=0):
-        p = self.run(*args, "--json", expect_rc=expect_rc)
-        try:
-            return json.loads(p.stdout)
-        except json.JSONDecodeError:
-            self.fail("%s: stdout is not one JSON object: %r" % (" ".join(args), p.stdout[:200]))
-            return {}
-
-    def check(self, cond, what):
-        if cond:
-            self.passed += 1
-        else:
-            self.fail(what)
-
-    def fail(self, what):
-        self.failed += 1
-        print("FAIL:", what)
-
-    def one_line_error(self, *args, expect_rc):
-        p = self.run(*args, expect_rc=expect_rc)
-        lines = p.stderr.strip().splitlines()
-        self.check(len(lines) == 1 and lines[0].startswith("kvtier: "),
-                   "%s: wanted one 'kvtier: ...' line, got %r" % (" ".join(args), p.stderr))
-
-
-def servers(work):
-    single = os.environ.get("KVTIER_TEST_REDIS_URL")
-    cluster = os.environ.get("KVTIER_TEST_REDIS_CLUSTER_URL")
-    if single and cluster:
-        return single, cluster, None
-    out = subprocess.run([os.path.join(ROOT, "scripts", "redis-servers"), "start", work],
-                         capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        sys.exit("no Redis servers: set KVTIER_TEST_REDIS_URL and KVTIER_TEST_REDIS_CLUSTER_URL "
-                 "(scripts/redis-servers start DIR prints them) or install redis-server: " +
-                 out.stderr.strip())
-    env = dict(line.split(" ", 1)[1].split("=", 1) for line in out.stdout.splitlines())
-    return env["KVTIER_TEST_REDIS_URL"], env["KVTIER_TEST_REDIS_CLUSTER_URL"], work
 
 
 def main():
@@ -82,8 +27,8 @@ def main():
     r = Runner(args.cli)
     with tempfile.TemporaryDirectory() as tmp:
         work = os.path.join(tmp, "redis")
-        single, cluster, started = servers(work)
-        try:
+        with Servers(work) as srv:
+            single, cluster = srv.single, srv.cluster
             for url in (single, cluster):
                 # A seed unique to this run: fresh keys on a shared server.
                 seed = str(os.getpid())
@@ -116,12 +61,7 @@ def main():
             # Nobody listens on port 1: a clear error, not a hang.
             r.one_line_error("synth", "--layout", "tiny", "--random", "32", "--remote",
                              "redis://127.0.0.1:1", expect_rc=2)
-        finally:
-            if started:
-                subprocess.run([os.path.join(ROOT, "scripts", "redis-servers"), "stop", started],
-                               timeout=60)
-    print("%d passed, %d failed" % (r.passed, r.failed))
-    sys.exit(1 if r.failed else 0)
+    r.finish()
 
 
 if __name__ == "__main__":
