@@ -79,9 +79,9 @@ inline uint64_t BlockFolderBytes(const std::string& dir) {
 // An Env that forwards to another and lets a test move the wall clock,
 // make every wall-clock reading distinct (so LRU order is exact), and fake
 // the free disk space.
-class ControlledEnv final : public Env {
+class ControlledEnv final : public EnvWrapper {
  public:
-  explicit ControlledEnv(Env* base) : base_(base) {}
+  explicit ControlledEnv(Env* base) : EnvWrapper(base) {}
 
   // Moves NowUnixMicros() forward by `us`.
   void AdvanceUnix(int64_t us) { offset_us_ += us; }
@@ -114,30 +114,14 @@ class ControlledEnv final : public Env {
     if (no_locks_.load() && o.lock != FileLock::kNone) {
       return Status(StatusCode::kIOError, "lock " + p + ": no locks here (test)", ENOLCK);
     }
-    return base_->OpenForRead(p, o);
+    return target()->OpenForRead(p, o);
   }
   Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& p,
                                                    const WriteFileOptions& o) override {
     WriteFileOptions unlocked = o;
     if (no_locks_.load()) unlocked.lock = false;
-    return base_->CreateFile(p, unlocked);
+    return target()->CreateFile(p, unlocked);
   }
-  Status RenameFile(const std::string& a, const std::string& b) override {
-    return base_->RenameFile(a, b);
-  }
-  Status RenameNoReplace(const std::string& a, const std::string& b) override {
-    return base_->RenameNoReplace(a, b);
-  }
-  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
-  Result<FileInfo> Stat(const std::string& p) override { return base_->Stat(p); }
-  Status Chmod(const std::string& p, uint32_t m) override { return base_->Chmod(p, m); }
-  Status CreateDir(const std::string& p, uint32_t m) override { return base_->CreateDir(p, m); }
-  Status RemoveDir(const std::string& p) override { return base_->RemoveDir(p); }
-  Result<std::vector<std::string>> ListDir(const std::string& p) override {
-    return base_->ListDir(p);
-  }
-  Status SyncDir(const std::string& p) override { return base_->SyncDir(p); }
-  Status SyncFileSystem(const std::string& p) override { return base_->SyncFileSystem(p); }
   Result<uint64_t> FreeSpace(const std::string& p) override {
     ++free_calls_;
     std::function<uint64_t()> fn;
@@ -146,29 +130,22 @@ class ControlledEnv final : public Env {
       fn = free_fn_;
     }
     if (fn) return fn();
-    return base_->FreeSpace(p);
+    return target()->FreeSpace(p);
   }
-  uint64_t NowMicros() override { return base_->NowMicros(); }
   // Strictly increasing, so every stored block has its own access time.
   int64_t NowUnixMicros() override {
-    int64_t now = base_->NowUnixMicros() + offset_us_.load();
+    int64_t now = target()->NowUnixMicros() + offset_us_.load();
     int64_t prev = last_.load();
     while (true) {
       int64_t next = now > prev ? now : prev + 1;
       if (last_.compare_exchange_weak(prev, next)) return next;
     }
   }
-  void SleepForMicros(uint64_t us) override { base_->SleepForMicros(us); }
-  int ProcessId() override { return base_->ProcessId(); }
   bool ProcessAlive(int pid) override {
-    return !every_process_dead_.load() && base_->ProcessAlive(pid);
-  }
-  std::thread StartThread(std::function<void()> fn) override {
-    return base_->StartThread(std::move(fn));
+    return !every_process_dead_.load() && target()->ProcessAlive(pid);
   }
 
  private:
-  Env* const base_;
   std::atomic<int64_t> offset_us_{0};
   std::atomic<int64_t> last_{0};
   std::mutex mu_;
