@@ -214,10 +214,10 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
   // The first statement reads the file header: NOTADB/CORRUPT show up here.
   // Processes opening a new index at once all read it in rollback mode and
   // each needs an exclusive lock to switch it to WAL: SQLite refuses all
-  // but one at once (waiting would deadlock). A refused one holds no lock
-  // once its statement is reset, so its next try waits (busy timeout) for
-  // the switch and then finds WAL (a bounded few tries for openers that
-  // keep arriving while the file is new).
+  // but one at once (waiting would deadlock). A refused one waits for the
+  // switcher's lock (BEGIN IMMEDIATE waits through the busy timeout) and
+  // then finds WAL (a bounded few tries for openers that keep arriving
+  // while the file is new).
   constexpr int kJournalModeTries = 16;
   std::string mode;
   for (int attempt = 1;; ++attempt) {
@@ -226,6 +226,11 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
       KVTIER_ASSIGN_OR_RETURN(mode, std::move(m));
       break;
     }
+    // Refused at once (SQLite does not wait when a reader asks to upgrade
+    // its lock): wait for the switching process's lock through the busy
+    // timeout, holding none while waiting, so that the next try finds WAL
+    // instead of spinning into the same refusal.
+    (void)db->Exec("BEGIN IMMEDIATE; COMMIT;");
   }
   if (mode != "wal") {
     return Status::Internal("index: " + path + " cannot use WAL mode (journal_mode=" + mode + ")");
