@@ -67,4 +67,31 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
   return ReadOutcome::kOk;
 }
 
+ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
+                                       Status* error) const {
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  auto file = env_->OpenForRead(layout_->BlockPath(key), ro);
+  if (!file.ok()) return file.status().IsNotFound() ? ReadOutcome::kGone : ReadOutcome::kBad;
+  const uint64_t n = (*file)->size();
+  const bool direct = options_.direct_io && n >= options_.direct_io_min_bytes;
+  if (n == 0 || n >= kMaxUnindexedReadBytes || direct) return ReadOutcome::kBad;
+  auto buf = dst(n);
+  if (!buf.ok() || buf->size() != n) return ReadOutcome::kBad;
+  auto got = (*file)->ReadAt(0, *buf);
+  if (!got.ok()) {
+    *error = got.status();
+    return ReadOutcome::kError;
+  }
+  if (*got != n) return ReadOutcome::kBad;  // changed size since it was opened
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = signature_;
+  opts.verify_checksum = true;
+  auto decoded = DecodeBlock(*buf, opts);
+  if (!decoded.ok() || !decoded->meta.meta_checksum.has_value()) return ReadOutcome::kBad;
+  *size = n;
+  return ReadOutcome::kOk;
+}
+
 }  // namespace kvtier::disk

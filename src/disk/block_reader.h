@@ -12,6 +12,7 @@
 #define KVTIER_DISK_BLOCK_READER_H_
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -28,6 +29,10 @@ enum class ReadOutcome {
   kBad,    // a file is there but it is not the block the row describes
   kError,  // an I/O error: the file may be fine
 };
+
+// Files at least this large are read through their index row only: the
+// row's size bounds the buffer, and one lookup is nothing beside the read.
+inline constexpr uint64_t kMaxUnindexedReadBytes = uint64_t{1} << 20;
 
 struct BlockReaderOptions {
   // Read with O_DIRECT when the buffer is 4096-byte aligned and the block
@@ -47,6 +52,22 @@ class BlockReader {
   // Reads the file of `row` into `dst` and verifies it against `row`.
   // REQUIRES: dst.size() == row.size. On kError, `*error` says why.
   ReadOutcome Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const;
+
+  // Gives the buffer a block of `size` bytes is read into: exactly `size`
+  // bytes, or the reason there is none.
+  using DstFn = std::function<Result<std::span<std::byte>>(uint64_t size)>;
+
+  // The small-block read, without an index row: the file's own size picks
+  // the buffer (`dst`), and the file must verify on its own: structure, key,
+  // signature, data checksum and a meta_checksum over the header (which
+  // stands in for the row's header hash). kOk: `*size` bytes of the verified
+  // block are in the buffer. kGone: no file. kBad for anything else — a file
+  // that does not verify or has no meta_checksum, one of
+  // kMaxUnindexedReadBytes or more or of the O_DIRECT size, a buffer `dst`
+  // refused, an open that failed — which the caller then reads through its
+  // row (Read). kError: a read failed, `*error` says why.
+  ReadOutcome ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
+                            Status* error) const;
 
  private:
   Env* const env_;

@@ -318,16 +318,43 @@ Result<std::optional<size_t>> DiskTierImpl::ReadFromDisk(const BlockKey& key, In
   }
 }
 
+Result<std::optional<size_t>> DiskTierImpl::ReadFileFirst(const BlockKey& key, const DstFn& dst) {
+  uint64_t size = 0;
+  Status error;
+  const ReadOutcome outcome = reader_->ReadUnindexed(key, dst, &size, &error);
+  if (outcome == ReadOutcome::kOk) {
+    NoteTouch(key);
+    return std::optional<size_t>(size);
+  }
+  if (outcome == ReadOutcome::kError) {
+    DiskCounters::Add(counters_.errors);
+    return std::optional<size_t>();
+  }
+  auto row = index_->Lookup(key);
+  if (!row.ok()) {
+    DiskCounters::Add(counters_.errors);
+    return std::optional<size_t>();
+  }
+  if (!row->has_value()) return std::optional<size_t>();  // an unindexed file: the reconcile's
+  return ReadFromDisk(key, **row, dst);
+}
+
 std::vector<DiskTierImpl::Located> DiskTierImpl::Locate(std::span<const BlockKey> keys) {
   std::vector<Located> where(keys.size());
   std::vector<BlockKey> on_disk;
   std::vector<size_t> on_disk_index;
+  // A lookup per key costs as much as reading a small file: only a load
+  // that must judge the row's age looks it up before the file.
+  const bool file_first = options_.retention_seconds <= 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     where[i].pending = pending_->Find(keys[i]);
-    if (where[i].pending == nullptr) {
-      on_disk.push_back(keys[i]);
-      on_disk_index.push_back(i);
+    if (where[i].pending != nullptr) continue;
+    if (file_first) {
+      where[i].unindexed = true;
+      continue;
     }
+    on_disk.push_back(keys[i]);
+    on_disk_index.push_back(i);
   }
   if (on_disk.empty()) return where;
   auto rows = index_->LookupMany(on_disk);
@@ -350,6 +377,8 @@ Result<std::optional<size_t>> DiskTierImpl::LoadLocated(const BlockKey& key, Loc
     std::memcpy(buf.data(), b.data(), b.size());
     DiskCounters::Add(counters_.hits_pending);
     r = std::optional<size_t>(b.size());
+  } else if (where.unindexed) {
+    r = ReadFileFirst(key, dst);
   } else if (where.row.has_value()) {
     r = ReadFromDisk(key, *where.row, dst);
   }

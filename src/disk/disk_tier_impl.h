@@ -80,17 +80,19 @@ class DiskTierImpl final : public DiskTier {
   void MaintenanceLoop();
   void FlushTouches();
 
-  // Where a key of a load is: its pending block, else its index row.
+  // Where a key of a load is: its pending block, else its file read without
+  // a row first (`unindexed`), else its index row.
   struct Located {
     SharedBlock pending;
+    bool unindexed = false;
     std::optional<IndexRow> row;
   };
-  // Gives the buffer a block of `size` bytes is read into: exactly `size`
-  // bytes (or the reason there is none).
-  using DstFn = std::function<Result<std::span<std::byte>>(uint64_t size)>;
+  using DstFn = BlockReader::DstFn;
 
-  // Finds every key in the pending buffer, the rest in the index (one
-  // batched lookup). An index error leaves the row empty (a miss).
+  // Finds every key in the pending buffer; the rest are read file first
+  // (ReadFileFirst) or, when loads need the row anyway (retention: the row's
+  // created_at), looked up in the index (one batched lookup). An index error
+  // leaves the row empty (a miss).
   std::vector<Located> Locate(std::span<const BlockKey> keys);
   // Serves `key` from where Locate() found it into the buffer `dst` gives,
   // counting the load. Its size, nullopt on a miss, or dst's error.
@@ -100,6 +102,11 @@ class DiskTierImpl final : public DiskTier {
   // block meanwhile it reads the new one (once); only a file that disagrees
   // with the current row is dropped (gone) or quarantined (bad).
   Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst);
+  // The small-block hit without an index lookup: a file that verifies on its
+  // own (BlockReader::ReadUnindexed) is served; anything else — no file, a
+  // bad one, a large one — is judged by its row as ReadFromDisk does (a stale
+  // row of a gone file is dropped, a damaged file quarantined).
+  Result<std::optional<size_t>> ReadFileFirst(const BlockKey& key, const DstFn& dst);
   bool Expired(const IndexRow& row);
   // A miss for the block `row` describes, whose file failed verification.
   void QuarantineBlock(const IndexRow& row);

@@ -94,8 +94,23 @@ std::string SqliteStatement::ColumnText(int i) const {
   return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
 }
 
+namespace {
+
+// SQLite's memory statistics count every allocation under one process-wide
+// mutex, which the disk tier's reader threads (one connection each) then
+// queue on for every lookup. kvtier never reads them (sqlite3_memory_used).
+// Only possible before SQLite initializes; if the application initialized it
+// first, its setting stands (SQLITE_MISUSE, ignored).
+void ConfigureSqliteOnce() {
+  static const int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)rc;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, OpenMode mode,
                                                  uint32_t busy_timeout_ms) {
+  ConfigureSqliteOnce();
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
     case OpenMode::kReadWriteCreate:
