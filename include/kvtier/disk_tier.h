@@ -292,7 +292,12 @@ class DiskTier {
   // or may not be seen. The callback must not call back into the tier.
   virtual Status ForEachKey(const std::function<void(const BlockKey&, uint64_t)>& fn) = 0;
 
-  // Reads the block into `dst` (one copy) and verifies it. Returns its size,
+  // Reads the block into `dst` (one copy) and verifies it. A block under
+  // 1 MiB (and under direct_io_min_bytes when reads are direct) is read file
+  // first, without an index lookup, when retention_seconds is 0: its file
+  // must verify on its own, meta_checksum included; any other file or block
+  // is sized and judged by its index row (one lookup; LoadBuffers() batches
+  // them), the row's header hash included. Returns its size,
   // or nullopt on a miss (absent, other signature, expired, file gone,
   // corrupt: the last is quarantined). On a miss the contents of `dst` are
   // unspecified. InvalidArgument if `dst` is smaller than the block (the
@@ -303,15 +308,14 @@ class DiskTier {
   virtual std::vector<Result<std::optional<size_t>>> LoadMany(
       std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) = 0;
 
-  // Supplies the buffer a block is read into (exact size, from the index row).
+  // Supplies the buffer a block is read into (its exact size).
   using BufferAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
   // Called once per key as its read finishes (any thread, any order):
   // the verified block, nullopt on a miss, or an error.
   using LoadedBufferCallback =
       std::function<void(size_t index, Result<std::optional<BlockBuffer>> result)>;
-  // Reads keys[i] into a buffer from `alloc`, sized from the index (batched
-  // index lookups: one query for the batch, not one per key), verifies it once
-  // (DecodeBlock: structure, key, signature, checksum; header hash vs row) and
+  // Reads keys[i] into a buffer from `alloc`, verifies it once (DecodeBlock:
+  // structure, key, signature, checksum; header hash vs row, see Load()) and
   // hands it to `done(i, ...)` as soon as it lands, reading in parallel on the
   // read threads (large sequential preads; O_DIRECT where it helps). Pending
   // writes are served from the pending buffer (copied into an `alloc` buffer).

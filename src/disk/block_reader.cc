@@ -77,7 +77,12 @@ ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, ui
   const bool direct = options_.direct_io && n >= options_.direct_io_min_bytes;
   if (n == 0 || n >= kMaxUnindexedReadBytes || direct) return ReadOutcome::kBad;
   auto buf = dst(n);
-  if (!buf.ok() || buf->size() != n) return ReadOutcome::kBad;
+  if (!buf.ok()) {
+    if (buf.status().IsInvalidArgument()) return ReadOutcome::kBad;
+    *error = buf.status();
+    return ReadOutcome::kNoBuffer;
+  }
+  if (buf->size() != n) return ReadOutcome::kBad;
   auto got = (*file)->ReadAt(0, *buf);
   if (!got.ok()) {
     *error = got.status();

@@ -24,10 +24,11 @@
 namespace kvtier::disk {
 
 enum class ReadOutcome {
-  kOk,     // `dst` holds the verified block
-  kGone,   // no file at the block's path
-  kBad,    // a file is there but it is not the block the row describes
-  kError,  // an I/O error: the file may be fine
+  kOk,        // `dst` holds the verified block
+  kGone,      // no file at the block's path
+  kBad,       // a file is there but it is not the block the row describes
+  kError,     // an I/O error: the file may be fine
+  kNoBuffer,  // ReadUnindexed only: `dst` failed (not InvalidArgument); its status
 };
 
 // Files at least this large are read through their index row only: the
@@ -64,8 +65,10 @@ class BlockReader {
   // block are in the buffer. kGone: no file. kBad for anything else — a file
   // that does not verify or has no meta_checksum, one of
   // kMaxUnindexedReadBytes or more or of the O_DIRECT size, a buffer `dst`
-  // refused, an open that failed — which the caller then reads through its
-  // row (Read). kError: a read failed, `*error` says why.
+  // refused as InvalidArgument (it does not fit this file, which may be a
+  // stray one), an open that failed — which the caller then reads through
+  // its row (Read). kError: a read failed; kNoBuffer: `dst` failed otherwise
+  // (out of buffers: the caller's error). `*error` says why.
   ReadOutcome ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
                             Status* error) const;
 

@@ -248,14 +248,41 @@ TEST(DiskRaceTest, LoadDuringAnEvictionServesTheValidFileInTheVictimsPlace) {
 }
 
 // A row that describes an earlier valid version of a block (the state the
-// test above leaves for a moment) is brought up to date by the load that
-// finds the newer file: later loads read it with one index lookup.
-TEST(DiskRaceTest, RowOfAnEarlierVersionIsReplacedByTheRowOfTheFileInPlace) {
+// test above leaves for a moment): a load serves the newer file either way.
+// Without retention a small block is read file first (no lookup) and its
+// meta_checksum vouches for it; the row is not consulted.
+TEST(DiskRaceTest, FileFirstLoadServesTheNewerFileInPlaceOfTheRowsVersion) {
   TempDir dir;
   const BlockKey key = TestBlockKey(14);
   SharedBlock v1 = BlockAt(key, 1'700'000'000);
   SharedBlock v2 = BlockAt(key, 1'700'000'007);
   auto tier = Open(TestOptions(dir.path()), Env::Default());
+  ASSERT_THAT(tier->Store(key, v1), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  const std::string path = BlockFilePath(dir.path(), key);
+  {
+    std::ofstream f(path + ".new", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(v2->data()), static_cast<std::streamsize>(v2->size()));
+  }
+  std::filesystem::rename(path + ".new", path);
+  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
+  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
+  EXPECT_EQ(tier->Stats().quarantined, 0u);
+  EXPECT_EQ(tier->Stats().hits, 2u);
+  EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
+}
+
+// With retention a load looks the row up first (its created_at says whether
+// the block expired): a load that finds the newer file brings the row up to
+// date, so later loads read it with one index lookup.
+TEST(DiskRaceTest, RowOfAnEarlierVersionIsReplacedByTheRowOfTheFileInPlace) {
+  TempDir dir;
+  const BlockKey key = TestBlockKey(14);
+  SharedBlock v1 = BlockAt(key, 1'700'000'000);
+  SharedBlock v2 = BlockAt(key, 1'700'000'007);
+  DiskTierOptions o = TestOptions(dir.path());
+  o.retention_seconds = int64_t{1} << 40;  // nothing expires: only the lookup order changes
+  auto tier = Open(o, Env::Default());
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
   const std::string path = BlockFilePath(dir.path(), key);

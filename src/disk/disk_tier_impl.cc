@@ -326,6 +326,7 @@ Result<std::optional<size_t>> DiskTierImpl::ReadFileFirst(const BlockKey& key, c
     NoteTouch(key);
     return std::optional<size_t>(size);
   }
+  if (outcome == ReadOutcome::kNoBuffer) return error;
   if (outcome == ReadOutcome::kError) {
     DiskCounters::Add(counters_.errors);
     return std::optional<size_t>();

@@ -251,6 +251,95 @@ TEST(DiskTierTest, ForgetKeepsTheFileAndReconcileAdoptsItAgain) {
   EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(4)), Bytes(b));
 }
 
+// The block file written before meta_checksum existed: the same header
+// without that entry, padded with spaces to its old length.
+SharedBlock WithoutMetaChecksum(const SharedBlock& b) {
+  std::string file(reinterpret_cast<const char*>(b->data()), b->size());
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  const std::string entry = ",\"meta_checksum\":\"xxh3-128:";
+  const size_t at = file.find(entry);
+  if (at == std::string::npos || at > 8 + n) return nullptr;
+  const size_t len = entry.size() + 32 + 1;  // the 32 hex digits and the closing quote
+  std::string header = file.substr(8, n);
+  header.erase(at - 8, len);
+  header.append(len, ' ');
+  std::string out = file.substr(0, 8) + header + file.substr(8 + n);
+  auto buf = BlockBuffer::Allocate(out.size());
+  if (!buf.ok()) return nullptr;
+  std::memcpy(buf->mutable_span().data(), out.data(), out.size());
+  return std::make_shared<const BlockBuffer>(std::move(buf).value());
+}
+
+// Without retention a small block is read file first: a file that verifies
+// on its own is a hit without its index row (here dropped by Forget()).
+// With retention the row is looked up first (its created_at decides), so the
+// same file is a miss until the reconcile adopts it again.
+TEST(DiskTierTest, SmallBlockIsServedFromItsFileWithoutALookupUnlessRetentionNeedsTheRow) {
+  for (const int64_t retention : {int64_t{0}, int64_t{1} << 40}) {
+    SCOPED_TRACE("retention_seconds " + std::to_string(retention));
+    TempDir dir;
+    DiskTierOptions o = TestOptions(dir.path());
+    o.retention_seconds = retention;
+    auto tier = OpenOrDie(o);
+    SharedBlock b = MakeTestBlock(6);
+    ASSERT_THAT(tier->Store(TestBlockKey(6), b), IsOk());
+    ASSERT_THAT(tier->Flush(), IsOk());
+    ASSERT_THAT(tier->Forget(TestBlockKey(6)), IsOk());
+    EXPECT_FALSE(tier->Contains(TestBlockKey(6)));
+    EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(6)),
+              retention == 0 ? Bytes(b) : std::vector<std::byte>{});
+    EXPECT_EQ(tier->Stats().hits, retention == 0 ? 1u : 0u);
+    EXPECT_EQ(tier->Stats().quarantined, 0u);
+    EXPECT_TRUE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(6))));
+  }
+}
+
+// A load that finds the file of an indexed block gone misses and drops the
+// stale row, so Contains() stops promising the block.
+TEST(DiskTierTest, LoadOfAGoneFileMissesAndDropsItsRow) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  ASSERT_THAT(tier->Store(TestBlockKey(7), MakeTestBlock(7)), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  ASSERT_TRUE(std::filesystem::remove(BlockFilePath(dir.path(), TestBlockKey(7))));
+  EXPECT_TRUE(tier->Contains(TestBlockKey(7)));
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(7)), std::vector<std::byte>{});
+  EXPECT_FALSE(tier->Contains(TestBlockKey(7)));
+  EXPECT_EQ(tier->Stats().misses, 1u);
+  EXPECT_EQ(tier->Stats().quarantined, 0u);
+}
+
+// A file without meta_checksum cannot vouch for its own header: it is served
+// only when its index row's header hash matches, and quarantined when it
+// stands in place of another file's row.
+TEST(DiskTierTest, FileWithoutMetaChecksumIsServedOnlyWhenItsRowVouchesForIt) {
+  TempDir dir;
+  auto tier = OpenOrDie(TestOptions(dir.path()));
+  SharedBlock old8 = WithoutMetaChecksum(MakeTestBlock(8));
+  ASSERT_NE(old8, nullptr);
+  ASSERT_THAT(tier->Store(TestBlockKey(8), old8), IsOk());
+  SharedBlock b9 = MakeTestBlock(9);
+  ASSERT_THAT(tier->Store(TestBlockKey(9), b9), IsOk());
+  ASSERT_THAT(tier->Flush(), IsOk());
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(8)), Bytes(old8));
+  SharedBlock old9 = WithoutMetaChecksum(b9);
+  ASSERT_NE(old9, nullptr);
+  const std::string path9 = BlockFilePath(dir.path(), TestBlockKey(9));
+  {
+    std::ofstream f(path9 + ".new", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(old9->data()),
+            static_cast<std::streamsize>(old9->size()));
+  }
+  std::filesystem::rename(path9 + ".new", path9);
+  EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(9)), std::vector<std::byte>{});
+  DiskTierStats s = tier->Stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.quarantined, 1u);
+  EXPECT_FALSE(std::filesystem::exists(path9));
+}
+
 TEST(DiskTierTest, ClearRemovesEveryBlockOfEveryLayout) {
   TempDir dir;
   ModelLayout other = ModelLayout::Preset("tiny", 32).value();
