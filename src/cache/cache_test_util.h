@@ -81,9 +81,26 @@ class Gate {
   int waiting_ = 0;
 };
 
-// Forwards to another Env; block-file reads (OpenForRead of *.safetensors)
-// pass `reads`, block-file writes (CreateFile of a temp block file) pass
-// `writes`. NowMicros adds `clock_skew_micros` per call while
+// A block file whose reads pass `gate` first.
+class GatedFile final : public RandomAccessFile {
+ public:
+  GatedFile(std::unique_ptr<RandomAccessFile> base, Gate* gate)
+      : base_(std::move(base)), gate_(gate) {}
+  Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) override {
+    gate_->Pass();
+    return base_->ReadAt(offset, dst);
+  }
+  uint64_t size() const override { return base_->size(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> base_;
+  Gate* const gate_;
+};
+
+// Forwards to another Env; block-file reads (ReadAt of an opened
+// *.safetensors: the disk tier has sized its buffer by then, and a miss that
+// finds no file never waits) pass `reads`, block-file writes (CreateFile of
+// a temp block file) pass `writes`. NowMicros adds `clock_skew_micros` per call while
 // `clock_jump_micros` is non-zero (a clock that races ahead).
 class GateEnv final : public EnvWrapper {
  public:
@@ -95,8 +112,10 @@ class GateEnv final : public EnvWrapper {
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path,
                                                         const ReadFileOptions& opts) override {
-    if (path.ends_with(".safetensors")) reads.Pass();
-    return target()->OpenForRead(path, opts);
+    auto file = target()->OpenForRead(path, opts);
+    if (!file.ok() || !path.ends_with(".safetensors")) return file;
+    return std::unique_ptr<RandomAccessFile>(
+        std::make_unique<GatedFile>(std::move(file).value(), &reads));
   }
   Result<std::unique_ptr<WritableFile>> CreateFile(const std::string& path,
                                                    const WriteFileOptions& opts) override {

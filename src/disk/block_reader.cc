@@ -71,8 +71,16 @@ ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, ui
                                        Status* error) const {
   ReadFileOptions ro;
   ro.follow_symlinks = false;
-  auto file = env_->OpenForRead(layout_->BlockPath(key), ro);
-  if (!file.ok()) return file.status().IsNotFound() ? ReadOutcome::kGone : ReadOutcome::kBad;
+  const std::string path = layout_->BlockPath(key);
+  auto file = env_->OpenForRead(path, ro);
+  if (!file.ok()) {
+    if (file.status().IsNotFound()) return ReadOutcome::kGone;
+    // Not a regular file: the row decides (quarantine); else an I/O error.
+    auto info = env_->Stat(path);
+    if (info.ok() && info->type != FileType::kRegular) return ReadOutcome::kBad;
+    *error = file.status();
+    return ReadOutcome::kError;
+  }
   const uint64_t n = (*file)->size();
   const bool direct = options_.direct_io && n >= options_.direct_io_min_bytes;
   if (n == 0 || n >= kMaxUnindexedReadBytes || direct) return ReadOutcome::kBad;

@@ -66,9 +66,10 @@ class BlockReader {
   // that does not verify or has no meta_checksum, one of
   // kMaxUnindexedReadBytes or more or of the O_DIRECT size, a buffer `dst`
   // refused as InvalidArgument (it does not fit this file, which may be a
-  // stray one), an open that failed — which the caller then reads through
-  // its row (Read). kError: a read failed; kNoBuffer: `dst` failed otherwise
-  // (out of buffers: the caller's error). `*error` says why.
+  // stray one), something other than a regular file — which the caller then
+  // reads through its row (Read). kError: an open or read failed (as in
+  // Read); kNoBuffer: `dst` failed otherwise (out of buffers: the caller's
+  // error). `*error` says why.
   ReadOutcome ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
                             Status* error) const;
 
