@@ -24,28 +24,6 @@ uint64_t LoadLe64(const std::byte* p) {
   return v;
 }
 
-// Canonical decimal: no leading zeros, optional '-' only if `allow_negative`
-// and never "-0". Fits in int64.
-bool ParseCanonicalInt(std::string_view s, bool allow_negative, int64_t* out) {
-  bool negative = false;
-  if (allow_negative && !s.empty() && s[0] == '-') {
-    negative = true;
-    s.remove_prefix(1);
-  }
-  if (s.empty() || s.size() > 19) return false;
-  if (s.size() > 1 && s[0] == '0') return false;
-  if (negative && s == "0") return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  // 19 digits fit in u64; int64 allows up to 2^63-1 (and -2^63).
-  if (v > static_cast<uint64_t>(INT64_MAX) + (negative ? 1 : 0)) return false;
-  *out = negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
-  return true;
-}
-
 class MetadataReader {
  public:
   MetadataReader(const internal::ParsedHeader& header) : header_(header) {}
@@ -125,13 +103,6 @@ Status ParseStringLists(std::string_view field, std::string_view value, size_t l
   return Status::Ok();
 }
 
-// "xxh3-128:" and 32 lowercase hex digits.
-bool ParseChecksum(std::string_view value, std::array<uint8_t, 16>* out) {
-  return value.substr(0, internal::kChecksumPrefix.size()) == internal::kChecksumPrefix &&
-         internal::ParseHexLower(value.substr(internal::kChecksumPrefix.size()), out->data(),
-                                 out->size());
-}
-
 Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
   MetadataReader md(header);
   const std::string_view* format = md.Find("kvtier_format");
@@ -158,7 +129,7 @@ Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
   KVTIER_RETURN_IF_ERROR(ParseKeyField("parent", parent, &meta->parent));
   KVTIER_RETURN_IF_ERROR(ParseKeyField("namespace", ns, &meta->ns));
   int64_t tokens = 0;
-  if (!ParseCanonicalInt(token_count, /*allow_negative=*/false, &tokens) || tokens == 0 ||
+  if (!internal::ParseCanonicalInt(token_count, /*allow_negative=*/false, &tokens) || tokens == 0 ||
       tokens > UINT32_MAX) {
     return BadField("token_count", token_count, "not an integer in 1..4294967295");
   }
@@ -173,15 +144,15 @@ Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
                                           &meta->layer_cache_types, nullptr));
   KVTIER_RETURN_IF_ERROR(ParseStringLists("layer_meta_states", meta_states, header.layers, nullptr,
                                           &meta->layer_meta_states));
-  if (!ParseCanonicalInt(created_at, /*allow_negative=*/true, &meta->created_at)) {
+  if (!internal::ParseCanonicalInt(created_at, /*allow_negative=*/true, &meta->created_at)) {
     return BadField("created_at", created_at, "not a 64-bit integer");
   }
-  if (!ParseChecksum(checksum, &meta->checksum)) {
+  if (!internal::ParseChecksum(checksum, &meta->checksum)) {
     return BadField("checksum", checksum, "not xxh3-128:<32 lowercase hex digits>");
   }
   meta->meta_checksum.reset();
   if (const std::string_view* mc = md.Find(internal::kMetaChecksumField); mc != nullptr) {
-    if (!ParseChecksum(*mc, &meta->meta_checksum.emplace())) {
+    if (!internal::ParseChecksum(*mc, &meta->meta_checksum.emplace())) {
       return BadField(internal::kMetaChecksumField, *mc, "not xxh3-128:<32 lowercase hex digits>");
     }
   }
@@ -269,7 +240,8 @@ Status CheckLayout(const internal::ParsedHeader& header, const BlockMeta& meta,
 // Everything but the data checksum. `data` (the data section) may be empty when
 // only the header is at hand; then the views stay empty.
 Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
-                        const DecodeOptions& opts, DecodedBlock* out) {
+                        const DecodeOptions& opts, internal::ParsedHeader* header,
+                        DecodedBlock* out) {
   KVTIER_ASSIGN_OR_RETURN(uint64_t need, BlockHeaderPrefixBytes(prefix, file_size));
   if (prefix.size() < need) {
     return Status::InvalidArgument("block header needs " + Str(need) + " bytes, got " +
@@ -285,14 +257,13 @@ Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
   if (!internal::IsStrictUtf8(json, &bad)) {
     return Reject(BlockFileError::kHeaderNotUtf8, "header is not UTF-8 at byte " + Str(8 + bad));
   }
-  internal::ParsedHeader header;
-  KVTIER_RETURN_IF_ERROR(internal::ParseSafetensorsHeader(json, file_size - need, &header));
-  KVTIER_RETURN_IF_ERROR(ParseMetadata(header, &out->meta));
+  KVTIER_RETURN_IF_ERROR(internal::ParseSafetensorsHeader(json, file_size - need, header));
+  KVTIER_RETURN_IF_ERROR(ParseMetadata(*header, &out->meta));
   // Before anything trusts the metadata: an edited header is reported as
   // edited, not as whatever mismatch the edit causes.
-  KVTIER_RETURN_IF_ERROR(CheckMetaChecksum(header, out->meta));
+  KVTIER_RETURN_IF_ERROR(CheckMetaChecksum(*header, out->meta));
   if (opts.expected_layout != nullptr) {
-    KVTIER_RETURN_IF_ERROR(CheckLayout(header, out->meta, *opts.expected_layout));
+    KVTIER_RETURN_IF_ERROR(CheckLayout(*header, out->meta, *opts.expected_layout));
   }
   if (opts.expected_key != nullptr && out->meta.key != *opts.expected_key) {
     return Reject(BlockFileError::kKeyMismatch, "file holds key " + out->meta.key.Hex() +
@@ -307,8 +278,8 @@ Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
   }
   out->header_bytes = need - 8;
   out->tensors.clear();
-  out->tensors.reserve(header.tensors.size());
-  for (auto& t : header.tensors) out->tensors.push_back(std::move(t.view));
+  out->tensors.reserve(header->tensors.size());
+  for (auto& t : header->tensors) out->tensors.push_back(std::move(t.view));
   return Status::Ok();
 }
 
@@ -344,13 +315,47 @@ Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes,
 Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                        const DecodeOptions& opts) {
   DecodedBlock out;
-  KVTIER_RETURN_IF_ERROR(DecodeHeaderInto(prefix, file_size, opts, &out));
+  internal::ParsedHeader header;
+  KVTIER_RETURN_IF_ERROR(DecodeHeaderInto(prefix, file_size, opts, &header, &out));
   return out;
 }
 
 Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOptions& opts) {
+  internal::ParsedHeader header;
+  return internal::DecodeBlockKeepHeader(file, opts, &header);
+}
+
+namespace internal {
+
+bool ParseCanonicalInt(std::string_view s, bool allow_negative, int64_t* out) {
+  bool negative = false;
+  if (allow_negative && !s.empty() && s[0] == '-') {
+    negative = true;
+    s.remove_prefix(1);
+  }
+  if (s.empty() || s.size() > 19) return false;
+  if (s.size() > 1 && s[0] == '0') return false;
+  if (negative && s == "0") return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  // 19 digits fit in u64; int64 allows up to 2^63-1 (and -2^63).
+  if (v > static_cast<uint64_t>(INT64_MAX) + (negative ? 1 : 0)) return false;
+  *out = negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+bool ParseChecksum(std::string_view value, std::array<uint8_t, 16>* out) {
+  return value.substr(0, kChecksumPrefix.size()) == kChecksumPrefix &&
+         ParseHexLower(value.substr(kChecksumPrefix.size()), out->data(), out->size());
+}
+
+Result<DecodedBlock> DecodeBlockKeepHeader(std::span<const std::byte> file,
+                                           const DecodeOptions& opts, ParsedHeader* header) {
   DecodedBlock out;
-  KVTIER_RETURN_IF_ERROR(DecodeHeaderInto(file, file.size(), opts, &out));
+  KVTIER_RETURN_IF_ERROR(DecodeHeaderInto(file, file.size(), opts, header, &out));
   out.data = file.subspan(8 + out.header_bytes);
   // The table check proved the tensors tile the data section exactly.
   size_t offset = 0;
@@ -374,4 +379,5 @@ Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOp
   return out;
 }
 
+}  // namespace internal
 }  // namespace kvtier

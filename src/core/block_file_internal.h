@@ -1,5 +1,6 @@
-// Pieces shared by the block file encoder, decoder and header parser.
-// Not API: include only from src/core/block_file*.cc and safetensors*.cc.
+// Pieces shared by the block file encoder, decoder, header parser and
+// BlockVerifier. Not API: include only from src/core/block_file*.cc,
+// block_verifier.cc and safetensors*.cc.
 #ifndef KVTIER_CORE_BLOCK_FILE_INTERNAL_H_
 #define KVTIER_CORE_BLOCK_FILE_INTERNAL_H_
 
@@ -72,6 +73,23 @@ void Xxh3Update128(XXH3_state_t* state, const void* data, size_t size);
 void HexLower(const uint8_t* bytes, size_t n, char* out);
 // Parses exactly 2n lowercase hex digits; false on anything else.
 bool ParseHexLower(std::string_view hex, uint8_t* bytes, size_t n);
+
+// Canonical decimal: no leading zeros, optional '-' only if `allow_negative`
+// and never "-0". Fits in int64.
+bool ParseCanonicalInt(std::string_view s, bool allow_negative, int64_t* out);
+
+// A checksum or meta_checksum value: "xxh3-128:" and 32 lowercase hex digits.
+bool ParseChecksum(std::string_view value, std::array<uint8_t, 16>* out);
+
+struct ParsedHeader;  // core/safetensors_header.h
+
+// DecodeBlock, leaving the parsed header in `*header` (freshly constructed by
+// the caller) for BlockVerifier, whose templates point into its metadata.
+// Same verdict and result as DecodeBlock. On success the tensor views of
+// `header->tensors` have been moved into the result (their names are empty);
+// `header->metadata` and `header->doc` stay valid.
+Result<DecodedBlock> DecodeBlockKeepHeader(std::span<const std::byte> file,
+                                           const DecodeOptions& opts, ParsedHeader* header);
 
 // A quoted, bounded copy of untrusted text for error messages.
 std::string Quote(std::string_view text, size_t max_chars = 64);

@@ -11,13 +11,19 @@
 //   - DecodeBlockHeader (header only) and DecodeBlock agree on the verdict
 //     and the reason, except that only DecodeBlock checks the checksum;
 //   - decoding with expectations never accepts what plain decoding rejects,
-//     and accepts the same file when the expectations are the file's own.
+//     and accepts the same file when the expectations are the file's own;
+//   - BlockVerifier::Verify gives DecodeBlock's exact verdict (code and
+//     message) with and without expectations. One verifier lives across
+//     inputs, primed with a tiny block and learning a template from every
+//     file it accepts, so mutants of valid files meet its fast path.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "core/block_verifier.h"
 #include "kvtier/block_file.h"
 #include "kvtier/layout.h"
 
@@ -36,12 +42,42 @@ void RequireReason(const kvtier::Status& s) {
   Require(BlockFileErrorOf(s) != BlockFileError::kNone);
 }
 
+void RequireSame(const kvtier::Status& got, const kvtier::Status& want) {
+  Require(got.code() == want.code());
+  Require(got.message() == want.message());
+}
+
+// A verifier holding the template of one valid tiny block.
+kvtier::BlockVerifier* PrimedVerifier(const kvtier::ModelLayout& tiny) {
+  std::vector<std::vector<std::byte>> tensors;
+  std::vector<std::span<const std::byte>> spans;
+  for (const kvtier::LayerSpec& layer : tiny.layers) {
+    for (const kvtier::TensorSpec& t : layer.states) tensors.emplace_back(t.ByteSize());
+  }
+  for (const auto& t : tensors) spans.emplace_back(t);
+  kvtier::EncodeRequest req;
+  req.layout = &tiny;
+  req.key.bytes.fill(0x11);
+  req.parent.bytes.fill(0x22);
+  req.ns.bytes.fill(0x22);
+  req.created_at = 1700000000;
+  req.tensors = spans;
+  kvtier::Result<kvtier::BlockBuffer> file = kvtier::EncodeBlock(req);
+  Require(file.ok());
+  auto* verifier = new kvtier::BlockVerifier();
+  Require(verifier->Verify(file->span(), {}).ok());
+  Require(verifier->template_count() == 1);
+  return verifier;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const kvtier::ModelLayout* const tiny =
       new kvtier::ModelLayout(kvtier::ModelLayout::Preset("tiny").value());
   static const std::string* const tiny_signature = new std::string(tiny->Signature());
+
+  static kvtier::BlockVerifier* const verifier = PrimedVerifier(*tiny);
 
   std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data), size);
 
@@ -92,8 +128,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(kvtier::DecodeBlock(file, own).ok());
   }
 
+  RequireSame(verifier->Verify(file, {}), plain.status());
+
   // Expectations only ever add rejections.
   kvtier::BlockKey key = plain.ok() ? plain->meta.key : kvtier::BlockKey{};
+  DecodeOptions keyed;
+  keyed.expected_key = &key;
+  keyed.expected_signature = tiny_signature;
+  RequireSame(verifier->Verify(file, keyed), kvtier::DecodeBlock(file, keyed).status());
   DecodeOptions strict;
   strict.expected_key = &key;
   strict.expected_signature = tiny_signature;

@@ -1,0 +1,287 @@
+#include "core/block_verifier.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/block_file_internal.h"
+#include "core/safetensors_header.h"
+
+namespace kvtier {
+
+namespace {
+
+// The metadata values that differ between blocks of one shape.
+enum Field : uint8_t { kKey, kParent, kCreatedAt, kChecksum, kMetaChecksum, kFieldCount };
+
+constexpr std::array<std::string_view, kFieldCount> kFieldNames = {
+    "key", "parent", "created_at", "checksum", internal::kMetaChecksumField};
+
+// A value's bytes within the file (the 8-byte length included in offsets).
+struct Range {
+  uint32_t begin = 0;
+  uint32_t size = 0;
+  Field field = kKey;
+};
+
+// Where a value sits in the meta_checksum input.
+struct MetaSlot {
+  uint32_t begin = 0;
+  Field field = kKey;
+};
+
+// One file's values in a template's ranges, parsed as DecodeBlock parses them.
+struct FileValues {
+  std::array<std::string_view, kFieldCount> text;
+  BlockKey key;
+  int64_t created_at = 0;
+  std::array<uint8_t, 16> checksum{};
+  std::array<uint8_t, 16> meta_checksum{};
+};
+
+bool Within(std::string_view inner, std::string_view outer) {
+  const auto in = reinterpret_cast<uintptr_t>(inner.data());
+  const auto out = reinterpret_cast<uintptr_t>(outer.data());
+  return in >= out && in - out <= outer.size() && inner.size() <= outer.size() - (in - out);
+}
+
+}  // namespace
+
+struct BlockVerifier::Template {
+  uint64_t file_size = 0;
+  std::string prefix;                     // the first 8 + N bytes of the file it was made from
+  std::array<Range, kFieldCount> ranges;  // by begin
+  size_t range_count = 0;
+  std::string signature;
+  bool has_meta_checksum = false;
+  // The meta_checksum input of the template's header; the file's values
+  // replace the template's at `meta_slots` (same lengths, same order).
+  std::string meta_input;
+  std::array<MetaSlot, kFieldCount> meta_slots;  // by begin
+  size_t meta_slot_count = 0;
+
+  // True when `file` has this shape; fills `*v` with its values.
+  bool Match(std::span<const std::byte> file, FileValues* v) const;
+  // The per-file checks of DecodeBlock that depend on the values.
+  bool Passes(std::span<const std::byte> file, const DecodeOptions& opts,
+              const FileValues& v) const;
+  std::array<uint8_t, 16> MetaChecksum(const FileValues& v) const;
+  bool SameShape(const Template& o) const;
+
+  // The template of `file`, which DecodeBlock accepted as `decoded` with
+  // `header`; null when a value is escaped (its text is not the file's bytes).
+  static std::shared_ptr<Template> Make(std::span<const std::byte> file,
+                                        const internal::ParsedHeader& header,
+                                        const DecodedBlock& decoded);
+};
+
+bool BlockVerifier::Template::Match(std::span<const std::byte> file, FileValues* v) const {
+  if (file.size() != file_size) return false;
+  const char* f = reinterpret_cast<const char*>(file.data());
+  size_t cursor = 0;
+  for (size_t i = 0; i < range_count; ++i) {
+    const Range& r = ranges[i];
+    if (std::memcmp(f + cursor, prefix.data() + cursor, r.begin - cursor) != 0) return false;
+    v->text[r.field] = std::string_view(f + r.begin, r.size);
+    cursor = r.begin + r.size;
+  }
+  if (std::memcmp(f + cursor, prefix.data() + cursor, prefix.size() - cursor) != 0) return false;
+  // The same predicates as DecodeBlock's rule 31 for these fields.
+  uint8_t parent[32];
+  if (!internal::ParseHexLower(v->text[kKey], v->key.bytes.data(), v->key.bytes.size()) ||
+      !internal::ParseHexLower(v->text[kParent], parent, sizeof(parent)) ||
+      !internal::ParseCanonicalInt(v->text[kCreatedAt], /*allow_negative=*/true, &v->created_at) ||
+      !internal::ParseChecksum(v->text[kChecksum], &v->checksum)) {
+    return false;
+  }
+  return !has_meta_checksum || internal::ParseChecksum(v->text[kMetaChecksum], &v->meta_checksum);
+}
+
+std::array<uint8_t, 16> BlockVerifier::Template::MetaChecksum(const FileValues& v) const {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  size_t cursor = 0;
+  for (size_t i = 0; i < meta_slot_count; ++i) {
+    const MetaSlot& s = meta_slots[i];
+    internal::Xxh3Update128(&state, meta_input.data() + cursor, s.begin - cursor);
+    const std::string_view value = v.text[s.field];
+    internal::Xxh3Update128(&state, value.data(), value.size());
+    cursor = s.begin + value.size();
+  }
+  internal::Xxh3Update128(&state, meta_input.data() + cursor, meta_input.size() - cursor);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), c.digest, out.size());
+  return out;
+}
+
+bool BlockVerifier::Template::Passes(std::span<const std::byte> file, const DecodeOptions& opts,
+                                     const FileValues& v) const {
+  if (opts.expected_key != nullptr && v.key != *opts.expected_key) return false;
+  if (opts.expected_signature != nullptr && *opts.expected_signature != signature) return false;
+  if (has_meta_checksum && MetaChecksum(v) != v.meta_checksum) return false;
+  return !opts.verify_checksum || BlockChecksum(file.subspan(prefix.size())) == v.checksum;
+}
+
+bool BlockVerifier::Template::SameShape(const Template& o) const {
+  if (file_size != o.file_size || prefix.size() != o.prefix.size() ||
+      range_count != o.range_count) {
+    return false;
+  }
+  size_t cursor = 0;
+  for (size_t i = 0; i < range_count; ++i) {
+    const Range& a = ranges[i];
+    const Range& b = o.ranges[i];
+    if (a.begin != b.begin || a.size != b.size || a.field != b.field) return false;
+    if (std::memcmp(prefix.data() + cursor, o.prefix.data() + cursor, a.begin - cursor) != 0) {
+      return false;
+    }
+    cursor = a.begin + a.size;
+  }
+  return std::memcmp(prefix.data() + cursor, o.prefix.data() + cursor, prefix.size() - cursor) == 0;
+}
+
+BlockVerifier::~BlockVerifier() = default;
+
+size_t BlockVerifier::template_count() const {
+  MutexLock lock(&mu_);
+  return static_cast<size_t>(std::count_if(templates_.begin(), templates_.end(),
+                                           [](const auto& t) { return t != nullptr; }));
+}
+
+Status BlockVerifier::Verify(std::span<const std::byte> file, const DecodeOptions& opts,
+                             VerifiedBlockInfo* info) {
+  try {
+    if (opts.expected_layout != nullptr) {
+      return FullDecode(file, opts, AfterDecode::kKeepNothing, info);
+    }
+    TemplateSlots slots;
+    {
+      MutexLock lock(&mu_);
+      slots = templates_;
+    }
+    for (const auto& t : slots) {
+      if (t == nullptr) continue;
+      FileValues v;
+      if (!t->Match(file, &v)) continue;
+      if (!t->Passes(file, opts, v)) {
+        // DecodeBlock names the failure; the shape is already held.
+        return FullDecode(file, opts, AfterDecode::kKeepNothing, info);
+      }
+      fast_path_hits_.fetch_add(1, std::memory_order_relaxed);
+      if (info != nullptr) {
+        info->created_at = v.created_at;
+        info->has_meta_checksum = t->has_meta_checksum;
+        info->header_bytes = t->prefix.size() - 8;
+      }
+      return Status::Ok();
+    }
+    return FullDecode(file, opts, AfterDecode::kInstallTemplate, info);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("out of memory verifying a block file");
+  }
+}
+
+Status BlockVerifier::FullDecode(std::span<const std::byte> file, const DecodeOptions& opts,
+                                 AfterDecode after, VerifiedBlockInfo* info) {
+  full_decodes_.fetch_add(1, std::memory_order_relaxed);
+  internal::ParsedHeader header;
+  Result<DecodedBlock> decoded = internal::DecodeBlockKeepHeader(file, opts, &header);
+  if (!decoded.ok()) return decoded.status();
+  if (info != nullptr) {
+    info->created_at = decoded->meta.created_at;
+    info->has_meta_checksum = decoded->meta.meta_checksum.has_value();
+    info->header_bytes = decoded->header_bytes;
+  }
+  if (after == AfterDecode::kInstallTemplate) {
+    try {
+      std::shared_ptr<Template> t = Template::Make(file, header, *decoded);
+      if (t != nullptr) Install(std::move(t));
+    } catch (const std::bad_alloc&) {
+      // The verdict stands; the next file of this shape decodes in full.
+    }
+  }
+  return Status::Ok();
+}
+
+void BlockVerifier::Install(std::shared_ptr<const Template> t) {
+  std::shared_ptr<const Template> evicted;  // released after the lock
+  MutexLock lock(&mu_);
+  for (const auto& held : templates_) {
+    // Threads that missed at once on the same shape each bring a copy.
+    if (held != nullptr && held->SameShape(*t)) return;
+  }
+  evicted = std::exchange(templates_[next_slot_], std::move(t));
+  next_slot_ = (next_slot_ + 1) % kMaxTemplates;
+}
+
+std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
+    std::span<const std::byte> file, const internal::ParsedHeader& header,
+    const DecodedBlock& decoded) {
+  const size_t prefix_size = 8 + decoded.header_bytes;
+  const char* base = reinterpret_cast<const char*>(file.data());
+  const std::string_view json(base + 8, decoded.header_bytes);
+  auto t = std::make_shared<Template>();
+  t->has_meta_checksum = decoded.meta.meta_checksum.has_value();
+  for (size_t f = 0; f < kFieldCount; ++f) {
+    const auto it = std::find_if(header.metadata.begin(), header.metadata.end(),
+                                 [&](const auto& kv) { return kv.first == kFieldNames[f]; });
+    if (it == header.metadata.end()) {
+      if (f == kMetaChecksum) continue;
+      return nullptr;  // DecodeBlock requires the others
+    }
+    // An escaped value lives in the parser's arena, not in the file.
+    if (!Within(it->second, json)) return nullptr;
+    t->ranges[t->range_count++] = {static_cast<uint32_t>(it->second.data() - base),
+                                   static_cast<uint32_t>(it->second.size()), static_cast<Field>(f)};
+  }
+  std::sort(t->ranges.begin(), t->ranges.begin() + t->range_count,
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  t->file_size = file.size();
+  t->prefix.assign(base, prefix_size);
+  t->signature = decoded.meta.layout_signature;
+  if (!t->has_meta_checksum) return t;
+
+  // As DecodeBlock builds it: metadata but meta_checksum in key order, then
+  // the tensor table in file order.
+  std::vector<std::pair<std::string_view, std::string_view>> entries;
+  entries.reserve(header.metadata.size());
+  for (const auto& kv : header.metadata) {
+    if (kv.first != internal::kMetaChecksumField) entries.push_back(kv);
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  internal::MetaChecksumInput input;
+  size_t at = 0;
+  for (const auto& [k, v] : entries) {
+    input.AddEntry(k, v);
+    for (size_t f = 0; f < kMetaChecksum; ++f) {
+      if (k == kFieldNames[f]) {
+        t->meta_slots[t->meta_slot_count++] = {static_cast<uint32_t>(at + k.size() + 1),
+                                               static_cast<Field>(f)};
+      }
+    }
+    at += k.size() + v.size() + 2;
+  }
+  for (const TensorView& tv : decoded.tensors) {
+    const uint64_t begin = static_cast<uint64_t>(tv.data.data() - decoded.data.data());
+    input.AddTensor(tv.name, DTypeName(tv.dtype), tv.shape, begin, begin + tv.data.size());
+  }
+  t->meta_input = input.Bytes();
+  // The template's own values must give the template's meta_checksum, or
+  // this input is not DecodeBlock's.
+  FileValues own;
+  for (size_t i = 0; i < t->range_count; ++i) {
+    const Range& r = t->ranges[i];
+    own.text[r.field] = std::string_view(t->prefix.data() + r.begin, r.size);
+  }
+  if (t->MetaChecksum(own) != *decoded.meta.meta_checksum) return nullptr;
+  return t;
+}
+
+}  // namespace kvtier

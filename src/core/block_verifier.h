@@ -1,0 +1,100 @@
+// BlockVerifier: checks many block files of one shape (one model, one
+// layout) with DecodeBlock's verdict, without re-parsing a header whose shape
+// it has fully decoded before.
+//
+// Headers of blocks of one model and layout differ only in the values of
+// `key`, `parent` (64 hex digits each), `created_at` (decimal),
+// `checksum` and `meta_checksum` ("xxh3-128:" + 32 hex digits). A *template*
+// is a header DecodeBlock fully accepted: a copy of its first 8 + N bytes
+// and the byte ranges of those five values. A file takes the fast path when
+// it has the template's size, every header byte outside the ranges equals
+// the template's, and each range holds a valid token of its kind (the one
+// DecodeBlock accepts for that field). Its JSON then has the template's
+// structure with only those values changed, so every structural rule holds
+// as it did for the template; what depends on the values is checked per
+// file: the expected key, the expected signature (the template's), the
+// meta_checksum recomputed over the file's values and, when asked, the data
+// checksum. Anything that does not match exactly goes through DecodeBlock,
+// which gives the verdict (and, on success, installs the header as a
+// template). So the fast path never produces an error of its own.
+//
+// Headers without meta_checksum (written before it existed) take the fast
+// path too: their template has no meta_checksum range and nothing to
+// recompute. A header whose five values are not all unescaped JSON strings
+// makes no template. Calls with DecodeOptions::expected_layout set always
+// go through DecodeBlock and install nothing.
+//
+// Up to kMaxTemplates templates are kept, replaced round-robin, so a partial
+// last block (another token_count) or a created_at of another digit count
+// does not evict the common shape.
+//
+// Thread safety: Verify may be called from any number of threads at once.
+// One mutex guards the template slots; a caller copies the slots out under
+// it and matches and hashes without it. The fast path allocates nothing.
+#ifndef KVTIER_CORE_BLOCK_VERIFIER_H_
+#define KVTIER_CORE_BLOCK_VERIFIER_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/mutex.h"
+#include "core/thread_annotations.h"
+#include "kvtier/block_file.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+// What a caller may need from a file Verify accepted.
+struct VerifiedBlockInfo {
+  int64_t created_at = 0;          // the header's created_at
+  bool has_meta_checksum = false;  // false for files written before it existed
+  uint64_t header_bytes = 0;       // N, the JSON length (padded)
+};
+
+class BlockVerifier {
+ public:
+  static constexpr size_t kMaxTemplates = 4;
+
+  BlockVerifier() = default;
+  BlockVerifier(const BlockVerifier&) = delete;
+  BlockVerifier& operator=(const BlockVerifier&) = delete;
+  ~BlockVerifier();
+
+  // The verdict of DecodeBlock(file, opts): OK exactly when DecodeBlock
+  // succeeds, otherwise DecodeBlock's own Status (code, BlockFileError,
+  // message). On OK, `*info` (when not null) describes the file.
+  // ResourceExhausted if memory runs out while decoding.
+  Status Verify(std::span<const std::byte> file, const DecodeOptions& opts,
+                VerifiedBlockInfo* info = nullptr);
+
+  // Calls answered from a template, and calls that ran DecodeBlock (for
+  // tests and stats).
+  uint64_t fast_path_hits() const { return fast_path_hits_.load(std::memory_order_relaxed); }
+  uint64_t full_decodes() const { return full_decodes_.load(std::memory_order_relaxed); }
+  // Templates held now (at most kMaxTemplates).
+  size_t template_count() const;
+
+ private:
+  struct Template;
+  using TemplateSlots = std::array<std::shared_ptr<const Template>, kMaxTemplates>;
+  enum class AfterDecode { kKeepNothing, kInstallTemplate };
+
+  Status FullDecode(std::span<const std::byte> file, const DecodeOptions& opts, AfterDecode after,
+                    VerifiedBlockInfo* info);
+  // Adds `t` unless a template of the same shape is already held.
+  void Install(std::shared_ptr<const Template> t);
+
+  mutable Mutex mu_;
+  TemplateSlots templates_ GUARDED_BY(mu_);
+  size_t next_slot_ GUARDED_BY(mu_) = 0;  // round-robin replacement
+  std::atomic<uint64_t> fast_path_hits_{0};
+  std::atomic<uint64_t> full_decodes_{0};
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_CORE_BLOCK_VERIFIER_H_
