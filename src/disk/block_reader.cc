@@ -59,9 +59,9 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
   opts.expected_key = &row.key;
   opts.expected_signature = signature_;
   opts.verify_checksum = true;
-  auto decoded = DecodeBlock(dst.first(size), opts);
   // The checksum covers the data; the row's hash covers the header.
-  if (!decoded.ok() || (row.header_hash != 0 && HeaderHash(dst.first(size)) != row.header_hash)) {
+  if (!verifier_.Verify(dst.first(size), opts).ok() ||
+      (row.header_hash != 0 && HeaderHash(dst.first(size)) != row.header_hash)) {
     return ReadOutcome::kBad;
   }
   return ReadOutcome::kOk;
@@ -101,8 +101,10 @@ ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, ui
   opts.expected_key = &key;
   opts.expected_signature = signature_;
   opts.verify_checksum = true;
-  auto decoded = DecodeBlock(*buf, opts);
-  if (!decoded.ok() || !decoded->meta.meta_checksum.has_value()) return ReadOutcome::kBad;
+  VerifiedBlockInfo info;
+  if (!verifier_.Verify(*buf, opts, &info).ok() || !info.has_meta_checksum) {
+    return ReadOutcome::kBad;
+  }
   *size = n;
   return ReadOutcome::kOk;
 }

@@ -4,8 +4,10 @@
 // The buffer is exactly the size the index row records. The read is one
 // large pread (plus one for the last partial page under O_DIRECT, through a
 // small per-thread bounce buffer, so nothing is ever written past the
-// buffer's end). Verification is DecodeBlock (structure, expected key,
-// expected signature, data checksum) plus the header hash the row records.
+// buffer's end). Verification is DecodeBlock's verdict (structure, expected
+// key, expected signature, data checksum; through a BlockVerifier, which
+// skips the JSON parse of a header shape it has seen) plus the header hash
+// the row records.
 //
 // Thread safety: Read() may be called from any number of threads at once.
 #ifndef KVTIER_DISK_BLOCK_READER_H_
@@ -16,6 +18,7 @@
 #include <span>
 #include <string>
 
+#include "core/block_verifier.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
 #include "kvtier/env.h"
@@ -78,6 +81,9 @@ class BlockReader {
   const FolderLayout* const layout_;
   const std::string* const signature_;
   const BlockReaderOptions options_;
+  // Remembers the header shapes it has parsed (thread-safe): a block of a
+  // known shape is checked without a JSON parse.
+  mutable BlockVerifier verifier_;
 };
 
 }  // namespace kvtier::disk
