@@ -183,11 +183,10 @@ Status DiskTierImpl::CheckStoreHeader(const BlockKey& key, const BlockBuffer& bl
   opts.expected_key = &key;
   opts.expected_signature = &options_.layout_signature;
   opts.verify_checksum = false;
-  auto decoded = DecodeBlockHeader(block.span(), block.size(), opts);
-  if (!decoded.ok()) {
-    return Status::InvalidArgument(
-        "DiskTier::Store: block " + key.Hex() +
-        " is not a block file of this tier: " + decoded.status().message());
+  Status checked = store_checker_.Verify(block.span(), opts);
+  if (!checked.ok()) {
+    return Status::InvalidArgument("DiskTier::Store: block " + key.Hex() +
+                                   " is not a block file of this tier: " + checked.message());
   }
   return Status::Ok();
 }

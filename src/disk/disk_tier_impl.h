@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/block_verifier.h"
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "disk/block_reader.h"
@@ -126,6 +127,9 @@ class DiskTierImpl final : public DiskTier {
   std::unique_ptr<PendingWrites> pending_;
   std::unique_ptr<ParallelRunner> readers_;
   std::unique_ptr<BlockReader> reader_;
+  // Store()'s header check (DecodeBlock's verdict without the data
+  // checksum); a header shape it has seen is checked without a JSON parse.
+  BlockVerifier store_checker_;
   std::unique_ptr<BlockWriter> writer_;
   std::unique_ptr<WritePath> write_path_;
   TouchBuffer touches_;

@@ -61,11 +61,18 @@ bool FileMatchesRow(Env* env, const FolderLayout& layout, const IndexRow& row) {
   auto file = env->OpenForRead(layout.BlockPath(row.key), ro);
   if (!file.ok() || (*file)->size() != row.size) return false;
   if (row.header_hash == 0) return true;
-  std::byte len_bytes[8];
-  auto n = (*file)->ReadAt(0, len_bytes);
-  if (!n.ok() || *n != 8) return false;
-  auto need = BlockHeaderPrefixBytes(len_bytes, row.size);
+  // One read holds the header of most blocks (this runs for every row a
+  // commit writes, inside its transaction); a longer header takes a second.
+  std::byte first[4096];
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(row.size, sizeof(first)));
+  auto n = (*file)->ReadAt(0, std::span<std::byte>(first, want));
+  if (!n.ok() || *n != want) return false;
+  auto need = BlockHeaderPrefixBytes(std::span<const std::byte>(first, want), row.size);
   if (!need.ok()) return false;
+  if (*need <= want) {
+    return HeaderHash(std::span<const std::byte>(first, static_cast<size_t>(*need))) ==
+           row.header_hash;
+  }
   std::vector<std::byte> prefix(*need);
   n = (*file)->ReadAt(0, prefix);
   return n.ok() && *n == prefix.size() && HeaderHash(prefix) == row.header_hash;
