@@ -24,11 +24,6 @@
 //   reopen      time from Open() of the folder to the first hit served
 //               (the reconcile continues in the background), and to the
 //               end of that background reconcile.
-// Every round writes into fresh folders, all removed at the end: deleting
-// thousands of files just before a timed write makes ext4 skip the inodes
-// freed in the last seconds (recently_deleted, find_inode_bit: up to half
-// of a write's time under perf), a cost that fell on whichever side wrote
-// next. The folders need 2 x rounds x the blocks' bytes free.
 // --drop-caches drops the page cache (root) before each read and the reopen,
 // so reads are cold. --read-io picks how the tier reads: auto (its defaults,
 // DiskTierOptions::direct_io_reads: O_DIRECT from direct_io_min_bytes),
@@ -252,18 +247,12 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   }
 
   const std::string tag = std::to_string(env->ProcessId());
-  auto raw_dir_of = [&](uint32_t round) {
-    return JoinPath(a.dir, "bench-raw." + tag + "." + std::to_string(round));
-  };
-  auto cache_dir_of = [&](uint32_t round) {
-    return JoinPath(a.dir, "bench-cache." + tag + "." + std::to_string(round));
-  };
+  const std::string raw_dir = JoinPath(a.dir, "bench-raw." + tag);
+  const std::string cache_dir = JoinPath(a.dir, "bench-cache." + tag);
   auto cleanup = [&] {
     if (a.keep) return;
-    for (uint32_t round = 0; round < a.rounds; ++round) {
-      (void)disk::RemoveTree(env, raw_dir_of(round), 4);
-      (void)disk::RemoveTree(env, cache_dir_of(round), 4);
-    }
+    (void)disk::RemoveTree(env, raw_dir, 4);
+    (void)disk::RemoveTree(env, cache_dir, 4);
   };
   auto fail = [&](const Status& s) {
     cleanup();
@@ -271,21 +260,9 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   };
   Status mk = env->CreateDirs(a.dir, 0700);
   if (!mk.ok()) return ReportError(flags, mk.WithContext("--dir"));
-  {
-    // Each file takes at least one 4 KiB block on disk; 10% for folders.
-    const uint64_t per_round = total + keys.size() * 4096;
-    const uint64_t need = per_round / 10 * 11 * 2 * a.rounds;
-    auto free_bytes = env->FreeSpace(a.dir);
-    if (free_bytes.ok() && *free_bytes < need) {
-      return ReportError(
-          flags, Status::InvalidArgument(
-                     "--dir: " + std::to_string(a.rounds) + " rounds need " + std::to_string(need) +
-                     " bytes free (fresh folders per round), " + a.dir + " has " +
-                     std::to_string(*free_bytes) + "; use fewer --rounds or --blocks"));
-    }
-  }
 
   DiskTierOptions o;
+  o.dir = cache_dir;
   o.layout_signature = layout->Signature();
   o.max_bytes = 0;  // the disk alone bounds it: nothing is evicted
   o.writer_threads = a.threads;
@@ -309,9 +286,9 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   o.commit_batch_bytes = a.commit_batch_bytes;
   const bool fsync = durability == Durability::kFsync;
 
-  // Each phase returns its seconds. Writes start from a fresh folder.
-  std::string raw_dir, cache_dir;  // the round's
+  // Each phase returns its seconds. Writes start from an empty folder.
   auto raw_write = [&]() -> Result<double> {
+    (void)disk::RemoveTree(env, raw_dir, 4);
     KVTIER_RETURN_IF_ERROR(MakeRawFolders(env, raw_dir));
     auto t0 = Clock::now();
     KVTIER_RETURN_IF_ERROR(RawWrite(env, raw_dir, keys, blocks, a.threads, fsync));
@@ -319,7 +296,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     return Seconds(t0, Clock::now());
   };
   auto our_write = [&]() -> Result<double> {
-    o.dir = cache_dir;
+    (void)disk::RemoveTree(env, cache_dir, 4);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o, env));
     KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(cache_dir));
     auto t0 = Clock::now();
@@ -427,9 +404,6 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     return Status::Ok();
   };
   for (uint32_t round = 0; round < a.rounds; ++round) {
-    raw_dir = raw_dir_of(round);
-    cache_dir = cache_dir_of(round);
-    o.dir = cache_dir;
     Status s = Status::Ok();
     if (round % 2 == 0) {
       if (s.ok()) s = best(&fig.raw_write_s, raw_write()).WithContext("raw write");
