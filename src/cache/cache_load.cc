@@ -254,9 +254,10 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   const bool promote = options_.promote_disk_hits;
   ReservationBank bank;
 
-  // Sizes come from the disk tier's index (one batched lookup) as it asks
-  // for each buffer: budget first, read second (seed 003), so concurrent
-  // promotions cannot overshoot the budget, and a refusal costs no I/O.
+  // Sizes come from the disk tier as it asks for each buffer (a small
+  // block's own file once opened, a large block's index row): budget first,
+  // read second (seed 003), so concurrent promotions cannot overshoot the
+  // budget, and a refusal costs no read.
   // Each block reaches HandOut (and the caller) on the read thread that
   // verified it, as soon as it lands.
   DiskTier::BufferAllocator alloc = [&](size_t bytes) -> Result<BlockBuffer> {
