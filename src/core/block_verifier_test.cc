@@ -54,17 +54,8 @@ ModelLayout Hybrid() {
 
 Bytes Encode(const ModelLayout& layout, const BlockKey& key, const BlockKey& parent,
              int64_t created_at, uint32_t token_count = 0) {
-  std::vector<std::vector<std::byte>> tensors = MakeBlockTensors(layout, key);
-  std::vector<std::span<const std::byte>> spans(tensors.begin(), tensors.end());
-  EncodeRequest req;
-  req.layout = &layout;
-  req.key = key;
-  req.parent = parent;
-  req.ns = TestBlockKey(999);
-  req.token_count = token_count;
-  req.created_at = created_at;
-  req.tensors = spans;
-  Result<BlockBuffer> b = EncodeBlock(req);
+  Result<BlockBuffer> b =
+      MakeBlockFile(layout, key, parent, TestBlockKey(999), created_at, token_count);
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   if (!b.ok()) return {};
   return Bytes(b->data(), b->data() + b->size());

@@ -20,6 +20,30 @@ std::byte* BounceBuffer() {
 
 }  // namespace
 
+ReadOutcome BlockReader::Open(const std::string& path, const ReadFileOptions& ro,
+                              std::unique_ptr<RandomAccessFile>* file, Status* error) const {
+  auto opened = env_->OpenForRead(path, ro);
+  if (opened.ok()) {
+    *file = std::move(opened).value();
+    return ReadOutcome::kOk;
+  }
+  if (opened.status().IsNotFound()) return ReadOutcome::kGone;
+  // A symlink, FIFO or folder in a block's place is never a block.
+  auto info = env_->Stat(path);
+  if (info.ok() && info->type != FileType::kRegular) return ReadOutcome::kBad;
+  *error = opened.status();
+  return ReadOutcome::kError;
+}
+
+Status BlockReader::Verify(std::span<const std::byte> file, const BlockKey& key,
+                           VerifiedBlockInfo* info) const {
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = signature_;
+  opts.verify_checksum = true;
+  return verifier_.Verify(file, opts, info);
+}
+
 ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const {
   const std::string path = layout_->BlockPath(row.key);
   const uint64_t size = row.size;
@@ -27,18 +51,11 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
   ro.follow_symlinks = false;
   ro.direct_io = options_.direct_io && size >= options_.direct_io_min_bytes &&
                  reinterpret_cast<uintptr_t>(dst.data()) % kPage == 0;
-  auto file = env_->OpenForRead(path, ro);
-  if (!file.ok()) {
-    if (file.status().IsNotFound()) return ReadOutcome::kGone;
-    // A symlink, FIFO or folder in a block's place is never a block.
-    auto info = env_->Stat(path);
-    if (info.ok() && info->type != FileType::kRegular) return ReadOutcome::kBad;
-    *error = file.status();
-    return ReadOutcome::kError;
-  }
-  if ((*file)->size() != size) return ReadOutcome::kBad;
+  std::unique_ptr<RandomAccessFile> file;
+  if (ReadOutcome o = Open(path, ro, &file, error); o != ReadOutcome::kOk) return o;
+  if (file->size() != size) return ReadOutcome::kBad;
   const uint64_t body = ro.direct_io ? size / kPage * kPage : size;
-  auto n = (*file)->ReadAt(0, dst.first(body));
+  auto n = file->ReadAt(0, dst.first(body));
   if (!n.ok()) {
     *error = n.status();
     return ReadOutcome::kError;
@@ -46,7 +63,7 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
   uint64_t got = *n;
   if (got == body && body < size) {
     std::byte* page = BounceBuffer();
-    auto tail = (*file)->ReadAt(body, std::span<std::byte>(page, kPage));
+    auto tail = file->ReadAt(body, std::span<std::byte>(page, kPage));
     if (!tail.ok()) {
       *error = tail.status();
       return ReadOutcome::kError;
@@ -55,12 +72,8 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
     got += *tail;
   }
   if (got != size) return ReadOutcome::kBad;  // changed size since it was opened
-  DecodeOptions opts;
-  opts.expected_key = &row.key;
-  opts.expected_signature = signature_;
-  opts.verify_checksum = true;
   // The checksum covers the data; the row's hash covers the header.
-  if (!verifier_.Verify(dst.first(size), opts).ok() ||
+  if (!Verify(dst.first(size), row.key, nullptr).ok() ||
       (row.header_hash != 0 && HeaderHash(dst.first(size)) != row.header_hash)) {
     return ReadOutcome::kBad;
   }
@@ -71,17 +84,11 @@ ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, ui
                                        Status* error) const {
   ReadFileOptions ro;
   ro.follow_symlinks = false;
-  const std::string path = layout_->BlockPath(key);
-  auto file = env_->OpenForRead(path, ro);
-  if (!file.ok()) {
-    if (file.status().IsNotFound()) return ReadOutcome::kGone;
-    // Not a regular file: the row decides (quarantine); else an I/O error.
-    auto info = env_->Stat(path);
-    if (info.ok() && info->type != FileType::kRegular) return ReadOutcome::kBad;
-    *error = file.status();
-    return ReadOutcome::kError;
+  std::unique_ptr<RandomAccessFile> file;
+  if (ReadOutcome o = Open(layout_->BlockPath(key), ro, &file, error); o != ReadOutcome::kOk) {
+    return o;  // kBad (not a regular file): the row decides
   }
-  const uint64_t n = (*file)->size();
+  const uint64_t n = file->size();
   const bool direct = options_.direct_io && n >= options_.direct_io_min_bytes;
   if (n == 0 || n >= kMaxUnindexedReadBytes || direct) return ReadOutcome::kBad;
   auto buf = dst(n);
@@ -91,18 +98,14 @@ ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, ui
     return ReadOutcome::kNoBuffer;
   }
   if (buf->size() != n) return ReadOutcome::kBad;
-  auto got = (*file)->ReadAt(0, *buf);
+  auto got = file->ReadAt(0, *buf);
   if (!got.ok()) {
     *error = got.status();
     return ReadOutcome::kError;
   }
   if (*got != n) return ReadOutcome::kBad;  // changed size since it was opened
-  DecodeOptions opts;
-  opts.expected_key = &key;
-  opts.expected_signature = signature_;
-  opts.verify_checksum = true;
   VerifiedBlockInfo info;
-  if (!verifier_.Verify(*buf, opts, &info).ok() || !info.has_meta_checksum) {
+  if (!Verify(*buf, key, &info).ok() || !info.has_meta_checksum) {
     return ReadOutcome::kBad;
   }
   *size = n;

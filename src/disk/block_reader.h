@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -77,6 +78,14 @@ class BlockReader {
                             Status* error) const;
 
  private:
+  // Opens a block file: kOk with `*file`, kGone, kBad (not a regular file),
+  // or kError (`*error` says why).
+  ReadOutcome Open(const std::string& path, const ReadFileOptions& ro,
+                   std::unique_ptr<RandomAccessFile>* file, Status* error) const;
+  // DecodeBlock's verdict with this reader's expectations for `key`.
+  Status Verify(std::span<const std::byte> file, const BlockKey& key,
+                VerifiedBlockInfo* info) const;
+
   Env* const env_;
   const FolderLayout* const layout_;
   const std::string* const signature_;

@@ -247,6 +247,15 @@ TEST(DiskRaceTest, LoadDuringAnEvictionServesTheValidFileInTheVictimsPlace) {
   ASSERT_THAT(evictor->Flush(), IsOk());
 }
 
+// Puts `b` at `path` in one rename, as another writer's publish would.
+void ReplaceFileWith(const std::string& path, const SharedBlock& b) {
+  {
+    std::ofstream f(path + ".new", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(b->data()), static_cast<std::streamsize>(b->size()));
+  }
+  std::filesystem::rename(path + ".new", path);
+}
+
 // A row that describes an earlier valid version of a block (the state the
 // test above leaves for a moment): a load serves the newer file either way.
 // Without retention a small block is read file first (no lookup) and its
@@ -259,12 +268,7 @@ TEST(DiskRaceTest, FileFirstLoadServesTheNewerFileInPlaceOfTheRowsVersion) {
   auto tier = Open(TestOptions(dir.path()), Env::Default());
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
-  const std::string path = BlockFilePath(dir.path(), key);
-  {
-    std::ofstream f(path + ".new", std::ios::binary);
-    f.write(reinterpret_cast<const char*>(v2->data()), static_cast<std::streamsize>(v2->size()));
-  }
-  std::filesystem::rename(path + ".new", path);
+  ReplaceFileWith(BlockFilePath(dir.path(), key), v2);
   EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
   EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
   EXPECT_EQ(tier->Stats().quarantined, 0u);
@@ -285,12 +289,7 @@ TEST(DiskRaceTest, RowOfAnEarlierVersionIsReplacedByTheRowOfTheFileInPlace) {
   auto tier = Open(o, Env::Default());
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
-  const std::string path = BlockFilePath(dir.path(), key);
-  {
-    std::ofstream f(path + ".new", std::ios::binary);
-    f.write(reinterpret_cast<const char*>(v2->data()), static_cast<std::streamsize>(v2->size()));
-  }
-  std::filesystem::rename(path + ".new", path);
+  ReplaceFileWith(BlockFilePath(dir.path(), key), v2);
   EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
   EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
   EXPECT_EQ(tier->Stats().quarantined, 0u);

@@ -88,7 +88,8 @@ std::vector<std::vector<std::byte>> MakeBlockTensors(const ModelLayout& layout,
 }
 
 Result<BlockBuffer> MakeBlockFile(const ModelLayout& layout, const BlockKey& key,
-                                  const BlockKey& parent, const BlockKey& ns, int64_t created_at) {
+                                  const BlockKey& parent, const BlockKey& ns, int64_t created_at,
+                                  uint32_t token_count) {
   std::vector<std::vector<std::byte>> tensors = MakeBlockTensors(layout, key);
   std::vector<std::span<const std::byte>> spans(tensors.begin(), tensors.end());
   EncodeRequest req;
@@ -96,6 +97,7 @@ Result<BlockBuffer> MakeBlockFile(const ModelLayout& layout, const BlockKey& key
   req.key = key;
   req.parent = parent;
   req.ns = ns;
+  req.token_count = token_count;
   req.created_at = created_at;
   req.tensors = spans;
   return EncodeBlock(req);

@@ -46,11 +46,11 @@ std::optional<size_t> FirstTensorMismatch(const BlockKey& key, size_t tensor_ind
 std::vector<std::vector<std::byte>> MakeBlockTensors(const ModelLayout& layout,
                                                      const BlockKey& key);
 
-// The block file of `key`: MakeBlockTensors encoded with EncodeBlock (full
-// token_count, the layout's default meta states, created_at as given).
+// The block file of `key`: MakeBlockTensors encoded with EncodeBlock (the
+// layout's default meta states, created_at as given; token_count 0 = full).
 Result<BlockBuffer> MakeBlockFile(const ModelLayout& layout, const BlockKey& key,
                                   const BlockKey& parent, const BlockKey& ns,
-                                  int64_t created_at = 0);
+                                  int64_t created_at = 0, uint32_t token_count = 0);
 
 // OK iff `file` decodes with key `key`, `layout`'s tensors and signature and
 // a good checksum (else the DecodeBlock status), and every tensor holds
