@@ -1,37 +1,17 @@
-// BlockPool: the engine's working KV memory.
+// BlockPool and DensePool: the engine's working KV memory, per sequence.
 //
-// In paged mode (the default) the pool is `total_blocks` slots of one block
-// each (memory from a SlotMemory, kvtier/slot_memory.h). A sequence is a
-// list of slots (its block table) and a length in tokens. Full blocks are
-// named by their BlockKey (KeyChain over the sequence's token ids), enter a
-// prefix index and are shared between sequences with refcounts:
-// `Allocate(seq, tokens)` reuses the longest cached prefix, first from the
-// pool, then from the lower tiers through a BlockBackingStore. Those loads
-// are asynchronous: each block is copied into its slot (once; the store has
-// verified it) on the thread it arrives on, while later blocks are still
-// being read, and WaitTokensLoaded tells an engine when a prefix of the
-// sequence is in place, so it can start on the first blocks while the rest
-// land (the per-layer wait of vLLM's connectors, per block here). When slots run out, inactive
-// sequences are evicted by policy and offloaded, not lost: their full blocks go to the lower tiers,
-// their partial last block stays in host memory, and the next Allocate with the same id restores
-// them. In dense mode each sequence is a set of growable per-layer tensors instead (no sharing, no
-// tiers), for engines without paged attention.
+// BlockPool (paged) keeps K/V in slots of one block each, shares full blocks
+// between sequences by BlockKey, loads and offloads them through a
+// BlockBackingStore and evicts inactive sequences. DensePool keeps each
+// sequence in growable per-layer tensors: no slots, sharing, tiers or
+// eviction. What both do (sequences, appends, commits, packed views) is
+// KvPool. docs/pool.md explains the modes, tensor shapes, positions and loads.
 //
-// Tensor shapes. Every state tensor of every layer must have the per-block
-// shape [A, block_tokens, B] (A = KV heads, B = head_dim for attention; the
-// quantized and sliding-window layouts of layout.h have the same form).
-// A token's row of a state is then A × B elements; "seq-first" data for one
-// head is [n, B]; a whole layer's data for n tokens is [A, n, B] per state.
-// All byte spans are raw elements of the state's dtype.
-//
-// Positions. Tokens [0, Length) are committed: their K/V are immutable and
-// their token ids known. Appends write at positions ≥ Length; Advance commits
-// the next tokens once every layer has K/V for them.
-//
-// Thread safety: every method may be called from any thread. Calls for one
-// sequence are serialized by the caller, except WaitLoaded and
-// WaitTokensLoaded. One internal mutex guards the pool; no
-// BlockBackingStore call, block encoding or key hashing runs under it.
+// Ownership: a pool owns its slots, tensors and views' bytes; the store and
+// Env in its options are the caller's and must outlive it. Thread safety:
+// every method may be called from any thread; calls for one sequence are
+// serialized by the caller, except WaitLoaded and WaitTokensLoaded. No
+// BlockBackingStore call runs under a pool's lock.
 #ifndef KVTIER_BLOCK_POOL_H_
 #define KVTIER_BLOCK_POOL_H_
 
@@ -80,6 +60,7 @@ class BlockBackingStore {
   virtual void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) = 0;
 };
 
+// Which pool a PoolStats describes.
 enum class PoolMode : uint8_t { kPaged, kDense };
 
 enum class EvictionPolicy : uint8_t {
@@ -101,17 +82,18 @@ std::string_view PoolModeName(PoolMode mode);           // "paged", "dense"
 std::string_view EvictionPolicyName(EvictionPolicy p);  // "none", "lru", "fifo", "priority"
 std::string_view StorePolicyName(StorePolicy p);        // "on_fill", "on_sequence_end", "never"
 
+// A BlockPool's options.
 struct PoolOptions {
-  PoolMode mode = PoolMode::kPaged;
-  // What a block holds. Required; see "Tensor shapes" above.
+  // What a block holds. Required; every state is [A, block_tokens, B]
+  // (docs/pool.md, "Tensor shapes").
   ModelLayout layout;
   // Key namespace. model_id is required; layout_signature and block_tokens
   // may be left empty / 0 (filled from `layout`), else must equal it.
   NamespaceOptions key_namespace;
 
-  // Paged mode. Number of slots (blocks). Validate refuses a number whose
-  // slots (host slot memory) and bookkeeping would not fit in this
-  // machine's RAM, so Create fails before allocating anything. Default 2048.
+  // Number of slots (blocks). Validate refuses a number whose slots (host
+  // slot memory) and bookkeeping would not fit in this machine's RAM, so
+  // Create fails before allocating anything. Default 2048.
   uint32_t total_blocks = 2048;
   // Slots allocated together when storage grows. Default 64.
   uint32_t chunk_blocks = 64;
@@ -136,7 +118,16 @@ struct PoolOptions {
   // Clock and threads. Null: Env::Default(). Not owned.
   Env* env = nullptr;
 
-  // Dense mode. Tokens each sequence's tensors hold at first. Default 256.
+  // OK, or kInvalidArgument naming the bad field.
+  Status Validate() const;
+};
+
+// A DensePool's options.
+struct DensePoolOptions {
+  // What a sequence holds. Required; every state is [A, block_tokens, B]
+  // (docs/pool.md, "Tensor shapes"), though no blocks are formed.
+  ModelLayout layout;
+  // Tokens each sequence's tensors hold at first. Default 256.
   uint32_t dense_initial_tokens = 256;
   // Most tokens one sequence may hold. Default 131072.
   uint32_t dense_max_tokens = 131072;
@@ -147,30 +138,37 @@ struct PoolOptions {
   Status Validate() const;
 };
 
+// PoolStats's numbers, declared once: X(name, kind, help), kind kCounter
+// (only grows) or kGauge (a current value). The struct follows from it, and
+// so can anything that lists or renders the numbers.
+#define KVTIER_POOL_STATS(X)                                                         \
+  X(bytes_used, kGauge, "bytes of slots (dense: tensors) in use")                    \
+  X(bytes_capacity, kGauge, "bytes of slot memory (dense: tensors) allocated")       \
+  X(blocks_total, kGauge, "slots of the pool (dense: 0)")                            \
+  X(blocks_free, kGauge, "free slots, blocks_cached included")                       \
+  X(blocks_cached, kGauge, "free slots still holding an indexed block")              \
+  X(sequences, kGauge, "live sequences")                                             \
+  X(evicted_blocks, kCounter, "block references released by eviction")               \
+  X(evicted_sequences, kCounter, "sequences evicted")                                \
+  X(packed_layers, kGauge, "cached packed views")                                    \
+  X(offloaded_blocks, kGauge, "blocks of evicted sequences awaiting restore")        \
+  X(offloaded_sequences, kGauge, "evicted sequences awaiting restore")               \
+  X(restored_sequences, kCounter, "evicted sequences restored by Allocate")          \
+  X(prefix_hit_blocks_pool, kCounter, "blocks reused from the pool by Allocate")     \
+  X(prefix_hit_blocks_tier, kCounter, "blocks loaded into the pool by Allocate")     \
+  X(copy_on_write_blocks, kCounter, "shared blocks copied before a write")           \
+  X(stored_blocks, kCounter, "blocks stored to the lower tiers")                     \
+  X(stored_bytes, kCounter, "block file bytes stored to the lower tiers")            \
+  X(store_errors, kCounter, "blocks not stored: copy, encoding or the store failed") \
+  X(loaded_blocks, kCounter, "blocks loaded from the lower tiers")                   \
+  X(loaded_bytes, kCounter, "block file bytes loaded from the lower tiers")          \
+  X(load_misses, kCounter, "blocks promised by Match but missing or invalid on Load")
+
 struct PoolStats {
   PoolMode mode = PoolMode::kPaged;
-  uint64_t bytes_used = 0;      // bytes of slots (dense: tensors) in use
-  uint64_t bytes_capacity = 0;  // bytes of slot memory (dense: tensors) allocated
-  uint64_t blocks_total = 0;
-  uint64_t blocks_free = 0;     // includes blocks_cached
-  uint64_t blocks_cached = 0;   // free slots still holding an indexed block
-  uint64_t sequences = 0;       // live sequences
-  uint64_t evicted_blocks = 0;  // block references released by eviction
-  uint64_t evicted_sequences = 0;
-  uint64_t packed_layers = 0;     // cached packed views
-  uint64_t offloaded_blocks = 0;  // blocks of evicted sequences awaiting restore
-  uint64_t offloaded_sequences = 0;
-  uint64_t restored_sequences = 0;
-  uint64_t prefix_hit_blocks_pool = 0;  // blocks reused from the pool by Allocate
-  uint64_t prefix_hit_blocks_tier = 0;  // blocks loaded into the pool by Allocate
-  uint64_t copy_on_write_blocks = 0;
-  // Traffic to and from the lower tiers.
-  uint64_t stored_blocks = 0;
-  uint64_t stored_bytes = 0;  // block file bytes
-  uint64_t store_errors = 0;
-  uint64_t loaded_blocks = 0;
-  uint64_t loaded_bytes = 0;  // block file bytes
-  uint64_t load_misses = 0;   // promised by Match but missing or invalid on Load
+#define KVTIER_POOL_STATS_FIELD(name, kind, help) uint64_t name = 0;
+  KVTIER_POOL_STATS(KVTIER_POOL_STATS_FIELD)
+#undef KVTIER_POOL_STATS_FIELD
 };
 
 // What AllocateAsync reports.
@@ -211,23 +209,67 @@ struct SlotTensorGeometry {
   uint64_t a = 0, b = 0;
 };
 
-class BlockPool {
+// What both pools do. Appends write K/V at positions >= Length(seq); Advance
+// commits them (docs/pool.md, "Positions"). All byte spans are raw elements
+// of the state's dtype.
+class KvPool {
  public:
-  // kInvalidArgument for bad options (see PoolOptions::Validate and "Tensor
-  // shapes" above).
-  static Result<std::unique_ptr<BlockPool>> Create(PoolOptions options);
-
-  // Waits for pending loads. Nothing is stored on destruction.
-  virtual ~BlockPool() = default;
+  virtual ~KvPool() = default;
 
   // Sequences.
   //
   // Makes sequence `seq` hold the longest reusable prefix of `tokens`, capped
-  // to leave at least one token to compute, and returns its length. A new id
-  // reuses shared pool blocks, then lower-tier blocks; an id evicted earlier
-  // is restored first; a live id is rolled back to its common prefix with
-  // `tokens`. Blocking: waits for the loads.
+  // to leave at least one token to compute, and returns its length. A live
+  // id is rolled back to its common prefix with `tokens`; what a new id
+  // reuses depends on the pool (BlockPool: shared and lower-tier blocks;
+  // DensePool: nothing).
   virtual Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) = 0;
+
+  // K/V appends at positions >= Length(seq); storage is taken as needed
+  // (kResourceExhausted when there is none).
+  // One token, all heads: per state, A × B elements ([A, B]).
+  virtual Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
+                             std::span<const std::span<const std::byte>> states) = 0;
+  // One head, consecutive positions from `pos`: per state, [n, B] elements.
+  virtual Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
+                                 std::span<const std::span<const std::byte>> states) = 0;
+  // All heads, `count` positions from `pos`: per state, [A, count, B].
+  virtual Status AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
+                             std::span<const std::span<const std::byte>> states) = 0;
+  // Commits the next tokens.size() positions with these token ids.
+  // REQUIRES every layer to have K/V written for them (else kFailedPrecondition).
+  virtual Status Advance(uint64_t seq, std::span<const uint32_t> tokens) = 0;
+  // Shortens `seq` to `length` tokens. kInvalidArgument if length >
+  // Length(seq).
+  virtual Status Rollback(uint64_t seq, size_t length) = 0;
+  // Removes a sequence (kNotFound if unknown).
+  virtual Status Remove(uint64_t seq) = 0;
+
+  // Views.
+  virtual bool HasSequence(uint64_t seq) const = 0;
+  virtual Result<size_t> Length(uint64_t seq) const = 0;
+  // The layer's committed K/V, packed [A, Length, B] per state; cached until
+  // the sequence's length changes.
+  virtual Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq,
+                                                                     uint32_t layer) = 0;
+  virtual PoolStats GetStats() const = 0;
+};
+
+// The paged pool.
+class BlockPool : public KvPool {
+ public:
+  // kInvalidArgument for bad options (see PoolOptions::Validate).
+  static Result<std::unique_ptr<BlockPool>> Create(PoolOptions options);
+
+  // Waits for pending loads. Nothing is stored on destruction.
+  ~BlockPool() override = default;
+
+  // Sequences.
+  //
+  // Allocate (KvPool): a new id reuses shared pool blocks, then lower-tier
+  // blocks; an id evicted earlier is restored first. Blocking: waits for
+  // the loads.
+  //
   // The same, returning while lower-tier blocks still load. Until WaitLoaded
   // returns, other calls on `seq` fail with kFailedPrecondition, except
   // BlockTable, SlotAddress and WaitTokensLoaded.
@@ -241,27 +283,12 @@ class BlockPool {
   // nothing (a progress probe). kNotFound if `seq` is unknown.
   virtual Result<size_t> WaitTokensLoaded(uint64_t seq, size_t tokens) = 0;
 
-  // K/V appends at positions ≥ Length(seq); slots are taken as needed
-  // (evicting if needed: kResourceExhausted when nothing can be evicted).
-  // One token, all heads: per state, A × B elements ([A, B]).
-  virtual Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
-                             std::span<const std::span<const std::byte>> states) = 0;
-  // One head, consecutive positions from `pos`: per state, [n, B] elements.
-  virtual Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
-                                 std::span<const std::span<const std::byte>> states) = 0;
-  // All heads, `count` positions from `pos`: per state, [A, count, B].
-  virtual Status AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
-                             std::span<const std::span<const std::byte>> states) = 0;
-  // Commits the next tokens.size() positions with these token ids.
-  // REQUIRES every layer to have K/V written for them (else kFailedPrecondition).
-  // Blocks that fill are keyed, indexed and (kOnFill) stored.
-  virtual Status Advance(uint64_t seq, std::span<const uint32_t> tokens) = 0;
-  // Shortens `seq` to `length` tokens: frees blocks past it and drops their
-  // prefix entries where no one else holds them. kInvalidArgument if length >
-  // Length(seq).
-  virtual Status Rollback(uint64_t seq, size_t length) = 0;
-  // Removes a live or evicted sequence (kOnSequenceEnd: stores its full blocks).
-  virtual Status Remove(uint64_t seq) = 0;
+  // Appends (KvPool) take slots as needed, evicting if needed:
+  // kResourceExhausted when nothing can be evicted. Advance keys, indexes and
+  // (kOnFill) stores the blocks that fill. Rollback frees blocks past the
+  // new length and drops their prefix entries where no one else holds them.
+  // Remove also removes an evicted sequence (kOnSequenceEnd: stores its full
+  // blocks).
 
   // Eviction. Only sequences not in the active set are evicted. Replaces the
   // active set (ids need not exist yet).
@@ -269,33 +296,35 @@ class BlockPool {
   // Lower priorities are evicted first under EvictionPolicy::kPriority.
   virtual Status SetPriority(uint64_t seq, uint8_t priority) = 0;
   // Evicts `seq` now, active or not (a scheduler preempting it): offloaded
-  // exactly as under slot pressure. kFailedPrecondition in dense mode.
+  // exactly as under slot pressure.
   virtual Status Evict(uint64_t seq) = 0;
   // Ids evicted since the last call, in eviction order.
   virtual std::vector<uint64_t> DrainEvicted() = 0;
 
-  // Views.
-  virtual bool HasSequence(uint64_t seq) const = 0;
-  virtual Result<size_t> Length(uint64_t seq) const = 0;
-  // Slot ids of `seq`'s blocks, in order (paged mode; kFailedPrecondition in
-  // dense mode). While a load is in flight, slots past the prefix that
-  // WaitTokensLoaded reports hold no valid K/V yet, and a load that falls
-  // short frees those past the blocks that landed: read the table again
-  // after WaitLoaded.
+  // Slots.
+  //
+  // Slot ids of `seq`'s blocks, in order. While a load is in flight, slots
+  // past the prefix that WaitTokensLoaded reports hold no valid K/V yet, and
+  // a load that falls short frees those past the blocks that landed: read
+  // the table again after WaitLoaded.
   virtual Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const = 0;
-  // Address of a slot in use (paged mode). Valid until the slot is freed.
+  // Address of a slot in use. Valid until the slot is freed.
   virtual Result<std::byte*> SlotAddress(uint32_t slot) const = 0;
   virtual SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const = 0;
-  // The layer's committed K/V, packed [A, Length, B] per state; cached until
-  // the sequence's length changes.
-  virtual Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq,
-                                                                     uint32_t layer) = 0;
-
-  // Allocator introspection (paged mode; 0 in dense mode).
+  // Allocator introspection.
   virtual uint32_t RefCount(uint32_t slot) const = 0;
   virtual size_t FreeCount() const = 0;
+};
 
-  virtual PoolStats GetStats() const = 0;
+// The dense pool. Allocate of a new id returns 0; Remove keeps the
+// sequence's tensors for reuse (up to dense_free_list_cap). Stats have mode
+// kDense and no block numbers.
+class DensePool : public KvPool {
+ public:
+  // kInvalidArgument for bad options (see DensePoolOptions::Validate).
+  static Result<std::unique_ptr<DensePool>> Create(DensePoolOptions options);
+
+  ~DensePool() override = default;
 };
 
 }  // namespace kvtier

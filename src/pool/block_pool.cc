@@ -80,9 +80,6 @@ Status CheckPagedSize(const PoolOptions& o, const pool_internal::PoolGeometry& g
 }  // namespace
 
 Status PoolOptions::Validate() const {
-  if (mode != PoolMode::kPaged && mode != PoolMode::kDense) {
-    return Status::InvalidArgument("mode: unknown value");
-  }
   if (eviction > EvictionPolicy::kPriority) {
     return Status::InvalidArgument("eviction: unknown value");
   }
@@ -105,8 +102,13 @@ Status PoolOptions::Validate() const {
         " differs from layout.block_tokens " + std::to_string(layout.block_tokens));
   }
   if (total_blocks == 0) return Status::InvalidArgument("total_blocks must be > 0");
-  if (mode == PoolMode::kPaged) KVTIER_RETURN_IF_ERROR(CheckPagedSize(*this, geo));
+  KVTIER_RETURN_IF_ERROR(CheckPagedSize(*this, geo));
   if (chunk_blocks == 0) return Status::InvalidArgument("chunk_blocks must be > 0");
+  return Status::Ok();
+}
+
+Status DensePoolOptions::Validate() const {
+  KVTIER_RETURN_IF_ERROR(pool_internal::PoolGeometry::Create(layout).status());
   if (dense_initial_tokens == 0) {
     return Status::InvalidArgument("dense_initial_tokens must be > 0");
   }
@@ -122,10 +124,6 @@ Result<std::unique_ptr<BlockPool>> CreatePool(PoolOptions options) {
   KVTIER_RETURN_IF_ERROR(options.Validate().WithContext("pool options"));
   KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
                           pool_internal::PoolGeometry::Create(options.layout));
-  if (options.mode == PoolMode::kDense) {
-    return std::unique_ptr<BlockPool>(
-        std::make_unique<pool_internal::DensePool>(std::move(options), std::move(geo)));
-  }
   NamespaceOptions ns = options.key_namespace;
   ns.layout_signature = options.layout.Signature();
   ns.block_tokens = options.layout.block_tokens;
@@ -137,11 +135,27 @@ Result<std::unique_ptr<BlockPool>> CreatePool(PoolOptions options) {
   return std::unique_ptr<BlockPool>(std::move(pool));
 }
 
+Result<std::unique_ptr<DensePool>> CreateDensePool(DensePoolOptions options) {
+  KVTIER_RETURN_IF_ERROR(options.Validate().WithContext("pool options"));
+  KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
+                          pool_internal::PoolGeometry::Create(options.layout));
+  return std::unique_ptr<DensePool>(
+      std::make_unique<pool_internal::DensePoolImpl>(std::move(options), std::move(geo)));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<BlockPool>> BlockPool::Create(PoolOptions options) {
   try {
     return CreatePool(std::move(options));
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("pool options: out of memory creating the pool");
+  }
+}
+
+Result<std::unique_ptr<DensePool>> DensePool::Create(DensePoolOptions options) {
+  try {
+    return CreateDensePool(std::move(options));
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("pool options: out of memory creating the pool");
   }

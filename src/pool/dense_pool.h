@@ -1,4 +1,4 @@
-// DensePool: BlockPool in dense mode (see include/kvtier/block_pool.h).
+// DensePoolImpl: the DensePool (see include/kvtier/block_pool.h).
 //
 // Each live sequence owns one host tensor per layer and state, shaped
 // [A, capacity, B], which grows (doubling, re-laid out per head) up to
@@ -7,50 +7,34 @@
 // is no sharing between sequences, no prefix reuse, no eviction and no lower
 // tier: Allocate of a new id returns 0.
 //
-// Thread safety: as BlockPool; one mutex guards everything.
+// Thread safety: as DensePool; one mutex guards everything.
 #ifndef KVTIER_POOL_DENSE_POOL_H_
 #define KVTIER_POOL_DENSE_POOL_H_
 
+#include <memory>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_pool.h"
+#include "pool/pool_base.h"
 #include "pool/pool_geometry.h"
 
 namespace kvtier::pool_internal {
 
-class DensePool final : public BlockPool {
+class DensePoolImpl final : public PoolBase<DensePool> {
  public:
-  DensePool(PoolOptions options, PoolGeometry geo);
+  // REQUIRES: options validated; geo from options.layout.
+  DensePoolImpl(DensePoolOptions options, PoolGeometry geo);
 
   Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) override;
-  Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) override;
-  Result<size_t> WaitLoaded(uint64_t seq) override;
-  Result<size_t> WaitTokensLoaded(uint64_t seq, size_t tokens) override;
-  Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
-                     std::span<const std::span<const std::byte>> states) override;
-  Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
-                         std::span<const std::span<const std::byte>> states) override;
-  Status AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
-                     std::span<const std::span<const std::byte>> states) override;
   Status Advance(uint64_t seq, std::span<const uint32_t> tokens) override;
   Status Rollback(uint64_t seq, size_t length) override;
   Status Remove(uint64_t seq) override;
-  void SetActiveSequences(std::span<const uint64_t> seqs) override;
-  Status SetPriority(uint64_t seq, uint8_t priority) override;
-  Status Evict(uint64_t seq) override;
-  std::vector<uint64_t> DrainEvicted() override { return {}; }
   bool HasSequence(uint64_t seq) const override;
   Result<size_t> Length(uint64_t seq) const override;
-  Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const override;
-  Result<std::byte*> SlotAddress(uint32_t slot) const override;
-  SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const override;
   Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq, uint32_t layer) override;
-  uint32_t RefCount(uint32_t slot) const override { return 0; }
-  size_t FreeCount() const override { return 0; }
   PoolStats GetStats() const override;
 
  private:
@@ -65,7 +49,6 @@ class DensePool final : public BlockPool {
     std::vector<uint32_t> tokens;
     std::vector<size_t> written;  // per layer
     std::vector<std::shared_ptr<const PackedLayerView>> packed;
-    uint8_t priority = 0;
   };
 
   Result<Storage> NewStorage(size_t capacity) const;
@@ -73,17 +56,15 @@ class DensePool final : public BlockPool {
   Status GrowLocked(Storage& s, size_t tokens) REQUIRES(mu_);
   Result<Sequence*> FindLocked(uint64_t seq) REQUIRES(mu_);
   void TruncateLocked(Sequence& seq, size_t length) REQUIRES(mu_);
-  Status Append(uint64_t seq, AppendRequest req);
+  Status WriteAppend(uint64_t seq, const AppendRequest& req) override;
 
-  const PoolOptions options_;
-  const PoolGeometry geo_;
+  const DensePoolOptions options_;
 
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Sequence> seqs_ GUARDED_BY(mu_);
   std::vector<Storage> free_list_ GUARDED_BY(mu_);
-  std::unordered_set<uint64_t> active_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier::pool_internal

@@ -1,8 +1,10 @@
-// BlockPool in dense mode: growable per-sequence tensors, no sharing.
+// DensePool: growable per-sequence tensors, no sharing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <span>
+#include <type_traits>
 #include <vector>
 
 #include "kvtier/block_pool.h"
@@ -14,8 +16,8 @@ namespace {
 
 using ::kvtier::pool_testing::AppendMode;
 using ::kvtier::pool_testing::KvOracle;
+using ::kvtier::pool_testing::TestDenseOptions;
 using ::kvtier::pool_testing::TestLayout;
-using ::kvtier::pool_testing::TestOptions;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -29,18 +31,17 @@ std::vector<uint32_t> Iota(size_t n, uint32_t start = 100) {
 class DensePoolTest : public ::testing::Test {
  protected:
   void Make(uint32_t initial = 4, uint32_t max_tokens = 64, uint32_t free_cap = 1) {
-    PoolOptions o = TestOptions(layout_, 8);
-    o.mode = PoolMode::kDense;
+    DensePoolOptions o = TestDenseOptions(layout_);
     o.dense_initial_tokens = initial;
     o.dense_max_tokens = max_tokens;
     o.dense_free_list_cap = free_cap;
-    auto pool = BlockPool::Create(o);
+    auto pool = DensePool::Create(o);
     ASSERT_THAT(pool, IsOk());
     pool_ = std::move(pool).value();
   }
   ModelLayout layout_ = TestLayout();
   KvOracle kv_{layout_};
-  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<DensePool> pool_;
 };
 
 // Bytes of one sequence's tensors for `cap` tokens: 2 layers × 2 states ×
@@ -112,22 +113,73 @@ TEST_F(DensePoolTest, LimitsAndUnsupportedCallsAreStatuses) {
               StatusIs(StatusCode::kResourceExhausted, HasSubstr("dense_max_tokens")));
   ASSERT_THAT(kv_.Write(pool_.get(), 1, a, 0, 8, AppendMode::kLayer), IsOk());
   EXPECT_TRUE(kv_.Check(pool_.get(), 1, std::span(a).first(8)));
-  EXPECT_THAT(pool_->BlockTable(1), StatusIs(StatusCode::kFailedPrecondition));
-  EXPECT_THAT(pool_->SlotAddress(0), StatusIs(StatusCode::kFailedPrecondition));
-  EXPECT_THAT(pool_->Evict(1), StatusIs(StatusCode::kFailedPrecondition));
+  // BlockTable, SlotAddress and Evict, which a dense pool cannot serve, are
+  // not part of its interface (UnsupportedCallsDoNotExist below).
   EXPECT_THAT(pool_->Advance(2, a), StatusIs(StatusCode::kNotFound));
   std::vector<std::byte> row(16), bad(3);
   std::span<const std::byte> kv[] = {row, bad};
   EXPECT_THAT(pool_->AppendToken(1, 0, 8, kv), StatusIs(StatusCode::kInvalidArgument));
-  EXPECT_EQ(pool_->RefCount(0), 0u);
-  EXPECT_EQ(pool_->FreeCount(), 0u);
 
-  PoolOptions o = TestOptions(layout_, 8);
-  o.mode = PoolMode::kDense;
+  DensePoolOptions o = TestDenseOptions(layout_);
   o.dense_initial_tokens = 16;
   o.dense_max_tokens = 8;
-  EXPECT_THAT(BlockPool::Create(o),
+  EXPECT_THAT(DensePool::Create(o),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("dense_max_tokens")));
+}
+
+// What a dense pool cannot serve is not in its interface, checked by the
+// compiler: these calls used to return kFailedPrecondition (BlockTable,
+// SlotAddress, Evict) or 0 / nothing (RefCount, FreeCount, DrainEvicted).
+// The paged pool's calls are checked too, so that the concepts are not
+// vacuous.
+template <typename P>
+concept HasBlockTable = requires(const P& p) {
+  p.BlockTable(uint64_t{1});
+};
+template <typename P>
+concept HasSlotAddress = requires(const P& p) {
+  p.SlotAddress(uint32_t{0});
+};
+template <typename P>
+concept HasTensorGeometry = requires(const P& p) {
+  p.TensorGeometry(uint32_t{0}, uint32_t{0});
+};
+template <typename P>
+concept HasEvict = requires(P& p) {
+  p.Evict(uint64_t{1});
+};
+template <typename P>
+concept HasDrainEvicted = requires(P& p) {
+  p.DrainEvicted();
+};
+template <typename P>
+concept HasEvictionControls = requires(P& p, std::span<const uint64_t> ids) {
+  p.SetActiveSequences(ids);
+  p.SetPriority(uint64_t{1}, uint8_t{0});
+};
+template <typename P>
+concept HasLoads = requires(P& p, std::span<const uint32_t> tokens) {
+  p.AllocateAsync(uint64_t{1}, tokens);
+  p.WaitLoaded(uint64_t{1});
+  p.WaitTokensLoaded(uint64_t{1}, size_t{0});
+};
+template <typename P>
+concept HasAllocatorIntrospection = requires(const P& p) {
+  p.RefCount(uint32_t{0});
+  p.FreeCount();
+};
+
+TEST(DensePoolInterfaceTest, UnsupportedCallsDoNotExist) {
+  static_assert(!HasBlockTable<DensePool> && HasBlockTable<BlockPool>);
+  static_assert(!HasSlotAddress<DensePool> && HasSlotAddress<BlockPool>);
+  static_assert(!HasTensorGeometry<DensePool> && HasTensorGeometry<BlockPool>);
+  static_assert(!HasEvict<DensePool> && HasEvict<BlockPool>);
+  static_assert(!HasDrainEvicted<DensePool> && HasDrainEvicted<BlockPool>);
+  static_assert(!HasEvictionControls<DensePool> && HasEvictionControls<BlockPool>);
+  static_assert(!HasLoads<DensePool> && HasLoads<BlockPool>);
+  static_assert(!HasAllocatorIntrospection<DensePool> && HasAllocatorIntrospection<BlockPool>);
+  // Both are KvPools: one test oracle drives either.
+  static_assert(std::is_base_of_v<KvPool, DensePool> && std::is_base_of_v<KvPool, BlockPool>);
 }
 
 }  // namespace

@@ -11,15 +11,9 @@
 
 namespace kvtier::pool_internal {
 
-namespace {
-
-std::string SeqName(uint64_t id) { return "sequence " + std::to_string(id); }
-
-}  // namespace
-
 PagedPool::PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain)
-    : options_(std::move(options)),
-      geo_(std::move(geo)),
+    : PoolBase(std::move(geo)),
+      options_(std::move(options)),
       chain_(std::move(chain)),
       signature_(options_.layout.Signature()),
       env_(options_.env != nullptr ? options_.env : Env::Default()),
@@ -186,25 +180,14 @@ void PagedPool::InvalidatePackedLocked(Sequence& seq) { seq.packed.assign(geo_.l
 // ---------------------------------------------------------------------------
 // Appends
 
-Status PagedPool::Append(uint64_t id, AppendRequest req) {
-  KVTIER_RETURN_IF_ERROR(ValidateAppend(geo_, &req));
+Status PagedPool::WriteAppend(uint64_t id, const AppendRequest& req) {
   Status status;
   std::vector<PendingStore> stores;
   {
     MutexLock lock(&mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
-    const size_t len = seq->tokens.size();
-    if (req.pos < len) {
-      return Status::InvalidArgument("position " + std::to_string(req.pos) + " of " + SeqName(id) +
-                                     " is committed (length " + std::to_string(len) + ")");
-    }
-    if (req.pos > seq->written[req.layer]) {
-      return Status::InvalidArgument("position " + std::to_string(req.pos) + " is past layer " +
-                                     std::to_string(req.layer) + "'s written end " +
-                                     std::to_string(seq->written[req.layer]) + " of " +
-                                     SeqName(id) + " (appends must be contiguous)");
-    }
-    if (req.count > SIZE_MAX - req.pos) return Status::InvalidArgument("position overflows");
+    KVTIER_RETURN_IF_ERROR(
+        CheckAppendPosition(id, req, seq->tokens.size(), seq->written[req.layer]));
     const size_t t = geo_.block_tokens();
     const size_t end = req.pos + req.count;
     const size_t first = req.pos / t, last = (end - 1) / t;
@@ -239,21 +222,6 @@ Status PagedPool::Append(uint64_t id, AppendRequest req) {
   return status;
 }
 
-Status PagedPool::AppendToken(uint64_t seq, uint32_t layer, size_t pos,
-                              std::span<const std::span<const std::byte>> states) {
-  return Append(seq, AppendRequest{AppendKind::kToken, layer, 0, pos, 1, states});
-}
-
-Status PagedPool::AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
-                                  std::span<const std::span<const std::byte>> states) {
-  return Append(seq, AppendRequest{AppendKind::kHeadRange, layer, head, pos, 0, states});
-}
-
-Status PagedPool::AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
-                              std::span<const std::span<const std::byte>> states) {
-  return Append(seq, AppendRequest{AppendKind::kLayer, layer, 0, pos, count, states});
-}
-
 // ---------------------------------------------------------------------------
 // Advance, Rollback, Remove
 
@@ -267,7 +235,7 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
     MutexLock lock(&mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     if (tokens.empty()) return Status::Ok();
-    KVTIER_RETURN_IF_ERROR(CheckWrittenLocked(id, *seq, seq->tokens.size() + tokens.size()));
+    KVTIER_RETURN_IF_ERROR(CheckWritten(id, seq->written, seq->tokens.size() + tokens.size()));
     len = seq->tokens.size();
     parent = seq->keys.empty() ? chain_.ns() : seq->keys.back();
     pending.assign(seq->tokens.begin() + static_cast<ptrdiff_t>(len / t * t), seq->tokens.end());
@@ -289,7 +257,7 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
     if (seq->tokens.size() != len || seq->keys.size() != len / t) {
       return Status::FailedPrecondition(SeqName(id) + " changed during Advance");
     }
-    KVTIER_RETURN_IF_ERROR(CheckWrittenLocked(id, *seq, len + tokens.size()));
+    KVTIER_RETURN_IF_ERROR(CheckWritten(id, seq->written, len + tokens.size()));
     seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
     for (size_t b = len / t, k = 0; k < filled.size(); ++b, ++k) PublishLocked(*seq, b, filled[k]);
     InvalidatePackedLocked(*seq);
@@ -297,17 +265,6 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
     stores = TakePendingStoresLocked();
   }
   FlushStores(std::move(stores));
-  return Status::Ok();
-}
-
-Status PagedPool::CheckWrittenLocked(uint64_t id, const Sequence& seq, size_t new_len) const {
-  for (uint32_t l = 0; l < geo_.layers(); ++l) {
-    if (seq.written[l] < new_len) {
-      return Status::FailedPrecondition(
-          "cannot advance " + SeqName(id) + " to " + std::to_string(new_len) + " tokens: layer " +
-          std::to_string(l) + " has K/V for " + std::to_string(seq.written[l]));
-    }
-  }
   return Status::Ok();
 }
 

@@ -1,4 +1,4 @@
-// PagedPool: BlockPool in paged mode (see include/kvtier/block_pool.h).
+// PagedPool: the BlockPool (see include/kvtier/block_pool.h).
 //
 // State, all under mu_:
 //   - arena_/alloc_: slot memory and refcounts. A slot's refcount is the
@@ -39,12 +39,13 @@
 #include "kvtier/block_key.h"
 #include "kvtier/block_pool.h"
 #include "pool/block_allocator.h"
+#include "pool/pool_base.h"
 #include "pool/pool_geometry.h"
 #include "pool/slot_arena.h"
 
 namespace kvtier::pool_internal {
 
-class PagedPool final : public BlockPool {
+class PagedPool final : public PoolBase<BlockPool> {
  public:
   // REQUIRES: options validated; geo from options.layout.
   PagedPool(PoolOptions options, PoolGeometry geo, KeyChain chain);
@@ -60,12 +61,6 @@ class PagedPool final : public BlockPool {
   Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) override;
   Result<size_t> WaitLoaded(uint64_t seq) override;
   Result<size_t> WaitTokensLoaded(uint64_t seq, size_t tokens) override;
-  Status AppendToken(uint64_t seq, uint32_t layer, size_t pos,
-                     std::span<const std::span<const std::byte>> states) override;
-  Status AppendHeadRange(uint64_t seq, uint32_t layer, uint32_t head, size_t pos,
-                         std::span<const std::span<const std::byte>> states) override;
-  Status AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
-                     std::span<const std::span<const std::byte>> states) override;
   Status Advance(uint64_t seq, std::span<const uint32_t> tokens) override;
   Status Rollback(uint64_t seq, size_t length) override;
   Status Remove(uint64_t seq) override;
@@ -158,10 +153,8 @@ class PagedPool final : public BlockPool {
   };
 
   // Appends (paged_pool.cc).
-  Status Append(uint64_t seq, AppendRequest req);
+  Status WriteAppend(uint64_t seq, const AppendRequest& req) override;
   Status MakeWritableLocked(uint64_t seq_id, Sequence& seq, size_t block) REQUIRES(mu_);
-  // kFailedPrecondition unless every layer has K/V for `new_len` tokens.
-  Status CheckWrittenLocked(uint64_t id, const Sequence& seq, size_t new_len) const REQUIRES(mu_);
 
   // Slots (paged_pool.cc).
   Result<uint32_t> AllocateSlotLocked(uint64_t protect) REQUIRES(mu_);
@@ -204,7 +197,6 @@ class PagedPool final : public BlockPool {
   Offloaded TakeOffloadedLocked(std::unordered_map<uint64_t, Offloaded>::iterator it) REQUIRES(mu_);
 
   const PoolOptions options_;
-  const PoolGeometry geo_;
   const KeyChain chain_;
   const std::string signature_;
   Env* const env_;

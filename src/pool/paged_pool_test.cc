@@ -102,9 +102,9 @@ TEST_F(PagedPoolTest, CreateRefusesMoreSlotsThanTheMachineHolds) {
                                      HasSubstr("total_blocks 4000000000 would need")));
   EXPECT_THAT(BlockPool::Create(o),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("total_blocks 4000000000")));
-  // Dense mode keeps no slots: total_blocks does not matter there.
-  o.mode = PoolMode::kDense;
-  EXPECT_THAT(BlockPool::Create(o), IsOk());
+  // A dense pool keeps no slots: DensePoolOptions has no total_blocks (a
+  // compile-time fact now), and the same layout makes a dense pool.
+  EXPECT_THAT(DensePool::Create(pool_testing::TestDenseOptions(o.layout)), IsOk());
 }
 
 TEST_F(PagedPoolTest, PrefaultedSlotsAreAllocatedUpFront) {

@@ -11,15 +11,6 @@
 
 namespace kvtier::pool_internal {
 
-namespace {
-
-size_t CommonPrefix(std::span<const uint32_t> a, std::span<const uint32_t> b) {
-  size_t n = std::min(a.size(), b.size());
-  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------------------
 // Allocate
 

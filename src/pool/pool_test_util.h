@@ -41,6 +41,12 @@ inline PoolOptions TestOptions(const ModelLayout& layout, uint32_t total_blocks)
   return o;
 }
 
+inline DensePoolOptions TestDenseOptions(const ModelLayout& layout) {
+  DensePoolOptions o;
+  o.layout = layout;
+  return o;
+}
+
 enum class AppendMode { kToken, kHeadRange, kLayer };
 enum class Commit { kAdvance, kWriteOnly };
 
@@ -93,8 +99,8 @@ class KvOracle {
 
   // Writes K/V of positions [from, to) of `tokens` to every layer of `seq`
   // with `mode`, then (kAdvance) commits them.
-  Status Write(BlockPool* pool, uint64_t seq, std::span<const uint32_t> tokens, size_t from,
-               size_t to, AppendMode mode, Commit commit = Commit::kAdvance) const {
+  Status Write(KvPool* pool, uint64_t seq, std::span<const uint32_t> tokens, size_t from, size_t to,
+               AppendMode mode, Commit commit = Commit::kAdvance) const {
     std::vector<uint64_t> ph = PrefixHashes(tokens.first(to));
     for (uint32_t l = 0; l < layers(); ++l) {
       const uint32_t ns = states(l);
@@ -150,7 +156,7 @@ class KvOracle {
 
   // Checks every layer's packed view of `seq` against the oracle for
   // `tokens` (the sequence's committed tokens).
-  ::testing::AssertionResult Check(BlockPool* pool, uint64_t seq,
+  ::testing::AssertionResult Check(KvPool* pool, uint64_t seq,
                                    std::span<const uint32_t> tokens) const {
     Result<size_t> len = pool->Length(seq);
     if (!len.ok()) return ::testing::AssertionFailure() << len.status().ToString();
