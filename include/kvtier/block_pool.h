@@ -264,13 +264,11 @@ class BlockPool : public KvPool {
   // Waits for pending loads. Nothing is stored on destruction.
   ~BlockPool() override = default;
 
-  // Sequences.
+  // Sequences. Allocate (KvPool) gives a new id shared pool blocks, then
+  // lower-tier blocks, and restores an id evicted earlier first; it waits
+  // for the loads.
   //
-  // Allocate (KvPool): a new id reuses shared pool blocks, then lower-tier
-  // blocks; an id evicted earlier is restored first. Blocking: waits for
-  // the loads.
-  //
-  // The same, returning while lower-tier blocks still load. Until WaitLoaded
+  // Allocate, returning while lower-tier blocks still load. Until WaitLoaded
   // returns, other calls on `seq` fail with kFailedPrecondition, except
   // BlockTable, SlotAddress and WaitTokensLoaded.
   virtual Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) = 0;
@@ -310,6 +308,8 @@ class BlockPool : public KvPool {
   virtual Result<std::vector<uint32_t>> BlockTable(uint64_t seq) const = 0;
   // Address of a slot in use. Valid until the slot is freed.
   virtual Result<std::byte*> SlotAddress(uint32_t slot) const = 0;
+  // Where state `state` of `layer` lies in every slot (all 0 if there is no
+  // such state).
   virtual SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const = 0;
   // Allocator introspection.
   virtual uint32_t RefCount(uint32_t slot) const = 0;
