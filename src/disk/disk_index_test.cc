@@ -296,7 +296,8 @@ TEST(DiskIndexReadOnlyTest, OpensInAFolderThatCannotBeWritten) {
   ReadOnlyMount mount(dir.Sub("src"), dir.Sub("ro"));
   if (!mount.ok()) GTEST_SKIP() << "read-only bind mount refused: " << mount.error();
   // Even root cannot create the -shm file on a read-only mount.
-  EXPECT_THAT(DiskIndex::Open(dir.Sub("ro/index.sqlite"), IndexOptions{}), ::testing::Not(IsOk()));
+  EXPECT_THAT(DiskIndex::Open(dir.Sub("ro/index.sqlite"), IndexOptions{}),
+              StatusIs(StatusCode::kIOError));
   auto ro = DiskIndex::Open(dir.Sub("ro/index.sqlite"), ReadOnly());
   ASSERT_THAT(ro, IsOk());
   auto row = (*ro)->Lookup(TestBlockKey(7));
