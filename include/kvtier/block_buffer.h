@@ -1,12 +1,9 @@
 // BlockBuffer: the owned bytes of one block file, and SharedBlock, the same
-// bytes shared read-only between tiers.
-//
-// A BlockBuffer's storage is 4096-byte aligned (usable with O_DIRECT), its
-// capacity a multiple of 4096 bytes, and it is not zero-initialised. Its
-// memory comes from the heap (Allocate, CopyOf) or from a BufferRecycler
-// (Adopt): then destroying the buffer hands the memory back to the
-// recycler instead of freeing it, so a pool of already page-faulted
-// buffers can serve the next read (src/cache/buffer_pool.h).
+// bytes shared read-only between tiers. Storage is 4096-byte aligned
+// (usable with O_DIRECT), its capacity a multiple of 4096 bytes, not
+// zero-initialised; it comes from the heap (Allocate, CopyOf) or from a
+// BufferRecycler (Adopt), to which destroying the buffer hands it back, so
+// a pool of already page-faulted buffers serves the next read.
 //
 // Ownership: a BlockBuffer is move-only and owns its memory. A SharedBlock
 // keeps the bytes alive as long as any tier, load or engine holds it; when

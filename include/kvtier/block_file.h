@@ -1,14 +1,8 @@
-// Block file v1: the one byte string a block travels as (DESIGN.md §4,
-// docs/block-format.md).
-//
-// A block file is a valid safetensors file: u64 little-endian header length
-// N, N bytes of JSON (padded with spaces to a multiple of 8), then the data
-// section holding tensors `layer_{i}_state_{k}` back to back from offset 0.
-// `__metadata__` records the key, parent, namespace, token count, layout
-// signature, per-layer cache types and meta states, creation time, an
-// XXH3-128 checksum of the data section and `meta_checksum`, an XXH3-128
-// of the other metadata and the tensor table (written always, verified
-// whenever present).
+// Block file v1: the one byte string a block travels as (DESIGN.md §4).
+// A valid safetensors file whose `__metadata__` records the key, parent,
+// namespace, token count, layout signature, per-layer cache types and meta
+// states, creation time and two XXH3-128 checksums (data section; the rest
+// of the header); docs/block-format.md is the normative description.
 //
 // EncodeBlock copies each tensor once into one contiguous BlockBuffer.
 // DecodeBlock validates strictly and returns views into the caller's bytes

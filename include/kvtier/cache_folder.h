@@ -1,17 +1,14 @@
-// CacheFolder: a disk-tier cache folder seen from outside any DiskTier.
+// CacheFolder: a disk-tier cache folder seen from outside any DiskTier:
+// what tools (`kvtier ls`, `stats`, `gc`, `verify DIR`) need to look after
+// a folder shared by DiskTiers in any number of processes: index rows,
+// blocks and bytes per layout signature, the files found (blocks, writers'
+// temp files, foreign entries, quarantined files), a garbage-collection
+// plan and its application, a verdict for every block file.
 //
-// What tools need to look after a folder that DiskTiers in any number of
-// processes share (docs/disk-tier.md): its index rows, the blocks and bytes
-// per layout signature, the files found in it (blocks, writers' temp files,
-// foreign entries, quarantined files), a garbage-collection plan and its
-// application, and a verdict for every block file. `kvtier ls`, `stats`,
-// `gc` and `verify DIR` are built on it.
-//
-// Opened with CacheFolderAccess::kReadOnly (the default), it opens the index
-// read-only and writes nothing — no index, no journal, no lock file — so a
-// folder the caller may only read (another user's, a read-only mount) can be
-// inspected; ApplyGc needs kReadWrite. Open never creates a cache folder: a
-// path that is not one is kNotFound. A symlink to a cache folder is one.
+// Opened kReadOnly (the default) it writes nothing (no index, journal or
+// lock file), so a folder the caller may only read can be inspected
+// (docs/disk-tier.md); ApplyGc needs kReadWrite. Open never creates a
+// cache folder: a path that is not one is kNotFound; a symlink to one is.
 //
 // Thread safety: the methods may be called from several threads at once;
 // each reads the folder afresh (the index through its own connection).

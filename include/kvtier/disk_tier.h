@@ -1,41 +1,18 @@
 // DiskTier: the persistent, verified, crash-safe block store on local disk
-// (DESIGN.md §4–5, docs/disk-tier.md).
+// (DESIGN.md §4–5). One file per block under <dir>/blocks/, a SQLite index
+// shared by every process and layout using the folder, every read verified
+// (a bad file is quarantined and the read is a miss, never wrong bytes),
+// stores queued to background writers (first complete file wins), capacity
+// by bytes, entries, retention and free disk. All file, folder, clock and
+// thread access goes through the Env given to Open() (SQLite's own I/O on
+// index.sqlite excepted). docs/disk-tier.md: the folder, the guarantees,
+// every option.
 //
-// A block is the bytes of one block file (include/kvtier/block_file.h). The
-// tier stores them as they are, one file per block:
-//
-//   <dir>/blocks/<first 2 hex>/<64 hex key>.safetensors
-//   <dir>/blocks/<2 hex>/<64 hex>.safetensors.tmp.<pid>.<n>   (being written)
-//   <dir>/quarantine/                                        (rejected files)
-//   <dir>/index.sqlite                                       (WAL mode)
-//   <dir>/index.lock                                         (who has it open)
-//
-// and verifies every read with DecodeBlock (structure, expected key, expected
-// layout signature, checksum): a file that fails is quarantined and the read
-// is a miss, never wrong bytes. Store() returns at once; background writers
-// write each block to a unique temp name in its final folder, move it into
-// place unless a file is already there (the first complete file wins, and
-// the row always describes the file on disk) and then commit its index row
-// (in kFsync mode: fsync file, move, fsync folder, commit). A block is
-// readable from the pending-write buffer until its row is committed.
-//
-// The SQLite index is the fast path for restart and the shared accounting
-// for every process using the folder: Open() serves hits at once while a
-// bounded background reconcile adopts files with no row, drops rows with no
-// file, removes abandoned temp files and enforces the limit. Any number
-// of processes, and of layouts, may share one folder; capacity (bytes,
-// entries, retention, free disk) counts them all, LRU by last access.
-//
-// File, folder, clock and thread access goes through the Env given to
-// Open(). SQLite does its own file I/O on index.sqlite through its VFS; that
-// is the one exception.
-//
-// Ownership: Open() returns the only owner. The Env must outlive the tier.
+// Ownership: Open() returns the only owner; the Env must outlive it.
 // Destroying the tier closes it (see Close()).
 //
-// Thread safety: every method may be called from any number of threads at
-// once, except that nothing may be called concurrently with or after the
-// destructor.
+// Thread safety: every method from any number of threads at once; nothing
+// concurrently with or after the destructor.
 #ifndef KVTIER_DISK_TIER_H_
 #define KVTIER_DISK_TIER_H_
 

@@ -1,43 +1,18 @@
-// HostTier and SharedHostBudget: the RAM tier of kvtier.
+// HostTier and SharedHostBudget: the RAM tier of kvtier. A HostTier keeps
+// block files in RAM, dirty or clean, under a byte budget (a private or a
+// shared SharedHostBudget, one LRU order for every tier on it) and hands
+// the dirty entries it evicts to its owner's sink. docs/tiers.md ("The host
+// tier") describes the budget, eviction order and the seed 000 mapping.
 //
-// A HostTier keeps block files (SharedBlock, DESIGN.md §4) in RAM, keyed by
-// BlockKey, under a byte budget in least-recently-used order. Each entry is
-// dirty (its bytes are not on disk yet) or clean. Tiers never call each
-// other: when the budget forces a dirty entry out, the HostTier hands it to
-// the eviction sink its owner supplied (TieredCache wires that to the disk
-// tier); a clean entry is simply dropped. Without a sink the tier is
-// hot-only: dirty evictions are dropped and counted.
-//
-// The budget is a SharedHostBudget. A HostTier either creates a private one
-// (HostTierOptions::capacity_bytes) or joins one shared by several tiers in
-// the process (for example one tier per loaded model). All tiers on a budget
-// share one global LRU order: making room for one tier may evict another
-// tier's least recently used entries (calling that tier's sink for its dirty
-// ones). The budget is charged with entries' bytes plus outstanding
-// Reservations, and never exceeds its capacity. "LRU order" below means the
-// budget's eviction order: least recently used first under the default
-// HostEvictionPolicy::kLru; kReuse puts entries not yet reused ahead of the rest.
-//
-// Mapping to seed 000's SharedHotCacheBudget: put = HostTier::Put,
-// touch = HostTier::Get, forget = HostTier::Erase, forget owner =
-// HostTier::Clear or destroying the HostTier, shrink with protected keys =
-// SharedHostBudget::ShrinkTo, clear all owners = SharedHostBudget::ClearAll.
-//
-// Ownership: entries are shared read-only (SharedBlock); a caller that holds
-// a SharedBlock keeps those bytes alive after the entry is evicted, outside
-// the budget. A HostTier holds its budget alive (shared_ptr); a Reservation
-// holds the budget alive until it is dropped.
+// Ownership: entries are shared read-only (SharedBlock): a holder keeps the
+// bytes alive after eviction, outside the budget. A HostTier, and a
+// Reservation until dropped, hold their budget alive (shared_ptr).
 //
 // Thread safety: every method of HostTier, SharedHostBudget and Reservation
-// may be called from any thread. All tiers of one budget share a single
-// mutex inside the budget (there is no second lock, so no lock order to
-// keep). Sinks and key listeners are never called while that mutex is
-// held: evictions are collected under it and handed out after it is
-// released, on the thread whose call caused them, before that call returns.
-// They may run concurrently with each other and may call back into any
-// HostTier. Destroying a HostTier waits for the sink and listener calls
-// already handed out for its entries to return; it must not be destroyed
-// from inside its own sink or listener.
+// may be called from any thread; one mutex per budget. Sinks and key
+// listeners run after it is released, on the calling thread, and may call
+// back into any HostTier. Destroying a HostTier waits for the sink and
+// listener calls of its entries: never destroy it from inside them.
 #ifndef KVTIER_HOST_TIER_H_
 #define KVTIER_HOST_TIER_H_
 

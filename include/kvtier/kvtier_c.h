@@ -1,22 +1,17 @@
-/* kvtier C API (DESIGN.md §8, docs/c-api.md).
+/* kvtier C API (DESIGN.md §8, docs/c-api.md): a stable C interface to the
+ * block keys and the tiered cache (host RAM over an optional disk folder),
+ * for engines written in C or languages that bind C. Link with -lkvtier_c
+ * (pkg-config kvtier_c, or the CMake target kvtier::kvtier_c).
  *
- * A stable C interface to kvtier's block keys and its tiered cache (host RAM
- * over an optional disk folder), for engines written in C or languages that
- * bind C. Link with -lkvtier_c (pkg-config kvtier_c, or the CMake target
- * kvtier::kvtier_c).
+ * Errors: a function that can fail returns 0 (KVTIER_OK) or a KVTIER_E_*
+ * code below, and never lets a C++ exception (out-of-memory included) or a
+ * crash out for bad arguments; kvtier_last_error() says what went wrong.
+ * A cache miss is not an error.
  *
- * Errors: every function that can fail returns 0 (KVTIER_OK) or one of the
- * KVTIER_E_* codes below, and never lets a C++ exception (out-of-memory
- * included) or a crash out for bad arguments. kvtier_last_error() returns
- * a one-line message saying what went wrong. A cache miss is not an error.
- *
- * Handles: a kvtier_cache is opaque. kvtier_cache_close() invalidates it;
- * a call with a closed (or never opened) handle returns
- * KVTIER_E_FAILED_PRECONDITION instead of touching freed memory.
- *
- * Thread safety: every function may be called from any number of threads
- * at once, on the same cache too. kvtier_cache_close() waits for the calls
- * on that cache in progress; the ones that start after it fail as above.
+ * Handles and threads: a kvtier_cache is opaque. Every function may be
+ * called from any number of threads at once, on the same cache too;
+ * kvtier_cache_close() waits for the calls in progress, and a call with a
+ * closed (or never opened) handle returns KVTIER_E_FAILED_PRECONDITION.
  */
 #ifndef KVTIER_KVTIER_C_H_
 #define KVTIER_KVTIER_C_H_

@@ -1,8 +1,7 @@
-// ModelLayout: what one cached block of a model holds.
-//
-// A block is `block_tokens` consecutive tokens of every layer's cache state.
-// Per layer, a LayerSpec lists the state tensors stored for a block, each
-// with a dtype and a per-block shape:
+// ModelLayout: what one cached block of a model holds: `block_tokens`
+// consecutive tokens of every layer's cache state. Per layer, a LayerSpec
+// lists the state tensors stored for a block, each with a dtype and a
+// per-block shape:
 //   - attention:            K [kv_heads, block_tokens, head_dim], V likewise;
 //   - quantized attention:  packed K/V data plus scales and biases;
 //   - sliding window:       K/V plus meta state strings (window size, ...);

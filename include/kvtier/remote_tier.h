@@ -1,41 +1,18 @@
 // RemoteTier: blocks shared across hosts through Redis or a Redis Cluster
-// (DESIGN.md §7, docs/remote-tier.md).
+// (DESIGN.md §7). A block is stored under `<prefix>{<64 hex key>}` (parts
+// `:<i>` beyond `part_bytes`), its value the block file byte for byte;
+// every value read is verified. A failure of the server is a miss or a
+// dropped copy, never an error the engine must handle and never a hang;
+// Open() succeeds while the server is down (unless
+// require_server_at_open). docs/remote-tier.md describes the calls, the
+// failure handling and every option.
 //
-// A block is stored under `<prefix>{<64 hex key>}`, its value the block
-// file (§4) byte for byte; a block file longer than `part_bytes` is split
-// into parts: part 0 under that name holds the first `part_bytes` bytes,
-// part i ≥ 1 lives under `<prefix>{<hex>}:<i>`. The braces are a Cluster
-// hash tag, so all parts of a block sit on one node.
-//
-//   Exists(keys)   one pipelined round trip per node;
-//   Get/GetMany    read each value straight from the socket into an
-//                  exact-size BlockBuffer and verify it (structure, key,
-//                  signature, layout, checksum) before handing it out;
-//   GetInto        the same into a caller's buffer;
-//   Put            queue a SharedBlock for the writer threads (bounded in
-//                  bytes; full queue or server down = the copy is dropped
-//                  and counted, never a wait); PutSync for tools;
-//   Erase, Flush, Stats, Close.
-//
-// A bad, partial or foreign value is a miss, counted, and deleted. Every
-// failure of the server (refused, timed out, a protocol error, a dropped
-// connection) is a miss or a dropped copy, never an error the engine must
-// handle, never a hang: each round trip has a deadline, a connection is
-// dropped after any timeout or protocol error, and a per-node circuit
-// breaker turns an outage into immediate misses until a probe succeeds.
-//
-// Open() succeeds when the server is unreachable (an engine must start while
-// Redis is down; the breaker starts open) unless
-// `require_server_at_open`; a server that refuses the credentials is a
-// clear error at Open() either way.
-//
-// Ownership: Open() returns the only owner. The Env must outlive the tier.
-// A SharedBlock returned by Get is the caller's; a block given to Put is held
+// Ownership: Open() returns the only owner; the Env must outlive it. A
+// SharedBlock returned by Get is the caller's; a block given to Put is held
 // until it is written or dropped.
 //
-// Thread safety: every method may be called from any number of threads at
-// once, except that nothing may be called concurrently with or after the
-// destructor. No lock is held during network I/O.
+// Thread safety: every method from any number of threads at once; nothing
+// concurrently with or after the destructor. No lock is held during I/O.
 #ifndef KVTIER_REMOTE_TIER_H_
 #define KVTIER_REMOTE_TIER_H_
 

@@ -1,26 +1,13 @@
-// TieredBackingStore: a TieredCache as the lower tiers of a BlockPool.
-//
-// The pool sees its lower tiers as a BlockBackingStore (block_pool.h); this
-// adapter answers it with a TieredCache (tiered_cache.h):
-//
-//   Match(keys)     → TieredCache::Match(keys).blocks (in-memory index;
-//                     disk hints checked against the disk tier's index);
-//   Store(k, b)     → TieredCache::Store({k}, {b}) with the cache's policy;
-//   Load(keys, cb)  → TieredCache::LoadShared(keys) with cb as its
-//                     callback: a host hit hands the pool the host entry's
-//                     own buffer, a disk hit the buffer it was read into
-//                     (verified once, promoted without a copy), each as it
-//                     lands; the pool copies it into its slot right there,
-//                     on the cache's load or the disk tier's read threads.
-//
-// Counters say which tier served each block, so an engine can report where
-// a prefix came from.
+// TieredBackingStore: a TieredCache as the lower tiers of a BlockPool. It
+// answers the pool's BlockBackingStore (block_pool.h) with the cache's
+// Match, Store and LoadShared (a hit is handed over without a copy, as it
+// lands); docs/tiers.md ("The restore path") shows the mapping.
 //
 // Ownership: the cache is not owned; it must outlive the adapter, and the
 // adapter every pool using it (a pool waits for its loads when destroyed).
 // Thread safety: every method may be called from any thread, as
-// BlockBackingStore requires; one mutex (in Inflight, tiered_backing_store.cc)
-// guards the list of loads in flight.
+// BlockBackingStore requires; one mutex (in Inflight,
+// tiered_backing_store.cc) guards the list of loads in flight.
 #ifndef KVTIER_TIERED_BACKING_STORE_H_
 #define KVTIER_TIERED_BACKING_STORE_H_
 

@@ -1,70 +1,18 @@
-// TieredCache: one object over kvtier's tiers — the host (RAM) tier, the
-// optional disk tier and the optional remote (Redis) tier — that an
-// inference engine opens once and asks for blocks by key (DESIGN.md §1, §7,
-// docs/tiers.md).
+// TieredCache: one object over kvtier's tiers (host RAM, optional disk,
+// optional remote Redis) that an engine opens once and asks for blocks by
+// key: Match, LoadShared/Load, Preload, Store, Flush/Close, Stats. How a
+// block moves between the tiers, loads and promotion, the Match index and
+// the remote tier: docs/tiers.md (DESIGN.md §1, §7).
 //
-//   Match(chain)       how many leading blocks of a key chain are available
-//                      and in which tier, answered from an in-memory index
-//                      (no data I/O);
-//   LoadShared(keys)   hands back the blocks themselves, verified, as
-//                      SharedBlocks, each to a callback as it lands: a host
-//                      hit is the host entry's own buffer (no copy); a disk
-//                      hit is read once into an exact-size buffer (from a
-//                      pool of recycled, already faulted-in buffers),
-//                      verified where it comes off the disk, and that same
-//                      buffer becomes the promoted host entry. What a
-//                      BlockPool restores a prefix through
-//                      (TieredBackingStore);
-//   Load(keys, dsts)   the same, copied into the caller's buffers (one copy
-//                      per block);
-//   Preload(keys)      warms the host tier from disk within its free budget;
-//   Store(keys, …)     write-back (a dirty host entry; evicting it hands it
-//                      to the disk tier) or write-through (queued to disk at
-//                      once plus a clean host copy);
-//   Flush / Close      write dirty entries down; Close within a bounded time;
-//   Stats              per tier and combined, as JSON and Prometheus text.
+// Ownership: Open() returns the only owner; the Env must outlive it. A
+// LoadFuture may outlive the cache; a Load's buffers, and whatever a
+// LoadShared callback uses, must stay valid until its future is ready or
+// destroyed. A SharedBlock handed out may be kept (outside the budget).
 //
-// The remote tier sits below disk and is shared by every host using the
-// same server and key prefix: Match asks it (one pipelined round trip per
-// node) only about the leading keys the local tiers lack; a load that no
-// local tier serves reads the block from it into an exact-size buffer of
-// the read buffer pool, verified once by the remote tier, and that buffer
-// becomes the promoted host entry, as for a disk hit; every Store also
-// queues the block for it (CacheOptions::remote_write). A remote failure
-// is a miss or a dropped copy, counted, never an error of the cache.
-//
-// Loads run on the caller's thread and `load_threads` threads: host hits
-// are handed out before the call returns, or spread over the load threads
-// when they are many large blocks; disk reads run in parallel on the disk
-// tier's read threads, each block handed out as soon as its read is
-// verified, so a consumer copies early blocks while later ones are read.
-// Host budget is reserved before each disk read; promotion converts the
-// reservation into the entry.
-//
-// A block is loadable in every state it passes through: only in RAM (a
-// dirty entry), being handed to the disk tier (HostTier keeps it readable
-// until its sink returns), queued for writing (the disk tier's pending
-// buffer) and only on disk. Bytes are never re-encoded: what Load copies is
-// the block file Store was given, or a miss.
-//
-// The Match index holds, per key, whether the host tier has it (exact: fed
-// by the host tier's key listener) and whether the disk tier has it (a
-// hint: set when this cache stores to or reads from disk, and learned by
-// asking DiskTier::Contains when the index has no answer, which also finds
-// blocks other processes wrote). A stale disk hint is corrected when a Load
-// misses it on disk; until then Match may report a block the disk tier has
-// since evicted, which Load then reports as a miss.
-//
-// Ownership: Open() returns the only owner. The Env must outlive the cache.
-// A LoadFuture holds its own state and may outlive the cache; the buffers a
-// Load writes into, and whatever a LoadShared callback uses, must stay
-// valid until its future is ready or destroyed. A SharedBlock handed out
-// may be kept as long as the caller likes (outside the host budget).
-//
-// Thread safety: every method may be called from any number of threads at
-// once. No file I/O, SQLite call or callback runs under a lock of the cache.
-// Close() (or the destructor) waits for calls in progress; calls after it
-// return FailedPrecondition (Match: an empty match), except Stats().
+// Thread safety: any method from any number of threads at once; no file
+// I/O, SQLite call or callback runs under a lock of the cache. Close() (or
+// the destructor) waits for calls in progress; later calls return
+// FailedPrecondition (Match: an empty match), except Stats().
 #ifndef KVTIER_TIERED_CACHE_H_
 #define KVTIER_TIERED_CACHE_H_
 

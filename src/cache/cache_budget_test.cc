@@ -22,6 +22,7 @@ using cache_test::CheckLoaded;
 using cache_test::DiskOptions;
 using cache_test::Keys;
 using cache_test::MakeBlock;
+using cache_test::OpenCache;
 using cache_test::TempDir;
 using ::kvtier::testing::IsOk;
 using ::testing::ElementsAre;
@@ -39,7 +40,7 @@ TEST(CacheBudget, NeverExceededUnderConcurrentStoresAndLoads) {
   constexpr int kThreads = 4;
   constexpr int kOpsPerThread = 150;
   constexpr uint64_t kKeys = 24;
-  auto cache = TieredCache::Open(DiskOptions(dir.path(), kCapacityBlocks), Env::Default()).value();
+  auto cache = OpenCache(DiskOptions(dir.path(), kCapacityBlocks));
   const uint64_t capacity = kCapacityBlocks * BlockBytes();
   const auto keys = Keys(0, kKeys);
   const auto blocks = Blocks(keys);
@@ -136,8 +137,8 @@ struct TwoCaches {
     oa.host.shared_budget = budget;
     CacheOptions ob = DiskOptions(dir_b.path(), 1);
     ob.host.shared_budget = budget;
-    a = TieredCache::Open(oa, Env::Default()).value();
-    b = TieredCache::Open(ob, Env::Default()).value();
+    a = OpenCache(oa);
+    b = OpenCache(ob);
   }
 };
 

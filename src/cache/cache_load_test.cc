@@ -24,24 +24,18 @@ using cache_test::CheckLoaded;
 using cache_test::DiskOptions;
 using cache_test::GateEnv;
 using cache_test::Keys;
+using cache_test::OpenCache;
+using cache_test::Seed;
 using cache_test::TempDir;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
-
-// Writes `keys` into the folder and closes: they are only on disk.
-void Seed(const std::string& dir, const std::vector<BlockKey>& keys) {
-  auto writer = TieredCache::Open(DiskOptions(dir, keys.size() + 1), Env::Default());
-  ASSERT_THAT(writer, IsOk());
-  ASSERT_THAT((*writer)->Store(keys, Blocks(keys)), IsOk());
-  ASSERT_THAT((*writer)->Close(), IsOk());
-}
 
 TEST(CacheLoad, ReservationIsReleasedWhenTheDiskReadFails) {
   TempDir dir;
   const auto keys = Keys(0, 2);
   Seed(dir.path(), keys);
   FaultInjectionEnv env(Env::Default());
-  auto cache = TieredCache::Open(DiskOptions(dir.path(), 4), &env).value();
+  auto cache = OpenCache(DiskOptions(dir.path(), 4), &env);
   env.FailAll(OpKind::kRead, EIO);
 
   Buffers buf(2);
@@ -80,7 +74,7 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
   GateEnv env(Env::Default());
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.disk->read_threads = 0;
-  auto cache = TieredCache::Open(o, &env).value();
+  auto cache = OpenCache(o, &env);
 
   env.reads.Close();
   Buffers buf(1);
@@ -127,7 +121,7 @@ TEST(CacheLoad, ALoadDroppedBeforeItStartsReservesAndReadsNothing) {
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.load_threads = 1;
   o.disk->read_threads = 0;
-  auto cache = TieredCache::Open(o, &env).value();
+  auto cache = OpenCache(o, &env);
 
   env.reads.Close();
   Buffers first_buf(1), second_buf(1);
@@ -163,7 +157,7 @@ TEST(CacheLoad, CloseCancelsQueuedLoadsAndWaitsForRunningOnes) {
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.load_threads = 1;
   o.disk->read_threads = 0;
-  auto cache = TieredCache::Open(o, &env).value();
+  auto cache = OpenCache(o, &env);
 
   env.reads.Close();
   Buffers a(1), b(1);
@@ -205,7 +199,7 @@ TEST(CacheLoad, WithoutBudgetABlockIsLoadedButNotPromoted) {
 
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.host.shared_budget = budget;
-  auto cache = TieredCache::Open(o, Env::Default()).value();
+  auto cache = OpenCache(o);
   Buffers buf(1);
   auto f = cache->Load(keys, buf.spans);
   ASSERT_THAT(f, IsOk());
@@ -230,7 +224,7 @@ TEST(CacheLoad, WithoutLoadThreadsTheFutureIsReadyAtOnce) {
   Seed(dir.path(), keys);
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.load_threads = 0;
-  auto cache = TieredCache::Open(o, Env::Default()).value();
+  auto cache = OpenCache(o);
   Buffers buf(3);
   auto f = cache->Load(keys, buf.spans);
   ASSERT_THAT(f, IsOk());

@@ -18,6 +18,7 @@ using cache_test::CheckLoaded;
 using cache_test::DiskOptions;
 using cache_test::GateEnv;
 using cache_test::Keys;
+using cache_test::OpenCache;
 using cache_test::TempDir;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
@@ -43,7 +44,7 @@ TEST(CachePersist, DirtyEntriesSurviveEvictionAndClose) {
   TempDir dir;
   const auto keys = Keys(0, 20);
   {
-    auto cache = TieredCache::Open(DiskOptions(dir.path(), 5), Env::Default()).value();
+    auto cache = OpenCache(DiskOptions(dir.path(), 5));
     ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
     CacheStats s = cache->Stats();
     EXPECT_EQ(s.write_backs, 15u);  // evicted to make room
@@ -54,11 +55,11 @@ TEST(CachePersist, DirtyEntriesSurviveEvictionAndClose) {
     EXPECT_EQ(s.close_dropped, 0u);
     EXPECT_EQ(s.disk->saves_persisted, 20u);
   }
-  auto reopened = TieredCache::Open(DiskOptions(dir.path(), 5), Env::Default()).value();
+  auto reopened = OpenCache(DiskOptions(dir.path(), 5));
   EXPECT_EQ(reopened->Match(keys).blocks, 20u);
   CacheOptions o = DiskOptions(dir.path(), 5);
   o.promote_disk_hits = false;
-  auto reader = TieredCache::Open(o, Env::Default()).value();
+  auto reader = OpenCache(o);
   EXPECT_EQ(CountOnDisk(*reader, keys), 20u);
 }
 
@@ -66,12 +67,12 @@ TEST(CachePersist, DestroyingTheCacheClosesIt) {
   TempDir dir;
   const auto keys = Keys(0, 3);
   {
-    auto cache = TieredCache::Open(DiskOptions(dir.path(), 8), Env::Default()).value();
+    auto cache = OpenCache(DiskOptions(dir.path(), 8));
     ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   }
   CacheOptions o = DiskOptions(dir.path(), 8);
   o.promote_disk_hits = false;
-  auto reader = TieredCache::Open(o, Env::Default()).value();
+  auto reader = OpenCache(o);
   EXPECT_EQ(CountOnDisk(*reader, keys), 3u);
 }
 
@@ -86,7 +87,7 @@ TEST(CachePersist, CloseStopsWritingBackAtItsDeadline) {
   o.close_timeout_ms = 2500;  // the clock advances 1 s per reading below
   uint64_t written = 0, dropped = 0;
   {
-    auto cache = TieredCache::Open(o, &env).value();
+    auto cache = OpenCache(o, &env);
     ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
     env.clock_jump_micros = 1'000'000;
     EXPECT_THAT(cache->Close(),
@@ -101,7 +102,7 @@ TEST(CachePersist, CloseStopsWritingBackAtItsDeadline) {
   EXPECT_EQ(written + dropped, keys.size());
   CacheOptions r = DiskOptions(dir.path(), 8);
   r.promote_disk_hits = false;
-  auto reader = TieredCache::Open(r, Env::Default()).value();
+  auto reader = OpenCache(r);
   EXPECT_EQ(CountOnDisk(*reader, keys), written);
 }
 
@@ -111,7 +112,7 @@ TEST(CachePersist, WithoutATimeoutCloseWritesEverything) {
   const auto keys = Keys(0, 8);
   CacheOptions o = DiskOptions(dir.path(), 8);
   o.close_timeout_ms = 0;
-  auto cache = TieredCache::Open(o, &env).value();
+  auto cache = OpenCache(o, &env);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   env.clock_jump_micros = 1'000'000;
   EXPECT_THAT(cache->Close(), IsOk());

@@ -22,6 +22,7 @@ using cache_test::CheckLoaded;
 using cache_test::DiskOptions;
 using cache_test::HostOnlyOptions;
 using cache_test::MakeBlock;
+using cache_test::OpenCache;
 using cache_test::TempDir;
 using ::kvtier::testing::IsOk;
 
@@ -57,7 +58,7 @@ void RunProperty(uint64_t seed, Mode mode) {
                                                                 : WritePolicy::kWriteBack;
     return o;
   };
-  auto cache = TieredCache::Open(options(), Env::Default()).value();
+  auto cache = OpenCache(options());
   Model model;
   uint64_t hits = 0, loads = 0;
 
@@ -119,7 +120,7 @@ void RunProperty(uint64_t seed, Mode mode) {
       ASSERT_THAT(cache->Close(), IsOk());
       cache.reset();
       if (mode == Mode::kHostOnly) model.stored.clear();
-      cache = TieredCache::Open(options(), Env::Default()).value();
+      cache = OpenCache(options());
     }
     // Match never claims more than was stored (no false positives: the
     // disk keeps everything in this test, so no stale hints either).

@@ -68,12 +68,6 @@ CacheOptions HostWithRemote(const std::string& dir, const std::string& url,
   return o;
 }
 
-std::unique_ptr<TieredCache> OpenCache(CacheOptions o, Env* env = Env::Default()) {
-  Result<std::unique_ptr<TieredCache>> c = TieredCache::Open(std::move(o), env);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
-}
-
 // Every block of a LoadShared, in key order (waits for the future).
 std::vector<LoadedBlock> LoadAll(TieredCache& cache, std::span<const BlockKey> keys) {
   Result<LoadFuture> f = cache.LoadShared(keys);

@@ -26,18 +26,12 @@ using cache_test::DiskOptions;
 using cache_test::GateEnv;
 using cache_test::HostOnlyOptions;
 using cache_test::Keys;
+using cache_test::OpenCache;
+using cache_test::Seed;
 using cache_test::TempDir;
 using cache_test::TinyLayout;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
-
-// Writes `keys` into the folder and closes: they are only on disk.
-void Seed(const std::string& dir, const std::vector<BlockKey>& keys) {
-  auto writer = TieredCache::Open(DiskOptions(dir, keys.size() + 1), Env::Default());
-  ASSERT_THAT(writer, IsOk());
-  ASSERT_THAT((*writer)->Store(keys, Blocks(keys)), IsOk());
-  ASSERT_THAT((*writer)->Close(), IsOk());
-}
 
 // What the callbacks of one LoadShared saw, per key position.
 struct Arrivals {
@@ -55,7 +49,7 @@ struct Arrivals {
 };
 
 TEST(CacheSharedLoad, AHostHitIsTheHostEntrysOwnBuffer) {
-  auto cache = TieredCache::Open(HostOnlyOptions(8), Env::Default()).value();
+  auto cache = OpenCache(HostOnlyOptions(8));
   const auto keys = Keys(0, 3);
   const auto blocks = Blocks(keys);
   ASSERT_THAT(cache->Store(keys, blocks), IsOk());
@@ -81,7 +75,7 @@ TEST(CacheSharedLoad, ADiskHitIsReadOnceAndItsBufferBecomesTheHostEntry) {
   TempDir dir;
   const auto keys = Keys(0, 4);
   Seed(dir.path(), keys);
-  auto cache = TieredCache::Open(DiskOptions(dir.path(), 8), Env::Default()).value();
+  auto cache = OpenCache(DiskOptions(dir.path(), 8));
 
   auto first = cache->LoadShared(keys);
   ASSERT_THAT(first, IsOk());
@@ -117,7 +111,7 @@ TEST(CacheSharedLoad, EveryKeyReachesTheCallbackExactlyOnce) {
   TempDir dir;
   const auto on_disk = Keys(0, 3);
   Seed(dir.path(), on_disk);
-  auto cache = TieredCache::Open(DiskOptions(dir.path(), 8), Env::Default()).value();
+  auto cache = OpenCache(DiskOptions(dir.path(), 8));
   const auto in_ram = Keys(10, 2);
   ASSERT_THAT(cache->Store(in_ram, Blocks(in_ram)), IsOk());
   // host, disk, miss, disk, host, miss, disk
@@ -166,7 +160,7 @@ TEST(CacheSharedLoad, ReadBuffersComeBackAndAreReused) {
   Seed(dir.path(), keys);
   CacheOptions o = DiskOptions(dir.path(), 8);
   o.promote_disk_hits = false;
-  auto cache = TieredCache::Open(o, Env::Default()).value();
+  auto cache = OpenCache(o);
   SharedLoadOptions so;
   so.on_block = [](size_t, const LoadedBlock& b) { EXPECT_EQ(b.tier, CacheTier::kDisk); };
   for (int round = 0; round < 3; ++round) {
@@ -193,7 +187,7 @@ TEST(CacheSharedLoad, PrefaultedReadBuffersServeTheFirstRestore) {
   TempDir dir;
   const auto keys = Keys(0, 4);
   Seed(dir.path(), keys);
-  auto cache = TieredCache::Open(DiskOptions(dir.path(), 8), Env::Default()).value();
+  auto cache = OpenCache(DiskOptions(dir.path(), 8));
   auto added = cache->PrefaultReadBuffers(TinyLayout(), 4);
   ASSERT_THAT(added, IsOk());
   EXPECT_EQ(*added, 4u);
@@ -220,7 +214,7 @@ TEST(CacheSharedLoad, AnEvictedPromotedBufferIsReused) {
   TempDir dir;
   const auto keys = Keys(0, 4);
   Seed(dir.path(), keys);
-  auto cache = TieredCache::Open(DiskOptions(dir.path(), 2), Env::Default()).value();
+  auto cache = OpenCache(DiskOptions(dir.path(), 2));
   for (size_t i = 0; i < keys.size(); ++i) {
     // With a callback the load keeps no reference: the host entry is the
     // buffer's only owner once the callback returns.
@@ -246,7 +240,7 @@ TEST(CacheSharedLoad, ConcurrentLoadsRecycleTheirBuffers) {
   Seed(dir.path(), keys);
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.promote_disk_hits = false;
-  auto cache = TieredCache::Open(o, Env::Default()).value();
+  auto cache = OpenCache(o);
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
   for (size_t t = 0; t < kThreads; ++t) {
@@ -281,7 +275,7 @@ TEST(CacheSharedLoad, ManyLargeHostHitsAreHandedOutOnTheLoadThreads) {
   const uint64_t n = (uint64_t{5} << 20) / BlockBytes() + 1;  // over 4 MiB
   CacheOptions o = HostOnlyOptions(n);
   o.load_threads = 2;
-  auto cache = TieredCache::Open(o, Env::Default()).value();
+  auto cache = OpenCache(o);
   const auto keys = Keys(0, n);
   const auto blocks = Blocks(keys);
   ASSERT_THAT(cache->Store(keys, blocks), IsOk());
@@ -313,7 +307,7 @@ TEST(CacheSharedLoad, ADroppedLoadStillCallsBackOncePerKey) {
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.load_threads = 1;
   o.disk->read_threads = 0;
-  auto cache = TieredCache::Open(o, &env).value();
+  auto cache = OpenCache(o, &env);
 
   env.reads.Close();
   Arrivals held, queued;
@@ -345,7 +339,7 @@ TEST(CacheSharedLoad, ADroppedLoadStillCallsBackOncePerKey) {
 }
 
 TEST(CacheSharedLoad, AClosedCacheRefusesWithoutCallingBack) {
-  auto cache = TieredCache::Open(HostOnlyOptions(4), Env::Default()).value();
+  auto cache = OpenCache(HostOnlyOptions(4));
   ASSERT_THAT(cache->Close(), IsOk());
   int calls = 0;
   SharedLoadOptions so;

@@ -1,11 +1,14 @@
 // Helpers for src/cache tests: a temporary folder, an Env that can hold
 // block-file reads and writes at a gate, tiny-layout blocks whose content is
-// a pure function of their key, and cache options for a test folder.
+// a pure function of their key, cache options for a test folder, and the
+// set-up the tests share (OpenCache, Seed).
 //
 // Test-only: included by *_test.cc files, never by the library.
 #ifndef KVTIER_CACHE_CACHE_TEST_UTIL_H_
 #define KVTIER_CACHE_CACHE_TEST_UTIL_H_
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -24,6 +27,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
+#include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
 namespace kvtier::cache_internal {
@@ -184,6 +188,22 @@ inline CacheOptions DiskOptions(const std::string& dir, uint64_t blocks) {
   d.touch_flush_interval_ms = 50;
   o.disk = d;
   return o;
+}
+
+// Opens a cache with `o` on `env`; a cache that does not open fails the
+// test and comes back null.
+inline std::unique_ptr<TieredCache> OpenCache(CacheOptions o, Env* env = Env::Default()) {
+  Result<std::unique_ptr<TieredCache>> c = TieredCache::Open(std::move(o), env);
+  EXPECT_THAT(c, ::kvtier::testing::IsOk());
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+// Writes `keys` into the folder `dir` and closes: they are only on disk.
+inline void Seed(const std::string& dir, const std::vector<BlockKey>& keys) {
+  auto writer = TieredCache::Open(DiskOptions(dir, keys.size() + 1), Env::Default());
+  ASSERT_THAT(writer, ::kvtier::testing::IsOk());
+  ASSERT_THAT((*writer)->Store(keys, Blocks(keys)), ::kvtier::testing::IsOk());
+  ASSERT_THAT((*writer)->Close(), ::kvtier::testing::IsOk());
 }
 
 // Buffers for `n` blocks, and spans over them.

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_test_util.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
@@ -68,9 +69,8 @@ class TieredBackingStoreTest : public ::testing::Test {
     DiskTierOptions d;
     d.dir = dir_.path() + "/cache";
     co.disk = d;
-    auto cache = TieredCache::Open(co, Env::Default());
-    ASSERT_THAT(cache, IsOk());
-    cache_ = std::move(cache).value();
+    cache_ = cache_test::OpenCache(co);
+    ASSERT_NE(cache_, nullptr);
     auto store = TieredBackingStore::Create(cache_.get());
     ASSERT_THAT(store, IsOk());
     store_ = std::move(store).value();

@@ -23,18 +23,13 @@ using cache_test::GateEnv;
 using cache_test::HostOnlyOptions;
 using cache_test::Keys;
 using cache_test::MakeBlock;
+using cache_test::OpenCache;
 using cache_test::TempDir;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::unique_ptr<TieredCache> OpenOrDie(CacheOptions o, Env* env = Env::Default()) {
-  auto c = TieredCache::Open(std::move(o), env);
-  EXPECT_THAT(c, IsOk());
-  return c.ok() ? std::move(c).value() : nullptr;
-}
 
 // Loads `keys` and returns the outcome; checks each hit's bytes.
 std::vector<LoadedBlock> LoadAndCheck(TieredCache& cache, const std::vector<BlockKey>& keys) {
@@ -123,7 +118,7 @@ TEST(TieredCache, OpenRefusesBadOptionsAndNullEnv) {
 TEST(TieredCache, AHugeIndexHintReservesBoundedMemory) {
   CacheOptions o = HostOnlyOptions(4);
   o.index_expected_blocks = uint64_t{1} << 32;
-  auto cache = OpenOrDie(o);
+  auto cache = OpenCache(o);
   ASSERT_NE(cache, nullptr);
   const auto keys = Keys(0, 2);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
@@ -134,7 +129,7 @@ TEST(TieredCache, AHugeIndexHintReservesBoundedMemory) {
 }
 
 TEST(TieredCache, HostOnlyStoreMatchLoad) {
-  auto cache = OpenOrDie(HostOnlyOptions(8));
+  auto cache = OpenCache(HostOnlyOptions(8));
   const auto keys = Keys(0, 3);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
 
@@ -167,7 +162,7 @@ TEST(TieredCache, HostOnlyStoreMatchLoad) {
 }
 
 TEST(TieredCache, HostOnlyEvictionDropsDirtyBlocksAndCountsThem) {
-  auto cache = OpenOrDie(HostOnlyOptions(2));
+  auto cache = OpenCache(HostOnlyOptions(2));
   const auto keys = Keys(0, 3);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   EXPECT_THAT(Tiers(LoadAndCheck(*cache, keys)), ElementsAre(kNone, kHost, kHost));
@@ -180,7 +175,7 @@ TEST(TieredCache, HostOnlyEvictionDropsDirtyBlocksAndCountsThem) {
 
 TEST(TieredCache, StoreRefusesBadInputNamingTheBlock) {
   TempDir dir;
-  auto cache = OpenOrDie(DiskOptions(dir.path(), 8));
+  auto cache = OpenCache(DiskOptions(dir.path(), 8));
   const auto keys = Keys(0, 3);
   auto blocks = Blocks(keys);
 
@@ -211,7 +206,7 @@ TEST(TieredCache, StoreRefusesBadInputNamingTheBlock) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("signature")));
   EXPECT_EQ(cache->Stats().host.entries, 1u);
 
-  auto host_only = OpenOrDie(HostOnlyOptions(4));
+  auto host_only = OpenCache(HostOnlyOptions(4));
   StoreOptions wt;
   wt.write_policy = WritePolicy::kWriteThrough;
   EXPECT_THAT(host_only->Store(std::span(keys).first(1), std::span(blocks).first(1), wt),
@@ -221,7 +216,7 @@ TEST(TieredCache, StoreRefusesBadInputNamingTheBlock) {
 TEST(TieredCache, LoadIntoTooSmallBufferNamesItAndLoadsTheRest) {
   TempDir dir;
   CacheOptions o = DiskOptions(dir.path(), 8);
-  auto cache = OpenOrDie(o);
+  auto cache = OpenCache(o);
   const auto keys = Keys(0, 4);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   ASSERT_THAT(cache->Flush(), IsOk());
@@ -253,7 +248,7 @@ TEST(TieredCache, EveryStateIsReadable) {
   GateEnv env(Env::Default());
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.promote_disk_hits = false;
-  auto cache = OpenOrDie(o, &env);
+  auto cache = OpenCache(o, &env);
   const auto keys = Keys(0, 1);
 
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
@@ -285,7 +280,7 @@ TEST(TieredCache, EveryStateIsReadable) {
 
 TEST(TieredCache, DiskHitsArePromotedIntoCleanHostEntries) {
   TempDir dir;
-  auto cache = OpenOrDie(DiskOptions(dir.path(), 4));
+  auto cache = OpenCache(DiskOptions(dir.path(), 4));
   const auto keys = Keys(0, 2);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   cache->ShrinkHost(0);
@@ -312,7 +307,7 @@ TEST(TieredCache, WriteThroughQueuesToDiskAndKeepsACleanCopy) {
   TempDir dir;
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.write_policy = WritePolicy::kWriteThrough;
-  auto cache = OpenOrDie(o);
+  auto cache = OpenCache(o);
   const auto keys = Keys(0, 2);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   CacheStats s = cache->Stats();
@@ -340,11 +335,11 @@ TEST(TieredCache, MatchAsksTheDiskForUnknownKeysAndRemembers) {
   TempDir dir;
   const auto keys = Keys(0, 3);
   {
-    auto writer = OpenOrDie(DiskOptions(dir.path(), 4));
+    auto writer = OpenCache(DiskOptions(dir.path(), 4));
     ASSERT_THAT(writer->Store(keys, Blocks(keys)), IsOk());
     ASSERT_THAT(writer->Close(), IsOk());
   }
-  auto cache = OpenOrDie(DiskOptions(dir.path(), 4));
+  auto cache = OpenCache(DiskOptions(dir.path(), 4));
   std::vector<BlockKey> chain = keys;
   chain.push_back(Keys(50, 1)[0]);
   MatchResult m = cache->Match(chain);
@@ -358,7 +353,7 @@ TEST(TieredCache, MatchAsksTheDiskForUnknownKeysAndRemembers) {
   CacheOptions quiet = DiskOptions(dir.path(), 4);
   quiet.match_asks_disk = false;
   ASSERT_THAT(cache->Close(), IsOk());
-  auto blind = OpenOrDie(quiet);
+  auto blind = OpenCache(quiet);
   EXPECT_EQ(blind->Match(chain).blocks, 0u);
   EXPECT_EQ(blind->Stats().match_disk_probes, 0u);
   // A load finds them anyway, and from then on Match knows.
@@ -370,7 +365,7 @@ TEST(TieredCache, AStaleDiskHintIsClearedByTheLoadThatMissesIt) {
   TempDir dir;
   CacheOptions o = DiskOptions(dir.path(), 4);
   o.promote_disk_hits = false;
-  auto cache = OpenOrDie(o);
+  auto cache = OpenCache(o);
   const auto keys = Keys(0, 2);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   ASSERT_THAT(cache->Flush(), IsOk());
@@ -390,11 +385,11 @@ TEST(TieredCache, PreloadFillsOnlyTheFreeBudget) {
   TempDir dir;
   const auto keys = Keys(0, 6);
   {
-    auto writer = OpenOrDie(DiskOptions(dir.path(), 8));
+    auto writer = OpenCache(DiskOptions(dir.path(), 8));
     ASSERT_THAT(writer->Store(keys, Blocks(keys)), IsOk());
     ASSERT_THAT(writer->Close(), IsOk());
   }
-  auto cache = OpenOrDie(DiskOptions(dir.path(), 4));
+  auto cache = OpenCache(DiskOptions(dir.path(), 4));
   const auto resident = Keys(100, 1);
   ASSERT_THAT(cache->Store(resident, Blocks(resident)), IsOk());  // 3 blocks free
 
@@ -413,13 +408,13 @@ TEST(TieredCache, PreloadFillsOnlyTheFreeBudget) {
   // Nothing free: nothing preloaded.
   EXPECT_EQ(cache->Preload(keys).value(), 0u);
   // Host-only: nothing to preload from.
-  auto host_only = OpenOrDie(HostOnlyOptions(4));
+  auto host_only = OpenCache(HostOnlyOptions(4));
   EXPECT_EQ(host_only->Preload(keys).value(), 0u);
 }
 
 TEST(TieredCache, StatsRenderAsJsonAndPrometheus) {
   TempDir dir;
-  auto cache = OpenOrDie(DiskOptions(dir.path(), 4));
+  auto cache = OpenCache(DiskOptions(dir.path(), 4));
   const auto keys = Keys(0, 2);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   LoadAndCheck(*cache, Keys(0, 3));
@@ -446,7 +441,7 @@ TEST(TieredCache, StatsRenderAsJsonAndPrometheus) {
   EXPECT_THAT(p, HasSubstr("\nkvtier_cache_load_latency_seconds_count 1\n"));
   EXPECT_THAT(p, HasSubstr("\nkvtier_disk_saves_persisted_total 2\n"));
 
-  auto host_only = OpenOrDie(HostOnlyOptions(4));
+  auto host_only = OpenCache(HostOnlyOptions(4));
   nlohmann::json h = nlohmann::json::parse(host_only->Stats().ToJson());
   EXPECT_TRUE(h["disk"].is_null());
   EXPECT_THAT(host_only->Stats().ToPrometheus(), ::testing::Not(HasSubstr("kvtier_disk_")));
@@ -454,7 +449,7 @@ TEST(TieredCache, StatsRenderAsJsonAndPrometheus) {
 
 TEST(TieredCache, ClosedCacheRefusesCallsAndKeepsItsStats) {
   TempDir dir;
-  auto cache = OpenOrDie(DiskOptions(dir.path(), 4));
+  auto cache = OpenCache(DiskOptions(dir.path(), 4));
   const auto keys = Keys(0, 2);
   ASSERT_THAT(cache->Store(keys, Blocks(keys)), IsOk());
   ASSERT_THAT(cache->Close(), IsOk());

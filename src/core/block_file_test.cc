@@ -17,11 +17,13 @@
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
 #include "synth/block_generator.h"
+#include "testing/status_matchers.h"
 
 namespace kvtier {
 namespace {
 
 namespace fs = std::filesystem;
+using ::kvtier::testing::StatusIs;
 
 constexpr BlockFileError kLastReason = BlockFileError::kMetaChecksumMismatch;
 
@@ -177,7 +179,7 @@ TEST_F(CorpusTest, EachHostileFileFailsWithItsReason) {
     if (reason == BlockFileError::kChecksumMismatch) {
       EXPECT_TRUE(h.ok()) << h.status().ToString();
     } else {
-      ASSERT_FALSE(h.ok());
+      ASSERT_THAT(h, StatusIs(StatusCode::kCorruption));
       EXPECT_EQ(BlockFileErrorOf(h.status()), reason) << h.status().ToString();
     }
     ++checked;
@@ -295,7 +297,7 @@ TEST(BlockFileTest, TooManyTensorsWithinTheHeaderLimit) {
   ASSERT_LE(header.size(), kMaxBlockHeaderBytes);
   std::vector<std::byte> file = Pack(header);
   Result<DecodedBlock> r = DecodeBlock(file, {});
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(StatusCode::kCorruption));
   EXPECT_EQ(BlockFileErrorOf(r.status()), BlockFileError::kTooManyTensors) << r.status().ToString();
 }
 
@@ -312,7 +314,7 @@ TEST(BlockFileTest, AMillionTensorEntries) {
   std::vector<std::byte> data(2000000);
   std::vector<std::byte> file = Pack(header, data);
   Result<DecodedBlock> r = DecodeBlock(file, {});
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(StatusCode::kCorruption));
   EXPECT_EQ(BlockFileErrorOf(r.status()), BlockFileError::kHeaderTooLarge) << r.status().ToString();
 }
 
@@ -518,7 +520,7 @@ TEST_F(DamageTest, EveryDataBitFlipIsAChecksumMismatch) {
       std::vector<std::byte> f = file_;
       f[i] ^= static_cast<std::byte>(1 << bit);
       Result<DecodedBlock> r = DecodeBlock(f, opts_);
-      ASSERT_FALSE(r.ok()) << "byte " << i << " bit " << bit;
+      ASSERT_THAT(r, StatusIs(StatusCode::kCorruption)) << "byte " << i << " bit " << bit;
       ASSERT_EQ(BlockFileErrorOf(r.status()), BlockFileError::kChecksumMismatch);
     }
   }
@@ -580,7 +582,7 @@ TEST_F(DamageTest, MetaChecksumIsVerifiedWithoutTheDataChecksum) {
 TEST_F(DamageTest, EveryTruncationIsRejected) {
   for (size_t n = 0; n < file_.size(); ++n) {
     Result<DecodedBlock> r = DecodeBlock(std::span(file_).first(n), opts_);
-    ASSERT_FALSE(r.ok()) << n;
+    ASSERT_THAT(r, StatusIs(StatusCode::kCorruption)) << n;
     ASSERT_NE(BlockFileErrorOf(r.status()), BlockFileError::kNone) << n;
   }
 }

@@ -12,10 +12,12 @@
 #include <sstream>
 
 #include "kvtier/env.h"
+#include "testing/status_matchers.h"
 
 namespace kvtier {
 namespace {
 
+using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -268,7 +270,7 @@ TEST(LayoutValidateTest, ExactlyFourGiBIsAllowed) {
   EXPECT_EQ(l.BlockBytes(), 1ull << 32);
   EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
   l.layers[0].states[0].shape[0] += 1;
-  EXPECT_FALSE(l.Validate().ok());
+  EXPECT_THAT(l.Validate(), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST(LayoutTest, WithBlockTokensScalesOnlyTokenDimensions) {
@@ -598,7 +600,7 @@ TEST_F(LayoutFileTest, Errors) {
             bad + ": layout JSON: layers[0]: must be an object, got a non-negative integer");
 
   l = ModelLayout::LoadFile(Env::Default(), dir_);
-  ASSERT_FALSE(l.ok());
+  ASSERT_THAT(l, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(l.status().message(), HasSubstr(dir_));
 
   l = ModelLayout::LoadFile(Env::Default(), Write("big.json", std::string((1 << 20) + 1, ' ')));
@@ -611,7 +613,7 @@ TEST_F(LayoutFileTest, Resolve) {
   EXPECT_EQ(*ModelLayout::Resolve(env, "tiny"), *ModelLayout::Preset("tiny"));
   EXPECT_EQ(*ModelLayout::Resolve(env, "llama3-8b", 64), *ModelLayout::Preset("llama3-8b", 64));
   Result<ModelLayout> unknown = ModelLayout::Resolve(env, "tiny.jso");
-  ASSERT_FALSE(unknown.ok());
+  ASSERT_THAT(unknown, StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(unknown.status().message(), HasSubstr("unknown layout preset 'tiny.jso'"));
 
   const std::string path = Write("hybrid.json", ReadSourceFile("docs/examples/hybrid.json"));

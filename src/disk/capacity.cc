@@ -1,10 +1,121 @@
 #include "disk/capacity.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "core/saturating_time.h"
 
 namespace kvtier::disk {
+namespace {
+
+// One transaction of EvictRows(): at most `chunk` victims.
+Result<EvictOutcome> EvictChunk(DiskIndex* index, const EvictRequest& req, uint32_t chunk,
+                                const UnlinkFn& unlink, const EvictHook& hook, bool* hooked) {
+  EvictOutcome out;
+  KVTIER_ASSIGN_OR_RETURN(DiskIndex::WriteTransaction tx, index->BeginWrite());
+  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, tx.Totals());
+  uint32_t budget = chunk;
+
+  auto remove = [&](const IndexRow& r, bool expiry) -> Status {
+    Status s = unlink(r.key);
+    if (!(*hooked) && hook) {
+      *hooked = true;
+      hook();
+    }
+    if (!s.ok() && !s.IsNotFound()) {
+      ++out.unlink_failures;
+      return Status::Ok();
+    }
+    KVTIER_ASSIGN_OR_RETURN(bool deleted, tx.Delete(r.key));
+    if (deleted) {
+      totals.entries -= std::min<uint64_t>(totals.entries, 1);
+      totals.bytes -= std::min(totals.bytes, r.size);
+      out.bytes_freed += r.size;
+      ++(expiry ? out.expired : out.evicted);
+    }
+    return Status::Ok();
+  };
+
+  if (req.expire_before_us > 0) {
+    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows,
+                            tx.RowsCreatedBefore(req.expire_before_us, budget));
+    for (const IndexRow& r : rows) {
+      KVTIER_RETURN_IF_ERROR(remove(r, /*expiry=*/true));
+      --budget;
+    }
+  }
+
+  // Evicting moves bytes from tracked to free: the limit, a fraction of
+  // their sum, is fixed for the whole transaction.
+  const uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
+  auto over = [&]() {
+    bool bytes_over = totals.bytes + req.reserve_bytes > limit;
+    bool entries_over =
+        req.limit.max_entries != 0 && totals.entries + req.reserve_entries > req.limit.max_entries;
+    return bytes_over || entries_over;
+  };
+  uint64_t failures_before = out.unlink_failures;
+  while (budget > 0 && over()) {
+    // Rows whose unlink failed stay at the head of the LRU order: skip them.
+    KVTIER_ASSIGN_OR_RETURN(
+        std::vector<IndexRow> rows,
+        tx.LruRows(std::min<uint32_t>(budget, 64), out.unlink_failures - failures_before));
+    if (rows.empty()) break;
+    for (const IndexRow& r : rows) {
+      if (budget == 0 || !over()) break;
+      KVTIER_RETURN_IF_ERROR(remove(r, /*expiry=*/false));
+      --budget;
+    }
+  }
+  out.within_limit = !over();
+  out.effective_limit = limit;
+  out.after = totals;
+  KVTIER_RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+}  // namespace
+
+uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
+  uint64_t limit = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
+  if (spec.free_bytes != UINT64_MAX) {
+    // Exact integer arithmetic on the fraction in parts per million.
+    using u128 = unsigned __int128;
+    const u128 ppm = static_cast<u128>(std::llround(spec.free_space_fraction * 1e6));
+    const u128 avail = static_cast<u128>(tracked_bytes) + spec.free_bytes;
+    const u128 disk = avail * ppm / 1'000'000;
+    limit = std::min<u128>(limit, disk) == disk ? static_cast<uint64_t>(disk) : limit;
+  }
+  return limit;
+}
+
+Result<EvictOutcome> EvictRows(DiskIndex* index, const EvictRequest& req, const UnlinkFn& unlink,
+                               const EvictHook& hook) {
+  constexpr uint32_t kChunk = 256;
+  EvictOutcome total;
+  bool hooked = false;
+  uint64_t remaining = req.max_victims == 0 ? UINT64_MAX : req.max_victims;
+  while (true) {
+    uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(remaining, kChunk));
+    KVTIER_ASSIGN_OR_RETURN(EvictOutcome part,
+                            EvictChunk(index, req, chunk, unlink, hook, &hooked));
+    total.evicted += part.evicted;
+    total.expired += part.expired;
+    total.bytes_freed += part.bytes_freed;
+    total.unlink_failures += part.unlink_failures;
+    total.within_limit = part.within_limit;
+    total.effective_limit = part.effective_limit;
+    total.after = part.after;
+    uint64_t removed = part.evicted + part.expired;
+    remaining -= std::min(remaining, removed + part.unlink_failures);
+    // Stop when within limit with nothing left to expire, when a chunk made
+    // no progress (only failures or no rows), or when the bound is spent.
+    bool more_expiry = req.expire_before_us > 0 && part.expired == chunk;
+    if ((part.within_limit && !more_expiry) || removed == 0 || remaining == 0) break;
+  }
+  return total;
+}
 
 Capacity::Reservation& Capacity::Reservation::operator=(Reservation&& o) noexcept {
   if (this != &o) {
@@ -152,13 +263,14 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks)
         uint64_t{options_->max_unlinks_per_store} * std::max<uint64_t>(blocks, 1), UINT32_MAX);
     EvictRequest req =
         MakeRequest(spec, reserve_bytes, reserve_blocks, static_cast<uint32_t>(victims));
-    DiskIndex::EvictHook hook;
+    EvictHook hook;
     if (*kill_hook_) {
       hook = [this] { (*kill_hook_)(DiskKillPoint::kMidEviction); };
     }
-    KVTIER_ASSIGN_OR_RETURN(EvictOutcome out,
-                            index_->Evict(
-                                req, [this](const BlockKey& k) { return UnlinkBlock(k); }, hook));
+    KVTIER_ASSIGN_OR_RETURN(
+        EvictOutcome out,
+        EvictRows(
+            index_, req, [this](const BlockKey& k) { return UnlinkBlock(k); }, hook));
     Account(out);
   }
   return reservation;
@@ -172,8 +284,9 @@ Result<EvictOutcome> Capacity::EnforceLimit() {
     reserve_blocks = inflight_blocks_;
   }
   EvictRequest req = MakeRequest(Spec(), reserve_bytes, reserve_blocks, /*max_victims=*/0);
-  KVTIER_ASSIGN_OR_RETURN(EvictOutcome out,
-                          index_->Evict(req, [this](const BlockKey& k) { return UnlinkBlock(k); }));
+  KVTIER_ASSIGN_OR_RETURN(EvictOutcome out, EvictRows(index_, req, [this](const BlockKey& k) {
+                            return UnlinkBlock(k);
+                          }));
   Account(out);
   return out;
 }

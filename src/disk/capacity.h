@@ -1,4 +1,6 @@
-// Capacity: how much a cache folder may hold and making room for new blocks.
+// Capacity: how much a cache folder may hold, making room for new blocks,
+// and what to evict (EvictRows: the eviction policy over the row store,
+// DiskIndex).
 //
 // The effective byte limit is min(max_bytes, free_space_fraction × (bytes
 // the index tracks + free disk bytes)), counting every layout in the folder.
@@ -10,11 +12,13 @@
 // in this process, evicts expired and then least-recently-accessed files (at
 // most max_unlinks_per_store per block) until the indexed bytes plus
 // everything in flight fit, and returns a reservation the writer holds until
-// the blocks' index rows are committed. Evictions unlink inside the index write transaction, so a
-// freed byte is never counted twice by two processes.
+// the blocks' index rows are committed. Evictions unlink inside the index
+// write transaction, so a freed byte is never counted twice by two
+// processes.
 //
-// Thread safety: all methods are safe from any thread; no I/O or SQLite call
-// runs under the mutex.
+// Thread safety: all methods are safe from any thread. One mutex guards the
+// free-space reading and the in-flight totals; no I/O or SQLite call runs
+// under it. EvictRows() has no state of its own.
 #ifndef KVTIER_DISK_CAPACITY_H_
 #define KVTIER_DISK_CAPACITY_H_
 
@@ -32,6 +36,49 @@
 #include "kvtier/env.h"
 
 namespace kvtier::disk {
+
+// The inputs of the effective byte limit.
+struct LimitSpec {
+  uint64_t max_bytes = 0;    // configured; 0 = none
+  uint64_t max_entries = 0;  // configured; 0 = none
+  double free_space_fraction = 0.99;
+  uint64_t free_bytes = UINT64_MAX;  // free disk bytes; UINT64_MAX = unknown
+};
+
+// min(max_bytes, fraction × (tracked_bytes + free_bytes)).
+uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes);
+
+struct EvictRequest {
+  LimitSpec limit;
+  uint64_t reserve_bytes = 0;    // bytes about to be added on top of the rows
+  uint64_t reserve_entries = 0;  // files about to be added
+  int64_t expire_before_us = 0;  // rows created before this go regardless; 0 = none
+  uint32_t max_victims = 0;      // files removed at most; 0 = no bound
+};
+
+struct EvictOutcome {
+  uint64_t evicted = 0;  // removed for the limit
+  uint64_t expired = 0;  // removed for retention
+  uint64_t bytes_freed = 0;
+  uint64_t unlink_failures = 0;  // rows kept because their file would not go
+  bool within_limit = false;     // rows + reserve fit the limit afterwards
+  uint64_t effective_limit = 0;
+  IndexTotals after;
+};
+
+// Removes a victim's file: OK or kNotFound when it is gone; any other
+// status keeps the row.
+using UnlinkFn = std::function<Status(const BlockKey&)>;
+// Called after the first unlink of an eviction transaction (kill tests).
+using EvictHook = std::function<void()>;
+
+// Removes expired rows of `index`, then LRU rows (all signatures) until
+// rows + reserve fit the effective limit, unlinking each victim's file
+// inside the index's write transaction so no other process counts freed
+// space before the file is gone. Unbounded requests run in chunks of
+// transactions.
+Result<EvictOutcome> EvictRows(DiskIndex* index, const EvictRequest& req, const UnlinkFn& unlink,
+                               const EvictHook& hook = {});
 
 class Capacity {
  public:

@@ -1,12 +1,16 @@
 // Capacity of the disk tier: byte and entry limits with LRU by last access,
 // blocks larger than the limit, retention, the free-disk limit and its
 // re-read after ENOSPC, the bound on unlinks per store, unlink failures, and
-// blocks of other layouts counted in the same budget.
+// blocks of other layouts counted in the same budget; the effective limit and
+// EvictRows (the eviction policy) over a bare index.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 
+#include "disk/capacity.h"
+#include "disk/disk_index.h"
 #include "disk/disk_test_util.h"
 #include "kvtier/disk_tier.h"
 #include "synth/block_generator.h"
@@ -238,4 +242,139 @@ TEST_F(DiskCapacityTest, OtherLayoutsShareTheBudgetAndAreNeverServed) {
 }
 
 }  // namespace
+
+// EvictRows over a bare index: what the policy removes and in which order.
+namespace disk {
+namespace {
+
+using disk_test::TempDir;
+using testing::IsOk;
+
+IndexRow Row(uint64_t i, int64_t sig, uint64_t size, int64_t access) {
+  IndexRow r;
+  r.key = TestBlockKey(i);
+  r.sig_id = sig;
+  r.size = size;
+  r.created_at_us = access;
+  r.last_access_us = access;
+  return r;
+}
+
+std::unique_ptr<DiskIndex> OpenIndex(const std::string& path) {
+  auto idx = DiskIndex::Open(path, IndexOptions{});
+  EXPECT_THAT(idx, IsOk());
+  return idx.ok() ? std::move(idx).value() : nullptr;
+}
+
+TEST(EffectiveLimitTest, IsTheSmallerOfConfiguredAndFractionOfDisk) {
+  LimitSpec spec;
+  spec.max_bytes = 1000;
+  spec.free_space_fraction = 0.99;
+  spec.free_bytes = UINT64_MAX;  // unknown
+  EXPECT_EQ(EffectiveLimitBytes(spec, 5), 1000u);
+  spec.free_bytes = 500;
+  EXPECT_EQ(EffectiveLimitBytes(spec, 500), 990u);  // 0.99 × (500 + 500)
+  spec.free_bytes = 100000;
+  EXPECT_EQ(EffectiveLimitBytes(spec, 0), 1000u);
+  spec.max_bytes = 0;  // no configured limit
+  EXPECT_EQ(EffectiveLimitBytes(spec, 0), 99000u);
+  spec.free_bytes = UINT64_MAX;
+  EXPECT_EQ(EffectiveLimitBytes(spec, 0), UINT64_MAX);
+}
+
+TEST(EvictRowsTest, EvictRemovesLeastRecentlyAccessedUntilWithinLimit) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 10; ++i)
+    rows.push_back(Row(i, sig, 100, 1000 - static_cast<int64_t>(i)));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());  // key 9 is the oldest
+  std::vector<BlockKey> unlinked;
+  EvictRequest req;
+  req.limit.max_bytes = 750;
+  req.reserve_bytes = 100;  // a new block on top
+  auto out = EvictRows(idx.get(), req, [&](const BlockKey& k) {
+    unlinked.push_back(k);
+    return Status::Ok();
+  });
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->evicted, 4u);  // 1000 + 100 → 650 + 100 ≤ 750
+  EXPECT_EQ(out->bytes_freed, 400u);
+  EXPECT_TRUE(out->within_limit);
+  EXPECT_EQ(out->after.bytes, 600u);
+  EXPECT_THAT(unlinked, ::testing::ElementsAre(TestBlockKey(9), TestBlockKey(8), TestBlockKey(7),
+                                               TestBlockKey(6)));
+  EXPECT_EQ(idx->Totals()->bytes, 600u);
+}
+
+TEST(EvictRowsTest, EvictHonoursTheVictimBoundAndEntryLimit) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 10; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i)));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  EvictRequest req;
+  req.limit.max_entries = 2;
+  req.max_victims = 3;
+  auto ok_unlink = [](const BlockKey&) { return Status::Ok(); };
+  auto out = EvictRows(idx.get(), req, ok_unlink);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->evicted, 3u);
+  EXPECT_FALSE(out->within_limit);
+  EXPECT_EQ(idx->Totals()->entries, 7u);
+  req.max_victims = 0;  // unbounded converges fully
+  out = EvictRows(idx.get(), req, ok_unlink);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->evicted, 5u);
+  EXPECT_TRUE(out->within_limit);
+  EXPECT_EQ(idx->Totals()->entries, 2u);
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(9))->has_value());
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(8))->has_value());
+}
+
+TEST(EvictRowsTest, UnlinkFailureKeepsTheRowAndMovesOnToTheNextVictim) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 5; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i)));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  EvictRequest req;
+  req.limit.max_bytes = 30;
+  auto out = EvictRows(idx.get(), req, [](const BlockKey& k) {
+    if (k == TestBlockKey(0)) return Status::IOError("unlink", EIO);
+    if (k == TestBlockKey(1)) return Status::NotFound("already gone");
+    return Status::Ok();
+  });
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->unlink_failures, 1u);
+  EXPECT_EQ(out->evicted, 2u);  // 1 (gone) and 2
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(0))->has_value());
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(1))->has_value());
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(2))->has_value());
+  EXPECT_EQ(idx->Totals()->bytes, 30u);  // accounting still matches the files
+}
+
+TEST(EvictRowsTest, EvictExpiresOldRowsEvenWithinTheLimit) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 6; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i) * 100));
+  ASSERT_THAT(idx->Upsert(rows), IsOk());
+  EvictRequest req;
+  req.expire_before_us = 250;  // rows 0, 1, 2
+  auto out = EvictRows(idx.get(), req, [](const BlockKey&) { return Status::Ok(); });
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->expired, 3u);
+  EXPECT_EQ(out->evicted, 0u);
+  EXPECT_EQ(idx->Totals()->entries, 3u);
+  EXPECT_FALSE(idx->Lookup(TestBlockKey(2))->has_value());
+  EXPECT_TRUE(idx->Lookup(TestBlockKey(3))->has_value());
+}
+
+}  // namespace
+}  // namespace disk
 }  // namespace kvtier

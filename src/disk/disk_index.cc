@@ -3,9 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 namespace kvtier::disk {
 namespace {
@@ -137,19 +135,6 @@ Result<std::string> JournalModeWal(SqliteDb* db) {
 }
 
 }  // namespace
-
-uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
-  uint64_t limit = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
-  if (spec.free_bytes != UINT64_MAX) {
-    // Exact integer arithmetic on the fraction in parts per million.
-    using u128 = unsigned __int128;
-    const u128 ppm = static_cast<u128>(std::llround(spec.free_space_fraction * 1e6));
-    const u128 avail = static_cast<u128>(tracked_bytes) + spec.free_bytes;
-    const u128 disk = avail * ppm / 1'000'000;
-    limit = std::min<u128>(limit, disk) == disk ? static_cast<uint64_t>(disk) : limit;
-  }
-  return limit;
-}
 
 bool SameFile(const IndexRow& a, const IndexRow& b) {
   return a.key == b.key && a.sig_id == b.sig_id && a.size == b.size &&
@@ -579,104 +564,36 @@ Result<std::vector<IndexRow>> DiskIndex::LruRows(uint32_t limit) {
   return ReadRows(stmt);
 }
 
-Result<EvictOutcome> DiskIndex::EvictChunk(SqliteDb* db, const EvictRequest& req, uint32_t chunk,
-                                           const UnlinkFn& unlink, const EvictHook& hook,
-                                           bool* hooked) {
-  EvictOutcome out;
-  Transaction tx(db);
-  KVTIER_RETURN_IF_ERROR(tx.Begin());
-  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, ReadTotals(db));
-  uint32_t budget = chunk;
-
-  auto remove = [&](const IndexRow& r, bool expiry) -> Status {
-    Status s = unlink(r.key);
-    if (!(*hooked) && hook) {
-      *hooked = true;
-      hook();
-    }
-    if (!s.ok() && !s.IsNotFound()) {
-      ++out.unlink_failures;
-      return Status::Ok();
-    }
-    KVTIER_RETURN_IF_ERROR(DeleteRow(db, r.key));
-    if (db->Changes() > 0) {
-      totals.entries -= std::min<uint64_t>(totals.entries, 1);
-      totals.bytes -= std::min(totals.bytes, r.size);
-      out.bytes_freed += r.size;
-      ++(expiry ? out.expired : out.evicted);
-    }
-    return Status::Ok();
-  };
-
-  if (req.expire_before_us > 0) {
-    KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kExpired));
-    stmt->BindInt64(1, req.expire_before_us);
-    stmt->BindInt64(2, budget);
-    stmt->BindInt64(3, 0);
-    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, ReadRows(stmt));
-    for (const IndexRow& r : rows) {
-      KVTIER_RETURN_IF_ERROR(remove(r, /*expiry=*/true));
-      --budget;
-    }
-  }
-
-  // Evicting moves bytes from tracked to free: the limit, a fraction of
-  // their sum, is fixed for the whole transaction.
-  const uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
-  auto over = [&]() {
-    bool bytes_over = totals.bytes + req.reserve_bytes > limit;
-    bool entries_over =
-        req.limit.max_entries != 0 && totals.entries + req.reserve_entries > req.limit.max_entries;
-    return bytes_over || entries_over;
-  };
-  uint64_t failures_before = out.unlink_failures;
-  while (budget > 0 && over()) {
-    KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kLru));
-    // Rows whose unlink failed stay at the head of the LRU order: skip them.
-    stmt->BindInt64(1, std::min<uint32_t>(budget, 64));
-    stmt->BindInt64(2, static_cast<int64_t>(out.unlink_failures - failures_before));
-    KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, ReadRows(stmt));
-    if (rows.empty()) break;
-    for (const IndexRow& r : rows) {
-      if (budget == 0 || !over()) break;
-      KVTIER_RETURN_IF_ERROR(remove(r, /*expiry=*/false));
-      --budget;
-    }
-  }
-  out.within_limit = !over();
-  out.effective_limit = limit;
-  out.after = totals;
-  KVTIER_RETURN_IF_ERROR(tx.Commit());
-  return out;
-}
-
-Result<EvictOutcome> DiskIndex::Evict(const EvictRequest& req, const UnlinkFn& unlink,
-                                      const EvictHook& hook) {
+Result<DiskIndex::WriteTransaction> DiskIndex::BeginWrite() {
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
-  constexpr uint32_t kChunk = 256;
-  EvictOutcome total;
-  bool hooked = false;
-  uint64_t remaining = req.max_victims == 0 ? UINT64_MAX : req.max_victims;
-  while (true) {
-    uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(remaining, kChunk));
-    KVTIER_ASSIGN_OR_RETURN(EvictOutcome part,
-                            EvictChunk(db.get(), req, chunk, unlink, hook, &hooked));
-    total.evicted += part.evicted;
-    total.expired += part.expired;
-    total.bytes_freed += part.bytes_freed;
-    total.unlink_failures += part.unlink_failures;
-    total.within_limit = part.within_limit;
-    total.effective_limit = part.effective_limit;
-    total.after = part.after;
-    uint64_t removed = part.evicted + part.expired;
-    remaining -= std::min(remaining, removed + part.unlink_failures);
-    // Stop when within limit with nothing left to expire, when a chunk made
-    // no progress (only failures or no rows), or when the bound is spent.
-    bool more_expiry = req.expire_before_us > 0 && part.expired == chunk;
-    if ((part.within_limit && !more_expiry) || removed == 0 || remaining == 0) break;
-  }
-  return total;
+  KVTIER_RETURN_IF_ERROR(db->BeginImmediate());
+  return WriteTransaction(std::move(db));
 }
+
+Result<IndexTotals> DiskIndex::WriteTransaction::Totals() { return ReadTotals(db_.get()); }
+
+Result<std::vector<IndexRow>> DiskIndex::WriteTransaction::RowsCreatedBefore(int64_t before_us,
+                                                                             uint32_t limit) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db_->Prepare(kExpired));
+  stmt->BindInt64(1, before_us);
+  stmt->BindInt64(2, limit);
+  stmt->BindInt64(3, 0);
+  return ReadRows(stmt);
+}
+
+Result<std::vector<IndexRow>> DiskIndex::WriteTransaction::LruRows(uint32_t limit, uint64_t skip) {
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db_->Prepare(kLru));
+  stmt->BindInt64(1, limit);
+  stmt->BindInt64(2, static_cast<int64_t>(skip));
+  return ReadRows(stmt);
+}
+
+Result<bool> DiskIndex::WriteTransaction::Delete(const BlockKey& key) {
+  KVTIER_RETURN_IF_ERROR(DeleteRow(db_.get(), key));
+  return db_->Changes() > 0;
+}
+
+Status DiskIndex::WriteTransaction::Commit() { return db_->Commit(); }
 
 Result<std::string> DiskIndex::IntegrityCheck() {
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());

@@ -1,17 +1,25 @@
-// DiskIndex: the SQLite index of a cache folder (<dir>/index.sqlite).
+// DiskIndex: the SQLite index of a cache folder (<dir>/index.sqlite): the
+// row store.
 //
 // One row per block file: key (32-byte blob), layout signature (an id into
 // the `signatures` table), file size, creation and last-access times (unix
-// µs) and the hash of the file's header (header_hash.h). Triggers keep per-signature block and byte
-// totals in the `signatures` table inside the same transaction as the row change, so every process
-// sharing the folder reads the same accounting with one small query. WAL mode; every write is one
-// BEGIN IMMEDIATE transaction; SQLITE_BUSY is waited on for busy_timeout_ms, then reported as
-// kUnavailable.
+// µs) and the hash of the file's header (header_hash.h). Triggers keep
+// per-signature block and byte totals in the `signatures` table inside the
+// same transaction as the row change, so every process sharing the folder
+// reads the same accounting with one small query. WAL mode; every write is
+// one BEGIN IMMEDIATE transaction; SQLITE_BUSY is waited on for
+// busy_timeout_ms, then reported as kUnavailable.
+//
+// It stores rows and answers queries about them (including the oldest rows
+// an eviction asks for, in a WriteTransaction); what to evict, and when, is
+// Capacity's decision (capacity.h).
 //
 // Connections come from a pool: a call takes one (opening a new one outside
 // the lock when none is free), uses it without any lock held, and returns it.
 //
-// Thread safety: all methods may be called from many threads at once.
+// Thread safety: all methods may be called from many threads at once. One
+// mutex guards the connection pool and the signature-id cache; no SQLite
+// call runs under it.
 #ifndef KVTIER_DISK_DISK_INDEX_H_
 #define KVTIER_DISK_DISK_INDEX_H_
 
@@ -57,35 +65,6 @@ struct SignatureTotals {
   uint64_t bytes = 0;
 };
 
-// The inputs of the effective byte limit.
-struct LimitSpec {
-  uint64_t max_bytes = 0;    // configured; 0 = none
-  uint64_t max_entries = 0;  // configured; 0 = none
-  double free_space_fraction = 0.99;
-  uint64_t free_bytes = UINT64_MAX;  // free disk bytes; UINT64_MAX = unknown
-};
-
-// min(max_bytes, fraction × (tracked_bytes + free_bytes)).
-uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes);
-
-struct EvictRequest {
-  LimitSpec limit;
-  uint64_t reserve_bytes = 0;    // bytes about to be added on top of the rows
-  uint64_t reserve_entries = 0;  // files about to be added
-  int64_t expire_before_us = 0;  // rows created before this go regardless; 0 = none
-  uint32_t max_victims = 0;      // files removed at most; 0 = no bound
-};
-
-struct EvictOutcome {
-  uint64_t evicted = 0;  // removed for the limit
-  uint64_t expired = 0;  // removed for retention
-  uint64_t bytes_freed = 0;
-  uint64_t unlink_failures = 0;  // rows kept because their file would not go
-  bool within_limit = false;     // rows + reserve fit the limit afterwards
-  uint64_t effective_limit = 0;
-  IndexTotals after;
-};
-
 struct IndexOptions {
   uint32_t busy_timeout_ms = 10'000;
   bool synchronous_full = false;  // PRAGMA synchronous=FULL instead of NORMAL
@@ -100,11 +79,7 @@ struct IndexOptions {
 
 class DiskIndex {
  public:
-  // Removes a victim's file: OK or kNotFound when it is gone; any other
-  // status keeps the row.
-  using UnlinkFn = std::function<Status(const BlockKey&)>;
-  // Called after the first unlink of an eviction transaction (kill tests).
-  using EvictHook = std::function<void()>;
+  class WriteTransaction;
 
   // Opens or creates the index at `path` and its schema. Corruption if the
   // file is not a usable SQLite database; FailedPrecondition if its schema
@@ -170,12 +145,11 @@ class DiskIndex {
   // The signature text of an id ("" if unknown).
   Result<std::string> SignatureText(int64_t sig_id);
 
-  // Removes expired rows, then LRU rows (all signatures) until rows +
-  // reserve fit the effective limit, unlinking each victim's file inside the
-  // write transaction so no other process counts freed space before the
-  // file is gone. Unbounded requests run in chunks of transactions.
-  Result<EvictOutcome> Evict(const EvictRequest& req, const UnlinkFn& unlink,
-                             const EvictHook& hook = {});
+  // A write transaction (BEGIN IMMEDIATE, so the write lock is held from
+  // the first read to the commit) for a caller whose reads and deletes must
+  // see no other writer in between: eviction (capacity.h) chooses its
+  // victims and removes their files and rows under it.
+  Result<WriteTransaction> BeginWrite();
 
   // PRAGMA integrity_check: "ok" or SQLite's findings.
   Result<std::string> IntegrityCheck();
@@ -188,8 +162,6 @@ class DiskIndex {
   static Result<std::unique_ptr<DiskIndex>> OpenReadOnly(std::unique_ptr<DiskIndex> index);
   Result<Lease> Acquire();
   void Release(std::unique_ptr<SqliteDb> db);
-  Result<EvictOutcome> EvictChunk(SqliteDb* db, const EvictRequest& req, uint32_t chunk,
-                                  const UnlinkFn& unlink, const EvictHook& hook, bool* hooked);
 
   const std::string path_;
   const IndexOptions options_;
@@ -218,6 +190,33 @@ class DiskIndex::Lease {
  private:
   DiskIndex* owner_;
   std::unique_ptr<SqliteDb> db_;
+};
+
+// The queries and deletes of one write transaction on one pooled
+// connection (DiskIndex::BeginWrite). Rolled back unless Commit() succeeds;
+// the connection goes back to the pool when this is destroyed.
+//
+// Thread safety: none; one thread uses a transaction.
+class DiskIndex::WriteTransaction {
+ public:
+  WriteTransaction(WriteTransaction&&) = default;
+  WriteTransaction& operator=(WriteTransaction&&) = default;
+
+  Result<IndexTotals> Totals();
+  // Rows created before `before_us`, oldest first, at most `limit`.
+  Result<std::vector<IndexRow>> RowsCreatedBefore(int64_t before_us, uint32_t limit);
+  // Rows in LRU order (oldest access first, then key), at most `limit`,
+  // after the first `skip` of them.
+  Result<std::vector<IndexRow>> LruRows(uint32_t limit, uint64_t skip);
+  // Deletes the row of `key`; true if there was one.
+  Result<bool> Delete(const BlockKey& key);
+  Status Commit();
+
+ private:
+  friend class DiskIndex;
+  explicit WriteTransaction(Lease lease) : db_(std::move(lease)) {}
+
+  Lease db_;  // its release rolls back a transaction still open
 };
 
 }  // namespace kvtier::disk

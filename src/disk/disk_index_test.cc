@@ -1,5 +1,5 @@
-// DiskIndex: schema, per-signature totals kept by triggers, touches, LRU and
-// expiry eviction with bounded victims and unlink failures, errors.
+// DiskIndex: schema, per-signature totals kept by triggers, touches, errors.
+// (Eviction over the index is Capacity's: disk_capacity_test.cc.)
 #include "disk/disk_index.h"
 
 #include <gmock/gmock.h>
@@ -83,22 +83,6 @@ TEST(DiskIndexTest, ProcessesOpeningANewIndexAtTheSameMomentAllSucceed) {
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "folder " << f;
     }
   }
-}
-
-TEST(EffectiveLimitTest, IsTheSmallerOfConfiguredAndFractionOfDisk) {
-  LimitSpec spec;
-  spec.max_bytes = 1000;
-  spec.free_space_fraction = 0.99;
-  spec.free_bytes = UINT64_MAX;  // unknown
-  EXPECT_EQ(EffectiveLimitBytes(spec, 5), 1000u);
-  spec.free_bytes = 500;
-  EXPECT_EQ(EffectiveLimitBytes(spec, 500), 990u);  // 0.99 × (500 + 500)
-  spec.free_bytes = 100000;
-  EXPECT_EQ(EffectiveLimitBytes(spec, 0), 1000u);
-  spec.max_bytes = 0;  // no configured limit
-  EXPECT_EQ(EffectiveLimitBytes(spec, 0), 99000u);
-  spec.free_bytes = UINT64_MAX;
-  EXPECT_EQ(EffectiveLimitBytes(spec, 0), UINT64_MAX);
 }
 
 TEST(DiskIndexTest, TotalsFollowInsertsReplacementsAndDeletesPerSignature) {
@@ -195,99 +179,6 @@ TEST(DiskIndexTest, RowsPersistAcrossReopenAndPrefixRangesAreExact) {
                   /*batch=*/7),
               IsOk());
   EXPECT_EQ(seen, 300u);
-}
-
-TEST(DiskIndexTest, EvictRemovesLeastRecentlyAccessedUntilWithinLimit) {
-  TempDir dir;
-  auto idx = OpenIndex(dir.Sub("index.sqlite"));
-  int64_t sig = *idx->SignatureId("s");
-  std::vector<IndexRow> rows;
-  for (uint64_t i = 0; i < 10; ++i)
-    rows.push_back(Row(i, sig, 100, 1000 - static_cast<int64_t>(i)));
-  ASSERT_THAT(idx->Upsert(rows), IsOk());  // key 9 is the oldest
-  std::vector<BlockKey> unlinked;
-  EvictRequest req;
-  req.limit.max_bytes = 750;
-  req.reserve_bytes = 100;  // a new block on top
-  auto out = idx->Evict(req, [&](const BlockKey& k) {
-    unlinked.push_back(k);
-    return Status::Ok();
-  });
-  ASSERT_THAT(out, IsOk());
-  EXPECT_EQ(out->evicted, 4u);  // 1000 + 100 → 650 + 100 ≤ 750
-  EXPECT_EQ(out->bytes_freed, 400u);
-  EXPECT_TRUE(out->within_limit);
-  EXPECT_EQ(out->after.bytes, 600u);
-  EXPECT_THAT(unlinked, ::testing::ElementsAre(TestBlockKey(9), TestBlockKey(8), TestBlockKey(7),
-                                               TestBlockKey(6)));
-  EXPECT_EQ(idx->Totals()->bytes, 600u);
-}
-
-TEST(DiskIndexTest, EvictHonoursTheVictimBoundAndEntryLimit) {
-  TempDir dir;
-  auto idx = OpenIndex(dir.Sub("index.sqlite"));
-  int64_t sig = *idx->SignatureId("s");
-  std::vector<IndexRow> rows;
-  for (uint64_t i = 0; i < 10; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i)));
-  ASSERT_THAT(idx->Upsert(rows), IsOk());
-  EvictRequest req;
-  req.limit.max_entries = 2;
-  req.max_victims = 3;
-  auto ok_unlink = [](const BlockKey&) { return Status::Ok(); };
-  auto out = idx->Evict(req, ok_unlink);
-  ASSERT_THAT(out, IsOk());
-  EXPECT_EQ(out->evicted, 3u);
-  EXPECT_FALSE(out->within_limit);
-  EXPECT_EQ(idx->Totals()->entries, 7u);
-  req.max_victims = 0;  // unbounded converges fully
-  out = idx->Evict(req, ok_unlink);
-  ASSERT_THAT(out, IsOk());
-  EXPECT_EQ(out->evicted, 5u);
-  EXPECT_TRUE(out->within_limit);
-  EXPECT_EQ(idx->Totals()->entries, 2u);
-  EXPECT_TRUE(idx->Lookup(TestBlockKey(9))->has_value());
-  EXPECT_TRUE(idx->Lookup(TestBlockKey(8))->has_value());
-}
-
-TEST(DiskIndexTest, UnlinkFailureKeepsTheRowAndMovesOnToTheNextVictim) {
-  TempDir dir;
-  auto idx = OpenIndex(dir.Sub("index.sqlite"));
-  int64_t sig = *idx->SignatureId("s");
-  std::vector<IndexRow> rows;
-  for (uint64_t i = 0; i < 5; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i)));
-  ASSERT_THAT(idx->Upsert(rows), IsOk());
-  EvictRequest req;
-  req.limit.max_bytes = 30;
-  auto out = idx->Evict(req, [](const BlockKey& k) {
-    if (k == TestBlockKey(0)) return Status::IOError("unlink", EIO);
-    if (k == TestBlockKey(1)) return Status::NotFound("already gone");
-    return Status::Ok();
-  });
-  ASSERT_THAT(out, IsOk());
-  EXPECT_EQ(out->unlink_failures, 1u);
-  EXPECT_EQ(out->evicted, 2u);  // 1 (gone) and 2
-  EXPECT_TRUE(idx->Lookup(TestBlockKey(0))->has_value());
-  EXPECT_FALSE(idx->Lookup(TestBlockKey(1))->has_value());
-  EXPECT_FALSE(idx->Lookup(TestBlockKey(2))->has_value());
-  EXPECT_EQ(idx->Totals()->bytes, 30u);  // accounting still matches the files
-}
-
-TEST(DiskIndexTest, EvictExpiresOldRowsEvenWithinTheLimit) {
-  TempDir dir;
-  auto idx = OpenIndex(dir.Sub("index.sqlite"));
-  int64_t sig = *idx->SignatureId("s");
-  std::vector<IndexRow> rows;
-  for (uint64_t i = 0; i < 6; ++i) rows.push_back(Row(i, sig, 10, static_cast<int64_t>(i) * 100));
-  ASSERT_THAT(idx->Upsert(rows), IsOk());
-  EvictRequest req;
-  req.expire_before_us = 250;  // rows 0, 1, 2
-  auto out = idx->Evict(req, [](const BlockKey&) { return Status::Ok(); });
-  ASSERT_THAT(out, IsOk());
-  EXPECT_EQ(out->expired, 3u);
-  EXPECT_EQ(out->evicted, 0u);
-  EXPECT_EQ(idx->Totals()->entries, 3u);
-  EXPECT_FALSE(idx->Lookup(TestBlockKey(2))->has_value());
-  EXPECT_TRUE(idx->Lookup(TestBlockKey(3))->has_value());
 }
 
 TEST(DiskIndexTest, NotADatabaseIsCorruption) {
@@ -405,7 +296,8 @@ TEST(DiskIndexReadOnlyTest, OpensInAFolderThatCannotBeWritten) {
   ReadOnlyMount mount(dir.Sub("src"), dir.Sub("ro"));
   if (!mount.ok()) GTEST_SKIP() << "read-only bind mount refused: " << mount.error();
   // Even root cannot create the -shm file on a read-only mount.
-  EXPECT_THAT(DiskIndex::Open(dir.Sub("ro/index.sqlite"), IndexOptions{}), ::testing::Not(IsOk()));
+  EXPECT_THAT(DiskIndex::Open(dir.Sub("ro/index.sqlite"), IndexOptions{}),
+              StatusIs(StatusCode::kIOError));
   auto ro = DiskIndex::Open(dir.Sub("ro/index.sqlite"), ReadOnly());
   ASSERT_THAT(ro, IsOk());
   auto row = (*ro)->Lookup(TestBlockKey(7));

@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
-#include <new>
 
 #include "core/saturating_time.h"
 #include "disk/reconcile.h"
@@ -31,8 +29,6 @@ Result<std::unique_ptr<DiskTier>> OpenWithKillHook(const DiskTierOptions& option
 }
 
 namespace {
-
-constexpr size_t kTouchFlushThreshold = 4096;
 
 uint64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -155,6 +151,21 @@ Status DiskTierImpl::Init() {
   ro.direct_io = options_.direct_io_reads;
   ro.direct_io_min_bytes = options_.direct_io_min_bytes;
   reader_ = std::make_unique<BlockReader>(env_, &layout_, &options_.layout_signature, ro);
+  ReadPath::Parts rp;
+  rp.options = &options_;
+  rp.env = env_;
+  rp.layout = &layout_;
+  rp.index = index_.get();
+  rp.quarantine = quarantine_.get();
+  rp.pending = pending_.get();
+  rp.reader = reader_.get();
+  rp.runner = readers_.get();
+  rp.touches = &touches_;
+  rp.counters = &counters_;
+  rp.closed = &closed_;
+  rp.sig_id = sig_id_;
+  rp.touches_due = [this] { WakeTouchFlush(); };
+  read_path_ = std::make_unique<ReadPath>(std::move(rp));
   for (uint32_t i = 0; i < options_.writer_threads; ++i) {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
   }
@@ -231,264 +242,24 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
   return write_path_->Write(std::span<const std::shared_ptr<PendingBlock>>(&p, 1))[0];
 }
 
-void DiskTierImpl::QuarantineBlock(const IndexRow& row) {
-  (void)quarantine_->Move(layout_.BlockPath(row.key), row.key.Hex() + std::string(kBlockSuffix));
-  (void)index_->DeleteIfSame(row);
-  touches_.Forget(row.key);
-}
-
-void DiskTierImpl::NoteTouch(const BlockKey& key) {
-  if (touches_.Touch(key, env_->NowUnixMicros()) >= kTouchFlushThreshold) {
-    MutexLock lock(&mu_);
-    touch_flush_wanted_ = true;
-    maintenance_cv_.Signal();
-  }
-}
-
-bool DiskTierImpl::Expired(const IndexRow& row) {
-  if (options_.retention_seconds <= 0) return false;
-  return row.created_at_us <
-         CutoffBefore(env_->NowUnixMicros(), SecondsToMicros(options_.retention_seconds));
-}
-
-Result<std::optional<size_t>> DiskTierImpl::ReadFromDisk(const BlockKey& key, IndexRow row,
-                                                         const DstFn& dst) {
-  const std::optional<size_t> miss;
-  for (int attempt = 0;; ++attempt) {
-    if (row.sig_id != sig_id_) {
-      DiskCounters::Add(counters_.incompatible_misses);
-      return miss;
-    }
-    if (Expired(row)) {
-      Status rm = env_->RemoveFile(layout_.BlockPath(key));
-      if (rm.ok() || rm.IsNotFound()) {
-        (void)index_->DeleteIfSame(row);
-        DiskCounters::Add(counters_.expired);
-      }
-      return miss;
-    }
-    if (row.size > SIZE_MAX) return miss;
-    KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(row.size));
-    Status error;
-    const ReadOutcome outcome = reader_->Read(row, buf, &error);
-    if (outcome == ReadOutcome::kOk) {
-      NoteTouch(key);
-      return std::optional<size_t>(row.size);
-    }
-    if (outcome == ReadOutcome::kError) {
-      DiskCounters::Add(counters_.errors);
-      return miss;
-    }
-    // Gone or bad: judge the file by the row as it is now, not as it was
-    // when this load looked it up (another process may have replaced the
-    // block since).
-    auto fresh = index_->Lookup(key);
-    if (!fresh.ok()) {
-      DiskCounters::Add(counters_.errors);
-      return miss;
-    }
-    if (!fresh->has_value()) return miss;
-    if (!SameFile(**fresh, row)) {
-      if (attempt > 0) return miss;  // changing under us: a miss, nothing dropped
-      row = **fresh;
-      continue;
-    }
-    if (outcome == ReadOutcome::kGone) {
-      // Evicted by another process, or removed by hand: drop the row.
-      (void)index_->DeleteIfSame(row);
-      touches_.Forget(key);
-      return miss;
-    }
-    // A valid file of another writer in place of the row's (published while
-    // an eviction of the row's file had not committed yet) is not damage:
-    // describe it and read it.
-    auto other = ReadRowOfAnotherFile(env_, index_.get(), layout_, row);
-    if (!other.ok()) {
-      DiskCounters::Add(counters_.errors);
-      return miss;
-    }
-    if (!other->has_value()) {
-      QuarantineBlock(row);
-      return miss;
-    }
-    (void)index_->ReplaceIfSame(row, **other);
-    if (attempt > 0) return miss;
-    row = **other;
-  }
-}
-
-Result<std::optional<size_t>> DiskTierImpl::ReadFileFirst(const BlockKey& key, const DstFn& dst) {
-  uint64_t size = 0;
-  Status error;
-  const ReadOutcome outcome = reader_->ReadUnindexed(key, dst, &size, &error);
-  if (outcome == ReadOutcome::kOk) {
-    NoteTouch(key);
-    return std::optional<size_t>(size);
-  }
-  if (outcome == ReadOutcome::kNoBuffer) return error;
-  if (outcome == ReadOutcome::kError) {
-    DiskCounters::Add(counters_.errors);
-    return std::optional<size_t>();
-  }
-  auto row = index_->Lookup(key);
-  if (!row.ok()) {
-    DiskCounters::Add(counters_.errors);
-    return std::optional<size_t>();
-  }
-  if (!row->has_value()) return std::optional<size_t>();  // an unindexed file: the reconcile's
-  return ReadFromDisk(key, **row, dst);
-}
-
-std::vector<DiskTierImpl::Located> DiskTierImpl::Locate(std::span<const BlockKey> keys) {
-  std::vector<Located> where(keys.size());
-  std::vector<BlockKey> on_disk;
-  std::vector<size_t> on_disk_index;
-  // A lookup per key costs as much as reading a small file: only a load
-  // that must judge the row's age looks it up before the file.
-  const bool file_first = options_.retention_seconds <= 0;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    where[i].pending = pending_->Find(keys[i]);
-    if (where[i].pending != nullptr) continue;
-    if (file_first) {
-      where[i].unindexed = true;
-      continue;
-    }
-    on_disk.push_back(keys[i]);
-    on_disk_index.push_back(i);
-  }
-  if (on_disk.empty()) return where;
-  auto rows = index_->LookupMany(on_disk);
-  if (!rows.ok()) {
-    DiskCounters::Add(counters_.errors);
-    return where;
-  }
-  for (size_t j = 0; j < on_disk.size(); ++j) where[on_disk_index[j]].row = std::move((*rows)[j]);
-  return where;
-}
-
-Result<std::optional<size_t>> DiskTierImpl::LoadLocated(const BlockKey& key, Located where,
-                                                        const DstFn& dst) {
-  DiskCounters::Add(counters_.loads);
-  const uint64_t t0 = env_->NowMicros();
-  Result<std::optional<size_t>> r = std::optional<size_t>();
-  if (where.pending != nullptr) {
-    const BlockBuffer& b = *where.pending;
-    KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(b.size()));
-    std::memcpy(buf.data(), b.data(), b.size());
-    DiskCounters::Add(counters_.hits_pending);
-    r = std::optional<size_t>(b.size());
-  } else if (where.unindexed) {
-    r = ReadFileFirst(key, dst);
-  } else if (where.row.has_value()) {
-    r = ReadFromDisk(key, *where.row, dst);
-  }
-  if (!r.ok()) return r;
-  if (r->has_value()) {
-    DiskCounters::Add(counters_.hits);
-    DiskCounters::Add(counters_.bytes_read, **r);
-    counters_.load_latency.Record(env_->NowMicros() - t0);
-  } else {
-    DiskCounters::Add(counters_.misses);
-  }
-  return r;
+void DiskTierImpl::WakeTouchFlush() {
+  MutexLock lock(&mu_);
+  touch_flush_wanted_ = true;
+  maintenance_cv_.Signal();
 }
 
 Result<std::optional<size_t>> DiskTierImpl::Load(const BlockKey& key, std::span<std::byte> dst) {
-  if (closed_.load(std::memory_order_acquire)) {
-    return Status::FailedPrecondition("DiskTier::Load: the tier is closed");
-  }
-  std::vector<Located> where = Locate(std::span<const BlockKey>(&key, 1));
-  return LoadLocated(key, std::move(where[0]), [&](uint64_t size) -> Result<std::span<std::byte>> {
-    if (size > dst.size()) {
-      return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
-                                     std::to_string(dst.size()) + " bytes is smaller than block " +
-                                     key.Hex() + " (" + std::to_string(size) + " bytes)");
-    }
-    return dst.first(size);
-  });
+  return read_path_->Load(key, dst);
 }
 
 std::vector<Result<std::optional<size_t>>> DiskTierImpl::LoadMany(
     std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) {
-  std::vector<Result<std::optional<size_t>>> results(
-      keys.size(), Status::Internal("DiskTier::LoadMany: not run"));
-  if (keys.size() != dsts.size()) {
-    for (auto& r : results) {
-      r = Status::InvalidArgument("DiskTier::LoadMany: " + std::to_string(keys.size()) +
-                                  " keys but " + std::to_string(dsts.size()) + " buffers");
-    }
-    return results;
-  }
-  if (closed_.load(std::memory_order_acquire)) {
-    for (auto& r : results)
-      r = Status::FailedPrecondition("DiskTier::LoadMany: the tier is closed");
-    return results;
-  }
-  std::vector<Located> where = Locate(keys);
-  readers_->Run(keys.size(), [&](size_t i) {
-    std::span<std::byte> d = dsts[i];
-    results[i] = LoadLocated(
-        keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
-          if (size > d.size()) {
-            return Status::InvalidArgument("DiskTier::LoadMany: destination buffer of " +
-                                           std::to_string(d.size()) +
-                                           " bytes is smaller than block " + keys[i].Hex() + " (" +
-                                           std::to_string(size) + " bytes)");
-          }
-          return d.first(size);
-        });
-  });
-  return results;
+  return read_path_->LoadMany(keys, dsts);
 }
 
 void DiskTierImpl::LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                                const LoadedBufferCallback& done) {
-  if (keys.empty()) return;
-  if (closed_.load(std::memory_order_acquire)) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      done(i, Status::FailedPrecondition("DiskTier::LoadBuffers: the tier is closed"));
-    }
-    return;
-  }
-  std::unique_ptr<std::atomic<bool>[]> reported;
-  try {
-    reported = std::make_unique<std::atomic<bool>[]>(keys.size());
-    std::vector<Located> where = Locate(keys);
-    readers_->Run(keys.size(), [&](size_t i) {
-      Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
-      try {
-        std::optional<BlockBuffer> buf;
-        auto r = LoadLocated(
-            keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
-              buf.reset();  // an earlier row's buffer goes back first
-              KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, alloc(static_cast<size_t>(size)));
-              if (b.size() != size) {
-                return Status::InvalidArgument(
-                    "DiskTier::LoadBuffers: the allocator returned " + std::to_string(b.size()) +
-                    " bytes for block " + keys[i].Hex() + " of " + std::to_string(size) + " bytes");
-              }
-              buf = std::move(b);
-              return buf->mutable_span();
-            });
-        if (!r.ok()) {
-          out = r.status();
-        } else if (r->has_value()) {
-          out = std::move(buf);
-        }
-      } catch (const std::bad_alloc&) {
-        out = Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory reading block " +
-                                        keys[i].Hex());
-      }
-      reported[i].store(true, std::memory_order_relaxed);
-      done(i, std::move(out));
-    });
-  } catch (const std::bad_alloc&) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (reported == nullptr || !reported[i].load(std::memory_order_relaxed)) {
-        done(i, Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory"));
-      }
-    }
-  }
+  read_path_->LoadBuffers(keys, alloc, done);
 }
 
 std::optional<uint64_t> DiskTierImpl::SizeOf(const BlockKey& key) {

@@ -4,12 +4,13 @@
 //   PendingWrites  - write queue + readable pending buffer (byte bound)
 //   GroupCommitter - batches index rows of concurrent writers
 //   TouchBuffer    - last-access times flushed in batches
-//   Capacity       - effective limit, in-flight reservations, eviction
+//   Capacity       - effective limit, in-flight reservations, what to evict
 //   Reconciler     - background/explicit folder <-> index repair
 //   ParallelRunner - the read threads of LoadMany and LoadBuffers
 //   BlockReader    - reads and verifies one block file
 //   BlockWriter    - publishes one block file (first complete file wins)
 //   WritePath      - a writer's batch: lookups, reservation, files, rows
+//   ReadPath       - the loads: pending buffer, file first or row, repair
 // This class owns them, the writer threads and the maintenance thread; its
 // own mutex guards only the maintenance thread's state. No file I/O or
 // SQLite call runs under any of these mutexes.
@@ -40,6 +41,7 @@
 #include "disk/parallel_runner.h"
 #include "disk/pending_writes.h"
 #include "disk/quarantine.h"
+#include "disk/read_path.h"
 #include "disk/touch_buffer.h"
 #include "disk/write_path.h"
 #include "kvtier/disk_tier.h"
@@ -81,37 +83,8 @@ class DiskTierImpl final : public DiskTier {
   void MaintenanceLoop();
   void FlushTouches();
 
-  // Where a key of a load is: its pending block, else its file read without
-  // a row first (`unindexed`), else its index row.
-  struct Located {
-    SharedBlock pending;
-    bool unindexed = false;
-    std::optional<IndexRow> row;
-  };
-  using DstFn = BlockReader::DstFn;
-
-  // Finds every key in the pending buffer; the rest are read file first
-  // (ReadFileFirst) or, when loads need the row anyway (retention: the row's
-  // created_at), looked up in the index (one batched lookup). An index error
-  // leaves the row empty (a miss).
-  std::vector<Located> Locate(std::span<const BlockKey> keys);
-  // Serves `key` from where Locate() found it into the buffer `dst` gives,
-  // counting the load. Its size, nullopt on a miss, or dst's error.
-  Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst);
-  // Reads and verifies the file `row` describes. A file found gone or bad
-  // makes it look at the row again first: if another process replaced the
-  // block meanwhile it reads the new one (once); only a file that disagrees
-  // with the current row is dropped (gone) or quarantined (bad).
-  Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst);
-  // The small-block hit without an index lookup: a file that verifies on its
-  // own (BlockReader::ReadUnindexed) is served; anything else — no file, a
-  // bad one, a large one — is judged by its row as ReadFromDisk does (a stale
-  // row of a gone file is dropped, a damaged file quarantined).
-  Result<std::optional<size_t>> ReadFileFirst(const BlockKey& key, const DstFn& dst);
-  bool Expired(const IndexRow& row);
-  // A miss for the block `row` describes, whose file failed verification.
-  void QuarantineBlock(const IndexRow& row);
-  void NoteTouch(const BlockKey& key);
+  // Asks the maintenance thread to flush the touch buffer now.
+  void WakeTouchFlush();
   Status CheckStoreHeader(const BlockKey& key, const BlockBuffer& block);
 
   const DiskTierOptions options_;
@@ -132,6 +105,7 @@ class DiskTierImpl final : public DiskTier {
   BlockVerifier store_checker_;
   std::unique_ptr<BlockWriter> writer_;
   std::unique_ptr<WritePath> write_path_;
+  std::unique_ptr<ReadPath> read_path_;
   TouchBuffer touches_;
   int64_t sig_id_ = 0;
   std::atomic<bool> closed_{false};

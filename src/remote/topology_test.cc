@@ -1,11 +1,15 @@
 #include "remote/topology.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "remote/memory_source_test_util.h"
+#include "testing/status_matchers.h"
 
 namespace kvtier::remote {
 namespace {
+
+using ::kvtier::testing::StatusIs;
 
 // Captured from redis-server 7.0.15, a 3-master cluster (one shard shown
 // with a replica and a "?" endpoint added).
@@ -80,11 +84,12 @@ TEST(Topology, WrongShapesAreCorruption) {
            "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:1\r\n$5\r\nnodes\r\n*1\r\n"
            "*4\r\n$4\r\nport\r\n:70000\r\n$4\r\nrole\r\n$6\r\nmaster\r\n",  // bad port
        }) {
-    EXPECT_FALSE(ParseClusterShards(Parse(bytes), asked).ok()) << bytes;
+    EXPECT_THAT(ParseClusterShards(Parse(bytes), asked), StatusIs(StatusCode::kCorruption))
+        << bytes;
   }
   for (const char* bytes :
        {":1\r\n", "*1\r\n*2\r\n:0\r\n:1\r\n", "*1\r\n*3\r\n:0\r\n:1\r\n:5\r\n"}) {
-    EXPECT_FALSE(ParseClusterSlots(Parse(bytes), asked).ok()) << bytes;
+    EXPECT_THAT(ParseClusterSlots(Parse(bytes), asked), StatusIs(StatusCode::kCorruption)) << bytes;
   }
 }
 

@@ -1,0 +1,276 @@
+#include "disk/read_path.h"
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "core/saturating_time.h"
+#include "disk/reconcile.h"
+
+namespace kvtier::disk {
+namespace {
+
+// Access times buffered before the maintenance thread is woken to flush them.
+constexpr size_t kTouchFlushThreshold = 4096;
+
+}  // namespace
+
+void ReadPath::QuarantineBlock(const IndexRow& row) {
+  (void)p_.quarantine->Move(p_.layout->BlockPath(row.key),
+                            row.key.Hex() + std::string(kBlockSuffix));
+  (void)p_.index->DeleteIfSame(row);
+  p_.touches->Forget(row.key);
+}
+
+void ReadPath::NoteTouch(const BlockKey& key) {
+  if (p_.touches->Touch(key, p_.env->NowUnixMicros()) >= kTouchFlushThreshold) p_.touches_due();
+}
+
+bool ReadPath::Expired(const IndexRow& row) {
+  if (p_.options->retention_seconds <= 0) return false;
+  return row.created_at_us <
+         CutoffBefore(p_.env->NowUnixMicros(), SecondsToMicros(p_.options->retention_seconds));
+}
+
+Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexRow row,
+                                                     const DstFn& dst) {
+  const std::optional<size_t> miss;
+  for (int attempt = 0;; ++attempt) {
+    if (row.sig_id != p_.sig_id) {
+      DiskCounters::Add(p_.counters->incompatible_misses);
+      return miss;
+    }
+    if (Expired(row)) {
+      Status rm = p_.env->RemoveFile(p_.layout->BlockPath(key));
+      if (rm.ok() || rm.IsNotFound()) {
+        (void)p_.index->DeleteIfSame(row);
+        DiskCounters::Add(p_.counters->expired);
+      }
+      return miss;
+    }
+    if (row.size > SIZE_MAX) return miss;
+    KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(row.size));
+    Status error;
+    const ReadOutcome outcome = p_.reader->Read(row, buf, &error);
+    if (outcome == ReadOutcome::kOk) {
+      NoteTouch(key);
+      return std::optional<size_t>(row.size);
+    }
+    if (outcome == ReadOutcome::kError) {
+      DiskCounters::Add(p_.counters->errors);
+      return miss;
+    }
+    // Gone or bad: judge the file by the row as it is now, not as it was
+    // when this load looked it up (another process may have replaced the
+    // block since).
+    auto fresh = p_.index->Lookup(key);
+    if (!fresh.ok()) {
+      DiskCounters::Add(p_.counters->errors);
+      return miss;
+    }
+    if (!fresh->has_value()) return miss;
+    if (!SameFile(**fresh, row)) {
+      if (attempt > 0) return miss;  // changing under us: a miss, nothing dropped
+      row = **fresh;
+      continue;
+    }
+    if (outcome == ReadOutcome::kGone) {
+      // Evicted by another process, or removed by hand: drop the row.
+      (void)p_.index->DeleteIfSame(row);
+      p_.touches->Forget(key);
+      return miss;
+    }
+    // A valid file of another writer in place of the row's (published while
+    // an eviction of the row's file had not committed yet) is not damage:
+    // describe it and read it.
+    auto other = ReadRowOfAnotherFile(p_.env, p_.index, *p_.layout, row);
+    if (!other.ok()) {
+      DiskCounters::Add(p_.counters->errors);
+      return miss;
+    }
+    if (!other->has_value()) {
+      QuarantineBlock(row);
+      return miss;
+    }
+    (void)p_.index->ReplaceIfSame(row, **other);
+    if (attempt > 0) return miss;
+    row = **other;
+  }
+}
+
+Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const DstFn& dst) {
+  uint64_t size = 0;
+  Status error;
+  const ReadOutcome outcome = p_.reader->ReadUnindexed(key, dst, &size, &error);
+  if (outcome == ReadOutcome::kOk) {
+    NoteTouch(key);
+    return std::optional<size_t>(size);
+  }
+  if (outcome == ReadOutcome::kNoBuffer) return error;
+  if (outcome == ReadOutcome::kError) {
+    DiskCounters::Add(p_.counters->errors);
+    return std::optional<size_t>();
+  }
+  auto row = p_.index->Lookup(key);
+  if (!row.ok()) {
+    DiskCounters::Add(p_.counters->errors);
+    return std::optional<size_t>();
+  }
+  if (!row->has_value()) return std::optional<size_t>();  // an unindexed file: the reconcile's
+  return ReadFromDisk(key, **row, dst);
+}
+
+std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys) {
+  std::vector<Located> where(keys.size());
+  std::vector<BlockKey> on_disk;
+  std::vector<size_t> on_disk_index;
+  // A lookup per key costs as much as reading a small file: only a load
+  // that must judge the row's age looks it up before the file.
+  const bool file_first = p_.options->retention_seconds <= 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    where[i].pending = p_.pending->Find(keys[i]);
+    if (where[i].pending != nullptr) continue;
+    if (file_first) {
+      where[i].unindexed = true;
+      continue;
+    }
+    on_disk.push_back(keys[i]);
+    on_disk_index.push_back(i);
+  }
+  if (on_disk.empty()) return where;
+  auto rows = p_.index->LookupMany(on_disk);
+  if (!rows.ok()) {
+    DiskCounters::Add(p_.counters->errors);
+    return where;
+  }
+  for (size_t j = 0; j < on_disk.size(); ++j) where[on_disk_index[j]].row = std::move((*rows)[j]);
+  return where;
+}
+
+Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located where,
+                                                    const DstFn& dst) {
+  DiskCounters::Add(p_.counters->loads);
+  const uint64_t t0 = p_.env->NowMicros();
+  Result<std::optional<size_t>> r = std::optional<size_t>();
+  if (where.pending != nullptr) {
+    const BlockBuffer& b = *where.pending;
+    KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(b.size()));
+    std::memcpy(buf.data(), b.data(), b.size());
+    DiskCounters::Add(p_.counters->hits_pending);
+    r = std::optional<size_t>(b.size());
+  } else if (where.unindexed) {
+    r = ReadFileFirst(key, dst);
+  } else if (where.row.has_value()) {
+    r = ReadFromDisk(key, *where.row, dst);
+  }
+  if (!r.ok()) return r;
+  if (r->has_value()) {
+    DiskCounters::Add(p_.counters->hits);
+    DiskCounters::Add(p_.counters->bytes_read, **r);
+    p_.counters->load_latency.Record(p_.env->NowMicros() - t0);
+  } else {
+    DiskCounters::Add(p_.counters->misses);
+  }
+  return r;
+}
+
+Result<std::optional<size_t>> ReadPath::Load(const BlockKey& key, std::span<std::byte> dst) {
+  if (closed()) {
+    return Status::FailedPrecondition("DiskTier::Load: the tier is closed");
+  }
+  std::vector<Located> where = Locate(std::span<const BlockKey>(&key, 1));
+  return LoadLocated(key, std::move(where[0]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+    if (size > dst.size()) {
+      return Status::InvalidArgument("DiskTier::Load: destination buffer of " +
+                                     std::to_string(dst.size()) + " bytes is smaller than block " +
+                                     key.Hex() + " (" + std::to_string(size) + " bytes)");
+    }
+    return dst.first(size);
+  });
+}
+
+std::vector<Result<std::optional<size_t>>> ReadPath::LoadMany(
+    std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) {
+  std::vector<Result<std::optional<size_t>>> results(
+      keys.size(), Status::Internal("DiskTier::LoadMany: not run"));
+  if (keys.size() != dsts.size()) {
+    for (auto& r : results) {
+      r = Status::InvalidArgument("DiskTier::LoadMany: " + std::to_string(keys.size()) +
+                                  " keys but " + std::to_string(dsts.size()) + " buffers");
+    }
+    return results;
+  }
+  if (closed()) {
+    for (auto& r : results)
+      r = Status::FailedPrecondition("DiskTier::LoadMany: the tier is closed");
+    return results;
+  }
+  std::vector<Located> where = Locate(keys);
+  p_.runner->Run(keys.size(), [&](size_t i) {
+    std::span<std::byte> d = dsts[i];
+    results[i] = LoadLocated(
+        keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+          if (size > d.size()) {
+            return Status::InvalidArgument("DiskTier::LoadMany: destination buffer of " +
+                                           std::to_string(d.size()) +
+                                           " bytes is smaller than block " + keys[i].Hex() + " (" +
+                                           std::to_string(size) + " bytes)");
+          }
+          return d.first(size);
+        });
+  });
+  return results;
+}
+
+void ReadPath::LoadBuffers(std::span<const BlockKey> keys, const DiskTier::BufferAllocator& alloc,
+                           const DiskTier::LoadedBufferCallback& done) {
+  if (keys.empty()) return;
+  if (closed()) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      done(i, Status::FailedPrecondition("DiskTier::LoadBuffers: the tier is closed"));
+    }
+    return;
+  }
+  std::unique_ptr<std::atomic<bool>[]> reported;
+  try {
+    reported = std::make_unique<std::atomic<bool>[]>(keys.size());
+    std::vector<Located> where = Locate(keys);
+    p_.runner->Run(keys.size(), [&](size_t i) {
+      Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
+      try {
+        std::optional<BlockBuffer> buf;
+        auto r = LoadLocated(
+            keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+              buf.reset();  // an earlier row's buffer goes back first
+              KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, alloc(static_cast<size_t>(size)));
+              if (b.size() != size) {
+                return Status::InvalidArgument(
+                    "DiskTier::LoadBuffers: the allocator returned " + std::to_string(b.size()) +
+                    " bytes for block " + keys[i].Hex() + " of " + std::to_string(size) + " bytes");
+              }
+              buf = std::move(b);
+              return buf->mutable_span();
+            });
+        if (!r.ok()) {
+          out = r.status();
+        } else if (r->has_value()) {
+          out = std::move(buf);
+        }
+      } catch (const std::bad_alloc&) {
+        out = Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory reading block " +
+                                        keys[i].Hex());
+      }
+      reported[i].store(true, std::memory_order_relaxed);
+      done(i, std::move(out));
+    });
+  } catch (const std::bad_alloc&) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (reported == nullptr || !reported[i].load(std::memory_order_relaxed)) {
+        done(i, Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory"));
+      }
+    }
+  }
+}
+
+}  // namespace kvtier::disk
