@@ -96,9 +96,9 @@ struct RemoteTierOptions {
   // one request's bytes), plus 10 ms per MiB the answer carries. After a
   // timeout the connection is dropped and the keys it had not answered are
   // misses (or dropped copies). A whole call (every key of a batch, its
-  // retries and backoffs) ends within connect_timeout_ms plus this, plus
-  // 10 ms per MiB of the whole batch: what is not answered by then is a
-  // miss (or a dropped copy), counted in `timeouts`. > 0. Default 2000.
+  // connects, retries and backoffs) ends within this too, plus 10 ms per
+  // MiB of the whole batch: what is not answered by then is a miss (or a
+  // dropped copy), counted in `timeouts`. > 0. Default 2000.
   uint32_t command_timeout_ms = 2000;
   // Consecutive failed round trips or connects to one node that open its
   // circuit breaker: calls to that node are immediate misses until the

@@ -15,8 +15,8 @@
 // a key is given up after 5 of these (kRedirectLimit), and at once when a
 // node redirects it to that node itself.
 //
-// The whole call has one deadline (CallDeadlineFor: connect timeout plus
-// what one round trip of all its bytes may take): no backoff sleeps past
+// The whole call has one deadline (CallDeadlineFor: what one round trip
+// of all its bytes may take, a connect included): no backoff sleeps past
 // it, no reply is waited for past it, and the keys still open then fail
 // (kUnavailable). A server trickling valid replies or answering LOADING
 // for ever costs one call's timeout, not one per key.
@@ -119,8 +119,8 @@ class BatchRunner {
 
   // The deadline of a round trip carrying `bytes`, starting now.
   uint64_t DeadlineFor(uint64_t bytes) const;
-  // The deadline of a whole Run() carrying `bytes`, starting now: a
-  // connect plus DeadlineFor(bytes). Saturates.
+  // The deadline of a whole Run() carrying `bytes`, starting now: the same
+  // as one round trip's, DeadlineFor(bytes), any connect included.
   uint64_t CallDeadlineFor(uint64_t bytes) const;
 
   // A value the node serving `slot` returned failed verification: counts
