@@ -72,12 +72,17 @@ struct RemoteTierOptions {
   // Milliseconds the server may take to answer one request (or to take
   // one request's bytes), plus 10 ms per MiB the answer carries. After a
   // timeout the connection is dropped and the keys it had not answered are
-  // misses (or dropped copies). > 0. Default 2000.
+  // misses (or dropped copies). A whole call (every key of a batch, its
+  // connects, retries and backoffs) ends within this too, plus 10 ms per
+  // MiB of the whole batch: what is not answered by then is a miss (or a
+  // dropped copy), counted in `timeouts`. > 0. Default 2000.
   uint32_t command_timeout_ms = 2000;
   // Consecutive failed round trips or connects to one node that open its
   // circuit breaker: calls to that node are immediate misses until the
-  // breaker's open time has passed and one probe call succeeds. > 0.
-  // Default 3.
+  // breaker's open time has passed and one probe call succeeds. Round trips
+  // answered TRYAGAIN / LOADING / CLUSTERDOWN or with a redirect to the
+  // node itself, and values that fail verification, count as failures too.
+  // > 0. Default 3.
   uint32_t breaker_failure_threshold = 3;
   // Milliseconds the breaker stays open the first time; doubled after each
   // failed probe up to breaker_max_open_ms. This is also the reconnect

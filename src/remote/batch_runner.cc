@@ -37,18 +37,56 @@ BatchRunner::BatchRunner(const RunnerOptions& options, Router* router, Env* env,
                          RemoteCounters* counters)
     : options_(options), router_(router), env_(env), counters_(counters) {}
 
+namespace {
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+// 10 ms per MiB: a round trip moving data at 100 MiB/s or faster never
+// times out for its size alone.
+uint64_t SizeAllowance(uint64_t bytes) {
+  const uint64_t mib = bytes >> 20;
+  return mib > UINT64_MAX / 10'000 ? UINT64_MAX : mib * 10'000;
+}
+
+}  // namespace
+
 uint64_t BatchRunner::DeadlineFor(uint64_t bytes) const {
-  // 10 ms per MiB: a round trip moving data at 100 MiB/s or faster never
-  // times out for its size alone.
-  return env_->NowMicros() + options_.command_timeout_micros + (bytes >> 20) * 10'000;
+  return SaturatingAdd(SaturatingAdd(env_->NowMicros(), options_.command_timeout_micros),
+                       SizeAllowance(bytes));
+}
+
+uint64_t BatchRunner::CallDeadlineFor(uint64_t bytes) const {
+  // The connect is inside it: a call that had to connect first has that
+  // much less time for its round trips.
+  return DeadlineFor(bytes);
+}
+
+void BatchRunner::ReportBadValue(uint16_t slot) {
+  std::shared_ptr<Node> node = router_->Peek(slot);
+  if (node && node->breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
 }
 
 void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler) {
   std::vector<KeyOp*> pending;
   pending.reserve(ops.size());
-  for (KeyOp& op : ops) pending.push_back(&op);
+  uint64_t bytes = 0;
+  for (KeyOp& op : ops) {
+    pending.push_back(&op);
+    bytes = SaturatingAdd(bytes, handler.TransferBytes(op));
+  }
+  // The whole call — connects, every round trip, retries and their
+  // backoffs — ends by this deadline: a server that trickles valid replies,
+  // or answers LOADING for ever, costs one call's timeout, not one per key.
+  const uint64_t deadline = CallDeadlineFor(bytes);
+  auto fail_pending = [&] {
+    C::Add(counters_->timeouts);
+    for (KeyOp* op : pending) handler.Fail(*op, OpFailure::kUnavailable);
+  };
   for (uint32_t round = 0; !pending.empty(); ++round) {
-    if (round > 0) router_->RefreshIfStale();
+    if (round > 0) {
+      if (env_->NowMicros() >= deadline) return fail_pending();
+      router_->RefreshIfStale();
+    }
     // Group by node, keeping the caller's order within a node.
     std::map<Node*, std::pair<std::shared_ptr<Node>, std::vector<KeyOp*>>> groups;
     for (KeyOp* op : pending) {
@@ -62,7 +100,9 @@ void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler) {
       g.second.push_back(op);
     }
     std::vector<KeyOp*> again;
-    for (auto& [raw, group] : groups) RunOnNode(*group.first, group.second, handler, &again);
+    for (auto& [raw, group] : groups) {
+      RunOnNode(*group.first, group.second, deadline, handler, &again);
+    }
     pending.clear();
     bool backoff = false;
     for (KeyOp* op : again) {
@@ -76,13 +116,16 @@ void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler) {
       pending.push_back(op);
     }
     if (backoff && !pending.empty()) {
-      env_->SleepForMicros(uint64_t{10'000} << std::min<uint32_t>(round, 4));
+      const uint64_t pause = uint64_t{10'000} << std::min<uint32_t>(round, 4);
+      const uint64_t now = env_->NowMicros();
+      if (now >= deadline || deadline - now <= pause) return fail_pending();
+      env_->SleepForMicros(pause);
     }
   }
 }
 
-void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& handler,
-                            std::vector<KeyOp*>* again) {
+void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t call_deadline,
+                            OpHandler& handler, std::vector<KeyOp*>* again) {
   auto fail_from = [&](size_t i, OpFailure why) {
     for (; i < ops.size(); ++i) handler.Fail(*ops[i], why);
   };
@@ -92,8 +135,9 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
     fail_from(0, OpFailure::kUnavailable);
     return;
   }
-  Result<std::unique_ptr<Connection>> acquired = node.pool.Acquire(
-      env_->NowMicros() + options_.connect_timeout_micros + options_.command_timeout_micros);
+  Result<std::unique_ptr<Connection>> acquired = node.pool.Acquire(std::min(
+      call_deadline, SaturatingAdd(env_->NowMicros(), options_.connect_timeout_micros +
+                                                          options_.command_timeout_micros)));
   if (!acquired.ok()) {
     const Status& s = acquired.status();
     if (s.code() == StatusCode::kFailedPrecondition) {
@@ -114,6 +158,11 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
   RequestBuffer req;
   size_t i = 0, sent = 0;
   uint64_t in_flight = 0;
+  // A TRYAGAIN / LOADING / CLUSTERDOWN answer or a redirect to itself: the
+  // node is up but cannot serve, which counts toward its breaker like a
+  // failed round trip (a Redis loading a large RDB answers LOADING for
+  // minutes).
+  bool misbehaved = false;
   Status s;
   while (s.ok() && i < ops.size()) {
     req.Clear();
@@ -125,7 +174,7 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
       ++sent;
     }
     if (!req.empty()) {
-      conn->SetDeadline(DeadlineFor(req.bytes()));
+      conn->SetDeadline(std::min(call_deadline, DeadlineFor(req.bytes())));
       const std::vector<iovec> iov = req.Iovecs();
       s = conn->Write(iov);
       if (!s.ok()) break;
@@ -134,7 +183,7 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
     // command_timeout however long the batch.
     KeyOp& op = *ops[i];
     const uint64_t op_bytes = handler.TransferBytes(op);
-    conn->SetDeadline(DeadlineFor(op_bytes));
+    conn->SetDeadline(std::min(call_deadline, DeadlineFor(op_bytes)));
     if (op.ask) {
       Result<ReplyHead> h = ReadReplyHead(*conn, ReplyLimits{0, 0});
       if (!h.ok()) {
@@ -157,6 +206,14 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
     OpOutcome o = std::move(r).value();
     if (o.kind == OpOutcome::Kind::kDone) continue;
     if (o.to.host.empty()) o.to.host = node.address.host;  // "MOVED 12 :6380"
+    if (o.kind != OpOutcome::Kind::kRetry && o.to == node.address) {
+      // A node that redirects a key to itself would be asked again for
+      // ever: the key ends here, and the node is failing.
+      C::Add(counters_->protocol_errors);
+      misbehaved = true;
+      handler.Fail(op, OpFailure::kRedirectLimit);
+      continue;
+    }
     ++op.attempts;
     if (o.kind == OpOutcome::Kind::kMoved) {
       C::Add(counters_->moved);
@@ -167,6 +224,7 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
     } else {
       C::Add(counters_->retries);
       op.retry_later = true;
+      misbehaved = true;
     }
     again->push_back(&op);
   }
@@ -176,8 +234,10 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& 
   }
   const bool healthy = conn->healthy();
   node.pool.Release(std::move(conn));
-  if (healthy) {
+  if (healthy && !misbehaved) {
     node.breaker.OnSuccess();
+  } else if (healthy) {
+    if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
   } else {
     if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
     fail_from(i, OpFailure::kUnavailable);

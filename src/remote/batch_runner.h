@@ -12,12 +12,21 @@
 // 10 ms per MiB it carries. MOVED updates the slot map and retries on the
 // new owner, ASK retries once on the named node behind ASKING, TRYAGAIN /
 // CLUSTERDOWN / LOADING retry after a short backoff (10, 20, 40, 80, 160 ms);
-// a key is given up after 5 of these (kRedirectLimit).
+// a key is given up after 5 of these (kRedirectLimit), and at once when a
+// node redirects it to that node itself.
+//
+// The whole call has one deadline (CallDeadlineFor: what one round trip
+// of all its bytes may take, a connect included): no backoff sleeps past
+// it, no reply is waited for past it, and the keys still open then fail
+// (kUnavailable). A server trickling valid replies or answering LOADING
+// for ever costs one call's timeout, not one per key.
 //
 // Any failure of a connection (connect, timeout, I/O, protocol error)
 // fails every key of that node not answered yet (kUnavailable), drops the
-// connection and counts against the node's breaker; a clean round trip
-// closes it. The handler's reply reader must consume exactly the replies of
+// connection and counts against the node's breaker; so does a round trip
+// answered with a retry or a redirect to the node itself (the node is up
+// but cannot serve), and so does each bad value the caller reports
+// (ReportBadValue). A clean round trip closes it. The handler's reply reader must consume exactly the replies of
 // the requests it appended, or return an error.
 //
 // Thread safety: Run() may be called from many threads at once (each call
@@ -110,11 +119,20 @@ class BatchRunner {
 
   // The deadline of a round trip carrying `bytes`, starting now.
   uint64_t DeadlineFor(uint64_t bytes) const;
+  // The deadline of a whole Run() carrying `bytes`, starting now: the same
+  // as one round trip's, DeadlineFor(bytes), any connect included.
+  uint64_t CallDeadlineFor(uint64_t bytes) const;
+
+  // A value the node serving `slot` returned failed verification: counts
+  // toward that node's breaker, so that a node serving garbage is given up
+  // like a node that is down.
+  void ReportBadValue(uint16_t slot);
 
  private:
-  // Runs `ops` on `node`; appends the ops to try again to `again`.
-  void RunOnNode(Node& node, std::span<KeyOp* const> ops, OpHandler& handler,
-                 std::vector<KeyOp*>* again);
+  // Runs `ops` on `node`, none past `call_deadline`; appends the ops to try
+  // again to `again`.
+  void RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t call_deadline,
+                 OpHandler& handler, std::vector<KeyOp*>* again);
 
   const RunnerOptions options_;
   Router* const router_;

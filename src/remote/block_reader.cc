@@ -63,6 +63,8 @@ void BlockReader::DeleteBad(const std::vector<BlockKey>& keys) {
   runner_->Run(ops, del);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (del.deleted()[i]) C::Add(counters_->bad_values_deleted);
+    // After the DEL: a breaker this opens must not keep the value there.
+    runner_->ReportBadValue(ops[i].slot);
   }
 }
 

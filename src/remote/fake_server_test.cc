@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "kvtier/remote_tier.h"
@@ -163,6 +165,144 @@ TEST(FakeServer, StallTimesOutThenTheBreakerOpens) {
   EXPECT_EQ(s.drops_unavailable, 1u);
   EXPECT_EQ(gets.load(), 2);
   EXPECT_EQ(f.server->connections(), connections);
+}
+
+std::vector<BlockKey> TestKeys(uint64_t n) {
+  std::vector<BlockKey> keys;
+  for (uint64_t i = 0; i < n; ++i) keys.push_back(TestBlockKey(i));
+  return keys;
+}
+
+size_t CountGets(FakeRedisServer& server) {
+  size_t n = 0;
+  for (const auto& c : server.Log()) n += Is(c, "GET") || Is(c, "MGET");
+  return n;
+}
+
+// A Redis loading a large RDB answers -LOADING for minutes; a cluster in
+// trouble answers -TRYAGAIN or -CLUSTERDOWN. Each round trip answered so
+// counts toward the breaker: three such round trips open it within the
+// first call, and the calls after it do not touch the server.
+class RetryAnswer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RetryAnswer, ForEverOpensTheBreakerWithinTheFirstCall) {
+  Fixture f = Start(AnswerGets(GetParam()), [](RemoteTierOptions* o) {
+    o->breaker_failure_threshold = 3;
+    o->breaker_open_ms = 60'000;
+    o->breaker_max_open_ms = 60'000;
+  });
+  const std::vector<BlockKey> keys = TestKeys(79);
+  for (const SharedBlock& b : f.tier->GetMany(keys)) EXPECT_EQ(b, nullptr);
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.retries, 3u * 79u);
+  EXPECT_EQ(s.breaker_opens, 1u);
+  EXPECT_EQ(s.breaker_rejections, 1u);  // the fourth round
+  EXPECT_EQ(s.redirect_limit, 0u);
+  EXPECT_EQ(s.misses_unavailable, 79u);
+  EXPECT_EQ(CountGets(*f.server), 3u * 79u);
+
+  for (const SharedBlock& b : f.tier->GetMany(keys)) EXPECT_EQ(b, nullptr);
+  s = f.tier->Stats();
+  EXPECT_EQ(s.breaker_rejections, 2u);
+  EXPECT_EQ(s.retries, 3u * 79u);
+  EXPECT_EQ(CountGets(*f.server), 3u * 79u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FakeServer, RetryAnswer,
+    ::testing::Values("-LOADING Redis is loading the dataset in memory\r\n",
+                      "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+                      "-CLUSTERDOWN The cluster is down\r\n"));
+
+// A node that sends a key to itself (MOVED or ASK naming its own address)
+// would be asked again and again: each key ends after its first answer,
+// as a protocol error that counts toward the node's breaker.
+TEST(FakeServer, RedirectToItselfEndsTheKeyAtOnce) {
+  for (const char* kind : {"MOVED", "ASK"}) {
+    SCOPED_TRACE(kind);
+    auto port = std::make_shared<std::atomic<uint16_t>>(0);
+    const std::string name = kind;
+    Fixture f = Start([port, name](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+      if (Is(c, "GET") || Is(c, "MGET")) {
+        return Reply{"-" + name + " 1234 127.0.0.1:" + std::to_string(port->load()) + "\r\n"};
+      }
+      return std::nullopt;
+    });
+    port->store(f.server->port());
+    const std::vector<BlockKey> keys = TestKeys(10);
+    for (const SharedBlock& b : f.tier->GetMany(keys)) EXPECT_EQ(b, nullptr);
+    RemoteTierStats s = f.tier->Stats();
+    EXPECT_EQ(s.protocol_errors, 10u);
+    EXPECT_EQ(s.misses, 10u);
+    EXPECT_EQ(s.moved + s.asked, 0u);
+    EXPECT_EQ(s.redirect_limit, 0u);
+    EXPECT_EQ(CountGets(*f.server), 10u);
+  }
+}
+
+// Valid values sent one byte at a time: each reply alone is within the
+// command timeout, but the call as a whole has one deadline (the command
+// timeout, a connect included), so a batch does not take one timeout per
+// key. 40 tiny values at >= 20 us a byte need well over a second; the call
+// ends after 0.3 s with what it got, the rest misses and one timeout.
+TEST(FakeServer, TricklingServerCostsOneCallDeadlineNotOnePerKey) {
+  const ModelLayout layout = TinyLayout();
+  const std::vector<BlockKey> keys = TestKeys(40);
+  auto values = std::make_shared<std::map<std::string, std::string>>();
+  for (uint64_t i = 0; i < keys.size(); ++i) {
+    SharedBlock b = TestBlock(layout, i);
+    (*values)["t:{" + keys[i].Hex() + "}"] =
+        FakeRedisServer::Bulk(std::string_view(reinterpret_cast<const char*>(b->data()), b->size()));
+  }
+  ASSERT_GT(values->begin()->second.size(), 1000u);
+  Fixture f = Start([values](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+    if (Is(c, "GET") && c.size() == 2) {
+      auto it = values->find(c[1]);
+      if (it != values->end()) return Reply{it->second, Then::kContinue, 20};
+      return Reply{"$-1\r\n"};
+    }
+    return std::nullopt;
+  });
+  Stopwatch w;
+  const std::vector<SharedBlock> got = f.tier->GetMany(keys);
+  EXPECT_LT(w.Seconds(), 0.3 + kMarginSeconds);
+  size_t hits = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == nullptr) continue;
+    ++hits;
+    EXPECT_TRUE(CheckBlockFile(got[i]->span(), layout, keys[i]).ok());
+  }
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_LT(hits, keys.size());
+  EXPECT_EQ(s.hits, hits);
+  EXPECT_EQ(s.timeouts, 1u);
+  EXPECT_EQ(s.misses_unavailable, keys.size() - hits);
+  EXPECT_EQ(s.bad_values, 0u);
+}
+
+// Values that fail verification count toward the breaker of the node that
+// served them (after they are deleted): a node serving garbage is given up
+// like a node that is down.
+TEST(FakeServer, RepeatedBadValuesOpenTheBreaker) {
+  const ModelLayout layout = TinyLayout();
+  SharedBlock other = TestBlock(layout, 999);  // valid, but another key's block
+  const std::string value =
+      FakeRedisServer::Bulk(std::string_view(reinterpret_cast<const char*>(other->data()), other->size()));
+  Fixture f = Start(AnswerGets(value), [](RemoteTierOptions* o) {
+    o->breaker_failure_threshold = 3;
+    o->breaker_open_ms = 60'000;
+    o->breaker_max_open_ms = 60'000;
+  });
+  for (const SharedBlock& b : f.tier->GetMany(TestKeys(5))) EXPECT_EQ(b, nullptr);
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.bad_values, 5u);
+  EXPECT_EQ(s.bad_values_deleted, 5u);  // deleted before the breaker opened
+  EXPECT_EQ(s.breaker_opens, 1u);
+  const size_t gets = CountGets(*f.server);
+  EXPECT_EQ(gets, 1u * 5u);
+  EXPECT_EQ(f.tier->Get(TestBlockKey(1)), nullptr);
+  EXPECT_EQ(f.tier->Stats().breaker_rejections, 1u);
+  EXPECT_EQ(CountGets(*f.server), gets);
 }
 
 TEST(FakeServer, OomOnSetIsACountedDrop) {

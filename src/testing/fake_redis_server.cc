@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 
 namespace kvtier::testing {
 namespace {
@@ -59,10 +60,19 @@ std::string Upper(std::string s) {
   return s;
 }
 
-void SendAll(int fd, const std::string& bytes) {
+// Sends `bytes`; with a pause, one byte at a time with that pause before
+// each (a server that trickles a reply), until `stop` is set.
+void SendAll(int fd, const std::string& bytes, uint32_t byte_pause_micros,
+             const std::atomic<bool>& stop) {
   size_t off = 0;
   while (off < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    size_t len = bytes.size() - off;
+    if (byte_pause_micros > 0) {
+      if (stop.load()) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(byte_pause_micros));
+      len = 1;
+    }
+    const ssize_t n = ::send(fd, bytes.data() + off, len, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     off += static_cast<size_t>(n);
@@ -159,7 +169,7 @@ void FakeRedisServer::Serve(int fd) {
         }
         r = d;
       }
-      SendAll(fd, r->bytes);
+      SendAll(fd, r->bytes, r->byte_pause_micros, stop_);
       close = r->then == Reply::Then::kClose;
       stalled = r->then == Reply::Then::kStall;
     }

@@ -5,7 +5,7 @@
 // arrays of bulk strings) and asks the handler what to answer: some bytes
 // (sent as they are, so anything from garbage to a 4 GiB bulk header),
 // then carry on, close the connection, or stall (keep it open and answer
-// nothing more). A handler returning nullopt gets the default answers:
+// nothing more); the bytes may also be trickled out one at a time. A handler returning nullopt gets the default answers:
 // PING → +PONG; AUTH, SELECT, ASKING → +OK; anything else → -ERR.
 //
 // Thread safety: the handler runs on the connection threads, one call at a
@@ -35,6 +35,9 @@ class FakeRedisServer {
     enum class Then : uint8_t { kContinue, kClose, kStall };
     std::string bytes;
     Then then = Then::kContinue;
+    // > 0: `bytes` go out one at a time, this many microseconds apart (a
+    // server that trickles valid replies).
+    uint32_t byte_pause_micros = 0;
   };
   using Command = std::vector<std::string>;
   using Handler = std::function<std::optional<Reply>(const Command& command)>;
