@@ -2,18 +2,22 @@
 // metric (with its TYPE) of CacheStats, HostTierStats and HostBudgetStats
 // (inside CacheStats), DiskTierStats and RemoteTierStats, as they were
 // before the stats tables (issue 19). Dashboards, alerts and scripts depend
-// on these names; a change here is a change of the interface.
+// on these names; a change here is a change of the interface. Last, the
+// tables themselves (kvtier/stats_table.h): each struct's JSON is its table.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cache/stats_test_util.h"
 #include "kvtier/disk_tier.h"
+#include "kvtier/host_tier.h"
 #include "kvtier/remote_tier.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier {
@@ -396,6 +400,81 @@ TEST(MetricNamesTest, RemotePrometheusNames) {
   const std::string text = PopulatedRemote().ToPrometheus();
   EXPECT_EQ(PrometheusTypes(text), kRemotePrometheus);
   ExpectSamplesUnderTheirType(text);
+}
+
+// ---- The tables (kvtier/stats_table.h) ----
+
+// The entries of a stats struct's table; each has a help text and a name of
+// its own.
+template <typename Stats>
+std::set<std::string> TableEntries(const Stats& s) {
+  std::set<std::string> names;
+  s.ForEachMetric([&](const MetricInfo& m, const auto&) {
+    EXPECT_FALSE(m.help.empty()) << m.name;
+    EXPECT_TRUE(names.insert(std::string(m.name)).second) << m.name << " is in the table twice";
+  });
+  return names;
+}
+
+// The members of a JSON object, nested ones not followed.
+std::set<std::string> Members(const nlohmann::json& j) {
+  std::set<std::string> names;
+  for (const auto& [k, v] : j.items()) names.insert(k);
+  return names;
+}
+
+// The JSON of each struct is its table, plus what the table does not hold.
+TEST(StatsTableTest, TheJsonIsTheTable) {
+  const nlohmann::json cache = nlohmann::json::parse(PopulatedCache().ToJson());
+  std::set<std::string> want = TableEntries(CacheStats{});
+  want.insert({"host", "host_budget", "disk", "remote"});
+  EXPECT_EQ(Members(cache), want);
+  EXPECT_EQ(Members(cache["host"]), TableEntries(HostTierStats{}));
+  EXPECT_EQ(Members(cache["host_budget"]), TableEntries(HostBudgetStats{}));
+
+  want = TableEntries(DiskTierStats{});
+  want.insert("per_signature");
+  EXPECT_EQ(Members(nlohmann::json::parse(PopulatedDisk().ToJson())), want);
+  EXPECT_EQ(Members(nlohmann::json::parse(PopulatedRemote().ToJson())),
+            TableEntries(RemoteTierStats{}));
+}
+
+// ForEachMetric hands each entry over with its field's value.
+TEST(StatsTableTest, ForEachMetricGivesTheFields) {
+  const DiskTierStats s = PopulatedDisk();
+  int seen = 0;
+  s.ForEachMetric([&](const MetricInfo& m, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if (m.name == "saves") {
+      EXPECT_EQ(m.kind, MetricKind::kCounter);
+      if constexpr (std::is_same_v<T, uint64_t>) {
+        EXPECT_EQ(value, s.saves);
+        ++seen;
+      }
+    } else if (m.name == "reconcile_running") {
+      EXPECT_EQ(m.kind, MetricKind::kFlag);
+      EXPECT_TRUE((std::is_same_v<T, bool>));
+      ++seen;
+    } else if (m.name == "write_latency") {
+      EXPECT_EQ(m.kind, MetricKind::kHistogram);
+      if constexpr (std::is_same_v<T, LatencyHistogram>) {
+        EXPECT_EQ(value.Count(), s.write_latency.Count());
+        ++seen;
+      }
+    }
+  });
+  EXPECT_EQ(seen, 3);
+  const CacheStats c = PopulatedCache();
+  bool ratio = false;
+  c.ForEachMetric([&](const MetricInfo& m, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, double>) {
+      EXPECT_EQ(m.name, "hit_ratio");
+      EXPECT_EQ(m.kind, MetricKind::kRatio);
+      EXPECT_EQ(value, c.hit_ratio);
+      ratio = true;
+    }
+  });
+  EXPECT_TRUE(ratio);
 }
 
 }  // namespace
