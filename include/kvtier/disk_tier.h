@@ -30,6 +30,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/latency_histogram.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -179,46 +180,54 @@ struct SignatureUsage {
   bool compatible = false;  // equal to the reading tier's own signature
 };
 
-// A snapshot of a DiskTier. Counters count events in this process since the
-// tier opened; gauges describe the shared folder as its index records it.
-struct DiskTierStats {
-  // Counters (this process, since Open).
-  uint64_t saves = 0;                    // Store() calls accepted (queued or written inline)
-  uint64_t saves_persisted = 0;          // blocks renamed into place and indexed
-  uint64_t saves_deduplicated = 0;       // stores skipped: already queued or on disk
-  uint64_t loads = 0;                    // Load() lookups (LoadMany counts each key)
-  uint64_t hits = 0;                     // loads served verified bytes
-  uint64_t hits_pending = 0;             // ... of which from the pending-write buffer
-  uint64_t misses = 0;                   // loads that served nothing (any reason)
-  uint64_t incompatible_misses = 0;      // ... because the block has another signature
-  uint64_t evictions = 0;                // block files removed to respect the limit
-  uint64_t expired = 0;                  // block files removed by retention
-  uint64_t unlink_failures = 0;          // evictions whose unlink failed (row kept)
-  uint64_t errors = 0;                   // failed writes, index calls, renames
-  uint64_t inline_writes = 0;            // stores written on the caller's thread (queue full)
-  uint64_t drops = 0;                    // stores dropped under OnPressure::kDrop
-  uint64_t quarantined = 0;              // files moved to quarantine/ (bad, foreign)
-  uint64_t bytes_written = 0;            // block bytes persisted
-  uint64_t bytes_read = 0;               // block bytes served
-  uint64_t reconcile_passes = 0;         // completed reconcile passes
-  uint64_t reconcile_adopted = 0;        // files with no row that got a row
-  uint64_t reconcile_rows_dropped = 0;   // rows whose file was gone
-  uint64_t reconcile_temps_removed = 0;  // temp files of dead writers removed
-  LatencyHistogram load_latency;         // Load() of a hit, µs
-  LatencyHistogram write_latency;        // one block's write + rename + commit, µs
+// The metrics of a DiskTier, X(name, kind, help) (kvtier/stats_table.h).
+// Counters count events in this process since the tier opened.
+#define KVTIER_DISK_COUNTERS(X)                                                    \
+  X(saves, kCounter, "Store() calls accepted (queued or written inline)")          \
+  X(saves_persisted, kCounter, "blocks renamed into place and indexed")            \
+  X(saves_deduplicated, kCounter, "stores skipped: already queued or on disk")     \
+  X(loads, kCounter, "Load() lookups (LoadMany counts each key)")                  \
+  X(hits, kCounter, "loads served verified bytes")                                 \
+  X(hits_pending, kCounter, "... of which from the pending-write buffer")          \
+  X(misses, kCounter, "loads that served nothing (any reason)")                    \
+  X(incompatible_misses, kCounter, "... because the block has another signature")  \
+  X(evictions, kCounter, "block files removed to respect the limit")               \
+  X(expired, kCounter, "block files removed by retention")                         \
+  X(unlink_failures, kCounter, "evictions whose unlink failed (row kept)")         \
+  X(errors, kCounter, "failed writes, index calls, renames")                       \
+  X(inline_writes, kCounter, "stores written on the caller's thread (queue full)") \
+  X(drops, kCounter, "stores dropped under OnPressure::kDrop")                     \
+  X(quarantined, kCounter, "files moved to quarantine/ (bad, foreign)")            \
+  X(bytes_written, kCounter, "block bytes persisted")                              \
+  X(bytes_read, kCounter, "block bytes served")                                    \
+  X(reconcile_passes, kCounter, "completed reconcile passes")                      \
+  X(reconcile_adopted, kCounter, "files with no row that got a row")               \
+  X(reconcile_rows_dropped, kCounter, "rows whose file was gone")                  \
+  X(reconcile_temps_removed, kCounter, "temp files of dead writers removed")       \
+  X(load_latency, kHistogram, "Load() of a hit, µs")                               \
+  X(write_latency, kHistogram, "one block's write + rename + commit, µs")
+// Gauges describe this tier now and the shared folder as its index records it.
+#define KVTIER_DISK_GAUGES(X)                                              \
+  X(queue_bytes, kGauge, "bytes of blocks queued or being written")        \
+  X(queue_blocks, kGauge, "blocks queued or being written")                \
+  X(reconcile_running, kFlag, "a reconcile pass is running")               \
+  X(entries, kGauge, "indexed block files, all signatures")                \
+  X(bytes, kGauge, "their bytes")                                          \
+  X(compatible_entries, kGauge, "... of this tier's signature")            \
+  X(compatible_bytes, kGauge, "their bytes")                               \
+  X(configured_max_bytes, kGauge, "DiskTierOptions::max_bytes (0 = none)") \
+  X(effective_max_bytes, kGauge, "the limit in force now")                 \
+  X(quarantine_files, kGauge, "files in quarantine/")
+#define KVTIER_DISK_STATS(X) KVTIER_DISK_COUNTERS(X) KVTIER_DISK_GAUGES(X)
 
-  // Gauges.
-  uint64_t queue_bytes = 0;   // bytes of blocks queued or being written
-  uint64_t queue_blocks = 0;  // blocks queued or being written
-  bool reconcile_running = false;
-  uint64_t entries = 0;             // indexed block files, all signatures
-  uint64_t bytes = 0;               // their bytes
-  uint64_t compatible_entries = 0;  // ... of this tier's signature
-  uint64_t compatible_bytes = 0;
-  uint64_t configured_max_bytes = 0;          // DiskTierOptions::max_bytes (0 = none)
-  uint64_t effective_max_bytes = 0;           // the limit in force now
-  uint64_t quarantine_files = 0;              // files in quarantine/
+// A snapshot of a DiskTier: KVTIER_DISK_STATS as fields, and the folder's
+// usage per layout signature.
+struct DiskTierStats {
+  KVTIER_DISK_STATS(KVTIER_STATS_FIELD)
   std::vector<SignatureUsage> per_signature;  // sorted by signature
+
+  // Each entry of KVTIER_DISK_STATS with its value (not per_signature).
+  KVTIER_STATS_FOR_EACH(KVTIER_DISK_STATS)
 
   // One JSON object: every field above, histograms as
   // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.

@@ -25,6 +25,7 @@
 
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -90,41 +91,55 @@ struct HostTierOptions {
   Status Validate() const;
 };
 
-// Counters of one HostTier. Gauges are the state at the time of the call.
+// The metrics of one HostTier, X(name, kind, help) (kvtier/stats_table.h).
+// Gauges are the state at the time of the call; counters count since
+// creation.
+#define KVTIER_HOST_STATS(X)                                                   \
+  X(entries, kGauge, "entries in the tier")                                    \
+  X(bytes, kGauge, "sum of the entries' block sizes")                          \
+  X(dirty_entries, kGauge, "entries not yet written down")                     \
+  X(dirty_bytes, kGauge, "their bytes")                                        \
+  X(reserved_bytes, kGauge, "held by this tier's live Reservations")           \
+  X(hits, kCounter, "Get found the key")                                       \
+  X(handoff_hits, kCounter, "... evicted, while its sink call was running")    \
+  X(misses, kCounter, "Get did not")                                           \
+  X(puts, kCounter, "successful Puts (new keys and replacements)")             \
+  X(replacements, kCounter, "successful Puts of a key already present")        \
+  X(rejections, kCounter, "Puts refused: block larger than the budget")        \
+  X(put_failures, kCounter, "Puts refused: Reservations hold the room")        \
+  X(erases, kCounter, "entries removed by Erase")                              \
+  X(evictions, kCounter, "entries removed to make room, by ShrinkTo or Clear") \
+  X(dirty_evictions, kCounter, "evicted dirty entries handed to the sink")     \
+  X(dirty_dropped, kCounter, "evicted dirty entries dropped (no sink)")        \
+  X(sink_errors, kCounter, "sink calls that returned an error")                \
+  X(reservations, kCounter, "successful Reserve calls")                        \
+  X(reservation_failures, kCounter, "Reserve calls refused")
+
 struct HostTierStats {
-  // Gauges.
-  uint64_t entries = 0;
-  uint64_t bytes = 0;  // sum of the entries' block sizes
-  uint64_t dirty_entries = 0;
-  uint64_t dirty_bytes = 0;
-  uint64_t reserved_bytes = 0;  // held by this tier's live Reservations
-  // Counters since creation.
-  uint64_t hits = 0;                  // Get found the key
-  uint64_t handoff_hits = 0;          // ... evicted, while its sink call was running
-  uint64_t misses = 0;                // Get did not
-  uint64_t puts = 0;                  // successful Puts (new keys and replacements)
-  uint64_t replacements = 0;          // successful Puts of a key already present
-  uint64_t rejections = 0;            // Puts refused: block larger than the budget
-  uint64_t put_failures = 0;          // Puts refused: Reservations hold the room
-  uint64_t erases = 0;                // entries removed by Erase
-  uint64_t evictions = 0;             // entries removed to make room, by ShrinkTo or Clear
-  uint64_t dirty_evictions = 0;       // evicted dirty entries handed to the sink
-  uint64_t dirty_dropped = 0;         // evicted dirty entries dropped (no sink)
-  uint64_t sink_errors = 0;           // sink calls that returned an error
-  uint64_t reservations = 0;          // successful Reserve calls
-  uint64_t reservation_failures = 0;  // Reserve calls refused
+  KVTIER_HOST_STATS(KVTIER_STATS_FIELD)
+
+  // Each entry of KVTIER_HOST_STATS with its value.
+  KVTIER_STATS_FOR_EACH(KVTIER_HOST_STATS)
 };
 
-// Gauges and counters of a whole budget (all its tiers).
+// The metrics of a whole budget (all its tiers), X(name, kind, help).
+// Prometheus shows them as `kvtier_host_budget_<name>` gauges.
+#define KVTIER_HOST_BUDGET_STATS(X)                             \
+  X(capacity_bytes, kGauge, "the budget")                       \
+  X(used_bytes, kGauge, "entries' bytes over all tiers")        \
+  X(reserved_bytes, kGauge, "live Reservations over all tiers") \
+  X(entries, kGauge, "entries over all tiers")                  \
+  X(tiers, kGauge, "live HostTiers on the budget")              \
+  X(evictions, kGauge, "entries evicted over all tiers since creation (exported as a gauge)")
+
 struct HostBudgetStats {
-  uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;      // entries' bytes over all tiers
-  uint64_t reserved_bytes = 0;  // live Reservations over all tiers
-  uint64_t entries = 0;
-  uint64_t tiers = 0;      // live HostTiers on the budget
-  uint64_t evictions = 0;  // over all tiers, since creation
-  // kReuse only: stores of a key remembered from a recent eviction.
+  KVTIER_HOST_BUDGET_STATS(KVTIER_STATS_FIELD)
+  // kReuse only: stores of a key remembered from a recent eviction. Not
+  // exported (not in the table); `kvtier replay` reads it.
   uint64_t ghost_hits = 0;
+
+  // Each entry of KVTIER_HOST_BUDGET_STATS with its value (not ghost_hits).
+  KVTIER_STATS_FOR_EACH(KVTIER_HOST_BUDGET_STATS)
 };
 
 // A byte budget and global LRU order shared by HostTiers. Create it, pass it

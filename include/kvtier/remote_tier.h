@@ -31,6 +31,7 @@
 #include "kvtier/env.h"
 #include "kvtier/latency_histogram.h"
 #include "kvtier/layout.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -132,59 +133,69 @@ struct RemoteTierOptions {
   Status Validate() const;
 };
 
-// A snapshot of a RemoteTier. Counters count events since Open().
+// The metrics of a RemoteTier, X(name, kind, help) (kvtier/stats_table.h).
+// Counters count events since Open().
+#define KVTIER_REMOTE_COUNTERS(X)                                                                 \
+  /* Reads */                                                                                     \
+  X(exists_calls, kCounter, "Exists() calls")                                                     \
+  X(exists_keys, kCounter, "keys they asked about")                                               \
+  X(exists_found, kCounter, "... and found")                                                      \
+  X(lookups, kCounter, "keys asked of Get/GetMany/GetInto")                                       \
+  X(hits, kCounter, "lookups served a verified block")                                            \
+  X(misses, kCounter, "lookups that served nothing (any reason)")                                 \
+  X(misses_unavailable, kCounter, "... because the node was down, timed out or its breaker open") \
+  X(bad_values, kCounter, "values that failed verification (bad, partial, foreign, wrong type)")  \
+  X(bad_values_deleted, kCounter, "... deleted from the server")                                  \
+  X(too_small, kCounter, "GetInto() calls whose buffer was too small")                            \
+  X(alloc_failures, kCounter, "LoadBuffers() values whose allocator failed")                      \
+  X(bytes_read, kCounter, "block bytes served")                                                   \
+  /* Writes */                                                                                    \
+  X(puts, kCounter, "blocks accepted by Put() (queued)")                                          \
+  X(puts_deduplicated, kCounter, "Put() of a key already queued")                                 \
+  X(stored, kCounter, "blocks written to the server")                                             \
+  X(skipped_existing, kCounter, "blocks not sent: the server had them")                           \
+  X(drops_queue_full, kCounter, "copies dropped: queue full")                                     \
+  X(drops_unavailable, kCounter, "copies dropped: node down, breaker open, timeout")              \
+  X(drops_oom, kCounter, "copies dropped: -OOM from the server")                                  \
+  X(drops_error, kCounter, "copies dropped: another error reply, too many redirects")             \
+  X(drops_closed, kCounter, "copies dropped by Close()")                                          \
+  X(bytes_written, kCounter, "block bytes written")                                               \
+  X(erases, kCounter, "blocks Erase() removed")                                                   \
+  /* Network */                                                                                   \
+  X(connects, kCounter, "connections opened (handshake done)")                                    \
+  X(connect_failures, kCounter, "connects or handshakes that failed")                             \
+  X(auth_failures, kCounter, "... of which the server refused the credentials")                   \
+  X(timeouts, kCounter, "round trips or connects past their deadline")                            \
+  X(protocol_errors, kCounter, "replies that broke the protocol or a bound")                      \
+  X(io_errors, kCounter, "sockets that failed or closed mid-reply")                               \
+  X(error_replies, kCounter, "error replies not handled otherwise")                               \
+  X(moved, kCounter, "MOVED redirects followed")                                                  \
+  X(asked, kCounter, "ASK redirects followed")                                                    \
+  X(retries, kCounter, "TRYAGAIN / CLUSTERDOWN / LOADING backoffs")                               \
+  X(redirect_limit, kCounter, "keys given up after 5 redirects")                                  \
+  X(topology_refreshes, kCounter, "slot maps loaded (CLUSTER SHARDS / SLOTS)")                    \
+  X(topology_failures, kCounter, "refreshes that found no answering node")                        \
+  X(breaker_opens, kCounter, "times a node's breaker opened")                                     \
+  X(breaker_rejections, kCounter, "node calls refused by an open breaker")                        \
+  /* Latency */                                                                                   \
+  X(exists_latency, kHistogram, "Exists() call, µs")                                              \
+  X(get_latency, kHistogram, "Get/GetMany/GetInto call, µs")                                      \
+  X(write_latency, kHistogram, "one writer batch (EXISTS + SETs), µs")
+// Gauges: the state at the time of the call.
+#define KVTIER_REMOTE_GAUGES(X)                             \
+  X(queue_bytes, kGauge, "bytes queued or being written")   \
+  X(queue_blocks, kGauge, "blocks queued or being written") \
+  X(nodes, kGauge, "nodes known (1 for one server)")        \
+  X(nodes_down, kGauge, "nodes whose breaker is open now")  \
+  X(connections, kGauge, "connections open now")
+#define KVTIER_REMOTE_STATS(X) KVTIER_REMOTE_COUNTERS(X) KVTIER_REMOTE_GAUGES(X)
+
+// A snapshot of a RemoteTier: KVTIER_REMOTE_STATS as fields.
 struct RemoteTierStats {
-  // --- Reads ---------------------------------------------------------------
-  uint64_t exists_calls = 0;  // Exists() calls
-  uint64_t exists_keys = 0;   // keys they asked about
-  uint64_t exists_found = 0;  // ... and found
-  uint64_t lookups = 0;       // keys asked of Get/GetMany/GetInto
-  uint64_t hits = 0;          // lookups served a verified block
-  uint64_t misses = 0;        // lookups that served nothing (any reason)
-  uint64_t misses_unavailable =
-      0;                    // ... because the node was down, timed out or the breaker was open
-  uint64_t bad_values = 0;  // values that failed verification (bad, partial, foreign, wrong type)
-  uint64_t bad_values_deleted = 0;  // ... deleted from the server
-  uint64_t too_small = 0;           // GetInto() calls whose buffer was too small
-  uint64_t alloc_failures = 0;      // LoadBuffers() values whose allocator failed
-  uint64_t bytes_read = 0;          // block bytes served
-  // --- Writes --------------------------------------------------------------
-  uint64_t puts = 0;               // blocks accepted by Put() (queued)
-  uint64_t puts_deduplicated = 0;  // Put() of a key already queued
-  uint64_t stored = 0;             // blocks written to the server
-  uint64_t skipped_existing = 0;   // blocks not sent: the server had them
-  uint64_t drops_queue_full = 0;   // copies dropped: queue full
-  uint64_t drops_unavailable = 0;  // copies dropped: node down, breaker open, timeout
-  uint64_t drops_oom = 0;          // copies dropped: -OOM from the server
-  uint64_t drops_error = 0;        // copies dropped: another error reply, too many redirects
-  uint64_t drops_closed = 0;       // copies dropped by Close()
-  uint64_t bytes_written = 0;      // block bytes written
-  uint64_t erases = 0;             // blocks Erase() removed
-  // --- Network -------------------------------------------------------------
-  uint64_t connects = 0;            // connections opened (handshake done)
-  uint64_t connect_failures = 0;    // connects or handshakes that failed
-  uint64_t auth_failures = 0;       // ... of which the server refused the credentials
-  uint64_t timeouts = 0;            // round trips or connects past their deadline
-  uint64_t protocol_errors = 0;     // replies that broke the protocol or a bound
-  uint64_t io_errors = 0;           // sockets that failed or closed mid-reply
-  uint64_t error_replies = 0;       // error replies not handled otherwise
-  uint64_t moved = 0;               // MOVED redirects followed
-  uint64_t asked = 0;               // ASK redirects followed
-  uint64_t retries = 0;             // TRYAGAIN / CLUSTERDOWN / LOADING backoffs
-  uint64_t redirect_limit = 0;      // keys given up after 5 redirects
-  uint64_t topology_refreshes = 0;  // slot maps loaded (CLUSTER SHARDS / SLOTS)
-  uint64_t topology_failures = 0;   // refreshes that found no answering node
-  uint64_t breaker_opens = 0;       // times a node's breaker opened
-  uint64_t breaker_rejections = 0;  // node calls refused by an open breaker
-  LatencyHistogram exists_latency;  // Exists() call, µs
-  LatencyHistogram get_latency;     // Get/GetMany/GetInto call, µs
-  LatencyHistogram write_latency;   // one writer batch (EXISTS + SETs), µs
-  // --- Gauges --------------------------------------------------------------
-  uint64_t queue_bytes = 0;   // bytes queued or being written
-  uint64_t queue_blocks = 0;  // blocks queued or being written
-  uint64_t nodes = 0;         // nodes known (1 for one server)
-  uint64_t nodes_down = 0;    // nodes whose breaker is open now
-  uint64_t connections = 0;   // connections open now
+  KVTIER_REMOTE_STATS(KVTIER_STATS_FIELD)
+
+  // Each entry of KVTIER_REMOTE_STATS with its value.
+  KVTIER_STATS_FOR_EACH(KVTIER_REMOTE_STATS)
 
   // One JSON object: every field above, histograms as
   // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.

@@ -34,6 +34,7 @@
 #include "kvtier/host_tier.h"
 #include "kvtier/layout.h"
 #include "kvtier/remote_tier.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -201,71 +202,86 @@ struct SharedLoadOptions {
   LoadedBlockCallback on_block;
 };
 
-// Counters and gauges of one cache. Counters count events since Open().
+// The metrics of one cache, X(name, kind, help) (kvtier/stats_table.h), in
+// parts by where they come from. Counters count events since Open().
+// What the cache counts itself:
+#define KVTIER_CACHE_COUNTERS(X)                                                                \
+  /* Lookups (Load), per key */                                                                 \
+  X(lookups, kCounter, "keys asked of Load")                                                    \
+  X(hits_host, kCounter, "blocks served from the host tier")                                    \
+  X(hits_disk, kCounter, "blocks served from the disk tier")                                    \
+  X(hits_remote, kCounter, "blocks served from the remote tier")                                \
+  X(misses, kCounter, "keys no tier served")                                                    \
+  X(load_errors, kCounter, "keys whose destination was too small")                              \
+  X(loads_cancelled, kCounter, "Loads cancelled before their disk reads")                       \
+  /* Match */                                                                                   \
+  X(matches, kCounter, "Match() calls")                                                         \
+  X(match_blocks, kCounter, "blocks they reported available")                                   \
+  X(match_disk_probes, kCounter, "index misses checked with the disk tier")                     \
+  X(stale_disk_hints, kCounter, "disk hints a disk read found wrong")                           \
+  X(match_remote_probes, kCounter, "keys Match asked the remote tier about")                    \
+  X(match_remote_found, kCounter, "... that it reported present")                               \
+  /* Remote reads (Load, LoadShared) */                                                         \
+  X(remote_lookups, kCounter, "keys no local tier served, asked of the remote tier")            \
+  X(remote_misses, kCounter, "... that it did not serve (absent, down, bad value)")             \
+  /* Stores */                                                                                  \
+  X(stores, kCounter, "blocks accepted by Store()")                                             \
+  X(store_errors, kCounter, "blocks refused")                                                   \
+  X(store_bypasses, kCounter, "write-back blocks the host budget could not take: sent to disk") \
+  /* Drops after queueing: RemoteTierStats::drops_* */                                          \
+  X(remote_puts_queued, kCounter, "stored blocks queued for the remote tier")                   \
+  X(remote_puts_dropped, kCounter, "... that it refused at once (queue full, node down)")       \
+  /* Bytes each way */                                                                          \
+  X(bytes_stored, kCounter, "given to Store()")                                                 \
+  X(bytes_loaded_host, kCounter, "host hits handed to callers (copied or shared)")              \
+  X(bytes_loaded_disk, kCounter, "disk hits handed to callers (copied or shared)")              \
+  X(bytes_loaded_remote, kCounter, "remote hits handed to callers (copied or shared)")          \
+  X(bytes_written_back, kCounter, "dirty bytes handed to the disk tier")                        \
+  X(bytes_written_through, kCounter, "write-through bytes handed to the disk tier")             \
+  X(bytes_promoted, kCounter, "disk/remote bytes that became host entries (not copied)")        \
+  /* Movement between tiers */                                                                  \
+  X(write_backs, kCounter, "dirty blocks handed to the disk tier (eviction, Flush, Close)")     \
+  X(write_back_errors, kCounter, "... that the disk tier refused")                              \
+  X(promotions, kCounter, "disk/remote hits (Load, Preload) now in the host tier")              \
+  X(promotion_failures, kCounter, "disk/remote hits not promoted (no budget, Put refused)")     \
+  X(remote_promotions, kCounter, "... of promotions, remote hits")                              \
+  X(reservation_failures, kCounter, "host budget reservations refused")                         \
+  X(preloads, kCounter, "blocks Preload() brought into RAM")                                    \
+  X(close_dropped, kCounter, "dirty blocks Close() could not hand down in time")                \
+  /* Latency, µs */                                                                            \
+  X(load_latency, kHistogram, "Load(): call until the future is ready")                         \
+  X(store_latency, kHistogram, "Store(): one call")
+// The Match index, at the time of the call:
+#define KVTIER_CACHE_INDEX_GAUGES(X)                      \
+  X(index_keys, kGauge, "keys any tier holds")            \
+  X(index_host_keys, kGauge, "... the host tier")         \
+  X(index_disk_keys, kGauge, "... the disk tier (hints)") \
+  X(index_bytes, kGauge, "table memory")
+// Read buffers (CacheOptions::read_buffer_pool_bytes):
+#define KVTIER_CACHE_READ_BUFFER_STATS(X)                                        \
+  X(read_buffers, kCounter, "buffers disk reads were given")                     \
+  X(read_buffers_reused, kCounter, "... that were recycled (no page faults)")    \
+  X(read_buffer_fresh_bytes, kCounter, "bytes of new memory allocated for them") \
+  X(read_buffers_prefaulted, kCounter, "added by PrefaultReadBuffers")           \
+  X(read_buffer_free_bytes, kGauge, "kept for the next reads")
+#define KVTIER_CACHE_STATS(X)       \
+  KVTIER_CACHE_COUNTERS(X)          \
+  KVTIER_CACHE_INDEX_GAUGES(X)      \
+  KVTIER_CACHE_READ_BUFFER_STATS(X) \
+  X(hit_ratio, kRatio, "(hits_host + hits_disk + hits_remote) / lookups; 0 with no lookups")
+
+// A snapshot of one cache: KVTIER_CACHE_STATS as fields, and each tier's
+// own stats.
 struct CacheStats {
-  // Lookups (Load), per key.
-  uint64_t lookups = 0;
-  uint64_t hits_host = 0;
-  uint64_t hits_disk = 0;
-  uint64_t hits_remote = 0;  // blocks served from the remote tier
-  uint64_t misses = 0;
-  double hit_ratio = 0;      // (hits_host + hits_disk + hits_remote) / lookups; 0 with no lookups
-  uint64_t load_errors = 0;  // keys whose destination was too small
-  uint64_t loads_cancelled = 0;  // Loads cancelled before their disk reads
-  // Match.
-  uint64_t matches = 0;              // Match() calls
-  uint64_t match_blocks = 0;         // blocks they reported available
-  uint64_t match_disk_probes = 0;    // index misses checked with the disk tier
-  uint64_t stale_disk_hints = 0;     // disk hints a disk read found wrong
-  uint64_t match_remote_probes = 0;  // keys Match asked the remote tier about
-  uint64_t match_remote_found = 0;   // ... that it reported present
-  // Remote reads (Load, LoadShared).
-  uint64_t remote_lookups = 0;  // keys no local tier served, asked of the remote tier
-  uint64_t remote_misses = 0;   // ... that it did not serve (absent, down, bad value)
-  // Stores.
-  uint64_t stores = 0;          // blocks accepted by Store()
-  uint64_t store_errors = 0;    // blocks refused
-  uint64_t store_bypasses = 0;  // write-back blocks the host budget could not take: sent to disk
-  // Stored blocks queued for the remote tier, and those it refused at once
-  // (queue full, node down). Drops after queueing: remote->drops_*.
-  uint64_t remote_puts_queued = 0;
-  uint64_t remote_puts_dropped = 0;
-  // Bytes each way.
-  uint64_t bytes_stored = 0;           // given to Store()
-  uint64_t bytes_loaded_host = 0;      // host hits handed to callers (copied or shared)
-  uint64_t bytes_loaded_disk = 0;      // disk hits handed to callers (copied or shared)
-  uint64_t bytes_loaded_remote = 0;    // remote hits handed to callers (copied or shared)
-  uint64_t bytes_written_back = 0;     // dirty bytes handed to the disk tier
-  uint64_t bytes_written_through = 0;  // write-through bytes handed to the disk tier
-  uint64_t bytes_promoted = 0;         // disk/remote bytes that became host entries (not copied)
-  // Movement between tiers.
-  uint64_t write_backs = 0;         // dirty blocks handed to the disk tier (eviction, Flush, Close)
-  uint64_t write_back_errors = 0;   // ... that the disk tier refused
-  uint64_t promotions = 0;          // disk/remote hits (Load, Preload) now in the host tier
-  uint64_t promotion_failures = 0;  // disk/remote hits not promoted (no budget, Put refused)
-  uint64_t remote_promotions = 0;   // ... of promotions, remote hits
-  uint64_t reservation_failures = 0;  // host budget reservations refused
-  uint64_t preloads = 0;              // blocks Preload() brought into RAM
-  uint64_t close_dropped = 0;         // dirty blocks Close() could not hand down in time
-  // Read buffers (CacheOptions::read_buffer_pool_bytes).
-  uint64_t read_buffers = 0;             // buffers disk reads were given
-  uint64_t read_buffers_reused = 0;      // ... that were recycled (no page faults)
-  uint64_t read_buffer_fresh_bytes = 0;  // bytes of new memory allocated for them
-  uint64_t read_buffers_prefaulted = 0;  // added by PrefaultReadBuffers
-  uint64_t read_buffer_free_bytes = 0;   // gauge: kept for the next reads
-  // Latency, µs.
-  LatencyHistogram load_latency;   // Load(): call until the future is ready
-  LatencyHistogram store_latency;  // Store(): one call
-  // Match index gauges.
-  uint64_t index_keys = 0;       // keys any tier holds
-  uint64_t index_host_keys = 0;  // ... the host tier
-  uint64_t index_disk_keys = 0;  // ... the disk tier (hints)
-  uint64_t index_bytes = 0;      // table memory
+  KVTIER_CACHE_STATS(KVTIER_STATS_FIELD)
   // Per tier.
   HostTierStats host;
   HostBudgetStats host_budget;
   std::optional<DiskTierStats> disk;      // nullopt in a host-only cache
   std::optional<RemoteTierStats> remote;  // nullopt without a remote tier
+
+  // Each entry of KVTIER_CACHE_STATS with its value (not the tiers').
+  KVTIER_STATS_FOR_EACH(KVTIER_CACHE_STATS)
 
   // One JSON object: the fields above, "host", "host_budget", "disk" and
   // "remote" (null when absent) as nested objects, histograms as

@@ -19,17 +19,46 @@ nlohmann::json HistogramToJson(const LatencyHistogram& h) {
           {"buckets", buckets}};
 }
 
-void PrometheusFields(std::ostringstream& out, std::string_view prefix,
-                      const std::vector<Field>& fields, MetricKind kind) {
-  const bool counters = kind == MetricKind::kCounter;
-  for (const auto& [name, v] : fields) {
-    std::string metric(prefix);
-    metric += '_';
-    metric += name;
-    if (counters) metric += "_total";
-    out << "# TYPE " << metric << (counters ? " counter\n" : " gauge\n");
-    out << metric << " " << v << "\n";
-  }
+namespace {
+
+// `<prefix>_<name>` plus `suffix`.
+std::string MetricName(std::string_view prefix, std::string_view name, std::string_view suffix) {
+  std::string metric(prefix);
+  metric += '_';
+  metric += name;
+  metric += suffix;
+  return metric;
+}
+
+template <typename T>
+void PrometheusSample(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
+                      const T& value) {
+  const bool counter = m.kind == MetricKind::kCounter;
+  const std::string metric = MetricName(prefix, m.name, counter ? "_total" : "");
+  out << "# TYPE " << metric << (counter ? " counter\n" : " gauge\n");
+  out << metric << " " << value << "\n";
+}
+
+}  // namespace
+
+void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
+                      uint64_t value) {
+  PrometheusSample(out, prefix, m, value);
+}
+
+void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
+                      bool value) {
+  PrometheusSample(out, prefix, m, value ? 1u : 0u);
+}
+
+void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
+                      double value) {
+  PrometheusSample(out, prefix, m, value);
+}
+
+void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
+                      const LatencyHistogram& value) {
+  PrometheusHistogram(out, MetricName(prefix, m.name, "_seconds"), value);
 }
 
 void PrometheusHistogram(std::ostringstream& out, std::string_view name,

@@ -4,13 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "disk/disk_test_util.h"
 #include "disk/folder_layout.h"
 #include "disk/group_commit.h"
 #include "disk/pending_writes.h"
-#include "disk/stats_render.h"
 #include "synth/block_generator.h"
 #include "testing/status_matchers.h"
 
@@ -289,7 +289,7 @@ TEST(StatsRenderTest, JsonAndPrometheusCarryEveryField) {
   s.entries = 5;
   s.load_latency.Record(10);
   s.per_signature.push_back({"kvtier-layout-v1;\"q\"", 5, 500, true});
-  nlohmann::json j = DiskStatsToJson(s);
+  nlohmann::json j = nlohmann::json::parse(s.ToJson());
   EXPECT_EQ(j["saves"], 3);
   EXPECT_EQ(j["hits"], 2);
   EXPECT_EQ(j["quarantined"], 1);

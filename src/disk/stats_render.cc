@@ -1,77 +1,54 @@
-#include "disk/stats_render.h"
-
-#include <sstream>
-#include <utility>
-#include <vector>
-
+// DiskTierStats::ToJson() (also CacheStats's "disk") and ToPrometheus()
+// (also `kvtier stats --prometheus`), from KVTIER_DISK_STATS plus the
+// per-signature usage.
 #include "core/stats_render.h"
 
-namespace kvtier::disk {
+#include <sstream>
+#include <string>
+#include <string_view>
 
-using stats::Field;
-
-static std::vector<Field> Counters(const DiskTierStats& s) {
-  return {{"saves", s.saves},
-          {"saves_persisted", s.saves_persisted},
-          {"saves_deduplicated", s.saves_deduplicated},
-          {"loads", s.loads},
-          {"hits", s.hits},
-          {"hits_pending", s.hits_pending},
-          {"misses", s.misses},
-          {"incompatible_misses", s.incompatible_misses},
-          {"evictions", s.evictions},
-          {"expired", s.expired},
-          {"unlink_failures", s.unlink_failures},
-          {"errors", s.errors},
-          {"inline_writes", s.inline_writes},
-          {"drops", s.drops},
-          {"quarantined", s.quarantined},
-          {"bytes_written", s.bytes_written},
-          {"bytes_read", s.bytes_read},
-          {"reconcile_passes", s.reconcile_passes},
-          {"reconcile_adopted", s.reconcile_adopted},
-          {"reconcile_rows_dropped", s.reconcile_rows_dropped},
-          {"reconcile_temps_removed", s.reconcile_temps_removed}};
-}
-
-static std::vector<Field> Gauges(const DiskTierStats& s) {
-  return {{"queue_bytes", s.queue_bytes},
-          {"queue_blocks", s.queue_blocks},
-          {"reconcile_running", s.reconcile_running ? 1u : 0u},
-          {"entries", s.entries},
-          {"bytes", s.bytes},
-          {"compatible_entries", s.compatible_entries},
-          {"compatible_bytes", s.compatible_bytes},
-          {"configured_max_bytes", s.configured_max_bytes},
-          {"effective_max_bytes", s.effective_max_bytes},
-          {"quarantine_files", s.quarantine_files}};
-}
-
-nlohmann::json DiskStatsToJson(const DiskTierStats& s) {
-  nlohmann::json j;
-  for (const auto& [name, v] : Counters(s)) j[name] = v;
-  for (const auto& [name, v] : Gauges(s)) j[name] = v;
-  j["reconcile_running"] = s.reconcile_running;
-  j["load_latency"] = stats::HistogramToJson(s.load_latency);
-  j["write_latency"] = stats::HistogramToJson(s.write_latency);
-  nlohmann::json per = nlohmann::json::array();
-  for (const SignatureUsage& u : s.per_signature) {
-    per.push_back({{"signature", u.signature},
-                   {"blocks", u.blocks},
-                   {"bytes", u.bytes},
-                   {"compatible", u.compatible}});
-  }
-  j["per_signature"] = per;
-  return j;
-}
-
-}  // namespace kvtier::disk
+#include "kvtier/disk_tier.h"
 
 namespace kvtier {
+namespace {
+
+// Gauges of a running tier, not of the folder: DiskStatsScope::kFolderOnly
+// leaves them out.
+bool OfTheFolder(const MetricInfo& m) {
+  if (m.kind == MetricKind::kCounter || m.kind == MetricKind::kHistogram) return false;
+  for (std::string_view tier_only : {"queue_bytes", "queue_blocks", "reconcile_running",
+                                     "configured_max_bytes", "effective_max_bytes"}) {
+    if (m.name == tier_only) return false;
+  }
+  return true;
+}
+
+// One gauge per signature, labelled {signature, compatible}.
+void PrometheusPerSignature(std::ostringstream& out, const std::string& metric,
+                            const std::vector<SignatureUsage>& per,
+                            uint64_t SignatureUsage::*value) {
+  out << "# TYPE " << metric << " gauge\n";
+  for (const SignatureUsage& u : per) {
+    out << metric << "{signature=\"" << stats::PrometheusLabel(u.signature) << "\",compatible=\""
+        << (u.compatible ? "true" : "false") << "\"} " << u.*value << "\n";
+  }
+}
+
+}  // namespace
 
 std::string DiskTierStats::ToJson() const {
   try {
-    return disk::DiskStatsToJson(*this).dump();
+    nlohmann::json j = nlohmann::json::object();
+    stats::AddJson(*this, &j);
+    nlohmann::json per = nlohmann::json::array();
+    for (const SignatureUsage& u : per_signature) {
+      per.push_back({{"signature", u.signature},
+                     {"blocks", u.blocks},
+                     {"bytes", u.bytes},
+                     {"compatible", u.compatible}});
+    }
+    j["per_signature"] = per;
+    return j.dump();
   } catch (const std::exception&) {
     // Only a failed allocation can get here; keep the API exception-free.
     return "{\"error\":\"stats rendering failed\"}";
@@ -79,36 +56,15 @@ std::string DiskTierStats::ToJson() const {
 }
 
 std::string DiskTierStats::ToPrometheus(std::string_view prefix, DiskStatsScope scope) const {
-  const DiskTierStats& s = *this;
   std::ostringstream out;
+  if (scope == DiskStatsScope::kAll) {
+    stats::AddPrometheus(*this, prefix, out);
+  } else {
+    stats::AddPrometheus(*this, prefix, out, OfTheFolder);
+  }
   const std::string p(prefix);
-  const bool all = scope == DiskStatsScope::kAll;
-  if (all) stats::PrometheusFields(out, p, disk::Counters(s), stats::MetricKind::kCounter);
-  for (const auto& [name, v] : disk::Gauges(s)) {
-    if (!all &&
-        (std::string_view(name) == "queue_bytes" || std::string_view(name) == "queue_blocks" ||
-         std::string_view(name) == "reconcile_running" ||
-         std::string_view(name) == "effective_max_bytes" ||
-         std::string_view(name) == "configured_max_bytes")) {
-      continue;  // properties of a running tier, not of the folder
-    }
-    out << "# TYPE " << p << "_" << name << " gauge\n";
-    out << p << "_" << name << " " << v << "\n";
-  }
-  if (all) {
-    stats::PrometheusHistogram(out, p + "_load_latency_seconds", s.load_latency);
-    stats::PrometheusHistogram(out, p + "_write_latency_seconds", s.write_latency);
-  }
-  out << "# TYPE " << p << "_signature_blocks gauge\n";
-  for (const SignatureUsage& u : s.per_signature) {
-    out << p << "_signature_blocks{signature=\"" << stats::PrometheusLabel(u.signature)
-        << "\",compatible=\"" << (u.compatible ? "true" : "false") << "\"} " << u.blocks << "\n";
-  }
-  out << "# TYPE " << p << "_signature_bytes gauge\n";
-  for (const SignatureUsage& u : s.per_signature) {
-    out << p << "_signature_bytes{signature=\"" << stats::PrometheusLabel(u.signature)
-        << "\",compatible=\"" << (u.compatible ? "true" : "false") << "\"} " << u.bytes << "\n";
-  }
+  PrometheusPerSignature(out, p + "_signature_blocks", per_signature, &SignatureUsage::blocks);
+  PrometheusPerSignature(out, p + "_signature_bytes", per_signature, &SignatureUsage::bytes);
   return out.str();
 }
 
