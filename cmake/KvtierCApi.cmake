@@ -4,7 +4,7 @@
 # a C program needs only this one library. The version script exports the
 # kvtier_* functions of include/kvtier/kvtier_c.h and hides everything else.
 
-add_library(kvtier_bindings_common STATIC ${PROJECT_SOURCE_DIR}/src/capi/cache_spec.cc)
+add_library(kvtier_bindings_common STATIC ${PROJECT_SOURCE_DIR}/src/bindings/cache_spec.cc)
 target_include_directories(kvtier_bindings_common PUBLIC ${PROJECT_SOURCE_DIR}/include
                                                   PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(kvtier_bindings_common PUBLIC ${KVTIER_LIBRARY_COMPONENTS}

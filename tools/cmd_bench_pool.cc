@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "command.h"
-#include "engine/file_tree.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/env.h"
+#include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
@@ -457,7 +457,7 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
     nlohmann::json out = nlohmann::json::object();
     Status s = RunBench(b, &out);
     if (!temp.empty()) {
-      Status rm = engine::RemoveTree(b.env, temp);
+      Status rm = RemoveTree(b.env, temp);
       if (!rm.ok())
         std::cerr << "kvtier: could not remove " << temp << ": " << rm.message() << "\n";
     }

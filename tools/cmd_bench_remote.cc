@@ -14,9 +14,9 @@
 //             EXISTS + SET (parts in MULTI/EXEC), values sent with writev;
 //   get       LoadBuffers() in batches of B keys (default 16), as the cache
 //             reads remote hits: each value read from the socket straight
-//             into an exact-size buffer from a BufferPool (recycled, so not
-//             page-faulted again) and verified (structure, key, signature,
-//             checksum), then dropped;
+//             into an exact-size buffer from RecycledReadBuffers (the
+//             cache's recycled buffers, so not page-faulted again) and
+//             verified (structure, key, signature, checksum), then dropped;
 //   exists    Exists() of all M keys at once (one round trip), per key.
 // The phases run --rounds times (default 2), alternating which side goes
 // first; each side's best round is reported. Keys are fresh per round and
@@ -34,13 +34,13 @@
 #include <cstring>
 #include <iostream>
 
-#include "cache/buffer_pool.h"
 #include "command.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "kvtier/read_buffers.h"
+#include "kvtier/redis_url.h"
 #include "kvtier/remote_tier.h"
-#include "remote/redis_url.h"
 #include "synth/block_generator.h"
 
 namespace kvtier::cli {
@@ -293,8 +293,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   };
 
   // Where hits land, as in the cache: recycled, already faulted-in buffers.
-  std::shared_ptr<cache_internal::BufferPool> buffers =
-      cache_internal::BufferPool::Create(uint64_t{a.batch} * max_size * 2);
+  const ReadBufferAllocator buffers = RecycledReadBuffers(uint64_t{a.batch} * max_size * 2);
   std::unique_ptr<RemoteTier> tier;
   auto open_tier = [&]() -> Status {
     o.key_prefix = tier_prefix();
@@ -335,11 +334,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     for (size_t begin = 0; begin < keys.size(); begin += a.batch) {
       std::span<const BlockKey> batch(keys.data() + begin,
                                       std::min<size_t>(a.batch, keys.size() - begin));
-      tier->LoadBuffers(
-          batch, [&](size_t bytes) { return buffers->Take(bytes); },
-          [&](size_t, Result<std::optional<BlockBuffer>> r) {
-            hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
-          });
+      tier->LoadBuffers(batch, buffers, [&](size_t, Result<std::optional<BlockBuffer>> r) {
+        hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
+      });
     }
     const double secs = Seconds(t0, Clock::now());
     if (hits != keys.size()) {

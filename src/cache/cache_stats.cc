@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/stats_render.h"
-#include "disk/stats_render.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier {
@@ -122,7 +121,9 @@ std::string CacheStats::ToJson() const {
                         {"entries", host_budget.entries},
                         {"tiers", host_budget.tiers},
                         {"evictions", host_budget.evictions}};
-    j["disk"] = disk.has_value() ? disk::DiskStatsToJson(*disk) : nlohmann::json(nullptr);
+    // Through the disk tier's public stats (the counters branch renders all stats anew).
+    j["disk"] =
+        disk.has_value() ? nlohmann::json::parse(disk->ToJson()) : nlohmann::json(nullptr);
     j["remote"] =
         remote.has_value() ? nlohmann::json::parse(remote->ToJson()) : nlohmann::json(nullptr);
     return j.dump();
