@@ -48,6 +48,7 @@
 #include <span>
 #include <thread>
 
+#include "bench_util.h"
 #include "command.h"
 #include "kvtier/block_key.h"
 #include "kvtier/disk_paths.h"
@@ -77,49 +78,6 @@ struct BenchDiskArgs {
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
 };
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-Result<ModelLayout> BenchLayout(const BenchDiskArgs& a) {
-  const bool has_layout = a.layout_opt->count() > 0;
-  const bool has_bytes = a.block_bytes_opt->count() > 0;
-  if (has_layout == has_bytes) {
-    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
-  }
-  if (has_layout) return ModelLayout::Resolve(Env::Default(), a.layout);
-  if (a.block_bytes == 0 || a.block_bytes > (uint64_t{4} << 30)) {
-    return Status::InvalidArgument("--block-bytes: must be 1..4294967296");
-  }
-  ModelLayout l;
-  l.name = "bytes";
-  l.block_tokens = 1;
-  LayerSpec layer;
-  layer.cache_type = "raw";
-  TensorSpec t;
-  t.role = "bytes";
-  t.dtype = DType::kU8;
-  t.shape = {a.block_bytes};
-  layer.states.push_back(t);
-  l.layers.push_back(layer);
-  KVTIER_RETURN_IF_ERROR(l.Validate());
-  return l;
-}
-
-Status DropCaches() {
-  ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  f << "3\n";
-  f.flush();
-  if (!f)
-    return Status::FailedPrecondition(
-        "--drop-caches: cannot write /proc/sys/vm/drop_caches "
-        "(needs root)");
-  return Status::Ok();
-}
 
 // Runs fn(i) for i in [0, n) on `threads` threads (i ≡ thread mod threads);
 // returns the first error.
@@ -192,7 +150,8 @@ Status RawRead(Env* env, const std::string& root, const std::vector<BlockKey>& k
 
 int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   Env* env = Env::Default();
-  auto layout = BenchLayout(a);
+  auto layout = BenchLayout(a.layout_opt, a.layout, a.block_bytes_opt, a.block_bytes,
+                            uint64_t{4} << 30, "--block-bytes: must be 1..4294967296");
   if (!layout.ok()) return ReportError(flags, layout.status());
   if (a.blocks == 0) return ReportError(flags, Status::InvalidArgument("--blocks: must be > 0"));
   if (a.threads == 0 || a.threads > 256) {

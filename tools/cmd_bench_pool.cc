@@ -35,6 +35,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_util.h"
 #include "command.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/env.h"
@@ -60,18 +61,6 @@ struct BenchPoolArgs {
   uint32_t load_threads = CacheOptions{}.load_threads;
   uint32_t read_threads = DiskTierOptions{}.read_threads;
 };
-
-Status DropCaches() {
-  ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  f << "3\n";
-  f.flush();
-  if (!f) {
-    return Status::FailedPrecondition(
-        "--drop-caches: cannot write /proc/sys/vm/drop_caches (needs root)");
-  }
-  return Status::Ok();
-}
 
 // Every block file of `keys` under `dir` (the disk tier's hashed
 // subfolders, walked through the Env; files are named by key hex).

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "bench_util.h"
 #include "command.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
@@ -56,39 +57,6 @@ struct BenchRemoteArgs {
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
 };
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-Result<ModelLayout> BenchLayout(const BenchRemoteArgs& a) {
-  const bool has_layout = a.layout_opt->count() > 0;
-  const bool has_bytes = a.block_bytes_opt->count() > 0;
-  if (has_layout == has_bytes) {
-    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
-  }
-  if (has_layout) return ModelLayout::Resolve(Env::Default(), a.layout);
-  if (a.block_bytes == 0 || a.block_bytes > (uint64_t{511} << 20)) {
-    return Status::InvalidArgument(
-        "--block-bytes: must be 1..535822336 (Redis strings are at "
-        "most 512 MiB, and the raw loop stores a block whole)");
-  }
-  ModelLayout l;
-  l.name = "bytes";
-  l.block_tokens = 1;
-  LayerSpec layer;
-  layer.cache_type = "raw";
-  TensorSpec t;
-  t.role = "bytes";
-  t.dtype = DType::kU8;
-  t.shape = {a.block_bytes};
-  layer.states.push_back(t);
-  l.layers.push_back(layer);
-  KVTIER_RETURN_IF_ERROR(l.Validate());
-  return l;
-}
 
 // The raw side: a blocking socket and the least RESP that does the job.
 class RawSocket {
@@ -247,7 +215,10 @@ class RawSocket {
 
 int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   auto fail = [&](const Status& s) { return ReportError(flags, s, kExitFailure); };
-  Result<ModelLayout> layout = BenchLayout(a);
+  Result<ModelLayout> layout =
+      BenchLayout(a.layout_opt, a.layout, a.block_bytes_opt, a.block_bytes, uint64_t{511} << 20,
+                  "--block-bytes: must be 1..535822336 (Redis strings are at "
+                  "most 512 MiB, and the raw loop stores a block whole)");
   if (!layout.ok()) return ReportError(flags, layout.status());
   if (a.blocks == 0 || a.blocks > 1'000'000) {
     return ReportError(flags, Status::InvalidArgument("--blocks: must be 1..1000000"));
