@@ -4,17 +4,21 @@
 # a C program needs only this one library. The version script exports the
 # kvtier_* functions of include/kvtier/kvtier_c.h and hides everything else.
 
-add_library(kvtier_bindings_common STATIC ${PROJECT_SOURCE_DIR}/src/capi/cache_spec.cc)
+# src/bindings/: what the C API and the Python module share (CacheSpec); its
+# headers are its interface to both (include roots: ../CMakeLists.txt).
+kvtier_include_root(bindings)
+add_library(kvtier_bindings_common STATIC ${PROJECT_SOURCE_DIR}/src/bindings/cache_spec.cc)
 target_include_directories(kvtier_bindings_common PUBLIC ${PROJECT_SOURCE_DIR}/include
-                                                  PRIVATE ${PROJECT_SOURCE_DIR}/src)
+                                                         ${KVTIER_INCLUDE_ROOTS}/bindings)
 target_link_libraries(kvtier_bindings_common PUBLIC ${KVTIER_LIBRARY_COMPONENTS}
                                              PRIVATE nlohmann_json::nlohmann_json)
 
 set(_kvtier_c_map ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.map)
 add_library(kvtier_c SHARED ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.cc)
+kvtier_include_root(capi)
 target_include_directories(kvtier_c PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-                                    PRIVATE ${PROJECT_SOURCE_DIR}/src)
+                                    PRIVATE ${KVTIER_INCLUDE_ROOTS}/capi ${KVTIER_INCLUDE_ROOTS}/core)
 target_link_libraries(kvtier_c PRIVATE kvtier_bindings_common)
 target_compile_definitions(kvtier_c PRIVATE KVTIER_VERSION="${PROJECT_VERSION}")
 target_link_options(kvtier_c PRIVATE -Wl,--version-script=${_kvtier_c_map} -Wl,--no-undefined

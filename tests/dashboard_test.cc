@@ -17,7 +17,8 @@
 #include <sstream>
 #include <string>
 
-#include "disk/disk_test_util.h"
+#include "kvtier/disk_tier.h"
+#include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
 #include "testing/temp_dir.h"
@@ -61,14 +62,28 @@ std::set<std::string> ExportedNames(const std::string& text) {
   return names;
 }
 
+// A small disk tier in `dir`: the disk tests' options (small queue, no
+// reconcile at open, short touch flushes).
+DiskTierOptions SmallDiskOptions(const std::string& dir, const ModelLayout& layout) {
+  DiskTierOptions o;
+  o.dir = dir;
+  o.layout_signature = layout.Signature();
+  o.writer_threads = 2;
+  o.read_threads = 2;
+  o.queue_max_bytes = 1 << 20;
+  o.reconcile_on_open = false;
+  o.touch_flush_interval_ms = 50;
+  return o;
+}
+
 // TieredCache with a host and a disk tier, a block stored, written down
 // and loaded back from each tier, so that every family has samples.
 std::string CachePrometheus(const std::string& dir) {
-  const ModelLayout layout = disk_test::TinyLayout();
+  const ModelLayout layout = ModelLayout::Preset("tiny").value();
   CacheOptions o;
   o.layout_signature = layout.Signature();
   o.host.capacity_bytes = 1 << 20;
-  o.disk = disk_test::TestOptions(dir, layout);
+  o.disk = SmallDiskOptions(dir, layout);
   auto cache = TieredCache::Open(o, Env::Default());
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   if (!cache.ok()) return "";

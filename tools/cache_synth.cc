@@ -1,6 +1,7 @@
 // `kvtier synth --cache DIR [--check]`: synthesized blocks stored through a
 // DiskTier, and loaded back through it to check them.
-#include "cache_folder.h"
+#include "cache_synth.h"
+
 #include "kvtier/env.h"
 #include "synth/block_generator.h"
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "command.h"
-#include "engine/file_tree.h"
+#include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
@@ -206,7 +206,7 @@ Result<MatchFigures> BenchMatch(const ModelLayout& layout, const KeyChain& kc, u
   if (::mkdtemp(tmpl.data()) == nullptr) return Status::IOError("mkdtemp " + tmpl, errno);
   struct RemoveAfter {
     std::string dir;
-    ~RemoveAfter() { (void)engine::RemoveTree(Env::Default(), dir); }
+    ~RemoveAfter() { (void)RemoveTree(Env::Default(), dir); }
   } remove_after{tmpl};
   CacheOptions o;
   o.layout_signature = layout.Signature();

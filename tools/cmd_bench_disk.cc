@@ -43,17 +43,18 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
 
+#include "bench_util.h"
 #include "command.h"
-#include "core/mutex.h"
-#include "disk/folder_layout.h"
-#include "disk/quarantine.h"
 #include "kvtier/block_key.h"
+#include "kvtier/disk_paths.h"
 #include "kvtier/disk_tier.h"
 #include "kvtier/env.h"
+#include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "synth/block_generator.h"
 
@@ -77,49 +78,6 @@ struct BenchDiskArgs {
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
 };
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-Result<ModelLayout> BenchLayout(const BenchDiskArgs& a) {
-  const bool has_layout = a.layout_opt->count() > 0;
-  const bool has_bytes = a.block_bytes_opt->count() > 0;
-  if (has_layout == has_bytes) {
-    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
-  }
-  if (has_layout) return ModelLayout::Resolve(Env::Default(), a.layout);
-  if (a.block_bytes == 0 || a.block_bytes > (uint64_t{4} << 30)) {
-    return Status::InvalidArgument("--block-bytes: must be 1..4294967296");
-  }
-  ModelLayout l;
-  l.name = "bytes";
-  l.block_tokens = 1;
-  LayerSpec layer;
-  layer.cache_type = "raw";
-  TensorSpec t;
-  t.role = "bytes";
-  t.dtype = DType::kU8;
-  t.shape = {a.block_bytes};
-  layer.states.push_back(t);
-  l.layers.push_back(layer);
-  KVTIER_RETURN_IF_ERROR(l.Validate());
-  return l;
-}
-
-Status DropCaches() {
-  ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  f << "3\n";
-  f.flush();
-  if (!f)
-    return Status::FailedPrecondition(
-        "--drop-caches: cannot write /proc/sys/vm/drop_caches "
-        "(needs root)");
-  return Status::Ok();
-}
 
 // Runs fn(i) for i in [0, n) on `threads` threads (i ≡ thread mod threads);
 // returns the first error.
@@ -150,34 +108,31 @@ struct Figures {
 
 // The raw side's hashed subfolders, made before the clock starts.
 Status MakeRawFolders(Env* env, const std::string& root) {
-  disk::FolderLayout layout(root);
-  KVTIER_RETURN_IF_ERROR(env->CreateDirs(layout.BlocksDir(), 0700));
+  KVTIER_RETURN_IF_ERROR(env->CreateDirs(DiskBlocksDir(root), 0700));
   for (int p = 0; p < 256; ++p) {
-    KVTIER_RETURN_IF_ERROR(env->CreateDir(layout.Subdir(static_cast<uint8_t>(p)), 0700));
+    KVTIER_RETURN_IF_ERROR(env->CreateDir(DiskBlockSubdir(root, static_cast<uint8_t>(p)), 0700));
   }
   return env->SyncFileSystem(root);
 }
 
 Status RawWrite(Env* env, const std::string& root, const std::vector<BlockKey>& keys,
                 const std::vector<SharedBlock>& blocks, uint32_t threads, bool fsync) {
-  disk::FolderLayout layout(root);
   std::atomic<uint64_t> counter{0};
   return Parallel(threads, keys.size(), [&](size_t i) -> Status {
-    const std::string final_path = layout.BlockPath(keys[i]);
-    const std::string tmp = layout.TempPath(keys[i], env->ProcessId(), counter++);
+    const std::string final_path = DiskBlockPath(root, keys[i]);
+    const std::string tmp = DiskBlockTempPath(root, keys[i], env->ProcessId(), counter++);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->CreateFile(tmp, {}));
     KVTIER_RETURN_IF_ERROR(f->Append(blocks[i]->span()));
     if (fsync) KVTIER_RETURN_IF_ERROR(f->Sync());
     KVTIER_RETURN_IF_ERROR(f->Close());
     KVTIER_RETURN_IF_ERROR(env->RenameFile(tmp, final_path));
-    if (fsync) KVTIER_RETURN_IF_ERROR(env->SyncDir(layout.Subdir(keys[i].bytes[0])));
+    if (fsync) KVTIER_RETURN_IF_ERROR(env->SyncDir(DiskBlockSubdir(root, keys[i].bytes[0])));
     return Status::Ok();
   });
 }
 
 Status RawRead(Env* env, const std::string& root, const std::vector<BlockKey>& keys,
                uint64_t max_size, uint32_t threads) {
-  disk::FolderLayout layout(root);
   std::vector<BlockBuffer> bufs;
   for (uint32_t t = 0; t < threads; ++t) {
     KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(max_size));
@@ -185,17 +140,18 @@ Status RawRead(Env* env, const std::string& root, const std::vector<BlockKey>& k
   }
   return Parallel(threads, keys.size(), [&](size_t i) -> Status {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
-                            env->OpenForRead(layout.BlockPath(keys[i]), {}));
+                            env->OpenForRead(DiskBlockPath(root, keys[i]), {}));
     BlockBuffer& buf = bufs[i % threads];
     KVTIER_ASSIGN_OR_RETURN(size_t n, f->ReadAt(0, buf.mutable_span().first(f->size())));
-    if (n != f->size()) return Status::IOError("short read of " + layout.BlockPath(keys[i]), 0);
+    if (n != f->size()) return Status::IOError("short read of " + DiskBlockPath(root, keys[i]), 0);
     return Status::Ok();
   });
 }
 
 int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   Env* env = Env::Default();
-  auto layout = BenchLayout(a);
+  auto layout = BenchLayout(a.layout_opt, a.layout, a.block_bytes_opt, a.block_bytes,
+                            uint64_t{4} << 30, "--block-bytes: must be 1..4294967296");
   if (!layout.ok()) return ReportError(flags, layout.status());
   if (a.blocks == 0) return ReportError(flags, Status::InvalidArgument("--blocks: must be > 0"));
   if (a.threads == 0 || a.threads > 256) {
@@ -251,8 +207,8 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   const std::string cache_dir = JoinPath(a.dir, "bench-cache." + tag);
   auto cleanup = [&] {
     if (a.keep) return;
-    (void)disk::RemoveTree(env, raw_dir, 4);
-    (void)disk::RemoveTree(env, cache_dir, 4);
+    (void)RemoveTree(env, raw_dir);
+    (void)RemoveTree(env, cache_dir);
   };
   auto fail = [&](const Status& s) {
     cleanup();
@@ -288,7 +244,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
 
   // Each phase returns its seconds. Writes start from an empty folder.
   auto raw_write = [&]() -> Result<double> {
-    (void)disk::RemoveTree(env, raw_dir, 4);
+    (void)RemoveTree(env, raw_dir);
     KVTIER_RETURN_IF_ERROR(MakeRawFolders(env, raw_dir));
     auto t0 = Clock::now();
     KVTIER_RETURN_IF_ERROR(RawWrite(env, raw_dir, keys, blocks, a.threads, fsync));
@@ -296,7 +252,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     return Seconds(t0, Clock::now());
   };
   auto our_write = [&]() -> Result<double> {
-    (void)disk::RemoveTree(env, cache_dir, 4);
+    (void)RemoveTree(env, cache_dir);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o, env));
     KVTIER_RETURN_IF_ERROR(env->SyncFileSystem(cache_dir));
     auto t0 = Clock::now();
@@ -327,13 +283,13 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     if (a.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
     // Recycled buffers, as the restore path's pool gives (every bench block
     // has the same size).
-    Mutex mu;
+    std::mutex mu;
     std::vector<BlockBuffer> free_bufs;
     std::atomic<uint64_t> hits{0};
     std::atomic<bool> failed{false};
     auto alloc = [&](size_t bytes) -> Result<BlockBuffer> {
       {
-        MutexLock l(&mu);
+        std::lock_guard<std::mutex> l(mu);
         if (!free_bufs.empty() && free_bufs.back().size() == bytes) {
           BlockBuffer b = std::move(free_bufs.back());
           free_bufs.pop_back();
@@ -348,7 +304,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
         return;
       }
       ++hits;
-      MutexLock l(&mu);
+      std::lock_guard<std::mutex> l(mu);
       free_bufs.push_back(std::move(**r));
     };
     auto t0 = Clock::now();

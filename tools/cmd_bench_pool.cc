@@ -35,10 +35,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_util.h"
 #include "command.h"
-#include "engine/file_tree.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/env.h"
+#include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
@@ -60,18 +61,6 @@ struct BenchPoolArgs {
   uint32_t load_threads = CacheOptions{}.load_threads;
   uint32_t read_threads = DiskTierOptions{}.read_threads;
 };
-
-Status DropCaches() {
-  ::sync();
-  std::ofstream f("/proc/sys/vm/drop_caches");
-  f << "3\n";
-  f.flush();
-  if (!f) {
-    return Status::FailedPrecondition(
-        "--drop-caches: cannot write /proc/sys/vm/drop_caches (needs root)");
-  }
-  return Status::Ok();
-}
 
 // Every block file of `keys` under `dir` (the disk tier's hashed
 // subfolders, walked through the Env; files are named by key hex).
@@ -457,7 +446,7 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
     nlohmann::json out = nlohmann::json::object();
     Status s = RunBench(b, &out);
     if (!temp.empty()) {
-      Status rm = engine::RemoveTree(b.env, temp);
+      Status rm = RemoveTree(b.env, temp);
       if (!rm.ok())
         std::cerr << "kvtier: could not remove " << temp << ": " << rm.message() << "\n";
     }

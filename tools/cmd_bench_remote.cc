@@ -14,9 +14,9 @@
 //             EXISTS + SET (parts in MULTI/EXEC), values sent with writev;
 //   get       LoadBuffers() in batches of B keys (default 16), as the cache
 //             reads remote hits: each value read from the socket straight
-//             into an exact-size buffer from a BufferPool (recycled, so not
-//             page-faulted again) and verified (structure, key, signature,
-//             checksum), then dropped;
+//             into an exact-size buffer from RecycledReadBuffers (the
+//             cache's recycled buffers, so not page-faulted again) and
+//             verified (structure, key, signature, checksum), then dropped;
 //   exists    Exists() of all M keys at once (one round trip), per key.
 // The phases run --rounds times (default 2), alternating which side goes
 // first; each side's best round is reported. Keys are fresh per round and
@@ -34,13 +34,14 @@
 #include <cstring>
 #include <iostream>
 
-#include "cache/buffer_pool.h"
+#include "bench_util.h"
 #include "command.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "kvtier/read_buffers.h"
+#include "kvtier/redis_url.h"
 #include "kvtier/remote_tier.h"
-#include "remote/redis_url.h"
 #include "synth/block_generator.h"
 
 namespace kvtier::cli {
@@ -56,39 +57,6 @@ struct BenchRemoteArgs {
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
 };
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-Result<ModelLayout> BenchLayout(const BenchRemoteArgs& a) {
-  const bool has_layout = a.layout_opt->count() > 0;
-  const bool has_bytes = a.block_bytes_opt->count() > 0;
-  if (has_layout == has_bytes) {
-    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
-  }
-  if (has_layout) return ModelLayout::Resolve(Env::Default(), a.layout);
-  if (a.block_bytes == 0 || a.block_bytes > (uint64_t{511} << 20)) {
-    return Status::InvalidArgument(
-        "--block-bytes: must be 1..535822336 (Redis strings are at "
-        "most 512 MiB, and the raw loop stores a block whole)");
-  }
-  ModelLayout l;
-  l.name = "bytes";
-  l.block_tokens = 1;
-  LayerSpec layer;
-  layer.cache_type = "raw";
-  TensorSpec t;
-  t.role = "bytes";
-  t.dtype = DType::kU8;
-  t.shape = {a.block_bytes};
-  layer.states.push_back(t);
-  l.layers.push_back(layer);
-  KVTIER_RETURN_IF_ERROR(l.Validate());
-  return l;
-}
 
 // The raw side: a blocking socket and the least RESP that does the job.
 class RawSocket {
@@ -247,7 +215,10 @@ class RawSocket {
 
 int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   auto fail = [&](const Status& s) { return ReportError(flags, s, kExitFailure); };
-  Result<ModelLayout> layout = BenchLayout(a);
+  Result<ModelLayout> layout =
+      BenchLayout(a.layout_opt, a.layout, a.block_bytes_opt, a.block_bytes, uint64_t{511} << 20,
+                  "--block-bytes: must be 1..535822336 (Redis strings are at "
+                  "most 512 MiB, and the raw loop stores a block whole)");
   if (!layout.ok()) return ReportError(flags, layout.status());
   if (a.blocks == 0 || a.blocks > 1'000'000) {
     return ReportError(flags, Status::InvalidArgument("--blocks: must be 1..1000000"));
@@ -293,8 +264,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   };
 
   // Where hits land, as in the cache: recycled, already faulted-in buffers.
-  std::shared_ptr<cache_internal::BufferPool> buffers =
-      cache_internal::BufferPool::Create(uint64_t{a.batch} * max_size * 2);
+  const ReadBufferAllocator buffers = RecycledReadBuffers(uint64_t{a.batch} * max_size * 2);
   std::unique_ptr<RemoteTier> tier;
   auto open_tier = [&]() -> Status {
     o.key_prefix = tier_prefix();
@@ -335,11 +305,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     for (size_t begin = 0; begin < keys.size(); begin += a.batch) {
       std::span<const BlockKey> batch(keys.data() + begin,
                                       std::min<size_t>(a.batch, keys.size() - begin));
-      tier->LoadBuffers(
-          batch, [&](size_t bytes) { return buffers->Take(bytes); },
-          [&](size_t, Result<std::optional<BlockBuffer>> r) {
-            hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
-          });
+      tier->LoadBuffers(batch, buffers, [&](size_t, Result<std::optional<BlockBuffer>> r) {
+        hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
+      });
     }
     const double secs = Seconds(t0, Clock::now());
     if (hits != keys.size()) {

@@ -15,8 +15,8 @@
 //   "bytes_freed"}
 #include <iostream>
 
-#include "cache_folder.h"
 #include "command.h"
+#include "folder_flags.h"
 
 namespace kvtier::cli {
 namespace {

@@ -8,6 +8,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "token_list.h"
 
 namespace kvtier::cli {
 namespace {

@@ -14,8 +14,8 @@
 #include <iostream>
 #include <tuple>
 
-#include "cache_folder.h"
 #include "command.h"
+#include "folder_flags.h"
 
 namespace kvtier::cli {
 namespace {

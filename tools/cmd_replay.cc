@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "command.h"
-#include "host/eviction_policy.h"
 #include "kvtier/env.h"
+#include "kvtier/eviction_policy.h"
 #include "kvtier/layout.h"
 #include "kvtier/remote_tier.h"
 #include "replay/real_replayer.h"

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "command.h"
-#include "host/eviction_policy.h"
 #include "kvtier/env.h"
+#include "kvtier/eviction_policy.h"
 #include "kvtier/layout.h"
 #include "replay/sweep.h"
 #include "replay/sweep_plot.h"

@@ -13,8 +13,8 @@
 //   --prometheus: the same as Prometheus gauges (kvtier_disk_*).
 #include <iostream>
 
-#include "cache_folder.h"
 #include "command.h"
+#include "folder_flags.h"
 
 namespace kvtier::cli {
 namespace {

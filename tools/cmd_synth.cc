@@ -26,7 +26,7 @@
 #include <iostream>
 #include <memory>
 
-#include "cache_folder.h"
+#include "cache_synth.h"
 #include "command.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
@@ -34,6 +34,7 @@
 #include "kvtier/layout.h"
 #include "remote_synth.h"
 #include "synth/block_generator.h"
+#include "token_list.h"
 
 namespace kvtier::cli {
 namespace {

@@ -15,8 +15,8 @@
 #include <memory>
 #include <optional>
 
-#include "cache_folder.h"
 #include "command.h"
+#include "folder_flags.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"

@@ -61,9 +61,6 @@ int ReportError(const CommonFlags& flags, const Status& status, int exit_code = 
 // Prints a JSON object (pretty with --json? no: one line) to stdout.
 void PrintJson(const nlohmann::json& j);
 
-// Parses "1,2,3" into token ids; InvalidArgument names the bad item.
-Result<std::vector<uint32_t>> ParseTokenList(const std::string& text);
-
 }  // namespace kvtier::cli
 
 #endif  // KVTIER_TOOLS_COMMAND_H_

@@ -1,158 +1,17 @@
-// kvtier: the command-line tool (DESIGN.md §6).
-#include <algorithm>
-#include <cerrno>
-#include <charconv>
-#include <cstdio>
-#include <filesystem>
+// kvtier: the command-line tool (DESIGN.md §6). main() only dispatches:
+// each subcommand registers itself from its tools/cmd_<name>.cc
+// (command.h), and the rules every option follows are option_rules.h's.
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
-#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "command.h"
-
-namespace kvtier::cli {
-
-std::vector<CommandInfo>& CommandRegistry() {
-  static std::vector<CommandInfo> registry;
-  return registry;
-}
-
-int ReportError(const CommonFlags& flags, const Status& status, int exit_code) {
-  if (flags.json) {
-    PrintJson({{"error", status.message()}, {"code", std::string(StatusCodeName(status.code()))}});
-  }
-  std::cerr << "kvtier: " << status.message() << "\n";
-  return exit_code;
-}
-
-void PrintJson(const nlohmann::json& j) {
-  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-}
-
-Result<std::vector<uint32_t>> ParseTokenList(const std::string& text) {
-  // Ids are separated by commas and/or whitespace (token files hold one id a
-  // line or comma lists). Empty or blank text is zero tokens; a comma with no
-  // id before it is an error; one trailing comma is allowed.
-  auto is_space = [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-  };
-  std::vector<uint32_t> out;
-  const size_t n = text.size();
-  size_t pos = 0;
-  bool after_comma = false;
-  while (true) {
-    while (pos < n && is_space(text[pos])) ++pos;
-    if (pos == n) break;
-    if (text[pos] == ',') {
-      if (out.empty() || after_comma) {
-        return Status::InvalidArgument("empty token id at offset " + std::to_string(pos));
-      }
-      after_comma = true;
-      ++pos;
-      continue;
-    }
-    const size_t start = pos;
-    while (pos < n && text[pos] != ',' && !is_space(text[pos])) ++pos;
-    std::string_view item(text.data() + start, pos - start);
-    uint64_t v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec != std::errc() || p != item.data() + item.size() || v > UINT32_MAX) {
-      return Status::InvalidArgument("bad token id '" + std::string(item.substr(0, 40)) +
-                                     "' at offset " + std::to_string(start) +
-                                     " (expected an integer 0..4294967295)");
-    }
-    out.push_back(static_cast<uint32_t>(v));
-    after_comma = false;
-  }
-  return out;
-}
-
-namespace {
-
-// CLI11 reads integer options with strtoull/strtoll, base 0: "-5" wraps to
-// 2^64 - 5 in an unsigned option, "010" is octal, "0x10" hex, " 5" is 5.
-// Every integer option of every command takes plain decimal instead, and a
-// value that does not fit is refused with its name, not wrapped or clamped.
-CLI::Validator DecimalInteger(bool allow_negative) {
-  return CLI::Validator(
-      [allow_negative](std::string& text) -> std::string {
-        std::string_view digits = text;
-        const bool negative = allow_negative && !digits.empty() && digits[0] == '-';
-        if (negative) digits.remove_prefix(1);
-        const bool all_digits =
-            !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
-        const std::string shown = "'" + text.substr(0, 40) + (text.size() > 40 ? "...'" : "'");
-        if (!all_digits) {
-          return std::string(allow_negative ? "expected a decimal integer"
-                                            : "expected a non-negative decimal integer") +
-                 ", got " + shown;
-        }
-        bool fits = false;
-        if (allow_negative) {
-          int64_t v = 0;
-          auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-          fits = ec == std::errc() && p == text.data() + text.size();
-        } else {
-          uint64_t v = 0;
-          auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-          fits = ec == std::errc() && p == digits.data() + digits.size();
-        }
-        if (!fits) return shown + " is too large";
-        // CLI11 converts with base 0, where a leading 0 means octal.
-        const size_t zeros = std::min(digits.find_first_not_of('0'), digits.size() - 1);
-        text = (negative ? "-" : "") + std::string(digits.substr(zeros));
-        return std::string();
-      },
-      "", "decimal");
-}
-
-// A folder option given as a symlink to a folder means that folder. The
-// library judges paths with lstat (so that a symlinked block file is never
-// followed) and would refuse the link itself; the CLI resolves it once.
-std::string FollowFolderLink(std::string path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_symlink(fs::symlink_status(path, ec)) || ec) return path;
-  fs::path target = fs::canonical(path, ec);
-  if (ec || !fs::is_directory(target, ec) || ec) return path;
-  return target.string();
-}
-
-// The folder options of every command (ls, stats, gc and verify take their
-// folder as an argument and follow links themselves, keeping the name the
-// user gave in what they print).
-constexpr std::string_view kFolderOptions[] = {"--dir", "--cache", "--out", "--disk-dir"};
-
-void FollowFolderLinks(CLI::App* app) {
-  for (CLI::Option* opt : app->get_options()) {
-    for (std::string_view name : kFolderOptions) {
-      if (opt->check_name(std::string(name))) {
-        opt->transform([](std::string path) { return FollowFolderLink(std::move(path)); }, "",
-                       "folder");
-      }
-    }
-  }
-  for (CLI::App* sub : app->get_subcommands({})) FollowFolderLinks(sub);
-}
-
-void RequireDecimalIntegers(CLI::App* app) {
-  for (CLI::Option* opt : app->get_options()) {
-    const std::string type = opt->get_type_name();
-    // A transform (check() would discard the normalized text), placed first
-    // so that range checks see plain decimal.
-    if (type.rfind("UINT", 0) == 0) {
-      opt->transform(DecimalInteger(/*allow_negative=*/false));
-    } else if (type.rfind("INT", 0) == 0) {
-      opt->transform(DecimalInteger(/*allow_negative=*/true));
-    }
-  }
-  for (CLI::App* sub : app->get_subcommands({})) RequireDecimalIntegers(sub);
-}
-
-}  // namespace
-}  // namespace kvtier::cli
+#include "option_rules.h"
 
 int main(int argc, char** argv) {
   using namespace kvtier::cli;

@@ -15,7 +15,7 @@
 #include "kvtier/block_pool.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
-#include "remote/remote_test_util.h"
+#include "testing/raw_redis.h"
 #include "testing/redis_server.h"
 #include "testing/status_matchers.h"
 
@@ -32,6 +32,12 @@ std::string UrlFor(Where w) {
       w == Where::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
   EXPECT_TRUE(u.ok()) << u.status().ToString();
   return u.ok() ? *u : "";
+}
+
+// A layout whose blocks span several of the remote tier's 4 KiB parts
+// (about 20 KiB of data).
+ModelLayout MultiPartLayout() {
+  return ModelLayout::Attention("multipart", 2, 2, 80, DType::kF16, 32);
 }
 
 std::string TestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
@@ -255,7 +261,7 @@ TEST_P(CacheRemoteTest, MatchMixesLocalAndRemote) {
 // must read, for every key, exactly one of the two blocks (or a counted
 // miss, should the server have lost one): never a mix of parts.
 TEST_P(CacheRemoteTest, ConcurrentWritersOfDifferentBytesNeverMix) {
-  const ModelLayout layout = remote::MultiPartLayout();
+  const ModelLayout layout = MultiPartLayout();
   constexpr size_t kBlocks = 24;
   const std::vector<BlockKey> keys = Keys(300, kBlocks);
   ClockEnv env_a(Env::Default(), 0);
@@ -334,7 +340,7 @@ TEST_P(CacheRemoteTest, CorruptValueIsACountedMissAndIsDeleted) {
 
   // Key 0 holds key 1's block; key 1 holds its block with one data byte
   // changed (right size and header, wrong checksum).
-  remote::RawRedis raw(url_);
+  testing::RawRedis raw(url_);
   auto name = [&](const BlockKey& k) { return prefix_ + "{" + k.Hex() + "}"; };
   std::string other(reinterpret_cast<const char*>(blocks[1]->data()), blocks[1]->size());
   ASSERT_EQ(raw.Run({"SET", name(keys[0]), other}), "status:OK");
@@ -445,7 +451,7 @@ TEST_P(CacheRemoteTest, EngineRecomputesPastADamagedRemoteBlock) {
   ASSERT_EQ(a.cache->Match(keys).blocks, 3u);
 
   // Block 1's value: one data byte changed (its checksum no longer holds).
-  remote::RawRedis raw(url_);
+  testing::RawRedis raw(url_);
   const std::string name = prefix_ + "{" + keys[1].Hex() + "}";
   std::string value = raw.Run({"GET", name});
   ASSERT_TRUE(value.starts_with("str:"));
@@ -572,7 +578,7 @@ TEST(CacheRemoteOptionsTest, ValidateNamesRemoteFields) {
   EXPECT_THAT(o.Validate(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("CacheOptions.remote.url")));
   o.remote->url = "redis://127.0.0.1:1";
-  o.remote->layout = remote::MultiPartLayout();
+  o.remote->layout = MultiPartLayout();
   EXPECT_THAT(o.Validate(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("CacheOptions.remote.layout")));
   o.remote->layout = TinyLayout();

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "capi/cache_spec.h"
+#include "bindings/cache_spec.h"
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"

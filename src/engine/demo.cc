@@ -10,9 +10,9 @@
 
 #include "engine/demo_script.h"
 #include "engine/engine.h"
-#include "engine/file_tree.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/env.h"
+#include "kvtier/file_tree.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
 

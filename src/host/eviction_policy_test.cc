@@ -1,4 +1,4 @@
-#include "host/eviction_policy.h"
+#include "kvtier/eviction_policy.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

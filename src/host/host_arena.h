@@ -26,7 +26,7 @@
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
-#include "host/eviction_policy.h"
+#include "kvtier/eviction_policy.h"
 #include "kvtier/host_tier.h"
 
 namespace kvtier::host_internal {

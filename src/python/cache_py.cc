@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "capi/cache_spec.h"
+#include "bindings/cache_spec.h"
 #include "kvtier/block_file.h"
 #include "kvtier/tiered_cache.h"
 #include "python/codec_py.h"

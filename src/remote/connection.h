@@ -27,9 +27,9 @@
 #include <string_view>
 
 #include "kvtier/env.h"
+#include "kvtier/redis_url.h"
 #include "kvtier/status.h"
 #include "remote/counters.h"
-#include "remote/redis_url.h"
 #include "remote/resp_reader.h"
 
 namespace kvtier::remote {

@@ -20,10 +20,10 @@
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
+#include "kvtier/redis_url.h"
 #include "remote/circuit_breaker.h"
 #include "remote/connection_pool.h"
 #include "remote/key_slot.h"
-#include "remote/redis_url.h"
 
 namespace kvtier::remote {
 

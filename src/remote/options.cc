@@ -1,6 +1,6 @@
 // RemoteTierOptions::Validate().
+#include "kvtier/redis_url.h"
 #include "kvtier/remote_tier.h"
-#include "remote/redis_url.h"
 
 namespace kvtier {
 namespace {

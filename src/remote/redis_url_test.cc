@@ -1,4 +1,4 @@
-#include "remote/redis_url.h"
+#include "kvtier/redis_url.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

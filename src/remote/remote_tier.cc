@@ -8,12 +8,12 @@
 #include <new>
 #include <thread>
 
+#include "kvtier/redis_url.h"
 #include "remote/batch_runner.h"
 #include "remote/block_reader.h"
 #include "remote/block_writer.h"
 #include "remote/counters.h"
 #include "remote/node_table.h"
-#include "remote/redis_url.h"
 #include "remote/router.h"
 #include "remote/value_layout.h"
 #include "remote/write_queue.h"

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvtier/redis_url.h"
 #include "kvtier/status.h"
-#include "remote/redis_url.h"
 
 namespace kvtier::remote {
 

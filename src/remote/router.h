@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "kvtier/env.h"
+#include "kvtier/redis_url.h"
 #include "kvtier/status.h"
 #include "remote/counters.h"
 #include "remote/node_table.h"
-#include "remote/redis_url.h"
 
 namespace kvtier::remote {
 

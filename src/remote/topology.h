@@ -11,9 +11,9 @@
 
 #include <vector>
 
+#include "kvtier/redis_url.h"
 #include "kvtier/status.h"
 #include "remote/node_table.h"
-#include "remote/redis_url.h"
 #include "remote/resp_reader.h"
 
 namespace kvtier::remote {

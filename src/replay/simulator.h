@@ -26,7 +26,7 @@
 #include <span>
 #include <unordered_map>
 
-#include "host/eviction_policy.h"
+#include "kvtier/eviction_policy.h"
 #include "replay/trace_reader.h"
 
 namespace kvtier::replay {

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "host/eviction_policy.h"
 #include "kvtier/env.h"
+#include "kvtier/eviction_policy.h"
 #include "kvtier/layout.h"
 #include "replay/simulator.h"
 #include "replay/trace_reader.h"

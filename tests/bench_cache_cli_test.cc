@@ -24,13 +24,16 @@ struct CliRun {
 
 CliRun RunCli(const std::string& args) {
   CliRun r;
-  // $KVTIER_CLI, else the `kvtier` built next to this test binary.
+  // $KVTIER_CLI, else the `kvtier` in the build folder above this test
+  // binary's (tests/integration_test).
   std::string cli;
   if (const char* env = std::getenv("KVTIER_CLI"); env != nullptr && *env != '\0') {
     cli = env;
   } else {
     std::error_code ec;
-    cli = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kvtier").string();
+    cli =
+        (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "kvtier")
+            .string();
   }
   if (!std::filesystem::exists(cli)) {
     ADD_FAILURE() << "no kvtier binary at " << cli << " (build kvtier_cli)";

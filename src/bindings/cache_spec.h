@@ -1,11 +1,12 @@
 // CacheSpec: the options the C API and the Python module open a cache with
 // (DESIGN.md §8: layout, host_bytes, disk_dir, remote), and the one place
 // that turns them into a TieredCache. The C API reads them from JSON, the
-// Python module from keyword arguments; both then call OpenCache().
+// Python module from keyword arguments; both then call OpenCache(). It lives
+// in src/bindings/, the one component both bindings may include.
 //
 // Thread safety: plain values and a free function.
-#ifndef KVTIER_CAPI_CACHE_SPEC_H_
-#define KVTIER_CAPI_CACHE_SPEC_H_
+#ifndef KVTIER_BINDINGS_CACHE_SPEC_H_
+#define KVTIER_BINDINGS_CACHE_SPEC_H_
 
 #include <cstdint>
 #include <memory>
@@ -52,4 +53,4 @@ Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec
 
 }  // namespace kvtier::bindings
 
-#endif  // KVTIER_CAPI_CACHE_SPEC_H_
+#endif  // KVTIER_BINDINGS_CACHE_SPEC_H_

@@ -1,4 +1,4 @@
-#include "capi/cache_spec.h"
+#include "bindings/cache_spec.h"
 
 #include <limits>
 #include <nlohmann/json.hpp>

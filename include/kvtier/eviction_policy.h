@@ -1,8 +1,11 @@
-// EvictionList: entries kept in eviction order under an HostEvictionPolicy.
+// HostEvictionPolicy's names, and EvictionList: entries kept in eviction
+// order under a HostEvictionPolicy.
 //
-// Shared by the host tier (host_arena.h, whose entries are real blocks) and
-// the metadata-only trace simulator (src/replay/, whose entries are trace
-// block ids), so that both evict exactly the same way.
+// Shared by the host tier (src/host/host_arena.h, whose entries are real
+// blocks) and the metadata-only trace simulator (src/replay/, whose entries
+// are trace block ids), so that both evict exactly the same way: public so
+// that the layers above the host tier can run the very code it runs.
+// host_internal is not for applications and may change in any release.
 //
 // The order is one std::list, front = next victim:
 //
@@ -21,8 +24,8 @@
 //
 // Thread safety: none; the owner serialises calls (the host arena holds its
 // mutex for every call).
-#ifndef KVTIER_HOST_EVICTION_POLICY_H_
-#define KVTIER_HOST_EVICTION_POLICY_H_
+#ifndef KVTIER_EVICTION_POLICY_H_
+#define KVTIER_EVICTION_POLICY_H_
 
 #include <cassert>
 #include <cstddef>
@@ -187,4 +190,4 @@ class EvictionList {
 }  // namespace host_internal
 }  // namespace kvtier
 
-#endif  // KVTIER_HOST_EVICTION_POLICY_H_
+#endif  // KVTIER_EVICTION_POLICY_H_

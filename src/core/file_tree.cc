@@ -1,8 +1,8 @@
-#include "engine/file_tree.h"
+#include "kvtier/file_tree.h"
 
 #include <vector>
 
-namespace kvtier::engine {
+namespace kvtier {
 
 namespace {
 
@@ -36,4 +36,4 @@ Result<bool> IsEmptyDir(Env* env, const std::string& path) {
   return names.empty();
 }
 
-}  // namespace kvtier::engine
+}  // namespace kvtier

@@ -13,12 +13,12 @@
 #include <sstream>
 #include <string>
 
-#include "engine/engine_test_util.h"
+#include "testing/temp_dir.h"
 
-namespace kvtier::engine {
+namespace kvtier {
 namespace {
 
-using ::kvtier::engine::testing::TempDir;
+using ::kvtier::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -30,11 +30,14 @@ struct Ran {
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // $KVTIER_CLI (ctest sets it), else the `kvtier` built next to this test.
+    // $KVTIER_CLI (ctest sets it), else the `kvtier` in the build folder
+    // above this test's (tests/integration_test).
     if (const char* cli = std::getenv("KVTIER_CLI"); cli != nullptr && *cli != '\0') {
       cli_ = cli;
     } else {
-      cli_ = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kvtier").string();
+      cli_ =
+          (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "kvtier")
+              .string();
     }
     ASSERT_TRUE(std::filesystem::exists(cli_)) << cli_ << " not found: set KVTIER_CLI";
   }
@@ -166,4 +169,4 @@ TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
 }
 
 }  // namespace
-}  // namespace kvtier::engine
+}  // namespace kvtier

@@ -5,10 +5,12 @@
 //
 // host is a name, an IPv4 address or a bracketed IPv6 address ([::1]).
 // User and password may hold percent-escapes (%40 for '@', %3A for ':').
+// Public so that a tool or a test can reach the server a RemoteTierOptions
+// URL names (`kvtier bench remote`'s raw loop, testing/raw_redis.h).
 //
 // Thread safety: pure functions on values.
-#ifndef KVTIER_REMOTE_REDIS_URL_H_
-#define KVTIER_REMOTE_REDIS_URL_H_
+#ifndef KVTIER_REDIS_URL_H_
+#define KVTIER_REDIS_URL_H_
 
 #include <cstdint>
 #include <string>
@@ -52,4 +54,4 @@ Result<NodeAddress> ParseHostPort(std::string_view text);
 
 }  // namespace kvtier::remote
 
-#endif  // KVTIER_REMOTE_REDIS_URL_H_
+#endif  // KVTIER_REDIS_URL_H_

@@ -1,9 +1,10 @@
 // Flags shared by the commands that work on cache folders.
-#include "cache_folder.h"
+#include "folder_flags.h"
 
 #include <charconv>
 
 #include "kvtier/env.h"
+#include "kvtier/layout.h"
 
 namespace kvtier::cli {
 

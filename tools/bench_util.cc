@@ -1,0 +1,54 @@
+#include "bench_util.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "kvtier/env.h"
+
+namespace kvtier::cli {
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+Result<ModelLayout> BenchLayout(const CLI::Option* layout_opt, const std::string& layout,
+                                const CLI::Option* block_bytes_opt, uint64_t block_bytes,
+                                uint64_t max_block_bytes, const std::string& range_error) {
+  const bool has_layout = layout_opt->count() > 0;
+  const bool has_bytes = block_bytes_opt->count() > 0;
+  if (has_layout == has_bytes) {
+    return Status::InvalidArgument("give exactly one of --layout or --block-bytes");
+  }
+  if (has_layout) return ModelLayout::Resolve(Env::Default(), layout);
+  if (block_bytes == 0 || block_bytes > max_block_bytes) {
+    return Status::InvalidArgument(range_error);
+  }
+  ModelLayout l;
+  l.name = "bytes";
+  l.block_tokens = 1;
+  LayerSpec layer;
+  layer.cache_type = "raw";
+  TensorSpec t;
+  t.role = "bytes";
+  t.dtype = DType::kU8;
+  t.shape = {block_bytes};
+  layer.states.push_back(t);
+  l.layers.push_back(layer);
+  KVTIER_RETURN_IF_ERROR(l.Validate());
+  return l;
+}
+
+Status DropCaches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  f.flush();
+  if (!f) {
+    return Status::FailedPrecondition(
+        "--drop-caches: cannot write /proc/sys/vm/drop_caches (needs root)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvtier::cli

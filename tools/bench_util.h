@@ -1,0 +1,38 @@
+// What the `kvtier bench` commands (tools/cmd_bench_*.cc) share: their
+// clock, the block layout of --layout P | --block-bytes N, and dropping the
+// page cache before a cold read.
+//
+// Thread safety: plain functions.
+#ifndef KVTIER_TOOLS_BENCH_UTIL_H_
+#define KVTIER_TOOLS_BENCH_UTIL_H_
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier::cli {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds from `a` to `b`.
+double Seconds(Clock::time_point a, Clock::time_point b);
+
+// The layout of exactly one of --layout P (`layout_opt`, resolved through
+// the default Env) and --block-bytes N (`block_bytes_opt`): a one-tensor U8
+// layout whose data section is N bytes. N outside 1..max_block_bytes is
+// InvalidArgument(range_error).
+Result<ModelLayout> BenchLayout(const CLI::Option* layout_opt, const std::string& layout,
+                                const CLI::Option* block_bytes_opt, uint64_t block_bytes,
+                                uint64_t max_block_bytes, const std::string& range_error);
+
+// Writes back dirty pages and drops the page cache (needs root:
+// FailedPrecondition naming --drop-caches otherwise).
+Status DropCaches();
+
+}  // namespace kvtier::cli
+
+#endif  // KVTIER_TOOLS_BENCH_UTIL_H_
