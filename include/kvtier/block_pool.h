@@ -27,6 +27,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
 #include "kvtier/slot_memory.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -166,9 +167,8 @@ struct DensePoolOptions {
 
 struct PoolStats {
   PoolMode mode = PoolMode::kPaged;
-#define KVTIER_POOL_STATS_FIELD(name, kind, help) uint64_t name = 0;
-  KVTIER_POOL_STATS(KVTIER_POOL_STATS_FIELD)
-#undef KVTIER_POOL_STATS_FIELD
+  KVTIER_POOL_STATS(KVTIER_STATS_FIELD)
+  KVTIER_STATS_FOR_EACH(KVTIER_POOL_STATS)
 };
 
 // What AllocateAsync reports.

@@ -59,5 +59,32 @@ TEST(PoolStatsTest, EveryNumberStartsAtZero) {
 #undef KVTIER_POOL_STATS_ZERO
 }
 
+// ForEachMetric (kvtier/stats_table.h) walks the same table with each
+// field's value, as the other tiers' stats do.
+TEST(PoolStatsTest, ForEachMetricWalksTheTable) {
+  PoolStats s;
+  s.blocks_total = 7;
+  s.load_misses = 3;
+  std::vector<std::string> names;
+  uint64_t sum = 0;
+  s.ForEachMetric([&](const MetricInfo& m, uint64_t v) {
+    names.emplace_back(m.name);
+    sum += v;
+    EXPECT_EQ(m.kind == MetricKind::kGauge, m.name == "blocks_total" || m.name == "bytes_used" ||
+                                                m.name == "bytes_capacity" ||
+                                                m.name == "blocks_free" ||
+                                                m.name == "blocks_cached" ||
+                                                m.name == "sequences" ||
+                                                m.name == "packed_layers" ||
+                                                m.name == "offloaded_blocks" ||
+                                                m.name == "offloaded_sequences")
+        << m.name;
+  });
+  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.front(), "bytes_used");
+  EXPECT_EQ(names.back(), "load_misses");
+  EXPECT_EQ(sum, 10u);
+}
+
 }  // namespace
 }  // namespace kvtier
