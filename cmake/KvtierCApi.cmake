@@ -14,7 +14,9 @@ target_link_libraries(kvtier_bindings_common PUBLIC ${KVTIER_LIBRARY_COMPONENTS}
                                              PRIVATE nlohmann_json::nlohmann_json)
 
 set(_kvtier_c_map ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.map)
-add_library(kvtier_c SHARED ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.cc)
+add_library(kvtier_c SHARED ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.cc
+                            ${PROJECT_SOURCE_DIR}/src/capi/block_codec_c.cc
+                            ${PROJECT_SOURCE_DIR}/src/capi/keys_c.cc)
 kvtier_include_root(capi)
 target_include_directories(kvtier_c PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
@@ -39,5 +41,15 @@ if(KVTIER_BUILD_TESTS)
                                               C_EXTENSIONS OFF)
   add_test(NAME c_api COMMAND c_api_test)
   set_tests_properties(c_api PROPERTIES
+    ENVIRONMENT_MODIFICATION "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>")
+  # The block codec, namespaced keys and shards, the same way (Redis when
+  # KVTIER_TEST_REDIS_URL is set, as scripts/test does).
+  add_executable(c_codec_test ${PROJECT_SOURCE_DIR}/src/capi/c_codec_test.c)
+  target_link_libraries(c_codec_test PRIVATE kvtier_c)
+  target_compile_options(c_codec_test PRIVATE -Wall -Wextra -Werror)
+  set_target_properties(c_codec_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                                C_EXTENSIONS OFF)
+  add_test(NAME c_codec COMMAND c_codec_test)
+  set_tests_properties(c_codec PROPERTIES
     ENVIRONMENT_MODIFICATION "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>")
 endif()

@@ -83,6 +83,39 @@ def rand_text(rng, lo, hi, unicode_ok=True):
     return s
 
 
+DTYPES = ["F16", "BF16", "F32", "F64", "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64",
+          "BOOL", "F8_E4M3", "F8_E5M2"]
+NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+
+
+def rand_layers(rng, bt):
+    """Random layers for a well-formed signature (`kvtier key --signature`
+    refuses any other form)."""
+    def name():
+        return "".join(rng.choice(NAME_CHARS) for _ in range(rng.randint(1, 12)))
+
+    kinds = []
+    for _ in range(rng.randint(1, 3)):
+        states = [(name(), rng.choice(DTYPES),
+                   [rng.choice([bt, rng.randint(1, 300)]) for _ in range(rng.randint(1, 3))])
+                  for _ in range(rng.randint(1, 3))]
+        kinds.append((name(), states))
+    layers = []
+    for _ in range(rng.randint(1, 6)):
+        layers += [rng.choice(kinds)] * rng.randint(1, 4)
+    return layers
+
+
+def rand_shard(rng):
+    """A canonical shard: fields tp, pp, cp in order, sizes >= 2."""
+    fields = []
+    for f in ("tp", "pp", "cp"):
+        if rng.random() < 0.5:
+            size = rng.choice([2, 4, 8, 16, rng.randint(2, 2**32 - 1)])
+            fields.append("%s=%d/%d" % (f, rng.randrange(size), size))
+    return ";".join(fields)
+
+
 def rand_tokens(rng, bt):
     kind = rng.random()
     if kind < 0.1:
@@ -170,7 +203,7 @@ def random_cases(runner, rng, count, tmp):
         args = ["--model", model]
         mode = rng.random()
         if mode < 0.6:
-            sig = rand_text(rng, 1, 120)
+            sig = signature(bt, rand_layers(rng, bt))
             args += ["--signature", sig, "--block-tokens", str(bt)]
         elif mode < 0.8:
             preset = rng.choice(sorted(PRESETS))
@@ -193,6 +226,9 @@ def random_cases(runner, rng, count, tmp):
             args += ["--adapter", adapter]
         if extra:
             args += ["--extra", extra]
+        shard = rand_shard(rng) if rng.random() < 0.4 else ""
+        if shard:
+            args += ["--shard", shard]
         tokens = rand_tokens(rng, bt)
         if rng.random() < 0.5:
             args += ["--tokens", ",".join(str(t) for t in tokens)]
@@ -201,31 +237,52 @@ def random_cases(runner, rng, count, tmp):
             with open(path, "w") as f:
                 f.write(format_tokens_file(rng, tokens))
             args += ["--tokens-file", path]
-        ns = ns_key(model, sig, bt, salt.encode(), adapter, extra.encode())
+        ns = ns_key(model, sig, bt, salt.encode(), adapter, extra.encode(), shard)
         runner.expect_keys("random case %d" % case, args, ns, chain(ns, tokens, bt),
                            rng.random() < 0.5)
 
 
+# A well-formed signature with bt=4 (the CLI refuses made-up ones like "s",
+# which the library and the vectors of docs/block-key.md accept).
+SIG4 = signature(4, preset_layers("tiny", 4))
+
+
 def fixed_cases(runner, tmp):
     # Whitespace-only and empty token input is zero tokens.
-    ns = ns_key("m", "s", 4)
-    runner.expect_keys("empty --tokens", ["--model", "m", "--signature", "s", "--block-tokens",
+    ns = ns_key("m", SIG4, 4)
+    runner.expect_keys("empty --tokens", ["--model", "m", "--signature", SIG4, "--block-tokens",
                                           "4", "--tokens", ""], ns, [], True)
     blank = os.path.join(tmp, "blank.txt")
     with open(blank, "w") as f:
         f.write(" \n\t\n")
-    runner.expect_keys("blank --tokens-file", ["--model", "m", "--signature", "s",
+    runner.expect_keys("blank --tokens-file", ["--model", "m", "--signature", SIG4,
                                                "--block-tokens", "4", "--tokens-file", blank],
                        ns, [], False)
-    # The documented vector "basic" (docs/block-key.md).
+    # The tokens of the documented vector "basic" (docs/block-key.md).
     toks = list(range(1, 11))
-    runner.expect_keys("basic vector", ["--model", "m", "--signature", "s", "--block-tokens", "4",
+    runner.expect_keys("basic vector", ["--model", "m", "--signature", SIG4, "--block-tokens", "4",
                                         "--tokens", "1,2,3,4,5,6,7,8,9,10"],
                        ns, chain(ns, toks, 4), True)
+    # The documented shard vectors' form, through --shard (tiny's signature).
+    for shard in ("tp=1/2", "tp=3/8;pp=0/2;cp=1/4", "pp=1/4"):
+        sig = signature(16, preset_layers("tiny", 16))
+        sns = ns_key("tiny-model", sig, 16, shard=shard)
+        runner.expect_keys("--shard " + shard,
+                           ["--model", "tiny-model", "--layout", "tiny", "--shard", shard,
+                            "--tokens", ",".join(str(t) for t in range(1, 36))],
+                           sns, chain(sns, list(range(1, 36)), 16), True)
+    # Fewer tokens than a block: no keys, exit 0, and a note on stderr.
+    r = runner.run(["--model", "m", "--signature", SIG4, "--block-tokens", "4", "--tokens",
+                    "1,2,3"])
+    if r.returncode != 0 or r.stdout != b"" or b"3 of 3 tokens fill no block of 4" not in r.stderr:
+        runner.fail("partial block note", "rc=%d stdout=%r stderr=%r" % (
+            r.returncode, r.stdout, r.stderr))
+    else:
+        runner.passed += 1
 
 
 def bad_input_cases(runner, tmp):
-    base = ["--model", "m", "--signature", "s", "--block-tokens", "4"]
+    base = ["--model", "m", "--signature", SIG4, "--block-tokens", "4"]
     bad_json = os.path.join(tmp, "bad_layout.json")
     with open(bad_json, "w") as f:
         f.write('{"block_tokens": 4, "layers": [{"cache_type": "a", "states": '
@@ -269,13 +326,31 @@ def bad_input_cases(runner, tmp):
         ("unknown flag", base + ["--tokens", "1", "--bogus"]),
         ("repeated flag", base + ["--tokens", "1", "--salt", "a", "--salt", "b"]),
         ("positional", base + ["--tokens", "1", "extra-arg"]),
+        ("bogus signature", ["--model", "m", "--signature", "s", "--block-tokens", "4",
+                             "--tokens", "1"]),
+        ("signature typo", ["--model", "m", "--signature", SIG4.replace("F16", "F17"),
+                            "--block-tokens", "4", "--tokens", "1"]),
+        ("signature not maximal", ["--model", "m", "--signature",
+                                   SIG4.replace("L0-1=", "L0=") + SIG4[SIG4.index(";L"):]
+                                   .replace("L0-1=", "L1="),
+                                   "--block-tokens", "4", "--tokens", "1"]),
+        ("signature gap", ["--model", "m", "--signature", SIG4.replace("L0-1=", "L1-2="),
+                           "--block-tokens", "4", "--tokens", "1"]),
+        ("signature trailing", ["--model", "m", "--signature", SIG4 + ";", "--block-tokens", "4",
+                                "--tokens", "1"]),
+        ("shard size 1", base + ["--tokens", "1", "--shard", "tp=0/1"]),
+        ("shard order", base + ["--tokens", "1", "--shard", "pp=0/2;tp=0/2"]),
+        ("shard rank", base + ["--tokens", "1", "--shard", "tp=2/2"]),
+        ("shard leading zero", base + ["--tokens", "1", "--shard", "tp=01/2"]),
+        ("shard spaces", base + ["--tokens", "1", "--shard", "tp=0/2; pp=0/2"]),
+        ("shard unknown field", base + ["--tokens", "1", "--shard", "ep=0/2"]),
     ]
     for what, args in cases:
         runner.expect_usage_error(what, args, "NotFound" if what.startswith("missing") else
                                   "InvalidArgument")
     # Arguments that are not UTF-8 (argv is bytes).
     for what, flag in (("model not UTF-8", "--model"), ("adapter not UTF-8", "--adapter")):
-        args = ["--model", "m", "--signature", "s", "--block-tokens", "4", "--tokens", "1"]
+        args = ["--model", "m", "--signature", SIG4, "--block-tokens", "4", "--tokens", "1"]
         args += [flag, os.fsdecode(b"a\xffb")] if flag == "--adapter" else []
         if flag == "--model":
             args[1] = os.fsdecode(b"a\xffb")

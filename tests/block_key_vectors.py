@@ -20,7 +20,7 @@ def tlv(tag, data):
     return bytes([tag]) + struct.pack("<I", len(data)) + data
 
 
-def ns_key(model, signature, block_tokens, salt=b"", adapter="", extra=b""):
+def ns_key(model, signature, block_tokens, salt=b"", adapter="", extra=b"", shard=""):
     msg = NS_DOMAIN
     msg += tlv(0x01, model.encode("utf-8"))
     msg += tlv(0x02, signature.encode("utf-8"))
@@ -31,6 +31,8 @@ def ns_key(model, signature, block_tokens, salt=b"", adapter="", extra=b""):
         msg += tlv(0x05, adapter.encode("utf-8"))
     if extra:
         msg += tlv(0x06, extra)
+    if shard:
+        msg += tlv(0x07, shard.encode("utf-8"))
     return hashlib.sha256(msg).digest()
 
 
@@ -58,19 +60,23 @@ QWEN_SIG = "kvtier-layout-v1;bt=256;L0-23=attention:keys:BF16[2,256,64],values:B
 IMAGE_HASH = hashlib.sha256(b"image-1").digest()
 
 # name, model, signature, block_tokens, salt, adapter, extra, tokens (text),
-# per-block extra (block index, bytes) or None.
+# per-block extra (block index, bytes) or None, shard (canonical text, "" = none).
 VECTORS = [
-    ("empty", "m", "s", 4, b"", "", b"", "", None),
-    ("basic", "m", "s", 4, b"", "", b"", "1,2,3,4,5,6,7,8,9,10", None),
-    ("tiny", "tiny-model", TINY_SIG, 16, b"", "", b"", "1..35", None),
-    ("qwen-256", "Qwen/Qwen2.5-0.5B-Instruct", QWEN_SIG, 256, b"", "", b"", "0..599", None),
-    ("salt", "m", "s", 4, b"tenant-42", "", b"", "1,2,3,4,5,6,7,8", None),
-    ("adapter", "m", "s", 4, b"", "lora-sql-v2", b"", "1,2,3,4,5,6,7,8", None),
-    ("ns-extra", "m", "s", 4, b"", "", bytes([0x00, 0xFF, 0x10]), "1,2,3,4,5,6,7,8", None),
-    ("block-extra", "m", "s", 4, b"", "", b"", "1,2,3,4,5,6,7,8", (1, IMAGE_HASH)),
+    ("empty", "m", "s", 4, b"", "", b"", "", None, ""),
+    ("basic", "m", "s", 4, b"", "", b"", "1,2,3,4,5,6,7,8,9,10", None, ""),
+    ("tiny", "tiny-model", TINY_SIG, 16, b"", "", b"", "1..35", None, ""),
+    ("qwen-256", "Qwen/Qwen2.5-0.5B-Instruct", QWEN_SIG, 256, b"", "", b"", "0..599", None, ""),
+    ("salt", "m", "s", 4, b"tenant-42", "", b"", "1,2,3,4,5,6,7,8", None, ""),
+    ("adapter", "m", "s", 4, b"", "lora-sql-v2", b"", "1,2,3,4,5,6,7,8", None, ""),
+    ("ns-extra", "m", "s", 4, b"", "", bytes([0x00, 0xFF, 0x10]), "1,2,3,4,5,6,7,8", None, ""),
+    ("block-extra", "m", "s", 4, b"", "", b"", "1,2,3,4,5,6,7,8", (1, IMAGE_HASH), ""),
     ("all-fields", "llama3-8b", "sig", 2, bytes([0x00, 0x01]), "adapter-\u00e9", b"x",
-     "4294967295,2147483648,256,1,0,65536", None),
-    ("utf8-model", "\u6a21\u578b-\u03b1", "s", 1, b"", "", b"", "7,7,7", None),
+     "4294967295,2147483648,256,1,0,65536", None, ""),
+    ("utf8-model", "\u6a21\u578b-\u03b1", "s", 1, b"", "", b"", "7,7,7", None, ""),
+    ("shard-tp", "m", "s", 4, b"", "", b"", "1,2,3,4,5,6,7,8", None, "tp=1/2"),
+    ("shard-tp-pp-cp", "tiny-model", TINY_SIG, 16, b"", "", b"", "1..35", None,
+     "tp=3/8;pp=0/2;cp=1/4"),
+    ("shard-mla-pp", "m", "s", 4, b"tenant-42", "", b"", "1,2,3,4,5,6,7,8", None, "pp=1/4"),
 ]
 
 
@@ -84,8 +90,8 @@ def parse_tokens(text):
 
 
 def compute(v):
-    name, model, sig, bt, salt, adapter, extra, tokens, bextra = v
-    ns = ns_key(model, sig, bt, salt, adapter, extra)
+    name, model, sig, bt, salt, adapter, extra, tokens, bextra, shard = v
+    ns = ns_key(model, sig, bt, salt, adapter, extra, shard)
     extras = {bextra[0]: bextra[1]} if bextra else None
     return ns, chain(ns, parse_tokens(tokens), bt, extras)
 
@@ -103,20 +109,20 @@ def c_string(s):
 
 def print_cpp():
     for v in VECTORS:
-        name, model, sig, bt, salt, adapter, extra, tokens, bextra = v
+        name, model, sig, bt, salt, adapter, extra, tokens, bextra, shard = v
         ns, keys = compute(v)
         print("    {%s, %s," % (c_string(name), c_string(model)))
         print("     %s," % c_string(sig))
-        print("     %d, \"%s\", %s, \"%s\", \"%s\", %d, \"%s\"," % (
+        print("     %d, \"%s\", %s, \"%s\", \"%s\", %d, \"%s\", %s," % (
             bt, salt.hex(), c_string(adapter), extra.hex(), tokens,
-            bextra[0] if bextra else -1, bextra[1].hex() if bextra else ""))
+            bextra[0] if bextra else -1, bextra[1].hex() if bextra else "", c_string(shard)))
         print("     \"%s\"," % ns.hex())
         print("     {%s}}," % ", ".join('"%s"' % k.hex() for k in keys))
 
 
 def print_markdown():
     for i, v in enumerate(VECTORS, 1):
-        name, model, sig, bt, salt, adapter, extra, tokens, bextra = v
+        name, model, sig, bt, salt, adapter, extra, tokens, bextra, shard = v
         ns, keys = compute(v)
         print("### Vector %d: %s\n" % (i, name))
         print("| input | value |")
@@ -127,6 +133,7 @@ def print_markdown():
         print("| salt (hex) | %s |" % (("`%s`" % salt.hex()) if salt else "(empty)"))
         print("| adapter_id | %s |" % (("`%s`" % adapter) if adapter else "(empty)"))
         print("| extra (hex) | %s |" % (("`%s`" % extra.hex()) if extra else "(empty)"))
+        print("| shard | %s |" % (("`%s`" % shard) if shard else "(empty)"))
         print("| tokens | %s |" % (("`%s`" % tokens) if tokens else "(none)"))
         if bextra:
             print("| per-block extra | block %d: `%s` |" % (bextra[0], bextra[1].hex()))

@@ -8,6 +8,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "signature_form.h"
 #include "token_list.h"
 
 namespace kvtier::cli {
@@ -24,6 +25,7 @@ struct KeyArgs {
   std::string salt;
   std::string adapter;
   std::string extra;
+  std::string shard;
   std::string tokens;
   std::string tokens_file;
   // Presence, so that e.g. `--tokens ""` (zero tokens) differs from no --tokens.
@@ -83,6 +85,10 @@ Result<NamespaceOptions> BuildNamespace(const KeyArgs& a) {
     if (block_tokens == 0) {
       return Status::InvalidArgument("--block-tokens is required with --signature");
     }
+    // A made-up or mistyped signature would give keys no cache holds. (Its
+    // bt= may differ from --block-tokens: the namespace hashes both.)
+    Result<uint32_t> bt = CheckSignatureForm(a.signature);
+    if (!bt.ok()) return bt.status().WithContext("--signature");
     o.layout_signature = a.signature;
     o.block_tokens = block_tokens;
   } else {
@@ -94,6 +100,8 @@ Result<NamespaceOptions> BuildNamespace(const KeyArgs& a) {
   o.salt = a.salt;
   o.adapter_id = a.adapter;
   o.extra = a.extra;
+  o.shard = a.shard;
+  if (Status s = ValidateShard(o.shard); !s.ok()) return s.WithContext("--shard");
   return o;
 }
 
@@ -107,6 +115,13 @@ int Run(const KeyArgs& a, const CommonFlags& flags) {
   if (!tokens.ok()) return ReportError(flags, tokens.status());
 
   const std::vector<BlockKey> keys = chain->KeysFor(*tokens);
+  // Only full blocks have keys (DESIGN.md §3): say so on stderr, so that an
+  // empty answer is not mistaken for a failure; stdout stays the keys.
+  if (const size_t rest = tokens->size() % chain->block_tokens(); rest > 0) {
+    std::cerr << "kvtier: note: " << (keys.empty() ? "all " : "the last ") << rest << " of "
+              << tokens->size() << " tokens fill no block of " << chain->block_tokens()
+              << " and get no key\n";
+  }
   if (flags.json) {
     // Written by hand to keep "namespace" first (nlohmann::json sorts keys);
     // hex needs no escaping.
@@ -146,6 +161,9 @@ std::function<int()> SetupKey(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--salt", a->salt, "Tenant salt (the argument's bytes)");
   app->add_option("--adapter", a->adapter, "Adapter id (UTF-8), e.g. a LoRA name");
   app->add_option("--extra", a->extra, "Extra namespace bytes (the argument's bytes)");
+  app->add_option("--shard", a->shard,
+                  "The part of the model's KV this process holds: tp=R/S;pp=R/S;cp=R/S, each "
+                  "field left out when its size is 1 (docs/block-key.md)");
   a->tokens_opt = app->add_option("--tokens", a->tokens, "Token ids: 1,2,3");
   a->tokens_file_opt = app->add_option("--tokens-file", a->tokens_file,
                                        "File of token ids separated by commas or whitespace");

@@ -2,7 +2,7 @@
 //
 // A BlockKey names a block by its tokens and everything before it: a chained
 // SHA-256 over a namespace (model, layout signature, block size, tenant salt,
-// adapter, extra) and the token ids of each full block. Equal keys mean the
+// adapter, extra, shard) and the token ids of each full block. Equal keys mean the
 // same reusable KV state in every tier, process and host.
 //
 // Thread safety: KeyChain is immutable after Create() and safe to share.
@@ -52,13 +52,28 @@ struct NamespaceOptions {
   std::string salt;              // TLV 0x04 tenant salt (bytes); omitted if empty
   std::string adapter_id;        // TLV 0x05 (UTF-8); omitted if empty
   std::string extra;             // TLV 0x06 (bytes); omitted if empty
+  // TLV 0x07: which part of the model's KV this process holds when one
+  // model's cache is split across processes (DESIGN.md §3), in the
+  // canonical form "tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>",
+  // each field left out when its size is 1 (so "" = the whole model,
+  // omitted from the hash). An MLA model leaves tp out: its latent cache is
+  // the same on every TP rank, so the ranks share blocks.
+  std::string shard;
 };
+
+// OK iff `shard` is "" or in the canonical form above: the fields in the
+// order tp, pp, cp, separated by ';', each "<name>=<rank>/<size>" with
+// decimal numbers without leading zeros, 2 <= size <= 4294967295 and
+// rank < size. InvalidArgument naming what is wrong otherwise (e.g.
+// "tp=0/1", "pp=1/2;tp=0/2", "tp=01/2", "tp=2/2", "tp=0/2;").
+Status ValidateShard(std::string_view shard);
 
 class KeyChain {
  public:
   // InvalidArgument if model_id or layout_signature is empty, model_id,
   // layout_signature or adapter_id is not UTF-8, a field is longer than
-  // 4294967295 bytes, or block_tokens is 0.
+  // 4294967295 bytes, block_tokens is 0, or shard is not canonical
+  // (ValidateShard).
   static Result<KeyChain> Create(const NamespaceOptions& opts);
 
   const BlockKey& ns() const { return ns_; }

@@ -10,8 +10,13 @@
  *
  * Handles and threads: a kvtier_cache is opaque. Every function may be
  * called from any number of threads at once, on the same cache too;
- * kvtier_cache_close() waits for the calls in progress, and a call with a
- * closed (or never opened) handle returns KVTIER_E_FAILED_PRECONDITION.
+ * kvtier_cache_close() waits for the calls in progress. A NULL handle is
+ * KVTIER_E_INVALID_ARGUMENT (like every NULL pointer); a closed (or never
+ * opened) handle is KVTIER_E_FAILED_PRECONDITION.
+ *
+ * Sizes: a function that writes a variable amount into (out, cap) sets *len
+ * to the size it needs and returns KVTIER_E_BUFFER_TOO_SMALL when cap is
+ * too small; call it with out = NULL, cap = 0 to learn the size first.
  */
 #ifndef KVTIER_KVTIER_C_H_
 #define KVTIER_KVTIER_C_H_
@@ -72,6 +77,27 @@ KVTIER_C_API int kvtier_block_keys(const char* model, const char* signature, uin
                                    const uint32_t* tokens, size_t n, uint8_t* keys_out,
                                    size_t* n_keys);
 
+/* Block keys v1 under a full namespace (DESIGN.md §3), given as one JSON
+ * object:
+ *   "model"        (string, required)   model id, UTF-8
+ *   "signature"    (string, required)   layout signature
+ *   "block_tokens" (integer, required)  tokens per block, 1..4294967295
+ *   "salt_hex"     (string)  tenant salt, as hex ("" = none)
+ *   "adapter"      (string)  adapter id, UTF-8 ("" = none)
+ *   "extra_hex"    (string)  extra namespace bytes, as hex ("" = none)
+ *   "shard"        (string)  the part of the model's KV this process holds,
+ *                  canonical "tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>"
+ *                  with each field left out when its size is 1 ("" = none)
+ * Unknown or repeated names, wrong types and non-canonical shards are
+ * KVTIER_E_INVALID_ARGUMENT. Keys, tokens and n_keys as kvtier_block_keys();
+ * with only model, signature and block_tokens the keys are the same. */
+KVTIER_C_API int kvtier_block_keys_ns(const char* namespace_json, const uint32_t* tokens,
+                                      size_t n, uint8_t* keys_out, size_t* n_keys);
+
+/* The namespace key (32 bytes) of namespace_json (as kvtier_block_keys_ns):
+ * the parent of a chain's first block, which kvtier_block_encode records. */
+KVTIER_C_API int kvtier_block_namespace(const char* namespace_json, uint8_t ns_out[32]);
+
 /* The signature of a layout (a preset name or a layout JSON path) into
  * out[0..cap), NUL-terminated; *len receives its length without the NUL.
  * KVTIER_E_BUFFER_TOO_SMALL (with *len set) when cap <= *len. */
@@ -103,7 +129,9 @@ KVTIER_C_API int kvtier_cache_match(kvtier_cache* cache, const uint8_t* keys, si
 /* Copies the block stored under key into dst[0..cap) and sets *len to its
  * size. A miss returns 0 with *len = 0. A block larger than cap returns
  * KVTIER_E_BUFFER_TOO_SMALL with *len = the block's size (dst's contents
- * unspecified): call with dst = NULL, cap = 0 to learn the size first. */
+ * unspecified): call with dst = NULL, cap = 0 to learn the size first (such
+ * a size query is not counted as a lookup or hit in the stats; the load
+ * that follows is). */
 KVTIER_C_API int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst,
                                    size_t cap, size_t* len);
 
@@ -116,9 +144,39 @@ KVTIER_C_API int kvtier_cache_flush(kvtier_cache* cache);
 KVTIER_C_API int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* len);
 
 /* Writes dirty entries down, closes the tiers and invalidates the handle.
- * NULL and already-closed handles are ignored. A failure to write down is
- * reported by kvtier_last_error() (the handle is invalid either way). */
-KVTIER_C_API void kvtier_cache_close(kvtier_cache* cache);
+ * Returns the first failure to write down or close (the handle is invalid
+ * either way); KVTIER_E_INVALID_ARGUMENT for NULL and
+ * KVTIER_E_FAILED_PRECONDITION for a handle already closed (both harmless). */
+KVTIER_C_API int kvtier_cache_close(kvtier_cache* cache);
+
+/* Block files (DESIGN.md §4, docs/block-format.md). `layout` is a preset
+ * name or a layout JSON path, as in kvtier_cache_open; a layout has
+ * n_tensors = (layers x states per layer) tensors, named layer_{i}_state_{k}
+ * and stored in layer-major order.
+ *
+ * Encodes one full block: key, parent (the previous block's key; the
+ * namespace for the first block) and ns (the namespace) are 32 bytes each;
+ * tensors[i] points at exactly tensor i's bytes (the layout gives its dtype
+ * and shape). The file goes into dst[0..cap) and *len is its size;
+ * KVTIER_E_BUFFER_TOO_SMALL with *len set when cap is smaller (dst = NULL,
+ * cap = 0 asks for the size; it is the same for every block of a layout).
+ * A wrong n_tensors or a NULL pointer is KVTIER_E_INVALID_ARGUMENT. */
+KVTIER_C_API int kvtier_block_encode(const char* layout, const uint8_t key[32],
+                                     const uint8_t parent[32], const uint8_t ns[32],
+                                     const void* const* tensors, size_t n_tensors, void* dst,
+                                     size_t cap, size_t* len);
+
+/* Verifies block[0..len) as a disk read does (strict structure, its key =
+ * key, its signature and tensors = the layout's, every checksum) and sets
+ * offsets[i], lengths[i] to tensor i's bytes: block + offsets[i], no copy.
+ * Anything wrong with the bytes (a wrong key, a flipped byte, a truncated
+ * block) is KVTIER_E_CORRUPTION naming the rule broken (the reason names of
+ * docs/block-format.md); a NULL pointer or an n_tensors other than the
+ * layout's is KVTIER_E_INVALID_ARGUMENT. offsets = lengths = NULL with
+ * n_tensors = 0 verifies only. */
+KVTIER_C_API int kvtier_block_decode(const void* block, size_t len, const char* layout,
+                                     const uint8_t key[32], size_t* offsets, size_t* lengths,
+                                     size_t n_tensors);
 
 #ifdef __cplusplus
 } /* extern "C" */

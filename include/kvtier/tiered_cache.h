@@ -200,6 +200,10 @@ struct SharedLoadOptions {
   // buffer nobody else keeps goes back to the read buffer pool as soon as
   // the callback returns. Empty: Get() holds every block. Default: empty.
   LoadedBlockCallback on_block;
+  // A size query (the C API's kvtier_cache_load with dst = NULL): the keys
+  // are not counted in lookups, hits or misses, since the caller loads the
+  // block it asked about next and that load is the one that counts.
+  bool uncounted = false;
 };
 
 // The metrics of one cache, X(name, kind, help) (kvtier/stats_table.h), in

@@ -84,7 +84,9 @@ void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlo
   }
   // Counted before the caller sees the block: whoever it wakes reads
   // counters that include it.
-  switch (tier) {
+  switch (st.uncounted ? CacheTier::kNone : tier) {
+    case CacheTier::kNone:
+      break;
     case CacheTier::kHost:
       CacheCounters::Add(counters_.hits_host);
       CacheCounters::Add(counters_.bytes_loaded_host, n);
@@ -110,7 +112,8 @@ void CacheCore::HandOut(LoadState& st, size_t i, CacheTier tier, const SharedBlo
 }
 
 void CacheCore::HandOutMiss(LoadState& st, size_t i) {
-  CacheCounters::Add(counters_.misses);  // before the caller hears of it, as in HandOut
+  // Before the caller hears of it, as in HandOut.
+  if (!st.uncounted) CacheCounters::Add(counters_.misses);
   if (st.mode == LoadState::Mode::kShare && st.on_block) st.on_block(i, LoadedBlock{});
 }
 
@@ -144,6 +147,7 @@ Result<LoadFuture> CacheCore::LoadShared(std::span<const BlockKey> keys,
   auto st = std::make_shared<LoadState>();
   st->mode = LoadState::Mode::kShare;
   st->on_block = std::move(options.on_block);
+  st->uncounted = options.uncounted;
   return StartLoad(std::move(st), keys, "TieredCache::LoadShared");
 }
 
@@ -156,7 +160,7 @@ Result<LoadFuture> CacheCore::StartLoad(std::shared_ptr<LoadState> st,
   st->start_micros = env_->NowMicros();
   st->keys.assign(keys.begin(), keys.end());
   st->out.resize(keys.size());
-  CacheCounters::Add(counters_.lookups, keys.size());
+  if (!st->uncounted) CacheCounters::Add(counters_.lookups, keys.size());
 
   // One host lock for the batch; the blocks are shared, not copied, here.
   std::vector<Result<SharedBlock>> found = host_->GetMany(keys);

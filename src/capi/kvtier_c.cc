@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bindings/cache_spec.h"
+#include "capi/c_status.h"
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
@@ -35,71 +36,6 @@
 
 namespace kvtier::capi {
 namespace {
-
-constexpr size_t kMaxMessage = 1024;
-thread_local char t_last_error[kMaxMessage] = "";
-
-// Concatenates the parts into the thread's message buffer, truncated.
-void SetError(std::initializer_list<std::string_view> parts) {
-  size_t used = 0;
-  for (std::string_view part : parts) {
-    const size_t n = std::min(part.size(), kMaxMessage - 1 - used);
-    std::memcpy(t_last_error + used, part.data(), n);
-    used += n;
-  }
-  t_last_error[used] = '\0';
-}
-
-int Fail(int code, std::string_view fn, std::string_view message) {
-  SetError({fn, message});
-  return code;
-}
-
-int CodeOf(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return KVTIER_OK;
-    case StatusCode::kNotFound:
-      return KVTIER_E_NOT_FOUND;
-    case StatusCode::kCorruption:
-      return KVTIER_E_CORRUPTION;
-    case StatusCode::kInvalidArgument:
-      return KVTIER_E_INVALID_ARGUMENT;
-    case StatusCode::kResourceExhausted:
-      return KVTIER_E_RESOURCE_EXHAUSTED;
-    case StatusCode::kIOError:
-      return KVTIER_E_IO;
-    case StatusCode::kUnavailable:
-      return KVTIER_E_UNAVAILABLE;
-    case StatusCode::kFailedPrecondition:
-      return KVTIER_E_FAILED_PRECONDITION;
-    case StatusCode::kInternal:
-      return KVTIER_E_INTERNAL;
-  }
-  return KVTIER_E_INTERNAL;
-}
-
-// "fn: message" for a failed status; KVTIER_OK for an OK one.
-int FromStatus(std::string_view fn, const Status& s) {
-  if (s.ok()) return KVTIER_OK;
-  SetError({fn, ": ", s.message()});
-  return CodeOf(s.code());
-}
-
-// Runs body(), which returns a KVTIER_* code, and keeps exceptions in.
-template <typename Body>
-int Guard(std::string_view fn, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return Fail(KVTIER_E_RESOURCE_EXHAUSTED, fn, ": out of memory");
-  } catch (const std::exception& e) {
-    SetError({fn, ": unexpected exception: ", e.what()});
-    return KVTIER_E_INTERNAL;
-  } catch (...) {
-    return Fail(KVTIER_E_INTERNAL, fn, ": unexpected exception");
-  }
-}
 
 // Live caches by handle number. Never destroyed: a cache the program did not
 // close must not be closed by a static destructor while its threads run.
@@ -143,25 +79,24 @@ class HandleTable {
   std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_ GUARDED_BY(mu_);
 };
 
-BlockKey KeyOf(const uint8_t* bytes) {
-  BlockKey key;
-  std::memcpy(key.bytes.data(), bytes, key.bytes.size());
-  return key;
-}
-
-// Looks the handle up or fails with the message every call shares.
-#define KVTIER_C_FIND_CACHE(var, handle, fn)                                             \
-  std::shared_ptr<kvtier::TieredCache> var = HandleTable::Get().Find(handle);            \
-  if (var == nullptr) {                                                                  \
-    return Fail(KVTIER_E_FAILED_PRECONDITION, fn,                                        \
-                handle == nullptr ? ": cache is NULL"                                    \
-                                  : ": the cache handle is closed or was never opened"); \
+// Looks the handle up or fails with the message every call shares: a NULL
+// handle is a NULL argument (KVTIER_E_INVALID_ARGUMENT, as for every other
+// pointer), a closed or unknown one is KVTIER_E_FAILED_PRECONDITION.
+#define KVTIER_C_FIND_CACHE(var, handle, fn)                                            \
+  if (handle == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": cache is NULL"); \
+  std::shared_ptr<kvtier::TieredCache> var = HandleTable::Get().Find(handle);           \
+  if (var == nullptr) {                                                                 \
+    return Fail(KVTIER_E_FAILED_PRECONDITION, fn,                                       \
+                ": the cache handle is closed or was never opened");                    \
   }
 
 // The size of the block under `key` (0 on a miss), read through LoadShared:
-// a host hit is shared, not copied.
+// a host hit is shared, not copied, and a size query is no lookup, hit or
+// miss in the stats (the load that follows is).
 size_t SizeOfBlock(kvtier::TieredCache& cache, const kvtier::BlockKey& key) {
-  auto future = cache.LoadShared(std::span<const kvtier::BlockKey>(&key, 1));
+  kvtier::SharedLoadOptions options;
+  options.uncounted = true;
+  auto future = cache.LoadShared(std::span<const kvtier::BlockKey>(&key, 1), std::move(options));
   if (!future.ok()) return 0;
   auto loaded = future->Get();
   if (!loaded.ok() || (*loaded)[0].block == nullptr) return 0;
@@ -327,6 +262,13 @@ int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, siz
     }
     KVTIER_C_FIND_CACHE(c, cache, fn);
     const kvtier::BlockKey k = KeyOf(key);
+    if (dst == nullptr) {
+      // A size query (cap is 0 here): not a load, so not counted as one.
+      *len = SizeOfBlock(*c, k);
+      if (*len == 0) return KVTIER_OK;  // a miss
+      return Fail(KVTIER_E_BUFFER_TOO_SMALL, fn,
+                  ": the block has " + std::to_string(*len) + " bytes, cap is 0");
+    }
     const std::span<std::byte> dsts[] = {{static_cast<std::byte*>(dst), cap}};
     auto future = c->Load(std::span<const kvtier::BlockKey>(&k, 1), dsts);
     if (!future.ok()) return FromStatus(fn, future.status());
@@ -370,12 +312,15 @@ int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* 
   });
 }
 
-void kvtier_cache_close(kvtier_cache* cache) {
+int kvtier_cache_close(kvtier_cache* cache) {
   constexpr std::string_view fn = "kvtier_cache_close";
-  (void)Guard(fn, [&]() -> int {
-    if (cache == nullptr) return KVTIER_OK;
+  return Guard(fn, [&]() -> int {
+    if (cache == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": cache is NULL");
     std::shared_ptr<kvtier::TieredCache> c = HandleTable::Get().Remove(cache);
-    if (c == nullptr) return KVTIER_OK;
+    if (c == nullptr) {
+      return Fail(KVTIER_E_FAILED_PRECONDITION, fn,
+                  ": the cache handle is closed or was never opened");
+    }
     // Close() waits for the calls in progress on other threads; they hold
     // their own reference, so the object lives until the last one returns.
     return FromStatus(fn, c->Close());

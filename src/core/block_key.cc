@@ -14,6 +14,9 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <iterator>
+#include <optional>
+#include <string_view>
 
 #include "core/layout_internal.h"
 
@@ -34,6 +37,7 @@ constexpr uint8_t kTagBlockTokens = 0x03;
 constexpr uint8_t kTagSalt = 0x04;
 constexpr uint8_t kTagAdapter = 0x05;
 constexpr uint8_t kTagExtra = 0x06;
+constexpr uint8_t kTagShard = 0x07;
 constexpr uint8_t kTagBlockExtra = 0x10;
 
 inline void PutU32(uint8_t* p, uint32_t v) {
@@ -90,7 +94,68 @@ int HexValue(char c) {
   return -1;
 }
 
+// The shard's fields, in the only order the canonical form allows.
+constexpr std::string_view kShardFields[] = {"tp", "pp", "cp"};
+
+// Parses a decimal number without leading zeros that fits in 32 bits.
+std::optional<uint64_t> ParseShardNumber(std::string_view text) {
+  if (text.empty() || text.size() > 10 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > UINT32_MAX) return std::nullopt;
+  return v;
+}
+
+Status BadShard(std::string_view shard, std::string_view why) {
+  std::string shown(shard.substr(0, 80));
+  return Status::InvalidArgument("shard '" + shown + "' is not canonical: " + std::string(why) +
+                                 " (expected tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>, "
+                                 "each field left out when its size is 1)");
+}
+
 }  // namespace
+
+Status ValidateShard(std::string_view shard) {
+  if (shard.empty()) return Status::Ok();
+  size_t next_field = 0;  // index into kShardFields of the earliest allowed field
+  size_t pos = 0;
+  while (true) {
+    const size_t end = std::min(shard.find(';', pos), shard.size());
+    const std::string_view field = shard.substr(pos, end - pos);
+    const size_t eq = field.find('=');
+    if (eq == std::string_view::npos) return BadShard(shard, "a field has no '='");
+    const std::string_view name = field.substr(0, eq);
+    size_t index = next_field;
+    while (index < std::size(kShardFields) && kShardFields[index] != name) ++index;
+    if (index == std::size(kShardFields)) {
+      const bool known = name == "tp" || name == "pp" || name == "cp";
+      return BadShard(shard, known ? "fields must appear once each, in the order tp, pp, cp"
+                                   : "unknown field '" + std::string(name.substr(0, 16)) +
+                                         "' (fields are tp, pp, cp)");
+    }
+    next_field = index + 1;
+    const std::string_view value = field.substr(eq + 1);
+    const size_t slash = value.find('/');
+    if (slash == std::string_view::npos) {
+      return BadShard(shard, std::string(name) + " is not <rank>/<size>");
+    }
+    const std::optional<uint64_t> rank = ParseShardNumber(value.substr(0, slash));
+    const std::optional<uint64_t> size = ParseShardNumber(value.substr(slash + 1));
+    if (!rank.has_value() || !size.has_value()) {
+      return BadShard(shard, std::string(name) +
+                                 ": rank and size must be decimal numbers below 2^32 without "
+                                 "leading zeros");
+    }
+    if (*size == 1) return BadShard(shard, std::string(name) + " has size 1: leave it out");
+    if (*size == 0) return BadShard(shard, std::string(name) + " has size 0");
+    if (*rank >= *size) return BadShard(shard, std::string(name) + ": rank must be < size");
+    if (end == shard.size()) return Status::Ok();
+    pos = end + 1;  // a trailing ';' leaves an empty field, refused above
+  }
+}
 
 std::string BlockKey::Hex() const {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -125,6 +190,7 @@ Result<KeyChain> KeyChain::Create(const NamespaceOptions& opts) {
   if (opts.extra.size() > UINT32_MAX) {
     return Status::InvalidArgument("extra is longer than 4294967295 bytes");
   }
+  KVTIER_RETURN_IF_ERROR(ValidateShard(opts.shard));
 
   SHA256_CTX ctx;
   SHA256_Init(&ctx);
@@ -139,6 +205,7 @@ Result<KeyChain> KeyChain::Create(const NamespaceOptions& opts) {
     UpdateTlv(&ctx, kTagAdapter, opts.adapter_id.data(), opts.adapter_id.size());
   }
   if (!opts.extra.empty()) UpdateTlv(&ctx, kTagExtra, opts.extra.data(), opts.extra.size());
+  if (!opts.shard.empty()) UpdateTlv(&ctx, kTagShard, opts.shard.data(), opts.shard.size());
   BlockKey ns;
   SHA256_Final(ns.bytes.data(), &ctx);
   return KeyChain(ns, opts.block_tokens);

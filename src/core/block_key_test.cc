@@ -31,6 +31,7 @@ struct Vector {
   const char* tokens;     // "1,2,3", "a..b" (inclusive) or ""
   int block_extra_index;  // block that gets a per-block extra, or -1
   const char* block_extra_hex;
+  const char* shard;  // "" = none
   const char* ns;
   std::vector<const char*> keys;
 };
@@ -47,6 +48,7 @@ const std::vector<Vector>& Vectors() {
        "",
        -1,
        "",
+       "",
        "99a4a7d4c66439b08508fe76879688e05f734e84da91e625cfc891e65c2186e0",
        {}},
       {"basic",
@@ -58,6 +60,7 @@ const std::vector<Vector>& Vectors() {
        "",
        "1,2,3,4,5,6,7,8,9,10",
        -1,
+       "",
        "",
        "99a4a7d4c66439b08508fe76879688e05f734e84da91e625cfc891e65c2186e0",
        {"d7e47b56072b83272d8fa7278aa17c7b0e3d2acc2771111924e5cea8d28d7e19",
@@ -72,6 +75,7 @@ const std::vector<Vector>& Vectors() {
        "1..35",
        -1,
        "",
+       "",
        "dee236fcdec169cfe5674082ae4f0b7c8928b887844cd0c034a3b476df55eca4",
        {"06541b22c0e01ce9decbe1166b2209debd43e7cdc693640c7b30d5445929782c",
         "f159775e9ba30e4670c0e0b16a0438b0317ad5f0805fe761ac7ae9901e52b9df"}},
@@ -84,6 +88,7 @@ const std::vector<Vector>& Vectors() {
        "",
        "0..599",
        -1,
+       "",
        "",
        "de2ee438b45e2073b63a7b59e3e74b50ff4da33535b6df7c9e51ce168cc862d2",
        {"562c0b12b11535833071d3f046725b05a6a25da5bb65a0b0b844fee91b703f80",
@@ -98,6 +103,7 @@ const std::vector<Vector>& Vectors() {
        "1,2,3,4,5,6,7,8",
        -1,
        "",
+       "",
        "d8c27683eb213af038d6a2f0867a7c10ea05b1075f3257cabcef8cd238834ec4",
        {"3c9b57f77af4a2851adf020b8d1592499dfe8c3ae9edb3db239d1033d87cc38a",
         "fea2cc577f52f56fc5b783063ca7d37047fd8e578619e2c2125af0ed55fa1687"}},
@@ -110,6 +116,7 @@ const std::vector<Vector>& Vectors() {
        "",
        "1,2,3,4,5,6,7,8",
        -1,
+       "",
        "",
        "478c8f557fc27ff34cfd3616955f104fec7453b117597dd94a0fe032777ee612",
        {"dc7906a45d0823c5568790a13a0bdd8c105f4cc227678ec10cca41a582dcabb5",
@@ -124,6 +131,7 @@ const std::vector<Vector>& Vectors() {
        "1,2,3,4,5,6,7,8",
        -1,
        "",
+       "",
        "e20ed4ce02c35a7e6a21845df119b72b678dfec874b4dfaf9a07f9e8cb071f4c",
        {"157e87c3f7a4563bc5e6d5db56e82a01730d69770e08e42752520929d0248be1",
         "31f9d091cfa4798c1957de50473704356824443978e8225d5930dfb0fce041bf"}},
@@ -137,6 +145,7 @@ const std::vector<Vector>& Vectors() {
        "1,2,3,4,5,6,7,8",
        1,
        "0cf457e24a479f02fd4d34540389f720f0807dcff92a7562108165b2637ea82f",
+       "",
        "99a4a7d4c66439b08508fe76879688e05f734e84da91e625cfc891e65c2186e0",
        {"d7e47b56072b83272d8fa7278aa17c7b0e3d2acc2771111924e5cea8d28d7e19",
         "56d5b3d4f0aeb98e6991e1f69f6528d8500b21e0c5f94d4367db483eb7c5f34f"}},
@@ -149,6 +158,7 @@ const std::vector<Vector>& Vectors() {
        "78",
        "4294967295,2147483648,256,1,0,65536",
        -1,
+       "",
        "",
        "b1439d35370a111fbe29c09482e895e5e7c01ac916fba8c88a2ed4783c1f6ae4",
        {"498ff1626a955b3e3143185428309c28e9af583d6729bce68998ce84d0312ce6",
@@ -164,10 +174,53 @@ const std::vector<Vector>& Vectors() {
        "7,7,7",
        -1,
        "",
+       "",
        "db7292eea2a94121a601c69c70fe4c9ee0b19931e3253a5e00b90cb6d7e90e50",
        {"d773896e1e3924b08ab733150808fbbe6c00918341493bb46ab9500e8d75db12",
         "c7d02c362330344b30196f0b0e268d037ebdca4f5867c1f4f2ad26bcb90d9ab8",
         "2a2f41282da5e6cac1785a6978735ae312fefd9049fdfdd752f92760917a9963"}},
+      {"shard-tp",
+       "m",
+       "s",
+       4,
+       "",
+       "",
+       "",
+       "1,2,3,4,5,6,7,8",
+       -1,
+       "",
+       "tp=1/2",
+       "0552ed33e58a76ecd3283c23ac0d375631467cf4f88d5606390389febc2f2676",
+       {"7982031064e9cf74efff88a016e94d3138f57971d945ff5d79e2d5be64941f7d",
+        "a532a079157b9c962606fa431d5200a600b22951a3a7c3ecd361b248e4048e12"}},
+      {"shard-tp-pp-cp",
+       "tiny-model",
+       "kvtier-layout-v1;bt=16;L0-1=attention:keys:F16[2,16,16],values:F16[2,16,16]",
+       16,
+       "",
+       "",
+       "",
+       "1..35",
+       -1,
+       "",
+       "tp=3/8;pp=0/2;cp=1/4",
+       "009831137ee1c13fdb2671add5f8cadf74dd104f35bd17cc179f932d71b318d4",
+       {"6abee6107f36cce2c378b8ae8428d089aa34920fe972c9a2b1c5944241d0ae10",
+        "8bfb2d4120c943236a237fa25e79dc22fa5eca8da3fbb980dec9c8397d2fb0aa"}},
+      {"shard-mla-pp",
+       "m",
+       "s",
+       4,
+       "74656e616e742d3432",
+       "",
+       "",
+       "1,2,3,4,5,6,7,8",
+       -1,
+       "",
+       "pp=1/4",
+       "bc26cbdea3cdeab4d000a1ee893883f06671977c32d883c1e701a966cb5fc82d",
+       {"7776ba985bdcbfb756cd7be7e58ed5eac70eacb33022ff12d99ea325dca1e2fa",
+        "6aae6213d19a1922f114671a9bdd1491bd9485cd41860799567767fc97fe6909"}},
   };
   return v;
 }
@@ -207,6 +260,7 @@ NamespaceOptions Options(const Vector& v) {
   o.salt = FromHexString(v.salt_hex);
   o.adapter_id = v.adapter;
   o.extra = FromHexString(v.extra_hex);
+  o.shard = v.shard;
   return o;
 }
 
@@ -352,6 +406,11 @@ TEST(KeyChainTest, EveryInputChangesTheKey) {
       [](NamespaceOptions* o) { o->salt = "t"; },
       [](NamespaceOptions* o) { o->adapter_id = "t"; },
       [](NamespaceOptions* o) { o->extra = "t"; },
+      [](NamespaceOptions* o) { o->shard = "tp=0/2"; },
+      [](NamespaceOptions* o) { o->shard = "tp=1/2"; },
+      [](NamespaceOptions* o) { o->shard = "pp=0/2"; },
+      // The same bytes as extra or as shard are different namespaces.
+      [](NamespaceOptions* o) { o->extra = "tp=0/2"; },
       // Moving bytes between fields changes the TLV framing, hence the key.
       [](NamespaceOptions* o) {
         o->model_id = "ms";
@@ -414,6 +473,78 @@ TEST(KeyChainTest, CreateRejectsBadOptions) {
   o.extra = "\xC0";
   o.model_id = "\xF0\x9F\x98\x80 \xE2\x82\xAC";
   EXPECT_TRUE(KeyChain::Create(o).ok());
+}
+
+TEST(ShardTest, AcceptsCanonicalForms) {
+  for (const char* shard :
+       {"", "tp=0/2", "tp=1/2", "pp=3/4", "cp=0/16", "tp=7/8;pp=1/2", "tp=0/2;cp=1/2",
+        "pp=0/2;cp=1/3", "tp=3/8;pp=0/2;cp=1/4", "tp=4294967294/4294967295", "tp=10/11"}) {
+    SCOPED_TRACE(shard);
+    EXPECT_TRUE(ValidateShard(shard).ok()) << ValidateShard(shard).ToString();
+    NamespaceOptions o = Basic();
+    o.shard = shard;
+    EXPECT_TRUE(KeyChain::Create(o).ok());
+  }
+}
+
+TEST(ShardTest, RefusesNonCanonicalForms) {
+  struct Case {
+    const char* shard;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"tp=0/1", "tp has size 1: leave it out"},
+      {"tp=0/2;pp=0/1", "pp has size 1: leave it out"},
+      {"tp=0/0", "tp has size 0"},
+      {"tp=2/2", "tp: rank must be < size"},
+      {"tp=5/2", "tp: rank must be < size"},
+      {"tp=01/2", "without leading zeros"},
+      {"tp=0/02", "without leading zeros"},
+      {"tp=+1/2", "decimal numbers"},
+      {"tp=-1/2", "decimal numbers"},
+      {"tp= 1/2", "decimal numbers"},
+      {"tp=1/2 ", "decimal numbers"},
+      {"tp=0/4294967296", "below 2^32"},
+      {"tp=0x1/2", "decimal numbers"},
+      {"tp=1", "tp is not <rank>/<size>"},
+      {"tp=/2", "decimal numbers"},
+      {"tp=1/", "decimal numbers"},
+      {"pp=0/2;tp=0/2", "in the order tp, pp, cp"},
+      {"tp=0/2;tp=1/2", "in the order tp, pp, cp"},
+      {"cp=0/2;pp=0/2", "in the order tp, pp, cp"},
+      {"tp=0/2;", "a field has no '='"},
+      {";tp=0/2", "a field has no '='"},
+      {"tp=0/2;;pp=0/2", "a field has no '='"},
+      {"tp=0/2,pp=0/2", "decimal numbers"},
+      {"TP=0/2", "unknown field 'TP'"},
+      {"ep=0/2", "unknown field 'ep'"},
+      {"rank=0", "unknown field 'rank'"},
+      {"tp", "a field has no '='"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.shard);
+    Status s = ValidateShard(c.shard);
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(s.IsInvalidArgument());
+    EXPECT_THAT(s.message(), HasSubstr(c.why));
+    EXPECT_THAT(s.message(), HasSubstr(std::string("shard '") + c.shard + "'"));
+    NamespaceOptions o = Basic();
+    o.shard = c.shard;
+    Result<KeyChain> chain = KeyChain::Create(o);
+    ASSERT_FALSE(chain.ok());
+    EXPECT_EQ(chain.status().message(), s.message());
+  }
+}
+
+TEST(ShardTest, NoShardKeepsTheOldKeys) {
+  // An empty shard adds no TLV: the vectors without a shard (computed before
+  // the field existed) still hold, and "" equals the field being absent.
+  NamespaceOptions a = Basic();
+  NamespaceOptions b = Basic();
+  b.shard = "";
+  EXPECT_EQ(KeyChain::Create(a)->ns(), KeyChain::Create(b)->ns());
+  b.shard = "tp=0/2";
+  EXPECT_NE(KeyChain::Create(a)->ns(), KeyChain::Create(b)->ns());
 }
 
 TEST(KeyChainTest, PresetSignatureWorks) {

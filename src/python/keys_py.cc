@@ -29,6 +29,21 @@ std::vector<BlockKey> KeysOf(const KeyChain& chain, const std::vector<uint32_t>&
   return chain.KeysFor(tokens);
 }
 
+// block_tokens: an int in 1..4294967295, or None where the layout gives it;
+// anything else is kvtier.InvalidArgument, not pybind11's TypeError.
+std::optional<uint32_t> BlockTokensFromPy(py::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
+    ThrowInvalid("block_tokens: expected an int, got " + TypeName(obj));
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow != 0 || v < 1 || v > static_cast<long long>(UINT32_MAX)) {
+    ThrowInvalid("block_tokens: expected 1..4294967295, got " + py::str(obj).cast<std::string>());
+  }
+  return static_cast<uint32_t>(v);
+}
+
 std::string ModelFromPy(py::handle model) {
   if (!PyUnicode_Check(model.ptr())) ThrowInvalid("model: expected a str, got " + TypeName(model));
   return model.cast<std::string>();
@@ -38,7 +53,7 @@ std::string ModelFromPy(py::handle model) {
 // (whose block_tokens is the default).
 NamespaceOptions NamespaceFromPy(const std::string& model, py::handle signature,
                                  std::optional<uint32_t> block_tokens, py::handle salt,
-                                 py::handle adapter, py::handle extra) {
+                                 py::handle adapter, py::handle extra, py::handle shard) {
   NamespaceOptions ns;
   ns.model_id = model;
   if (py::isinstance<ModelLayout>(signature)) {
@@ -61,6 +76,12 @@ NamespaceOptions NamespaceFromPy(const std::string& model, py::handle signature,
   }
   ns.adapter_id = adapter.is_none() ? "" : adapter.cast<std::string>();
   ns.extra = BytesFromPy(extra, "extra");
+  if (!shard.is_none() && !PyUnicode_Check(shard.ptr())) {
+    ThrowInvalid("shard: expected a str such as 'tp=0/2', got " + TypeName(shard));
+  }
+  ns.shard = shard.is_none() ? "" : shard.cast<std::string>();
+  // Checked here too so that the message names the argument.
+  if (Status s = ValidateShard(ns.shard); !s.ok()) Throw(s.WithContext("shard"));
   return ns;
 }
 
@@ -104,30 +125,35 @@ class KeySequence {
 void RegisterKeys(py::module_& m) {
   m.def(
       "block_keys",
-      [](py::handle model, py::handle signature, uint32_t block_tokens, py::handle tokens,
-         py::handle salt, py::handle adapter, py::handle extra) {
+      [](py::handle model, py::handle signature, py::handle block_tokens, py::handle tokens,
+         py::handle salt, py::handle adapter, py::handle extra, py::handle shard) {
+        const std::optional<uint32_t> bt = BlockTokensFromPy(block_tokens);
+        if (!bt.has_value()) ThrowInvalid("block_tokens: expected an int, got None");
         const NamespaceOptions ns =
-            NamespaceFromPy(ModelFromPy(model), signature, block_tokens, salt, adapter, extra);
+            NamespaceFromPy(ModelFromPy(model), signature, bt, salt, adapter, extra, shard);
         const KeyChain chain = ValueOrThrow(KeyChain::Create(ns));
         return KeyList(KeysOf(chain, TokensFromPy(tokens, "tokens")));
       },
       py::arg("model"), py::arg("signature"), py::arg("block_tokens"), py::arg("tokens"),
       py::kw_only(), py::arg("salt") = py::bytes(), py::arg("adapter") = "",
-      py::arg("extra") = py::bytes(),
+      py::arg("extra") = py::bytes(), py::arg("shard") = "",
       "The 32-byte keys of the full blocks of `tokens` (block key v1, as `kvtier key` "
-      "prints them).");
+      "prints them). shard: the part of the model's KV this process holds, "
+      "'tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>' with each field left out when its "
+      "size is 1 ('' = the whole model; docs/block-key.md).");
 
   py::class_<KeyChain>(m, "KeyChain",
                        "A key namespace (model, layout signature, block size, tenant salt, "
-                       "adapter): the keys of any token sequence under it.")
-      .def(py::init([](py::handle model, py::handle signature, std::optional<uint32_t> block_tokens,
-                       py::handle salt, py::handle adapter, py::handle extra) {
-             return ValueOrThrow(KeyChain::Create(NamespaceFromPy(
-                 ModelFromPy(model), signature, block_tokens, salt, adapter, extra)));
+                       "adapter, extra, shard): the keys of any token sequence under it.")
+      .def(py::init([](py::handle model, py::handle signature, py::handle block_tokens,
+                       py::handle salt, py::handle adapter, py::handle extra, py::handle shard) {
+             return ValueOrThrow(KeyChain::Create(NamespaceFromPy(ModelFromPy(model), signature,
+                                                                  BlockTokensFromPy(block_tokens),
+                                                                  salt, adapter, extra, shard)));
            }),
            py::arg("model"), py::arg("signature"), py::arg("block_tokens") = py::none(),
            py::kw_only(), py::arg("salt") = py::bytes(), py::arg("adapter") = "",
-           py::arg("extra") = py::bytes(),
+           py::arg("extra") = py::bytes(), py::arg("shard") = "",
            "signature: a layout signature str (then block_tokens is required) or a "
            "kvtier.Layout (block_tokens defaults to its own).")
       .def_property_readonly(

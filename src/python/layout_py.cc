@@ -27,6 +27,21 @@ struct TensorInfo {
   int32_t token_dim = -1;
 };
 
+// A block_tokens argument: an int in 0..4294967295 (0 = the layout's own);
+// anything else is kvtier.InvalidArgument, not pybind11's TypeError.
+uint32_t BlockTokensFromPy(py::handle obj) {
+  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
+    ThrowInvalid("block_tokens: expected an int, got " + TypeName(obj));
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow != 0 || v < 0 || v > static_cast<long long>(UINT32_MAX)) {
+    ThrowInvalid("block_tokens: expected 0..4294967295 (0 = the layout's own), got " +
+                 py::str(obj).cast<std::string>());
+  }
+  return static_cast<uint32_t>(v);
+}
+
 std::vector<TensorInfo> TensorsOf(const ModelLayout& layout) {
   std::vector<TensorInfo> out;
   out.reserve(layout.TensorCount());
@@ -80,8 +95,8 @@ void RegisterLayout(py::module_& m) {
   py::class_<ModelLayout>(m, "Layout",
                           "What one cached block of a model holds: per layer, the state "
                           "tensors with dtypes and per-block shapes (docs/layouts.md).")
-      .def(py::init([](py::object layout, uint32_t block_tokens) {
-             return LayoutFromPy(layout, "layout", block_tokens);
+      .def(py::init([](py::object layout, py::handle block_tokens) {
+             return LayoutFromPy(layout, "layout", BlockTokensFromPy(block_tokens));
            }),
            py::arg("layout"), py::arg("block_tokens") = 0,
            "A preset ('tiny', 'qwen2.5-0.5b', 'llama3-8b') or a layout JSON path; "
