@@ -71,6 +71,45 @@ TEST(CacheSharedLoad, AHostHitIsTheHostEntrysOwnBuffer) {
   EXPECT_EQ(s.read_buffers, 0u);
 }
 
+// A size query (SharedLoadOptions::uncounted, the C API's kvtier_cache_load
+// with dst = NULL) hands the blocks out like any load but is no lookup, hit
+// or miss: the load that follows is the one the stats count.
+TEST(CacheSharedLoad, AnUncountedLoadIsNoLookupHitOrMiss) {
+  TempDir dir;
+  const auto keys = Keys(0, 3);
+  Seed(dir.path(), keys);
+  auto cache = OpenCache(DiskOptions(dir.path(), 8));
+  std::vector<BlockKey> asked = keys;
+  asked.push_back(Keys(100, 1)[0]);  // nobody stored it: a miss
+
+  SharedLoadOptions uncounted;
+  uncounted.uncounted = true;
+  auto f = cache->LoadShared(asked, std::move(uncounted));
+  ASSERT_THAT(f, IsOk());
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_NE((*got)[i].block, nullptr) << i;
+    EXPECT_EQ((*got)[i].block->size(), BlockBytes());
+  }
+  EXPECT_EQ((*got)[3].block, nullptr);
+  CacheStats s = cache->Stats();
+  EXPECT_EQ(s.lookups, 0u);
+  EXPECT_EQ(s.hits_host + s.hits_disk + s.hits_remote, 0u);
+  EXPECT_EQ(s.misses, 0u);
+  EXPECT_EQ(s.bytes_loaded_disk + s.bytes_loaded_host, 0u);
+
+  // The loads after it count as usual (host hits now: the blocks were
+  // promoted, as after any disk read).
+  auto counted = cache->LoadShared(asked);
+  ASSERT_THAT(counted, IsOk());
+  ASSERT_THAT(counted->Get(), IsOk());
+  s = cache->Stats();
+  EXPECT_EQ(s.lookups, 4u);
+  EXPECT_EQ(s.hits_host + s.hits_disk, 3u);
+  EXPECT_EQ(s.misses, 1u);
+}
+
 TEST(CacheSharedLoad, ADiskHitIsReadOnceAndItsBufferBecomesTheHostEntry) {
   TempDir dir;
   const auto keys = Keys(0, 4);

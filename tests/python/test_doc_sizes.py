@@ -1,0 +1,49 @@
+"""The block and header sizes the docs state are what the build writes."""
+
+import os
+import re
+
+import numpy as np
+
+import kvtier
+
+# layout: (data bytes, 8 + N, file bytes), as docs/block-format.md's table.
+SIZES = {
+    "tiny": (4096, 928, 5024),
+    "qwen2.5-0.5b": (3145728, 5160, 3150888),
+    "llama3-8b": (33554432, 6896, 33561328),
+}
+
+
+def encoded(name):
+    layout = kvtier.Layout(name)
+    chain = kvtier.KeyChain("doc-sizes", layout)
+    key = chain.keys(range(layout.block_tokens))[0]
+    tensors = [np.zeros(t.nbytes, np.uint8) for t in layout.tensors()]
+    return layout, kvtier.encode_block(layout, key, chain.namespace, chain.namespace, tensors)
+
+
+def test_sizes_match_the_build():
+    for name, (data, header, total) in SIZES.items():
+        layout, block = encoded(name)
+        n = int.from_bytes(block[:8], "little")
+        assert layout.block_bytes == data, name
+        assert 8 + n == header, name
+        assert len(block) == total == data + header, name
+
+
+def test_docs_state_these_sizes(source_dir):
+    with open(os.path.join(source_dir, "docs", "block-format.md"), encoding="utf-8") as f:
+        fmt = f.read()
+    for name, (data, header, total) in SIZES.items():
+        row = re.search(r"^\| `%s` \| (\d+)[^|]*\| (\d+) \(N = (\d+)\) \| (\d+) \|$"
+                        % re.escape(name), fmt, re.M)
+        assert row, name
+        assert [int(g) for g in row.groups()] == [data, header, header - 8, total], name
+    assert "spaces up to N = %d." % (SIZES["tiny"][1] - 8) in fmt
+    with open(os.path.join(source_dir, "docs", "operations.md"), encoding="utf-8") as f:
+        ops = f.read()
+    for name, (data, header, total) in SIZES.items():
+        assert "%d" % header in ops, name
+    with open(os.path.join(source_dir, "docs", "c-api.md"), encoding="utf-8") as f:
+        assert "(`tiny`: %d bytes)" % SIZES["tiny"][2] in f.read()
