@@ -41,9 +41,10 @@ key is::
 
 where ``namespace`` is kvtier's block-key namespace (DESIGN.md §3) of model id
 ``model_name`` (or ``model_id``), the page layout's signature, block_tokens =
-``page_size``, and as extra bytes the parallel position
-``"tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>"`` (``tp`` left out for
-MLA models, whose pages are the same on every TP rank). Each page's block file
+``page_size``, and as its shard (TLV 0x07) the parallel position
+``"tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>"`` in canonical form:
+each field left out when its size is 1, and ``tp`` left out for MLA models,
+whose pages are the same on every TP rank. Each page's block file
 records the previous page of the same call (or of ``extra_info.prefix_keys``)
 as its parent.
 """
@@ -153,12 +154,11 @@ class KvtierHiCacheStorage(*_base_class()):
             '"states": [%s]}]}' % (pool_layout, self.page_size, pool_layout, states))
         self.region_bytes = per_token * self.page_size * itemsize
         c = self.config
-        position = "pp=%d/%d;cp=%d/%d" % (getattr(c, "pp_rank", 0), getattr(c, "pp_size", 1),
-                                          getattr(c, "attn_cp_rank", 0),
-                                          getattr(c, "attn_cp_size", 1))
-        if not is_mla:
-            position = "tp=%d/%d;" % (getattr(c, "tp_rank", 0), getattr(c, "tp_size", 1)) + position
-        self.chain = kvtier.KeyChain(self.model_id, self.layout, extra=position.encode())
+        fields = [] if is_mla else [("tp", "tp_rank", "tp_size")]
+        fields += [("pp", "pp_rank", "pp_size"), ("cp", "attn_cp_rank", "attn_cp_size")]
+        shard = ";".join("%s=%d/%d" % (name, int(getattr(c, rank, 0)), int(getattr(c, size, 1)))
+                         for name, rank, size in fields if int(getattr(c, size, 1)) > 1)
+        self.chain = kvtier.KeyChain(self.model_id, self.layout, shard=shard)
         self.cache = kvtier.Cache(self.layout, host_bytes=self.host_bytes,
                                   disk_dir=self.disk_dir, remote=self.remote)
 
