@@ -93,14 +93,14 @@ class HandleTable {
 // The size of the block under `key` (0 on a miss), read through LoadShared:
 // a host hit is shared, not copied, and a size query is no lookup, hit or
 // miss in the stats (the load that follows is).
-size_t SizeOfBlock(kvtier::TieredCache& cache, const kvtier::BlockKey& key) {
+kvtier::Result<size_t> SizeOfBlock(kvtier::TieredCache& cache, const kvtier::BlockKey& key) {
   kvtier::SharedLoadOptions options;
   options.uncounted = true;
   auto future = cache.LoadShared(std::span<const kvtier::BlockKey>(&key, 1), std::move(options));
-  if (!future.ok()) return 0;
+  if (!future.ok()) return future.status();
   auto loaded = future->Get();
-  if (!loaded.ok() || (*loaded)[0].block == nullptr) return 0;
-  return (*loaded)[0].block->size();
+  if (!loaded.ok()) return loaded.status();
+  return (*loaded)[0].block == nullptr ? 0 : (*loaded)[0].block->size();
 }
 
 // Copies `text` and its NUL into out[0..cap) as the header describes.
@@ -264,7 +264,9 @@ int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, siz
     const kvtier::BlockKey k = KeyOf(key);
     if (dst == nullptr) {
       // A size query (cap is 0 here): not a load, so not counted as one.
-      *len = SizeOfBlock(*c, k);
+      kvtier::Result<size_t> size = SizeOfBlock(*c, k);
+      if (!size.ok()) return FromStatus(fn, size.status());  // e.g. closed meanwhile
+      *len = *size;
       if (*len == 0) return KVTIER_OK;  // a miss
       return Fail(KVTIER_E_BUFFER_TOO_SMALL, fn,
                   ": the block has " + std::to_string(*len) + " bytes, cap is 0");
@@ -278,7 +280,9 @@ int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, siz
       // destination smaller than the block.
       if (loaded.status().IsInvalidArgument()) {
         // Tell the caller the size to allocate: the block itself says it.
-        *len = SizeOfBlock(*c, k);
+        kvtier::Result<size_t> size = SizeOfBlock(*c, k);
+        if (!size.ok()) return FromStatus(fn, size.status());
+        *len = *size;
         return Fail(
             KVTIER_E_BUFFER_TOO_SMALL, fn,
             ": the block has " + std::to_string(*len) + " bytes, cap is " + std::to_string(cap));
