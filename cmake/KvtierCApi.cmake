@@ -41,3 +41,13 @@ if(KVTIER_BUILD_TESTS)
   set_tests_properties(c_api PROPERTIES
     ENVIRONMENT_MODIFICATION "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>")
 endif()
+
+if(KVTIER_BUILD_BENCH)
+  # kvtier_cache_load_many against a pread loop and memcpy (bench/c/): C11,
+  # the public header and libkvtier_c.so only, like c_api_test.
+  add_executable(load_many_c_bench ${PROJECT_SOURCE_DIR}/bench/c/load_many_bench.c)
+  target_link_libraries(load_many_c_bench PRIVATE kvtier_c Threads::Threads)
+  target_compile_options(load_many_c_bench PRIVATE -Wall -Wextra -Werror)
+  set_target_properties(load_many_c_bench PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                                     C_EXTENSIONS OFF)
+endif()

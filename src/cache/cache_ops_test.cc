@@ -138,6 +138,13 @@ TEST(CacheOps, SharedFolderEraseAndClear) {
 
   ASSERT_TRUE(*a->Erase(keys[0]));
   EXPECT_EQ(b->Contains(keys[0]), CacheTier::kNone);
+  // B's Match answers from the hints its index learnt (a stale one costs
+  // one disk miss on Load, which clears it).
+  {
+    Result<LoadFuture> f = b->LoadShared(std::span<const BlockKey>(&keys[0], 1));
+    ASSERT_THAT(f, IsOk());
+    EXPECT_EQ((*f->Get())[0].tier, CacheTier::kNone);
+  }
   EXPECT_EQ(b->Match(keys).blocks, 0u);
 
   Result<uint64_t> cleared = a->Clear();
