@@ -112,7 +112,7 @@ KVTIER_C_API int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], v
  * remote reads run in parallel (one batch, each block verified once) and
  * each block is copied straight into its buffer. A block larger than its
  * caps[i] makes the call return KVTIER_E_BUFFER_TOO_SMALL, the message
- * naming the first such position, with every lens[i] = 0 (the blocks that
+ * naming one such position, with every lens[i] = 0 (the blocks that
  * fitted were still copied; kvtier_cache_load with dst = NULL tells a
  * block's size). n = 0 is a no-op; keys, dsts, caps and lens may be NULL
  * only then. */
