@@ -79,7 +79,7 @@ class PyCache {
     cache_ = std::move(opened->cache);
   }
 
-  void Store(py::handle key, py::handle block) {
+  void Store(PyKey key, PyBuffer block) {
     const BlockKey k = KeyFromPy(key, "key");
     BufferView view(block, "block", BufferView::Access::kRead);
     std::shared_ptr<TieredCache> cache = Live("store");
@@ -91,8 +91,8 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  void StoreTensors(py::handle key, py::handle parent, py::handle ns, py::handle tensors,
-                    uint32_t token_count, std::optional<int64_t> created_at) {
+  void StoreTensors(PyKey key, PyKey parent, PyKey ns, PyTensors tensors, uint32_t token_count,
+                    std::optional<int64_t> created_at) {
     const BlockKey k = KeyFromPy(key, "key");
     const BlockKey p = KeyFromPy(parent, "parent");
     const BlockKey n = KeyFromPy(ns, "namespace");
@@ -111,14 +111,14 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  size_t Match(py::handle keys) {
+  size_t Match(PyKeys keys) {
     const std::vector<BlockKey> chain = KeysFromPy(keys, "keys");
     std::shared_ptr<TieredCache> cache = Live("match");
     py::gil_scoped_release release;
     return cache->Match(chain).blocks;
   }
 
-  size_t LoadInto(py::handle key, py::handle out) {
+  size_t LoadInto(PyKey key, PyBuffer out) {
     const BlockKey k = KeyFromPy(key, "key");
     BufferView view(out, "out", BufferView::Access::kWrite);
     if (!view.IsByteFormat()) {
@@ -153,7 +153,7 @@ class PyCache {
     return b.tier == CacheTier::kNone ? 0 : static_cast<size_t>(b.bytes);
   }
 
-  py::object Load(py::handle key) {
+  PyBytesOrNone Load(PyKey key) {
     const BlockKey k = KeyFromPy(key, "key");
     std::shared_ptr<TieredCache> cache = Live("load");
     Result<SharedBlock> block = [&] {
@@ -176,7 +176,7 @@ class PyCache {
     return out;
   }
 
-  bool LoadTensors(py::handle key, py::handle outs) {
+  bool LoadTensors(PyKey key, PyTensors outs) {
     const BlockKey k = KeyFromPy(key, "key");
     std::shared_ptr<TieredCache> cache = Live("load_tensors");
     const std::vector<std::unique_ptr<BufferView>> views =
@@ -207,7 +207,7 @@ class PyCache {
   // One buffer per key; 0 for a miss. Every buffer is exported first, with
   // the GIL; then one Load reads the disk and remote parts in parallel on
   // the load threads and copies each block into its buffer, without it.
-  std::vector<size_t> LoadMany(py::handle keys, py::handle outs) {
+  std::vector<size_t> LoadMany(PyKeys keys, PyBuffers outs) {
     const std::vector<BlockKey> ks = KeysFromPy(keys, "keys");
     if (PyUnicode_Check(outs.ptr()) || PyObject_CheckBuffer(outs.ptr()) ||
         !PySequence_Check(outs.ptr())) {
@@ -253,7 +253,7 @@ class PyCache {
     return sizes;
   }
 
-  py::object Contains(py::handle key) {
+  PyTextOrNone Contains(PyKey key) {
     const BlockKey k = KeyFromPy(key, "key");
     std::shared_ptr<TieredCache> cache = Live("contains");
     CacheTier tier;
@@ -265,7 +265,7 @@ class PyCache {
     return py::str(std::string(CacheTierName(tier)));
   }
 
-  bool Erase(py::handle key) {
+  bool Erase(PyKey key) {
     const BlockKey k = KeyFromPy(key, "key");
     std::shared_ptr<TieredCache> cache = Live("erase");
     Result<bool> erased = [&] {
@@ -302,7 +302,7 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  py::object Stats() {
+  PyDict Stats() {
     std::shared_ptr<TieredCache> cache = Live("stats");
     std::string json;
     {
@@ -428,8 +428,11 @@ void RegisterCache(py::module_& m) {
            "kvtier.FailedPrecondition. Idempotent.")
       .def_property_readonly("closed", &PyCache::closed)
       .def_property_readonly("layout", &PyCache::layout, "The cache's kvtier.Layout.")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyCache& c, py::handle, py::handle, py::handle) { c.Close(); });
+      .def("__enter__", [](PyCache& self) -> PyCache& { return self; },
+           py::return_value_policy::reference)
+      .def(
+          "__exit__", [](PyCache& c, PyAny, PyAny, PyAny) { c.Close(); }, py::arg("exc_type"),
+          py::arg("exc"), py::arg("tb"));
 }
 
 }  // namespace kvtier::python
