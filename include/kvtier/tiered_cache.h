@@ -1,8 +1,9 @@
 // TieredCache: one object over kvtier's tiers (host RAM, optional disk,
 // optional remote Redis) that an engine opens once and asks for blocks by
-// key: Match, LoadShared/Load, Preload, Store, Flush/Close, Stats. How a
-// block moves between the tiers, loads and promotion, the Match index and
-// the remote tier: docs/tiers.md (DESIGN.md §1, §7).
+// key: Match, LoadShared/Load, Preload, Store, Contains/Erase/Clear,
+// Flush/Close, Stats. How a block moves between the tiers, loads and
+// promotion, the Match index and the remote tier: docs/tiers.md
+// (DESIGN.md §1, §7).
 //
 // Ownership: Open() returns the only owner; the Env must outlive it. A
 // LoadFuture may outlive the cache; a Load's buffers, and whatever a
