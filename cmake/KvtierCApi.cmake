@@ -52,4 +52,24 @@ if(KVTIER_BUILD_TESTS)
   add_test(NAME c_codec COMMAND c_codec_test)
   set_tests_properties(c_codec PROPERTIES
     ENVIRONMENT_MODIFICATION "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>")
+  # load_many, contains, erase, clear, prometheus: the same rules.
+  add_executable(c_api_ops_test ${PROJECT_SOURCE_DIR}/src/capi/c_api_ops_test.c)
+  target_link_libraries(c_api_ops_test PRIVATE kvtier_c)
+  target_compile_options(c_api_ops_test PRIVATE -Wall -Wextra -Werror)
+  set_target_properties(c_api_ops_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                                  C_EXTENSIONS OFF)
+  add_test(NAME c_api_ops COMMAND c_api_ops_test)
+  set_tests_properties(c_api_ops PROPERTIES
+    ENVIRONMENT_MODIFICATION "KVTIER_CLI=set:$<TARGET_FILE:kvtier_cli>")
+endif()
+
+if(KVTIER_BUILD_BENCH)
+  # kvtier_cache_load_many against a pread loop and memcpy
+  # (src/capi/load_many_bench.c): C11,
+  # the public header and libkvtier_c.so only, like c_api_test.
+  add_executable(load_many_c_bench ${PROJECT_SOURCE_DIR}/src/capi/load_many_bench.c)
+  target_link_libraries(load_many_c_bench PRIVATE kvtier_c Threads::Threads)
+  target_compile_options(load_many_c_bench PRIVATE -Wall -Wextra -Werror)
+  set_target_properties(load_many_c_bench PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                                     C_EXTENSIONS OFF)
 endif()

@@ -277,6 +277,9 @@ class HostTier {
   // recently used first under kLru): what a flush writes to disk (then
   // calls MarkClean).
   std::vector<DirtyEntry> DirtyEntries(size_t limit = SIZE_MAX) const;
+  // The keys of this tier's entries (clean and dirty), in eviction order:
+  // what a cache erases one by one to drop them without writing them down.
+  std::vector<BlockKey> Keys() const;
 
   HostTierStats Stats() const;
   // The budget this tier draws from (its private one or the shared one).

@@ -135,6 +135,47 @@ KVTIER_C_API int kvtier_cache_match(kvtier_cache* cache, const uint8_t* keys, si
 KVTIER_C_API int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst,
                                    size_t cap, size_t* len);
 
+/* Copies block keys[i] (keys: n × 32 bytes) into dsts[i][0..caps[i]) for
+ * every i and sets lens[i] to its size; lens[i] = 0 is a miss. The disk and
+ * remote reads run in parallel (one batch, each block verified once) and
+ * each block is copied straight into its buffer. A block larger than its
+ * caps[i] makes the call return KVTIER_E_BUFFER_TOO_SMALL, the message
+ * naming one such position, with every lens[i] = 0 (the blocks that
+ * fitted were still copied; kvtier_cache_load with dst = NULL tells a
+ * block's size). n = 0 is a no-op; keys, dsts, caps and lens may be NULL
+ * only then. */
+KVTIER_C_API int kvtier_cache_load_many(kvtier_cache* cache, const uint8_t* keys, size_t n,
+                                        void* const* dsts, const size_t* caps, size_t* lens);
+
+/* Which tier holds key, for kvtier_cache_contains(). */
+enum {
+  KVTIER_TIER_NONE = 0,
+  KVTIER_TIER_HOST = 1,
+  KVTIER_TIER_DISK = 2,
+  KVTIER_TIER_REMOTE = 3
+};
+
+/* *tier = the fastest tier holding key (KVTIER_TIER_HOST, _DISK, _REMOTE),
+ * or KVTIER_TIER_NONE. No data is read (the disk tier's index, one Redis
+ * EXISTS). */
+KVTIER_C_API int kvtier_cache_contains(kvtier_cache* cache, const uint8_t key[32], int* tier);
+
+/* Removes key's block from every tier (Redis: under the cache's prefix).
+ * *erased = 1 if any tier held it, else 0. erased may be NULL. Every tier
+ * is asked even when one fails; the first failure is returned
+ * (KVTIER_E_UNAVAILABLE: a Redis node did not answer). */
+KVTIER_C_API int kvtier_cache_erase(kvtier_cache* cache, const uint8_t key[32], int* erased);
+
+/* Removes every block of this cache's layout from every tier. Blocks of
+ * other layouts in the same disk folder or Redis prefix are kept. Redis is
+ * not scanned: only the keys the local tiers held are erased there. */
+KVTIER_C_API int kvtier_cache_clear(kvtier_cache* cache);
+
+/* The cache's counters as Prometheus text (CacheStats::ToPrometheus) into
+ * out[0..cap), NUL-terminated, like kvtier_layout_signature(): call with
+ * out = NULL, cap = 0 to learn *len first (KVTIER_E_BUFFER_TOO_SMALL). */
+KVTIER_C_API int kvtier_cache_prometheus(kvtier_cache* cache, char* out, size_t cap, size_t* len);
+
 /* Writes the dirty RAM entries down to the disk tier and waits until the
  * disk tier has written what it accepted. */
 KVTIER_C_API int kvtier_cache_flush(kvtier_cache* cache);

@@ -1,8 +1,9 @@
 // TieredCache: one object over kvtier's tiers (host RAM, optional disk,
 // optional remote Redis) that an engine opens once and asks for blocks by
-// key: Match, LoadShared/Load, Preload, Store, Flush/Close, Stats. How a
-// block moves between the tiers, loads and promotion, the Match index and
-// the remote tier: docs/tiers.md (DESIGN.md §1, §7).
+// key: Match, LoadShared/Load, Preload, Store, Contains/Erase/Clear,
+// Flush/Close, Stats. How a block moves between the tiers, loads and
+// promotion, the Match index and the remote tier: docs/tiers.md
+// (DESIGN.md §1, §7).
 //
 // Ownership: Open() returns the only owner; the Env must outlive it. A
 // LoadFuture may outlive the cache; a Load's buffers, and whatever a
@@ -360,6 +361,32 @@ class TieredCache {
   // FailedPrecondition after Close (then no callback runs).
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options = {});
 
+  // The fastest tier that holds `key`, asked in turn without reading any
+  // data: HostTier::Contains, DiskTier::Contains (one index lookup; blocks
+  // another process stored in a shared folder included), then
+  // RemoteTier::Exists (one round trip; a node that is down answers no).
+  // kNone on a miss and after Close.
+  CacheTier Contains(const BlockKey& key) const;
+
+  // Removes `key`'s block from every tier: the host entry (a dirty one is
+  // dropped, not written down), the disk file and row (a pending write is
+  // cancelled), the remote value's parts under RemoteTierOptions::prefix,
+  // and the Match index's bits. True if any tier held it. Every tier is
+  // asked even when one fails; the first failure is returned (Unavailable:
+  // a remote node did not answer). FailedPrecondition after Close.
+  Result<bool> Erase(const BlockKey& key);
+
+  // Erases every block of this cache's layout signature: every host entry
+  // of this cache, every disk block of the signature (after the pending
+  // writes land, so none is written afterwards), and, in the remote tier,
+  // every key either local tier held. Blocks of other signatures in the
+  // same folder or Redis prefix are kept, and so are other caches' host
+  // entries on a shared budget. The remote tier is not scanned: a block
+  // only another host stored there, under a key this cache never held, is
+  // not found. Returns the number of distinct keys erased; the first
+  // failure as Erase. FailedPrecondition after Close.
+  Result<uint64_t> Clear();
+
   // Tells the Match index that the disk tier holds `keys` without asking
   // it: keys another process stored in a shared folder, or a list an
   // engine kept from an earlier run, so that Match answers from memory
@@ -422,6 +449,8 @@ class TieredCache {
   Status Close();
 
   CacheStats Stats() const;
+  // Stats().ToPrometheus(): the same counters as Prometheus text.
+  std::string Prometheus() const;
   // The host budget this cache draws from.
   std::shared_ptr<SharedHostBudget> host_budget() const;
 

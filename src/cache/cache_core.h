@@ -54,6 +54,9 @@ class CacheCore {
 
   MatchResult Match(std::span<const BlockKey> chain);
   void HintDiskKeys(std::span<const BlockKey> keys);
+  CacheTier Contains(const BlockKey& key);
+  Result<bool> Erase(const BlockKey& key);
+  Result<uint64_t> Clear();
   Result<LoadFuture> Load(std::span<const BlockKey> keys,
                           std::span<const std::span<std::byte>> dsts);
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options);
@@ -98,6 +101,10 @@ class CacheCore {
                CacheTier from);
   // The disk said it does not have `key`: clears the index's disk hint.
   void NoteDiskMiss(const BlockKey& key);
+
+  // Erase() below the gate: every tier, then the index. `first` keeps the
+  // first failure.
+  bool EraseEverywhere(const BlockKey& key, Status* first);
 
   Status StoreOne(const BlockKey& key, const SharedBlock& block, WritePolicy policy);
   // Queues an accepted block for the remote tier; a refusal is counted.

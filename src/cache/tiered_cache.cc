@@ -20,6 +20,12 @@ MatchResult TieredCache::Match(std::span<const BlockKey> chain) const {
   return core_->Match(chain);
 }
 
+CacheTier TieredCache::Contains(const BlockKey& key) const { return core_->Contains(key); }
+
+Result<bool> TieredCache::Erase(const BlockKey& key) { return core_->Erase(key); }
+
+Result<uint64_t> TieredCache::Clear() { return core_->Clear(); }
+
 void TieredCache::HintDiskKeys(std::span<const BlockKey> keys) { core_->HintDiskKeys(keys); }
 
 Result<LoadFuture> TieredCache::Load(std::span<const BlockKey> keys,
@@ -52,6 +58,8 @@ uint64_t TieredCache::ShrinkHost(uint64_t target_bytes, std::span<const BlockKey
 Status TieredCache::Close() { return core_->Close(); }
 
 CacheStats TieredCache::Stats() const { return core_->Stats(); }
+
+std::string TieredCache::Prometheus() const { return core_->Stats().ToPrometheus(); }
 
 std::shared_ptr<SharedHostBudget> TieredCache::host_budget() const { return core_->host_budget(); }
 

@@ -295,6 +295,103 @@ int kvtier_cache_load(kvtier_cache* cache, const uint8_t key[32], void* dst, siz
   });
 }
 
+int kvtier_cache_load_many(kvtier_cache* cache, const uint8_t* keys, size_t n,
+                           void* const* dsts, const size_t* caps, size_t* lens) {
+  constexpr std::string_view fn = "kvtier_cache_load_many";
+  return Guard(fn, [&]() -> int {
+    if (n > 0 && lens == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": lens is NULL");
+    for (size_t i = 0; i < n; ++i) lens[i] = 0;
+    if (n > 0 && (keys == nullptr || dsts == nullptr || caps == nullptr)) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": keys, dsts or caps is NULL and n > 0");
+    }
+    std::vector<kvtier::BlockKey> ks(n);
+    std::vector<std::span<std::byte>> spans(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (dsts[i] == nullptr && caps[i] > 0) {
+        return Fail(KVTIER_E_INVALID_ARGUMENT, fn,
+                    ": dsts[" + std::to_string(i) + "] is NULL and its cap > 0");
+      }
+      ks[i] = KeyOf(keys + i * 32);
+      spans[i] = {static_cast<std::byte*>(dsts[i]), caps[i]};
+    }
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    if (n == 0) return KVTIER_OK;
+    auto future = c->Load(ks, spans);
+    if (!future.ok()) return FromStatus(fn, future.status());
+    auto loaded = future->Get();
+    if (!loaded.ok()) {
+      // Get()'s only InvalidArgument: a destination smaller than its block.
+      if (loaded.status().IsInvalidArgument()) {
+        return Fail(KVTIER_E_BUFFER_TOO_SMALL, fn, ": " + loaded.status().message());
+      }
+      return FromStatus(fn, loaded.status());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const kvtier::LoadedBlock& b = (*loaded)[i];
+      lens[i] = b.tier == kvtier::CacheTier::kNone ? 0 : static_cast<size_t>(b.bytes);
+    }
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_cache_contains(kvtier_cache* cache, const uint8_t key[32], int* tier) {
+  constexpr std::string_view fn = "kvtier_cache_contains";
+  return Guard(fn, [&]() -> int {
+    if (tier == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": tier is NULL");
+    *tier = KVTIER_TIER_NONE;
+    if (key == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": key is NULL");
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    switch (c->Contains(KeyOf(key))) {
+      case kvtier::CacheTier::kHost:
+        *tier = KVTIER_TIER_HOST;
+        break;
+      case kvtier::CacheTier::kDisk:
+        *tier = KVTIER_TIER_DISK;
+        break;
+      case kvtier::CacheTier::kRemote:
+        *tier = KVTIER_TIER_REMOTE;
+        break;
+      case kvtier::CacheTier::kNone:
+        break;
+    }
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_cache_erase(kvtier_cache* cache, const uint8_t key[32], int* erased) {
+  constexpr std::string_view fn = "kvtier_cache_erase";
+  return Guard(fn, [&]() -> int {
+    if (erased != nullptr) *erased = 0;
+    if (key == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": key is NULL");
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    auto r = c->Erase(KeyOf(key));
+    if (!r.ok()) return FromStatus(fn, r.status());
+    if (erased != nullptr) *erased = *r ? 1 : 0;
+    return KVTIER_OK;
+  });
+}
+
+int kvtier_cache_clear(kvtier_cache* cache) {
+  constexpr std::string_view fn = "kvtier_cache_clear";
+  return Guard(fn, [&]() -> int {
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    return FromStatus(fn, c->Clear().status());
+  });
+}
+
+int kvtier_cache_prometheus(kvtier_cache* cache, char* out, size_t cap, size_t* len) {
+  constexpr std::string_view fn = "kvtier_cache_prometheus";
+  return Guard(fn, [&]() -> int {
+    if (len == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": len is NULL");
+    *len = 0;
+    if (out == nullptr && cap > 0) {
+      return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": out is NULL and cap > 0");
+    }
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    return CopyOut(fn, c->Prometheus(), out, cap, len);
+  });
+}
+
 int kvtier_cache_flush(kvtier_cache* cache) {
   constexpr std::string_view fn = "kvtier_cache_flush";
   return Guard(fn, [&]() -> int {

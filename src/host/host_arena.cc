@@ -383,6 +383,16 @@ std::vector<HostTier::DirtyEntry> Arena::DirtyEntries(const Owner* owner, size_t
   return out;
 }
 
+std::vector<BlockKey> Arena::Keys(const Owner* owner) const {
+  std::vector<BlockKey> out;
+  MutexLock lock(&mu_);
+  out.reserve(owner->stats.entries);
+  for (auto it = order_.begin(); it != order_.end(); ++it) {
+    if (it->owner == owner) out.push_back(it->key);
+  }
+  return out;
+}
+
 HostTierStats Arena::OwnerStats(const Owner* owner) const {
   MutexLock lock(&mu_);
   return owner->stats;

@@ -101,6 +101,7 @@ class Arena {
 
   std::vector<HostTier::DirtyEntry> DirtyEntries(const Owner* owner, size_t limit) const
       EXCLUDES(mu_);
+  std::vector<BlockKey> Keys(const Owner* owner) const EXCLUDES(mu_);
   HostTierStats OwnerStats(const Owner* owner) const EXCLUDES(mu_);
   HostBudgetStats Stats() const EXCLUDES(mu_);
 

@@ -168,6 +168,8 @@ std::vector<HostTier::DirtyEntry> HostTier::DirtyEntries(size_t limit) const {
   return arena().DirtyEntries(owner_.get(), limit);
 }
 
+std::vector<BlockKey> HostTier::Keys() const { return arena().Keys(owner_.get()); }
+
 HostTierStats HostTier::Stats() const { return arena().OwnerStats(owner_.get()); }
 
 }  // namespace kvtier

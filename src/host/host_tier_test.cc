@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -152,6 +153,23 @@ TEST(HostTier, GetCopiesExactBytesAndReturnsTheSharedBlock) {
   EXPECT_EQ(s.puts, 1u);
   EXPECT_EQ(s.replacements, 0u);
   EXPECT_EQ(s.evictions, 0u);
+}
+
+// Keys lists this tier's entries, clean and dirty, and no other tier's on
+// the same budget.
+TEST(HostTier, KeysListsOnlyThisTiersEntries) {
+  auto budget = MakeBudget(10'000);
+  auto a = MakeSharedTier(budget);
+  auto b = MakeSharedTier(budget);
+  PutId(*a, 1, 100, kDirty);
+  PutId(*a, 2, 100, kClean);
+  PutId(*b, 3, 100, kClean);
+  std::vector<BlockKey> keys = a->Keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<BlockKey>{TestBlockKey(1), TestBlockKey(2)}));
+  EXPECT_EQ(b->Keys(), std::vector<BlockKey>{TestBlockKey(3)});
+  ASSERT_TRUE(a->Erase(TestBlockKey(1)));
+  EXPECT_EQ(a->Keys(), std::vector<BlockKey>{TestBlockKey(2)});
 }
 
 TEST(HostTier, AReaderKeepsItsBlockAfterEviction) {

@@ -79,7 +79,7 @@ class PyCache {
     cache_ = std::move(opened->cache);
   }
 
-  void Store(py::handle key, py::handle block) {
+  void Store(PyKey key, PyBuffer block) {
     const BlockKey k = KeyFromPy(key, "key");
     BufferView view(block, "block", BufferView::Access::kRead);
     std::shared_ptr<TieredCache> cache = Live("store");
@@ -91,11 +91,16 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  void StoreTensors(py::handle key, py::handle parent, py::handle ns, py::handle tensors,
-                    uint32_t token_count, std::optional<int64_t> created_at) {
+  void StoreTensors(PyKey key, PyKey parent, PyKey ns, PyTensors tensors, uint32_t token_count,
+                    std::optional<int64_t> created_at) {
     const BlockKey k = KeyFromPy(key, "key");
     const BlockKey p = KeyFromPy(parent, "parent");
     const BlockKey n = KeyFromPy(ns, "namespace");
+    // The chain rule (DESIGN.md §3): a key hashes its parent (the namespace
+    // for block 0), so it never equals either; equal bytes mean arguments
+    // passed in the wrong order or the key reused as its own parent.
+    if (k == p) ThrowInvalid("parent: equals key (a block's parent is the previous block's key)");
+    if (k == n) ThrowInvalid("namespace: equals key (pass the chain's namespace hash)");
     std::shared_ptr<TieredCache> cache = Live("store_tensors");
     Result<BlockBuffer> block = EncodeFromPy(layout_, k, p, n, tensors, token_count, created_at);
     Status s;
@@ -106,14 +111,14 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  size_t Match(py::handle keys) {
+  size_t Match(PyKeys keys) {
     const std::vector<BlockKey> chain = KeysFromPy(keys, "keys");
     std::shared_ptr<TieredCache> cache = Live("match");
     py::gil_scoped_release release;
     return cache->Match(chain).blocks;
   }
 
-  size_t LoadInto(py::handle key, py::handle out) {
+  size_t LoadInto(PyKey key, PyBuffer out) {
     const BlockKey k = KeyFromPy(key, "key");
     BufferView view(out, "out", BufferView::Access::kWrite);
     if (!view.IsByteFormat()) {
@@ -148,7 +153,7 @@ class PyCache {
     return b.tier == CacheTier::kNone ? 0 : static_cast<size_t>(b.bytes);
   }
 
-  py::object Load(py::handle key) {
+  PyBytesOrNone Load(PyKey key) {
     const BlockKey k = KeyFromPy(key, "key");
     std::shared_ptr<TieredCache> cache = Live("load");
     Result<SharedBlock> block = [&] {
@@ -171,7 +176,7 @@ class PyCache {
     return out;
   }
 
-  bool LoadTensors(py::handle key, py::handle outs) {
+  bool LoadTensors(PyKey key, PyTensors outs) {
     const BlockKey k = KeyFromPy(key, "key");
     std::shared_ptr<TieredCache> cache = Live("load_tensors");
     const std::vector<std::unique_ptr<BufferView>> views =
@@ -199,6 +204,94 @@ class PyCache {
     return *hit;
   }
 
+  // One buffer per key; 0 for a miss. Every buffer is exported first, with
+  // the GIL; then one Load reads the disk and remote parts in parallel on
+  // the load threads and copies each block into its buffer, without it.
+  std::vector<size_t> LoadMany(PyKeys keys, PyBuffers outs) {
+    const std::vector<BlockKey> ks = KeysFromPy(keys, "keys");
+    if (PyUnicode_Check(outs.ptr()) || PyObject_CheckBuffer(outs.ptr()) ||
+        !PySequence_Check(outs.ptr())) {
+      ThrowInvalid("outs: expected a list of writable buffers, got " + TypeName(outs));
+    }
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(outs);
+    if (seq.size() != ks.size()) {
+      ThrowInvalid("outs: " + std::to_string(seq.size()) + " buffers for " +
+                   std::to_string(ks.size()) + " keys");
+    }
+    std::vector<std::unique_ptr<BufferView>> views;
+    std::vector<std::span<std::byte>> dsts;
+    views.reserve(ks.size());
+    dsts.reserve(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const std::string what = "outs[" + std::to_string(i) + "]";
+      views.push_back(
+          std::make_unique<BufferView>(seq[i], what.c_str(), BufferView::Access::kWrite));
+      if (!views.back()->IsByteFormat()) {
+        ThrowInvalid(what + ": expected a byte buffer (e.g. numpy uint8), got format '" +
+                     views.back()->format() + "'");
+      }
+      dsts.push_back(views.back()->mutable_bytes());
+    }
+    std::shared_ptr<TieredCache> cache = Live("load_many");
+    Result<std::vector<LoadedBlock>> loaded = [&]() -> Result<std::vector<LoadedBlock>> {
+      py::gil_scoped_release release;
+      KVTIER_ASSIGN_OR_RETURN(LoadFuture future, cache->Load(ks, dsts));
+      return future.Get();
+    }();
+    if (!loaded.ok()) {
+      if (loaded.status().IsInvalidArgument()) {
+        ThrowInvalid("outs: " + loaded.status().message() +
+                     " (every other block was loaded; size buffers with len(load(key)))");
+      }
+      Throw(loaded.status());
+    }
+    std::vector<size_t> sizes(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const LoadedBlock& b = (*loaded)[i];
+      sizes[i] = b.tier == CacheTier::kNone ? 0 : static_cast<size_t>(b.bytes);
+    }
+    return sizes;
+  }
+
+  PyTextOrNone Contains(PyKey key) {
+    const BlockKey k = KeyFromPy(key, "key");
+    std::shared_ptr<TieredCache> cache = Live("contains");
+    CacheTier tier;
+    {
+      py::gil_scoped_release release;
+      tier = cache->Contains(k);
+    }
+    if (tier == CacheTier::kNone) return py::none();
+    return py::str(std::string(CacheTierName(tier)));
+  }
+
+  bool Erase(PyKey key) {
+    const BlockKey k = KeyFromPy(key, "key");
+    std::shared_ptr<TieredCache> cache = Live("erase");
+    Result<bool> erased = [&] {
+      py::gil_scoped_release release;
+      return cache->Erase(k);
+    }();
+    if (!erased.ok()) Throw(erased.status());
+    return *erased;
+  }
+
+  uint64_t Clear() {
+    std::shared_ptr<TieredCache> cache = Live("clear");
+    Result<uint64_t> erased = [&] {
+      py::gil_scoped_release release;
+      return cache->Clear();
+    }();
+    if (!erased.ok()) Throw(erased.status());
+    return *erased;
+  }
+
+  std::string Prometheus() {
+    std::shared_ptr<TieredCache> cache = Live("prometheus");
+    py::gil_scoped_release release;
+    return cache->Prometheus();
+  }
+
   void Flush() {
     std::shared_ptr<TieredCache> cache = Live("flush");
     Status s;
@@ -209,7 +302,7 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  py::object Stats() {
+  PyDict Stats() {
     std::shared_ptr<TieredCache> cache = Live("stats");
     std::string json;
     {
@@ -303,6 +396,30 @@ void RegisterCache(py::module_& m) {
            "Copies the block file stored under `key` into the front of `out` (a writable, "
            "C-contiguous byte buffer, e.g. numpy uint8) and returns its size; 0 on a miss. "
            "kvtier.InvalidArgument if `out` is too small or not a byte buffer.")
+      .def("load_many", &PyCache::LoadMany, py::arg("keys"), py::arg("outs"),
+           "load_many(keys: list[bytes], outs: list[buffer]) -> list[int]\n\n"
+           "Copies block keys[i] into the front of outs[i] (writable, C-contiguous byte "
+           "buffers, e.g. numpy uint8 arrays or bytearrays) for every i, reading the disk and "
+           "remote blocks in parallel, and returns each block's size; 0 for a miss. The GIL "
+           "is released for the whole call. kvtier.InvalidArgument if a buffer is too small "
+           "(the others are still filled).")
+      .def("contains", &PyCache::Contains, py::arg("key"),
+           "contains(key: bytes) -> str | None\n\n"
+           "The fastest tier holding `key`: \"host\", \"disk\" or \"remote\", or None. "
+           "Reads no data (the disk tier's index, one Redis EXISTS).")
+      .def("erase", &PyCache::Erase, py::arg("key"),
+           "erase(key: bytes) -> bool\n\n"
+           "Removes the block from every tier (Redis: under the cache's prefix). True if any "
+           "tier held it.")
+      .def("clear", &PyCache::Clear,
+           "clear() -> int\n\n"
+           "Removes every block of this cache's layout from every tier and returns how many "
+           "keys it erased. Blocks of other layouts in the same folder or Redis prefix are "
+           "kept. Redis is not scanned: only keys the local tiers held are erased there.")
+      .def("prometheus", &PyCache::Prometheus,
+           "prometheus() -> str\n\n"
+           "The counters of stats() as Prometheus text (kvtier_cache_*, kvtier_host_*, "
+           "kvtier_disk_*, kvtier_remote_*).")
       .def("flush", &PyCache::Flush,
            "Writes dirty RAM entries down to the disk tier and waits for the writes.")
       .def("stats", &PyCache::Stats, "Counters of every tier as a dict (CacheStats JSON).")
@@ -311,8 +428,11 @@ void RegisterCache(py::module_& m) {
            "kvtier.FailedPrecondition. Idempotent.")
       .def_property_readonly("closed", &PyCache::closed)
       .def_property_readonly("layout", &PyCache::layout, "The cache's kvtier.Layout.")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyCache& c, py::handle, py::handle, py::handle) { c.Close(); });
+      .def("__enter__", [](PyCache& self) -> PyCache& { return self; },
+           py::return_value_policy::reference)
+      .def(
+          "__exit__", [](PyCache& c, PyAny, PyAny, PyAny) { c.Close(); }, py::arg("exc_type"),
+          py::arg("exc"), py::arg("tb"));
 }
 
 }  // namespace kvtier::python

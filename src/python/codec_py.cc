@@ -150,8 +150,8 @@ py::list DecodeToViews(py::handle data, const ModelLayout& layout, const BlockKe
 void RegisterCodec(py::module_& m) {
   m.def(
       "encode_block",
-      [](py::handle layout, py::handle key, py::handle parent, py::handle ns, py::handle tensors,
-         uint32_t token_count, std::optional<int64_t> created_at) {
+      [](PyLayoutArg layout, PyKey key, PyKey parent, PyKey ns, PyTensors tensors,
+         uint32_t token_count, std::optional<int64_t> created_at) -> py::bytes {
         const ModelLayout l = LayoutFromPy(layout, "layout");
         const BlockKey k = KeyFromPy(key, "key");
         const BlockKey p = KeyFromPy(parent, "parent");
@@ -170,7 +170,7 @@ void RegisterCodec(py::module_& m) {
 
   m.def(
       "decode_block",
-      [](py::handle data, py::handle layout, py::handle key) {
+      [](PyBuffer data, PyLayoutArg layout, PyKey key) -> PyArrays {
         const ModelLayout l = LayoutFromPy(layout, "layout");
         const BlockKey k = KeyFromPy(key, "key");
         return DecodeToViews(data, l, k, /*verify_checksum=*/true);

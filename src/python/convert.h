@@ -27,6 +27,37 @@ namespace kvtier::python {
 
 namespace py = pybind11;
 
+// Arguments and results the functions check and convert themselves (with
+// the messages below), typed for help(): pybind11 shows a py::handle or
+// py::object parameter as `handle` / `object`; these show the Python type
+// the function takes. Any object binds (the conversion, not pybind11,
+// decides what is accepted, so errors stay kvtier.InvalidArgument).
+inline bool AnyObject(PyObject*) { return true; }
+#define KVTIER_PY_TYPED(Name, shown)                          \
+  class Name : public py::object {                            \
+   public:                                                    \
+    PYBIND11_OBJECT_DEFAULT(Name, py::object, AnyObject)      \
+    static constexpr char kShown[] = shown;                   \
+  };
+KVTIER_PY_TYPED(PyKey, "bytes")
+KVTIER_PY_TYPED(PyKeys, "Iterable[bytes]")
+KVTIER_PY_TYPED(PyBuffer, "Buffer")
+KVTIER_PY_TYPED(PyBuffers, "Sequence[Buffer]")
+KVTIER_PY_TYPED(PyTensors, "Sequence[Buffer] | Mapping[str, Buffer]")
+KVTIER_PY_TYPED(PyTokens, "Sequence[int] | Buffer")
+KVTIER_PY_TYPED(PyBytesLike, "bytes")
+KVTIER_PY_TYPED(PyText, "str")
+KVTIER_PY_TYPED(PyLayoutArg, "Layout | str | os.PathLike")
+KVTIER_PY_TYPED(PyPathOrNone, "str | os.PathLike | None")
+KVTIER_PY_TYPED(PyTextOrNone, "str | None")
+KVTIER_PY_TYPED(PyInt, "int")
+KVTIER_PY_TYPED(PyBytesOrNone, "bytes | None")
+KVTIER_PY_TYPED(PyDict, "dict")
+KVTIER_PY_TYPED(PyAny, "Any")
+KVTIER_PY_TYPED(PyKeyList, "list[bytes]")
+KVTIER_PY_TYPED(PyArrays, "list[numpy.ndarray]")
+#undef KVTIER_PY_TYPED
+
 // One buffer-protocol export of a C-contiguous object, released on
 // destruction.
 class BufferView {
@@ -84,5 +115,31 @@ py::dtype NumpyDType(DType dtype);
 std::string BytesFromPy(py::handle obj, const char* what);
 
 }  // namespace kvtier::python
+
+// How help() names the typed arguments above.
+#define KVTIER_PY_SHOWN(Name)                                              \
+  template <>                                                              \
+  struct pybind11::detail::handle_type_name<kvtier::python::Name> {        \
+    static constexpr auto name = pybind11::detail::const_name(             \
+        kvtier::python::Name::kShown);                                     \
+  };
+KVTIER_PY_SHOWN(PyKey)
+KVTIER_PY_SHOWN(PyKeys)
+KVTIER_PY_SHOWN(PyBuffer)
+KVTIER_PY_SHOWN(PyBuffers)
+KVTIER_PY_SHOWN(PyTensors)
+KVTIER_PY_SHOWN(PyTokens)
+KVTIER_PY_SHOWN(PyBytesLike)
+KVTIER_PY_SHOWN(PyText)
+KVTIER_PY_SHOWN(PyLayoutArg)
+KVTIER_PY_SHOWN(PyPathOrNone)
+KVTIER_PY_SHOWN(PyTextOrNone)
+KVTIER_PY_SHOWN(PyInt)
+KVTIER_PY_SHOWN(PyBytesOrNone)
+KVTIER_PY_SHOWN(PyDict)
+KVTIER_PY_SHOWN(PyAny)
+KVTIER_PY_SHOWN(PyKeyList)
+KVTIER_PY_SHOWN(PyArrays)
+#undef KVTIER_PY_SHOWN
 
 #endif  // KVTIER_PYTHON_CONVERT_H_

@@ -22,7 +22,7 @@ constexpr std::array<ErrorClass, 8> kClasses = {{
      "A malformed argument: wrong type, size, dtype or value. Also a ValueError."},
     {StatusCode::kResourceExhausted, "ResourceExhausted",
      "Out of memory, budget, queue space or disk."},
-    {StatusCode::kIOError, "IOError", "A system call failed."},
+    {StatusCode::kIOError, "IOError", "A system call failed. Also an OSError."},
     {StatusCode::kUnavailable, "Unavailable", "A tier or service is down."},
     {StatusCode::kFailedPrecondition, "FailedPrecondition",
      "The object does not allow the call in its state (e.g. a closed Cache)."},
@@ -48,9 +48,15 @@ void RegisterErrors(py::module_& m) {
   if (g_base == nullptr) throw py::error_already_set();
   m.add_object("Error", py::handle(g_base));
   for (const ErrorClass& c : kClasses) {
-    py::tuple bases = c.code == StatusCode::kInvalidArgument
-                          ? py::make_tuple(py::handle(g_base), py::handle(PyExc_ValueError))
-                          : py::make_tuple(py::handle(g_base));
+    // A second, built-in base where one fits, so that `except ValueError`
+    // and `except OSError` catch what they would catch from Python's own
+    // calls.
+    py::tuple bases = py::make_tuple(py::handle(g_base));
+    if (c.code == StatusCode::kInvalidArgument) {
+      bases = py::make_tuple(py::handle(g_base), py::handle(PyExc_ValueError));
+    } else if (c.code == StatusCode::kIOError) {
+      bases = py::make_tuple(py::handle(g_base), py::handle(PyExc_OSError));
+    }
     const std::string qualified = std::string("kvtier.") + c.name;
     PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), c.doc, bases.ptr(), nullptr);
     if (cls == nullptr) throw py::error_already_set();

@@ -142,6 +142,11 @@ void RegisterKeys(py::module_& m) {
       "'tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>' with each field left out when its "
       "size is 1 ('' = the whole model; docs/block-key.md).");
 
+  // Registered first: KeyChain.sequence() returns one, and help() names a
+  // type only once it is registered.
+  py::class_<KeySequence> sequence(m, "KeySequence",
+                                   "The keys of one sequence whose tokens arrive in pieces.");
+
   py::class_<KeyChain>(m, "KeyChain",
                        "A key namespace (model, layout signature, block size, tenant salt, "
                        "adapter, extra, shard): the keys of any token sequence under it.")
@@ -162,13 +167,13 @@ void RegisterKeys(py::module_& m) {
       .def_property_readonly("block_tokens", &KeyChain::block_tokens)
       .def(
           "keys",
-          [](const KeyChain& c, py::handle tokens) {
+          [](const KeyChain& c, PyTokens tokens) -> PyKeyList {
             return KeyList(KeysOf(c, TokensFromPy(tokens, "tokens")));
           },
           py::arg("tokens"), "Keys of all full blocks of `tokens`, in order.")
       .def(
           "next",
-          [](const KeyChain& c, py::handle parent, py::handle block, py::handle extra) {
+          [](const KeyChain& c, PyKey parent, PyTokens block, PyBytesLike extra) {
             const BlockKey p = KeyFromPy(parent, "parent");
             const std::vector<uint32_t> t = TokensFromPy(block, "block");
             if (t.size() != c.block_tokens()) {
@@ -187,16 +192,15 @@ void RegisterKeys(py::module_& m) {
           "sequence", [](const KeyChain& c) { return KeySequence(c); },
           "A KeySequence: keys of one growing token sequence.");
 
-  py::class_<KeySequence>(m, "KeySequence",
-                          "The keys of one sequence whose tokens arrive in pieces.")
+  sequence
       .def(
           "append",
-          [](KeySequence& s, py::handle tokens) {
+          [](KeySequence& s, PyTokens tokens) -> PyKeyList {
             return KeyList(s.Append(TokensFromPy(tokens, "tokens")));
           },
           py::arg("tokens"), "Adds tokens; returns the keys of the blocks they completed.")
       .def_property_readonly(
-          "keys", [](const KeySequence& s) { return KeyList(s.keys()); },
+          "keys", [](const KeySequence& s) -> PyKeyList { return KeyList(s.keys()); },
           "Keys of every full block so far.")
       .def_property_readonly(
           "last_key", [](const KeySequence& s) { return KeyToPy(s.last()); },

@@ -95,7 +95,7 @@ void RegisterLayout(py::module_& m) {
   py::class_<ModelLayout>(m, "Layout",
                           "What one cached block of a model holds: per layer, the state "
                           "tensors with dtypes and per-block shapes (docs/layouts.md).")
-      .def(py::init([](py::object layout, py::handle block_tokens) {
+      .def(py::init([](PyLayoutArg layout, py::handle block_tokens) {
              return LayoutFromPy(layout, "layout", BlockTokensFromPy(block_tokens));
            }),
            py::arg("layout"), py::arg("block_tokens") = 0,
@@ -136,7 +136,7 @@ void RegisterLayout(py::module_& m) {
            "The block's state tensors in file order (layer-major): list of TensorInfo.")
       .def("to_json", &ModelLayout::ToJson, "The JSON form Layout.from_json() reads back.")
       .def("__eq__",
-           [](const ModelLayout& a, py::object b) -> py::object {
+           [](const ModelLayout& a, PyAny b) -> PyAny {
              if (!py::isinstance<ModelLayout>(b)) {
                return py::reinterpret_borrow<py::object>(Py_NotImplemented);
              }
@@ -150,7 +150,7 @@ void RegisterLayout(py::module_& m) {
 
   m.def(
       "layout_signature",
-      [](py::object layout) { return LayoutFromPy(layout, "layout").Signature(); },
+      [](PyLayoutArg layout) { return LayoutFromPy(layout, "layout").Signature(); },
       py::arg("layout"),
       "The signature of a layout (a preset name, a layout JSON path or a Layout).");
 }

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Cache.load_many from Python against its limits, in the same run.
+
+Stores one prefix (--tokens of --layout, default a 32k-token qwen2.5-0.5b
+prefix) in a disk-tier folder, then per run:
+  pread      a plain pread loop (os.preadv on --threads threads, the disk
+             tier's read threads by default) over the same block files,
+             page cache dropped first (--drop-caches, root only): the
+             disk's limit;
+  cold       load_many(keys, outs) on a freshly opened cache (empty RAM),
+             page cache dropped the same way, into preallocated numpy
+             buffers (one restore, GIL released);
+  host       load_many of the same keys again: host hits (the cold load
+             promoted them);
+  memcpy     np.copyto of the same bytes from RAM on one thread: the host
+             limit.
+Prints one JSON object: GB/s of each per run, and the medians of cold /
+pread and host / memcpy.
+
+    sudo PYTHONPATH=build/release/python /usr/bin/python3 \\
+        bench/python/load_many_bench.py --layout qwen2.5-0.5b --tokens 32768 --drop-caches
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+import kvtier
+
+
+def drop_caches():
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+    except OSError as e:
+        raise SystemExit(f"--drop-caches: cannot write /proc/sys/vm/drop_caches (needs root): {e}")
+
+
+def block_files(folder, keys):
+    want = {k.hex() + ".safetensors" for k in keys}
+    found = {}
+    for root, _, names in os.walk(os.path.join(folder, "blocks")):
+        for n in names:
+            if n in want:
+                found[n] = os.path.join(root, n)
+    if len(found) != len(keys):
+        raise SystemExit(f"expected {len(keys)} block files, found {len(found)}")
+    return [found[k.hex() + ".safetensors"] for k in keys]
+
+
+def pread_loop(files, sizes, threads):
+    """Seconds for `threads` threads to read every file whole into one reused buffer each."""
+    bufs = [np.ones(max(sizes), np.uint8) for _ in range(threads)]  # faulted in
+
+    def work(t):
+        buf = memoryview(bufs[t])
+        for i in range(t, len(files), threads):
+            fd = os.open(files[i], os.O_RDONLY)
+            try:
+                done = 0
+                while done < sizes[i]:
+                    n = os.preadv(fd, [buf[done:sizes[i]]], done)
+                    if n <= 0:
+                        raise OSError(f"short read of {files[i]}")
+                    done += n
+            finally:
+                os.close(fd)
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        t0 = time.perf_counter()
+        list(pool.map(work, range(threads)))
+        return time.perf_counter() - t0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layout", default="qwen2.5-0.5b")
+    parser.add_argument("--tokens", type=int, default=32768)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--dir", help="the cache folder (default: a new temporary one)")
+    parser.add_argument("--drop-caches", action="store_true")
+    args = parser.parse_args()
+
+    layout = kvtier.Layout(args.layout)
+    chain = kvtier.KeyChain("bench", layout)
+    keys = chain.keys(range(args.tokens))
+    tmp = None
+    folder = args.dir
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix="kvtier_load_many_")
+        folder = tmp.name
+    rng = np.random.default_rng(1)
+    # Written through a small RAM tier: the blocks reach the folder as they
+    # are evicted, and close() writes the rest.
+    with kvtier.Cache(layout, host_bytes=64 << 20, disk_dir=folder) as cache:
+        parent = chain.namespace
+        for key in keys:
+            tensors = [rng.integers(0, 256, t.nbytes, dtype=np.uint8) for t in layout.tensors()]
+            cache.store(key, kvtier.encode_block(layout, key, parent, chain.namespace, tensors))
+            parent = key
+    files = block_files(folder, keys)
+    sizes = [os.path.getsize(f) for f in files]
+    total = sum(sizes)
+    gb = total / 1e9
+    arena = np.ones(total, np.uint8)  # the caller's buffers, faulted in once
+    copy = np.ones(total, np.uint8)
+    offsets = np.cumsum([0] + sizes)
+    outs = [arena[offsets[i]:offsets[i + 1]] for i in range(len(keys))]
+
+    runs = []
+    for _ in range(args.runs):
+        if args.drop_caches:
+            drop_caches()
+        pread_s = pread_loop(files, sizes, args.threads)
+        with kvtier.Cache(layout, host_bytes=2 * total + (64 << 20), disk_dir=folder) as cache:
+            if args.drop_caches:
+                drop_caches()
+            t0 = time.perf_counter()
+            got = cache.load_many(keys, outs)
+            cold_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            again = cache.load_many(keys, outs)
+            host_s = time.perf_counter() - t0
+            s = cache.stats()
+        if got != sizes or again != sizes:
+            raise SystemExit("load_many did not return every block")
+        if s["hits_host"] != len(keys):
+            raise SystemExit(f"expected {len(keys)} host hits in the second pass, got "
+                             f"{s['hits_host']}")
+        t0 = time.perf_counter()
+        np.copyto(copy, arena)
+        memcpy_s = time.perf_counter() - t0
+        runs.append({"cold_GBps": round(gb / cold_s, 3), "pread_GBps": round(gb / pread_s, 3),
+                     "host_GBps": round(gb / host_s, 3), "memcpy_GBps": round(gb / memcpy_s, 3),
+                     "cold_vs_pread": round(pread_s / cold_s, 3),
+                     "host_vs_memcpy": round(memcpy_s / host_s, 3)})
+    out = {"layout": args.layout, "tokens": args.tokens, "blocks": len(keys), "bytes": total,
+           "threads": args.threads, "drop_caches": args.drop_caches, "runs": runs}
+    for name in ("cold_GBps", "pread_GBps", "host_GBps", "memcpy_GBps", "cold_vs_pread",
+                 "host_vs_memcpy"):
+        out[name + "_median"] = statistics.median(r[name] for r in runs)
+    print(json.dumps(out))
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+/* Tests of kvtier_cache_load_many, _contains, _erase, _clear and _prometheus
+ * through libkvtier_c.so only: per tier (RAM and disk, a folder shared by
+ * two caches as two processes share it, Redis).
+ *
+ * Needs the kvtier CLI (KVTIER_CLI, set by ctest: `kvtier synth --out`
+ * makes the block files) and a Redis server (KVTIER_TEST_REDIS_URL, which
+ * scripts/test exports). Prints "N checks, M failed" and exits non-zero on
+ * any failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvtier/kvtier_c.h"
+
+static int g_checks = 0;
+static int g_failed = 0;
+
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    ++g_checks;                                                                                \
+    if (!(cond)) {                                                                             \
+      ++g_failed;                                                                              \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              kvtier_last_error());                                                            \
+    }                                                                                          \
+  } while (0)
+
+/* rc must equal want, and a failure must leave a message naming `needle`. */
+#define CHECK_RC(rc, want, needle)                                                                 \
+  do {                                                                                             \
+    int rc_ = (rc);                                                                                \
+    ++g_checks;                                                                                    \
+    if (rc_ != (want) || ((want) != KVTIER_OK && strstr(kvtier_last_error(), (needle)) == NULL)) { \
+      ++g_failed;                                                                                  \
+      fprintf(stderr, "%s:%d: %s returned %s, want %s with \"%s\" (last error: %s)\n", __FILE__,   \
+              __LINE__, #rc, kvtier_error_name(rc_), kvtier_error_name(want), (needle),            \
+              kvtier_last_error());                                                                \
+    }                                                                                              \
+  } while (0)
+
+enum { kBlocks = 8, kMaxBlockBytes = 1 << 16 };
+
+struct Block {
+  uint8_t key[32];
+  uint8_t* bytes;
+  size_t len;
+};
+
+static struct Block g_blocks[kBlocks];
+static size_t g_num_blocks = 0;
+static uint8_t g_keys[kBlocks * 32];
+
+static int Unhex(const char* hex, uint8_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 0;
+    out[i] = (uint8_t)v;
+  }
+  return 1;
+}
+
+/* Makes 8 tiny block files with `kvtier synth --out` (a seed of this run's
+ * own, so the keys are new to a shared Redis server) and reads them in. */
+static void MakeBlocks(const char* dir) {
+  const char* cli = getenv("KVTIER_CLI");
+  if (cli == NULL || cli[0] == '\0') {
+    fprintf(stderr, "KVTIER_CLI is not set (run through ctest)\n");
+    exit(2);
+  }
+  const long seed = (long)getpid() * 1000003L + (long)time(NULL);
+  char command[2048];
+  snprintf(command, sizeof(command),
+           "'%s' synth --layout tiny --random 128 --seed %ld --out '%s/files' --json >/dev/null",
+           cli, seed, dir);
+  CHECK(system(command) == 0);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/files", dir);
+  DIR* d = opendir(path);
+  CHECK(d != NULL);
+  if (d == NULL) return;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL && g_num_blocks < kBlocks) {
+    if (strlen(e->d_name) != 64 + strlen(".safetensors")) continue;
+    struct Block* b = &g_blocks[g_num_blocks];
+    if (!Unhex(e->d_name, b->key, 32)) continue;
+    char file[sizeof(path) + sizeof(e->d_name) + 2];
+    snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+    FILE* f = fopen(file, "rb");
+    CHECK(f != NULL);
+    if (f == NULL) continue;
+    b->bytes = malloc(kMaxBlockBytes);
+    b->len = fread(b->bytes, 1, kMaxBlockBytes, f);
+    fclose(f);
+    CHECK(b->len > 0 && b->len < kMaxBlockBytes);
+    memcpy(g_keys + 32 * g_num_blocks, b->key, 32);
+    ++g_num_blocks;
+  }
+  closedir(d);
+}
+
+static kvtier_cache* Open(const char* options) {
+  kvtier_cache* c = NULL;
+  CHECK_RC(kvtier_cache_open(options, &c), KVTIER_OK, "");
+  return c;
+}
+
+static void StoreAll(kvtier_cache* c) {
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    CHECK_RC(kvtier_cache_store(c, g_blocks[i].key, g_blocks[i].bytes, g_blocks[i].len), KVTIER_OK,
+             "");
+  }
+  CHECK_RC(kvtier_cache_flush(c), KVTIER_OK, "");
+}
+
+static int TierOf(kvtier_cache* c, size_t i) {
+  int tier = -1;
+  CHECK_RC(kvtier_cache_contains(c, g_blocks[i].key, &tier), KVTIER_OK, "");
+  return tier;
+}
+
+/* load_many of every block (and one miss) into one arena; checks the bytes. */
+static void CheckLoadMany(kvtier_cache* c) {
+  uint8_t* arena = malloc((kBlocks + 1) * (size_t)kMaxBlockBytes);
+  void* dsts[kBlocks + 1];
+  size_t caps[kBlocks + 1], lens[kBlocks + 1];
+  uint8_t keys[(kBlocks + 1) * 32];
+  memcpy(keys, g_keys, 32 * g_num_blocks);
+  memset(keys + 32 * g_num_blocks, 0, 32); /* a key no tier holds */
+  for (size_t i = 0; i <= g_num_blocks; ++i) {
+    dsts[i] = arena + i * (size_t)kMaxBlockBytes;
+    caps[i] = kMaxBlockBytes;
+    lens[i] = 99;
+  }
+  CHECK_RC(kvtier_cache_load_many(c, keys, g_num_blocks + 1, dsts, caps, lens), KVTIER_OK, "");
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    CHECK(lens[i] == g_blocks[i].len);
+    CHECK(memcmp(dsts[i], g_blocks[i].bytes, g_blocks[i].len) == 0);
+  }
+  CHECK(lens[g_num_blocks] == 0);
+  free(arena);
+}
+
+static void TestDisk(const char* dir) {
+  char options[1024];
+  /* RAM for about two blocks: the rest are on disk only. */
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": %zu, \"disk_dir\": \"%s/cache\"}",
+           2 * g_blocks[0].len + 100, dir);
+  kvtier_cache* a = Open(options);
+  kvtier_cache* b = Open(options); /* the same folder: another process's view */
+  if (a == NULL || b == NULL) return;
+  StoreAll(a);
+  int host = 0, disk = 0;
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    const int t = TierOf(a, i);
+    host += t == KVTIER_TIER_HOST;
+    disk += t == KVTIER_TIER_DISK;
+    CHECK(TierOf(b, i) == KVTIER_TIER_DISK);
+  }
+  CHECK(host >= 1 && disk >= 1 && host + disk == (int)g_num_blocks);
+  /* Not b: what b loads would stay in b's own RAM, which a cannot clear
+   * (another process's memory). */
+  CheckLoadMany(a);
+
+  /* Buffers too small: BUFFER_TOO_SMALL naming one of them. */
+  uint8_t small[16];
+  void* dsts[2] = {small, small};
+  size_t caps[2] = {sizeof(small), sizeof(small)};
+  size_t lens[2] = {7, 7};
+  CHECK_RC(kvtier_cache_load_many(a, g_keys, 2, dsts, caps, lens), KVTIER_E_BUFFER_TOO_SMALL,
+           "smaller than the block");
+  CHECK(lens[0] == 0 && lens[1] == 0);
+  CHECK_RC(kvtier_cache_load_many(a, NULL, 0, NULL, NULL, NULL), KVTIER_OK, "");
+  CHECK_RC(kvtier_cache_load_many(a, g_keys, 1, NULL, caps, lens), KVTIER_E_INVALID_ARGUMENT,
+           "NULL");
+
+  int erased = -1;
+  CHECK_RC(kvtier_cache_erase(a, g_blocks[0].key, &erased), KVTIER_OK, "");
+  CHECK(erased == 1);
+  CHECK_RC(kvtier_cache_erase(a, g_blocks[0].key, &erased), KVTIER_OK, "");
+  CHECK(erased == 0);
+  CHECK(TierOf(a, 0) == KVTIER_TIER_NONE);
+  CHECK(TierOf(b, 0) == KVTIER_TIER_NONE);
+  CHECK_RC(kvtier_cache_clear(a), KVTIER_OK, "");
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    CHECK(TierOf(a, i) == KVTIER_TIER_NONE);
+    CHECK(TierOf(b, i) == KVTIER_TIER_NONE);
+    size_t len = 99;
+    CHECK_RC(kvtier_cache_load(b, g_blocks[i].key, NULL, 0, &len), KVTIER_OK, "");
+    CHECK(len == 0);
+  }
+
+  /* Prometheus text: a size query first, as for kvtier_cache_stats_json. */
+  size_t len = 0;
+  CHECK_RC(kvtier_cache_prometheus(a, NULL, 0, &len), KVTIER_E_BUFFER_TOO_SMALL, "needs");
+  CHECK(len > 0);
+  char* text = malloc(len + 1);
+  size_t len2 = 0;
+  CHECK_RC(kvtier_cache_prometheus(a, text, len + 1, &len2), KVTIER_OK, "");
+  CHECK(len2 == len && strlen(text) == len);
+  CHECK(strstr(text, "kvtier_cache_stores") != NULL);
+  CHECK(strstr(text, "kvtier_disk_") != NULL);
+  free(text);
+
+  /* NULL arguments and closed handles. */
+  int tier = 5;
+  CHECK_RC(kvtier_cache_contains(a, NULL, &tier), KVTIER_E_INVALID_ARGUMENT, "key is NULL");
+  CHECK_RC(kvtier_cache_contains(a, g_keys, NULL), KVTIER_E_INVALID_ARGUMENT, "tier is NULL");
+  CHECK_RC(kvtier_cache_erase(a, NULL, &erased), KVTIER_E_INVALID_ARGUMENT, "key is NULL");
+  CHECK_RC(kvtier_cache_prometheus(a, NULL, 0, NULL), KVTIER_E_INVALID_ARGUMENT, "len is NULL");
+  kvtier_cache_close(a);
+  kvtier_cache_close(b);
+  CHECK_RC(kvtier_cache_contains(a, g_keys, &tier), KVTIER_E_FAILED_PRECONDITION, "closed");
+  CHECK(tier == KVTIER_TIER_NONE);
+  CHECK_RC(kvtier_cache_erase(a, g_keys, NULL), KVTIER_E_FAILED_PRECONDITION, "closed");
+  CHECK_RC(kvtier_cache_clear(a), KVTIER_E_FAILED_PRECONDITION, "closed");
+}
+
+static void TestRemote(void) {
+  const char* url = getenv("KVTIER_TEST_REDIS_URL");
+  ++g_checks;
+  if (url == NULL || url[0] == '\0' || strlen(url) > 512) {
+    ++g_failed;
+    fprintf(stderr,
+            "KVTIER_TEST_REDIS_URL is not set: run through scripts/test, or start servers with "
+            "`eval \"$(scripts/redis-servers start DIR)\"` first\n");
+    return;
+  }
+  char options[1024];
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"remote\": \"%s\"}", url);
+  kvtier_cache* a = Open(options);
+  kvtier_cache* b = Open(options);
+  if (a == NULL || b == NULL) return;
+  StoreAll(a);
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    CHECK(TierOf(a, i) == KVTIER_TIER_HOST);
+    CHECK(TierOf(b, i) == KVTIER_TIER_REMOTE);
+  }
+  CheckLoadMany(b); /* one pipelined batch from Redis */
+  CHECK(TierOf(b, 0) == KVTIER_TIER_HOST); /* promoted */
+  int erased = -1;
+  CHECK_RC(kvtier_cache_erase(a, g_blocks[0].key, &erased), KVTIER_OK, "");
+  CHECK(erased == 1);
+  CHECK_RC(kvtier_cache_clear(a), KVTIER_OK, "");
+  kvtier_cache* c = Open(options); /* a third host: Redis only */
+  if (c != NULL) {
+    for (size_t i = 0; i < g_num_blocks; ++i) CHECK(TierOf(c, i) == KVTIER_TIER_NONE);
+  }
+  CHECK(TierOf(b, 1) == KVTIER_TIER_HOST); /* b's own RAM keeps its copies */
+  kvtier_cache_close(a);
+  kvtier_cache_close(b);
+  kvtier_cache_close(c);
+}
+
+int main(void) {
+  const char* tmp = getenv("TMPDIR");
+  char template_path[1024];
+  snprintf(template_path, sizeof(template_path), "%s/kvtier-c-ops-XXXXXX",
+           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  char* made = mkdtemp(template_path);
+  if (made == NULL) {
+    perror("mkdtemp");
+    return 2;
+  }
+  MakeBlocks(made);
+  CHECK(g_num_blocks == kBlocks); /* 128 random tokens, 16 per block */
+  if (g_num_blocks == kBlocks) {
+    TestDisk(made);
+    TestRemote();
+  }
+  for (size_t i = 0; i < g_num_blocks; ++i) free(g_blocks[i].bytes);
+  char command[1200];
+  snprintf(command, sizeof(command), "rm -rf '%s'", made);
+  if (system(command) != 0) fprintf(stderr, "could not remove %s\n", made);
+  printf("%d checks, %d failed\n", g_checks, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

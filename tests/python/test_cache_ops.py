@@ -1,0 +1,228 @@
+"""kvtier.Cache: load_many, contains, erase, clear and prometheus, per tier
+(host only, disk, Redis), and a folder shared with another process."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+
+import numpy as np
+import pytest
+
+import kvtier
+from conftest import make_blocks
+
+
+def tiny_blocks(n, seed=0, model="ops"):
+    layout = kvtier.Layout("tiny")
+    keys, blocks, tensors = make_blocks(layout, model, list(range(16 * n)), seed=seed)
+    return layout, keys, blocks, tensors
+
+
+def test_load_many_fills_the_callers_buffers(tmp_path):
+    _, keys, blocks, _ = tiny_blocks(6)
+    size = len(blocks[0])
+    # RAM for two blocks: the other four are read from disk, in one batch.
+    with kvtier.Cache("tiny", host_bytes=2 * size + 100, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        cache.flush()
+        pool = np.zeros(7 * size, np.uint8)
+        outs = [pool[i * size:(i + 1) * size] for i in range(6)] + [bytearray(size)]
+        addresses = [o.ctypes.data for o in outs[:6]]
+        got = cache.load_many(keys + [bytes(32)], outs)
+        assert got == [size] * 6 + [0]  # the last key is a miss
+        assert [o.ctypes.data for o in outs[:6]] == addresses  # in place
+        assert pool[:6 * size].tobytes() == b"".join(blocks)
+        assert not any(outs[6])
+        s = cache.stats()
+        assert s["hits_disk"] >= 4 and s["misses"] == 1
+        assert cache.load_many([], []) == []
+        with pytest.raises(kvtier.InvalidArgument, match="2 buffers for 1 keys"):
+            cache.load_many(keys[:1], outs[:2])
+        with pytest.raises(kvtier.InvalidArgument, match="writable"):
+            cache.load_many(keys[:1], [bytes(size)])
+        with pytest.raises(kvtier.InvalidArgument, match="byte buffer"):
+            cache.load_many(keys[:1], [np.zeros(size, np.float32)])
+        with pytest.raises(kvtier.InvalidArgument, match="smaller"):
+            cache.load_many(keys[:2], [bytearray(size), bytearray(10)])
+        with pytest.raises(kvtier.InvalidArgument, match="list of writable buffers"):
+            cache.load_many(keys[:1], bytearray(size))
+
+
+def test_load_many_releases_the_gil(tmp_path):
+    _, keys, blocks, _ = tiny_blocks(32)
+    size = len(blocks[0])
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        outs = [bytearray(size) for _ in keys]
+        ticks = []
+        stop = threading.Event()
+
+        def count():
+            while not stop.is_set():
+                ticks.append(1)
+
+        t = threading.Thread(target=count)
+        t.start()
+        try:
+            for _ in range(50):
+                assert cache.load_many(keys, outs) == [size] * len(keys)
+        finally:
+            stop.set()
+            t.join()
+        assert ticks  # the other thread ran while the loads did
+        assert b"".join(outs) == b"".join(blocks)
+
+
+def test_contains_erase_clear_host_only():
+    _, keys, blocks, _ = tiny_blocks(4)
+    with kvtier.Cache("tiny", host_bytes=1 << 20) as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        assert [cache.contains(k) for k in keys] == ["host"] * 4
+        assert cache.contains(bytes(32)) is None
+        assert cache.stats()["lookups"] == 0  # reads no data
+        assert cache.erase(keys[0]) is True
+        assert cache.erase(keys[0]) is False
+        assert cache.contains(keys[0]) is None
+        assert cache.load(keys[0]) is None
+        assert cache.clear() == 3
+        assert [cache.contains(k) for k in keys] == [None] * 4
+        assert cache.match(keys[1:]) == 0
+        text = cache.prometheus()
+        assert isinstance(text, str)
+        assert "kvtier_cache_stores" in text and "kvtier_host_" in text
+        assert "# TYPE" in text
+    with pytest.raises(kvtier.FailedPrecondition):
+        cache.contains(keys[0])
+    with pytest.raises(kvtier.InvalidArgument):
+        kvtier.Cache("tiny", host_bytes=1 << 20).contains(b"short")
+
+
+def test_contains_erase_clear_disk_keeps_other_layouts(tmp_path):
+    _, keys, blocks, _ = tiny_blocks(5)
+    size = len(blocks[0])
+    other = kvtier.Layout("tiny", block_tokens=8)  # another block size: another signature
+    okeys, oblocks, _ = make_blocks(other, "ops", list(range(8 * 3)))
+    folder = tmp_path / "shared"
+    with kvtier.Cache("tiny", host_bytes=size + 100, disk_dir=folder) as cache, \
+            kvtier.Cache(other, host_bytes=1 << 20, disk_dir=folder) as o:
+        for k, b in zip(okeys, oblocks):
+            o.store(k, b)
+        o.flush()
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        cache.flush()
+        assert cache.contains(keys[-1]) == "host"
+        assert [cache.contains(k) for k in keys[:-1]] == ["disk"] * 4
+        assert cache.erase(keys[0]) is True
+        assert cache.contains(keys[0]) is None
+        assert cache.clear() == 4
+        assert [cache.contains(k) for k in keys] == [None] * 5
+        assert [o.contains(k) for k in okeys] == ["host"] * 3
+    # The other layout's files survived the clear.
+    with kvtier.Cache(other, host_bytes=1 << 20, disk_dir=folder) as o:
+        assert [o.contains(k) for k in okeys] == ["disk"] * 3
+        assert [o.load(k) for k in okeys] == oblocks
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    import kvtier
+    folder, keys_hex = sys.argv[1], sys.argv[2].split(",")
+    keys = [bytes.fromhex(h) for h in keys_hex]
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder) as c:
+        seen = [c.contains(k) for k in keys]
+        loaded = [c.load(k) is not None for k in keys]
+        print(",".join(str(s) for s in seen), ",".join(str(x) for x in loaded))
+""")
+
+
+def run_child(folder, keys):
+    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), ",".join(k.hex() for k in keys)],
+                         check=True, capture_output=True, text=True, env=os.environ.copy())
+    seen, loaded = out.stdout.split()
+    return seen.split(","), loaded.split(",")
+
+
+def test_shared_folder_with_another_process(tmp_path):
+    _, keys, blocks, _ = tiny_blocks(4)
+    folder = tmp_path / "shared"
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder) as a:
+        for k, b in zip(keys, blocks):
+            a.store(k, b)
+        a.flush()
+        # Process B sees what A stored...
+        assert run_child(folder, keys) == (["disk"] * 4, ["True"] * 4)
+        # ... and stops seeing what A erased or cleared.
+        assert a.erase(keys[0]) is True
+        assert run_child(folder, keys) == (["None"] + ["disk"] * 3, ["False"] + ["True"] * 3)
+        assert a.clear() == 3
+        assert run_child(folder, keys) == (["None"] * 4, ["False"] * 4)
+
+
+def test_erase_and_clear_reach_redis(redis_url):
+    # A model name of its own: the tests share the server's default prefix.
+    _, keys, blocks, _ = tiny_blocks(4, model="ops-" + uuid.uuid4().hex)
+    size = len(blocks[0])
+    with kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as a, \
+            kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as b:
+        for k, b_ in zip(keys, blocks):
+            a.store(k, b_)
+        a.flush()
+        assert [b.contains(k) for k in keys] == ["remote"] * 4
+        outs = [bytearray(size) for _ in keys]
+        assert b.load_many(keys, outs) == [size] * 4  # from Redis, in one batch
+        assert [bytes(o) for o in outs] == blocks
+        assert b.contains(keys[0]) == "host"  # promoted
+        assert a.erase(keys[0]) is True  # A's RAM and Redis; B's RAM keeps its copy
+        assert a.contains(keys[0]) is None
+        assert b.erase(keys[0]) is True and b.contains(keys[0]) is None
+        assert a.clear() == 3  # A's RAM held them: erased in Redis too
+        assert [a.contains(k) for k in keys] == [None] * 4
+        assert b.erase(keys[1]) is True  # B's RAM copy
+        with kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as c:
+            assert [c.contains(k) for k in keys] == [None] * 4
+        assert "kvtier_remote_" in a.prometheus()
+
+
+def test_io_error_is_an_os_error():
+    assert issubclass(kvtier.IOError, kvtier.Error)
+    assert issubclass(kvtier.IOError, OSError)
+    with pytest.raises(OSError):
+        raise kvtier.IOError("x")
+
+
+def test_store_tensors_checks_parent_and_namespace():
+    layout, keys, _, tensors = tiny_blocks(2)
+    chain = kvtier.KeyChain("ops", layout)
+    with kvtier.Cache(layout, host_bytes=1 << 20) as cache:
+        with pytest.raises(kvtier.InvalidArgument, match="parent: equals key"):
+            cache.store_tensors(keys[1], keys[1], chain.namespace, tensors[1])
+        with pytest.raises(kvtier.InvalidArgument, match="namespace: equals key"):
+            cache.store_tensors(keys[0], chain.namespace, keys[0], tensors[0])
+        cache.store_tensors(keys[0], chain.namespace, chain.namespace, tensors[0])
+        assert cache.contains(keys[0]) == "host"
+
+
+def test_help_reads_as_python():
+    # Cache.__init__ and the key functions are left to the options and
+    # shard work (their signatures change there).
+    docs = [getattr(kvtier.Cache, n).__doc__ or "" for n in dir(kvtier.Cache)
+            if not n.startswith("__") or n in ("__enter__", "__exit__")]
+    docs += [kvtier.encode_block.__doc__, kvtier.decode_block.__doc__,
+             kvtier.layout_signature.__doc__, kvtier.Layout.__init__.__doc__,
+             kvtier.Layout.__eq__.__doc__, kvtier.KeyChain.keys.__doc__,
+             kvtier.KeyChain.next.__doc__, kvtier.KeyChain.sequence.__doc__,
+             kvtier.KeySequence.append.__doc__]
+    text = "".join(docs)
+    for word in ("handle", "std::", "kvtier::", "uint32_t", ": object", "-> object"):
+        assert word not in text, word
+    assert "load_many(self: kvtier._kvtier.Cache, keys: Iterable[bytes], outs: Sequence[Buffer]) " \
+        "-> List[int]" in text
+    assert "contains(self: kvtier._kvtier.Cache, key: bytes) -> str | None" in text
+    assert "-> kvtier._kvtier.KeySequence" in text
