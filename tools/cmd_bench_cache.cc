@@ -315,6 +315,7 @@ std::function<int()> SetupBenchCache(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--samples", a->samples, "Timed Match calls (default 20000)");
   app->add_option("--round-bytes", a->round_bytes,
                   "Least bytes copied per timed host-hit round, 1..64 GiB (default 1 GiB)")
+      ->type_name("SIZE")
       ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
   return [a, flags] { return Run(*a, *flags); };
 }

@@ -433,7 +433,8 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--dir", a->dir, "Folder to benchmark in (on the disk to measure)")->required();
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
   a->block_bytes_opt =
-      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead");
+      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead (3M ok)")
+          ->type_name("SIZE");
   app->add_option("--blocks", a->blocks, "Number of blocks")->required();
   app->add_option("--threads", a->threads, "Writer/reader threads on both sides (default 4)");
   app->add_option("--durability", a->durability, "checksum (default) or fsync");
@@ -450,7 +451,8 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
                   "Keys per LoadBuffers() call with --read-api load-buffers (default 64)");
   app->add_option("--commit-batch-bytes", a->commit_batch_bytes,
                   "Bytes a writer commits at once (DiskTierOptions::commit_batch_bytes; "
-                  "default 1 MiB, 0 = one block)");
+                  "default 1 MiB, 0 = one block)")
+      ->type_name("SIZE");
   app->add_option("--rounds", a->rounds,
                   "Rounds, alternating which side goes first; best of each (default 2)")
       ->check(CLI::Range(1, 100));

@@ -396,7 +396,8 @@ std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
       ->required();
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
   a->block_bytes_opt =
-      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead");
+      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead (3M ok)")
+          ->type_name("SIZE");
   app->add_option("--blocks", a->blocks, "Number of blocks")->required();
   app->add_option("--batch", a->batch, "Keys per GetMany() call (default 16)")
       ->check(CLI::Range(1, 100000));

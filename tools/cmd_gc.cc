@@ -23,7 +23,7 @@ namespace {
 
 struct GcArgs {
   std::string dir;
-  std::string max_bytes;
+  uint64_t max_bytes = 0;
   int64_t retention_seconds = 0;
   bool drop_other_layouts = false;
   bool keep_quarantine = false;
@@ -39,9 +39,7 @@ struct GcArgs {
 int Run(const GcArgs& a, const CommonFlags& flags) {
   CacheGcRequest req;
   if (a.max_bytes_opt->count() > 0) {
-    auto n = ParseByteCount(a.max_bytes);
-    if (!n.ok()) return ReportError(flags, n.status().WithContext("--max-bytes"));
-    req.max_bytes = *n;
+    req.max_bytes = a.max_bytes;
   }
   if (a.retention_opt->count() > 0) {
     if (a.retention_seconds <= 0) {
@@ -103,7 +101,8 @@ std::function<int()> SetupGc(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<GcArgs>();
   app->add_option("dir", a->dir, "Cache folder")->required();
   a->max_bytes_opt = app->add_option("--max-bytes", a->max_bytes,
-                                     "Evict least-recently-used blocks down to N bytes (512M ok)");
+                                     "Evict least-recently-used blocks down to N bytes (512M, 1.5GB, 3MiB)")
+                         ->type_name("SIZE");
   a->retention_opt = app->add_option("--retention-seconds", a->retention_seconds,
                                      "Remove blocks written more than S seconds ago");
   app->add_flag("--drop-other-layouts", a->drop_other_layouts,

@@ -421,6 +421,22 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+// "disk.max_bytes" -> "DiskTierOptions::max_bytes", for the docs.
+std::string CppField(const std::string& path) {
+  static constexpr std::pair<std::string_view, std::string_view> kStructs[] = {
+      {"host.", "HostTierOptions::"},
+      {"disk.", "DiskTierOptions::"},
+      {"remote.", "RemoteTierOptions::"},
+      {"key.", "NamespaceOptions::"},
+  };
+  if (path == "layout") return "ModelLayout::Resolve";
+  if (path == "block_tokens") return "ModelLayout::block_tokens";
+  for (const auto& [prefix, name] : kStructs) {
+    if (path.starts_with(prefix)) return std::string(name) + path.substr(prefix.size());
+  }
+  return "CacheOptions::" + path;
+}
+
 }  // namespace
 
 const std::vector<OptionInfo>& Options() {
@@ -478,7 +494,7 @@ Status ApplyOptions(const json& object, CacheSpec* spec) {
   return Status::Ok();
 }
 
-Status ApplyConfigFile(const std::string& path, CacheSpec* spec) {
+Result<json> ReadConfigFile(const std::string& path) {
   Result<std::vector<std::byte>> bytes = Env::Default()->ReadWholeFile(path, kMaxConfigBytes);
   if (!bytes.ok()) return bytes.status().WithContext("config " + path);
   const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
@@ -490,6 +506,11 @@ Status ApplyConfigFile(const std::string& path, CacheSpec* spec) {
   if (root.contains("config")) {
     return Status::InvalidArgument("config " + path + ": a config file cannot name another");
   }
+  return root;
+}
+
+Status ApplyConfigFile(const std::string& path, CacheSpec* spec) {
+  KVTIER_ASSIGN_OR_RETURN(json root, ReadConfigFile(path));
   Status s = ApplyOptions(root, spec);
   return s.ok() ? s : s.WithContext("config " + path);
 }
@@ -507,25 +528,31 @@ std::string OptionsMarkdown() {
       "given on the command line wins over the file), and the SGLang backend's extra\n"
       "config. `kvtier.options()` returns this table.\n\n"
       "- **size**: an integer (bytes) or a string with a unit: `B`, `KB`, `MB`, `GB`, `TB`\n"
-      "  (powers of 1000), `KiB`, `MiB`, `GiB`, `TiB` (and `K`, `M`, `G`, `T`: powers of\n"
-      "  1024). Fractions are allowed (`\"1.5GB\"`; a fraction of a byte is dropped).\n"
+      "  (powers of 1000), `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024). Fractions are\n"
+      "  allowed (`\"1.5GB\"`; a fraction of a byte is dropped). Size flags of the `kvtier`\n"
+      "  commands (`gc --max-bytes`, `bench ... --block-bytes`, ...) take the same, a bare\n"
+      "  number of bytes, and `K`, `M`, `G`, `T` (powers of 1024: `512M`).\n"
       "- **duration**: an integer (milliseconds) or a string with `ms`, `s`, `min` or `h`\n"
       "  (`\"500ms\"`, `\"2s\"`, `\"1.5h\"`); options kept in whole seconds refuse a rest.\n"
       "- A value larger than the option holds is refused, never wrapped. An unknown name\n"
       "  or a bad value is an InvalidArgument error naming the option (and, for an\n"
       "  unknown name, the closest known one).\n\n"
-      "| name | type | default | meaning |\n"
-      "|---|---|---|---|\n";
+      "| name | type | default | meaning | C++ field |\n"
+      "|---|---|---|---|---|\n";
   for (const OptionInfo& o : Options()) {
     std::string type = o.type;
-    if (type.find('|') != std::string::npos) {
-      std::string escaped;
-      for (char c : type) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-      type = "`" + type + "`";
-      type = escaped.empty() ? type : "one of " + escaped;
+    if (type.find(" | ") != std::string::npos) {
+      std::string choices;
+      size_t start = 0;
+      while (start <= type.size()) {
+        const size_t bar = std::min(type.find(" | ", start), type.size());
+        choices += (choices.empty() ? "`" : " \\| `") + type.substr(start, bar - start) + "`";
+        start = bar + 3;
+      }
+      type = choices;
     }
-    md += "| `" + o.name + "` | " + type + " | " + o.default_value + " | " + o.doc +
-          " (`" + o.field + "`) |\n";
+    md += "| `" + o.name + "` | " + type + " | " + o.default_value + " | " + o.doc + " | `" +
+          CppField(o.field) + "` |\n";
   }
   return md;
 }

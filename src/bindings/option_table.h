@@ -84,6 +84,8 @@ Status ApplyOptions(const nlohmann::json& object, CacheSpec* spec);
 
 // Reads a JSON config file (one object of options) into `spec`.
 Status ApplyConfigFile(const std::string& path, CacheSpec* spec);
+// The object of a JSON config file, checked to be one (no nested "config").
+Result<nlohmann::json> ReadConfigFile(const std::string& path);
 
 // The known option closest to `name` by edit distance.
 std::string ClosestOption(std::string_view name);

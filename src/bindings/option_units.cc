@@ -71,9 +71,7 @@ Result<uint64_t> ParseWithUnits(std::string_view what, std::string_view text,
                                 const std::array<Unit, N>& all_units, size_t n_units,
                                 std::string_view kind,
                                 std::string_view unit_list, bool bare_number_ok) {
-  std::string_view t = text;
-  while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
-  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  const std::string_view t = text;
   size_t i = 0;
   u128 whole = 0;
   size_t whole_digits = 0;
@@ -103,7 +101,7 @@ Result<uint64_t> ParseWithUnits(std::string_view what, std::string_view text,
   }
   std::string_view unit = t.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-  if (unit.empty() && !bare_number_ok) {
+  if (unit.empty() && (!bare_number_ok || frac_digits > 0)) {
     return Bad(what, Quote(text) + " has no unit: give an integer, or a string with a unit (" +
                          std::string(unit_list) + ")");
   }
