@@ -36,6 +36,7 @@
 
 #include "bench_util.h"
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
@@ -56,6 +57,7 @@ struct BenchRemoteArgs {
   uint32_t rounds = 2;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
+  ConfigFlag config;
 };
 
 // The raw side: a blocking socket and the least RESP that does the job.
@@ -254,6 +256,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   o.url = a.remote;
   o.layout = *layout;
   o.require_server_at_open = true;
+  // --config's remote_* options (TLS, timeouts, ...); the bench names its
+  // own key prefix per round.
+  if (Status s = a.config.ApplyTo({.remote = &o}); !s.ok()) return ReportError(flags, s);
   o.queue_max_bytes = std::max<uint64_t>(o.queue_max_bytes, total);
   uint32_t round_no = 0;
   auto tier_prefix = [&] {
@@ -392,6 +397,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
 
 std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<BenchRemoteArgs>();
+  a->config.Add(app);
   app->add_option("--remote", a->remote, "The server: redis://[[user]:password@]host:port[/db]")
       ->required();
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
