@@ -343,6 +343,15 @@ void RegisterCache(py::module_& m) {
       },
       "Every option of kvtier.Cache, Cache.from_config, the C API and --config, as a list of "
       "dicts {name, type, default, doc} (docs/options.md).");
+  m.def(
+      "_check_options",
+      [](py::dict options) {
+        bindings::CacheSpec spec;
+        ApplyPyOptions(options, &spec);
+      },
+      py::arg("options"),
+      "Checks a dict of options as kvtier.Cache would (kvtier.InvalidArgument naming a bad or "
+      "unknown one) without opening anything: for integrations that open the cache later.");
   py::class_<PyCache>(m, "Cache",
                       "Blocks by key in RAM over an optional disk folder and an optional Redis "
                       "server: kvtier.Cache(layout, host_bytes=..., disk_dir=..., remote=..., "
