@@ -225,6 +225,8 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   if (a.blocks == 0 || a.blocks > 1'000'000) {
     return ReportError(flags, Status::InvalidArgument("--blocks: must be 1..1000000"));
   }
+  // A bad --config is bad input, found before any connect.
+  if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
   Result<remote::RedisUrl> url = remote::ParseRedisUrl(a.remote);
   if (!url.ok()) return ReportError(flags, url.status().WithContext("--remote"));
   if (url->mode != remote::RedisMode::kSingle) {

@@ -250,6 +250,9 @@ void PrintText(const nlohmann::json& j) {
 }
 
 int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
+  // A bad or unknown option in --config is an error in both modes, even
+  // where the sweep (a simulation, no tier opened) has no use for it.
+  if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
   if (a.sweep_opt->count() > 0) {
     if (a.remote_opt->count() > 0 || a.remote_prefix_opt->count() > 0) {
       return ReportError(

@@ -119,7 +119,8 @@ def test_from_config_file_and_dict(tmp_path):
         kvtier.Cache.from_config(tmp_path / "missing.json")
 
 
-def test_cli_config_flag_wins_and_names_bad_options(cli, tmp_path):
+def test_cli_config_flag_wins_and_names_bad_options(cli, source_dir, tmp_path):
+    trace = os.path.join(source_dir, "tests", "data", "mooncake", "synthetic_trace.jsonl")
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"disk_max_bytes": "1.5GB", "disk_retention": "1h"}))
     cache = tmp_path / "cache"
@@ -141,7 +142,11 @@ def test_cli_config_flag_wins_and_names_bad_options(cli, tmp_path):
                   "--blocks", "2"],
                  ["bench", "cache", "--layout", "tiny", "--blocks", "10"],
                  ["bench", "pool", "--layout", "tiny"],
-                 ["demo", "--quick", "--dir", str(tmp_path / "demo")]):
+                 ["demo", "--quick", "--dir", str(tmp_path / "demo")],
+                 ["replay", trace, "--ram-tokens", "1024"],
+                 ["replay", trace, "--sweep", "1024,2048"],
+                 ["bench", "remote", "--remote", "redis://127.0.0.1:1", "--layout", "tiny",
+                  "--blocks", "2"]):
         r = subprocess.run([cli, *args, "--config", str(config)], capture_output=True, text=True)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert "did you mean 'disk_max_bytes'" in r.stderr, (args, r.stderr)
