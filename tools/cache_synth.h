@@ -25,7 +25,7 @@ class CacheSynthSink {
  public:
   static Result<std::unique_ptr<CacheSynthSink>> Open(const std::string& dir,
                                                       const ModelLayout& layout,
-                                                     const ConfigFlag& config);
+                                                      const ConfigFlag& config);
   ~CacheSynthSink();
   Status Put(const BlockKey& key, const BlockBuffer& file);
   // Waits until everything is written. OK only if every block was persisted

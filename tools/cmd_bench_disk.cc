@@ -49,8 +49,8 @@
 #include <thread>
 
 #include "bench_util.h"
-#include "config_flag.h"
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/block_key.h"
 #include "kvtier/disk_paths.h"
 #include "kvtier/disk_tier.h"
@@ -243,12 +243,13 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   }
   o.commit_batch_bytes = a.commit_batch_bytes;
   // --config's disk_* options (max_bytes stays 0 unless the file sets it).
-  Status config = a.config.ApplyTo({.disk = &o}, {{"--threads", "disk_writer_threads"},
-                                                  {"--threads", "disk_read_threads"},
-                                                  {"--durability", "disk_durability"},
-                                                  {"--commit-batch-bytes", "disk_commit_batch_bytes"},
-                                                  {"--read-io", "disk_direct_io_reads"},
-                                                  {"--read-io", "disk_direct_io_min_bytes"}});
+  Status config =
+      a.config.ApplyTo({.disk = &o}, {{"--threads", "disk_writer_threads"},
+                                      {"--threads", "disk_read_threads"},
+                                      {"--durability", "disk_durability"},
+                                      {"--commit-batch-bytes", "disk_commit_batch_bytes"},
+                                      {"--read-io", "disk_direct_io_reads"},
+                                      {"--read-io", "disk_direct_io_min_bytes"}});
   if (!config.ok()) return ReportError(flags, config);
   // The raw side syncs when the tier does.
   const bool fsync = o.durability == Durability::kFsync;

@@ -110,9 +110,10 @@ std::function<int()> SetupGc(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<GcArgs>();
   app->add_option("dir", a->dir, "Cache folder")->required();
   a->config.Add(app);
-  a->max_bytes_opt = app->add_option("--max-bytes", a->max_bytes,
-                                     "Evict least-recently-used blocks down to N bytes (512M, 1.5GB, 3MiB)")
-                         ->type_name("SIZE");
+  a->max_bytes_opt =
+      app->add_option("--max-bytes", a->max_bytes,
+                      "Evict least-recently-used blocks down to N bytes (512M, 1.5GB, 3MiB)")
+          ->type_name("SIZE");
   a->retention_opt = app->add_option("--retention-seconds", a->retention_seconds,
                                      "Remove blocks written more than S seconds ago");
   app->add_flag("--drop-other-layouts", a->drop_other_layouts,

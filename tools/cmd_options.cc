@@ -29,7 +29,8 @@ int Run(const OptionsArgs& a, const CommonFlags& flags) {
     }
     PrintJson({{"options", list}});
   } else {
-    std::cout << std::left << std::setw(34) << "NAME" << std::setw(28) << "TYPE" << "DEFAULT\n";
+    std::cout << std::left << std::setw(34) << "NAME" << std::setw(28) << "TYPE"
+              << "DEFAULT\n";
     for (const bindings::OptionInfo& o : options) {
       std::cout << std::setw(34) << o.name << std::setw(28) << o.type << o.default_value << "\n";
     }

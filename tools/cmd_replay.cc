@@ -151,7 +151,8 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
           "--remote needs --payload real (the remote tier stores real blocks)");
     }
     RemoteTierOptions r;
-    KVTIER_RETURN_IF_ERROR(a.config.ApplyTo({.remote = &r}, {{"--remote-prefix", "remote_prefix"}}));
+    KVTIER_RETURN_IF_ERROR(
+        a.config.ApplyTo({.remote = &r}, {{"--remote-prefix", "remote_prefix"}}));
     r.url = a.remote_opt->count() > 0 ? a.remote : *config_remote;
     r.layout = plan.layout;
     if (a.remote_prefix_opt->count() > 0) r.key_prefix = a.remote_prefix;

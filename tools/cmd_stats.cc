@@ -67,8 +67,8 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   if (a.prometheus) {
     // Without --layout/--signature there is nothing to judge blocks against:
     // per signature only, not "every block incompatible".
-    std::cout << s.ToPrometheus("kvtier_disk", *ref ? DiskStatsScope::kFolderOnly
-                                                    : DiskStatsScope::kFolderUnjudged);
+    std::cout << s.ToPrometheus(
+        "kvtier_disk", *ref ? DiskStatsScope::kFolderOnly : DiskStatsScope::kFolderUnjudged);
     std::cout << "# TYPE kvtier_disk_quarantine_bytes gauge\nkvtier_disk_quarantine_bytes "
               << q_bytes << "\n# TYPE kvtier_disk_temp_files gauge\nkvtier_disk_temp_files "
               << scan->temps.size() << "\n# TYPE kvtier_disk_foreign_files gauge\n"

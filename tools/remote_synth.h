@@ -25,7 +25,7 @@ class RemoteSynthSink {
   // URL or refused credentials).
   static Result<std::unique_ptr<RemoteSynthSink>> Open(const std::string& url,
                                                        const ModelLayout& layout,
-                                                     const ConfigFlag& config);
+                                                       const ConfigFlag& config);
   // Queues a copy of `file` for the tier's writers (waits for the queue
   // when it is full rather than dropping).
   Status Put(const BlockKey& key, const BlockBuffer& file);

@@ -45,8 +45,8 @@ struct Row {
   const char* doc;
   const char* field;  // path in CacheSpec, as CacheOptions::Validate() names it
   Setter set;
-  uint64_t max = kU64;                // sizes, counts, durations (in `unit`)
-  uint64_t unit = kMs;                // durations: microseconds per field unit
+  uint64_t max = kU64;                 // sizes, counts, durations (in `unit`)
+  uint64_t unit = kMs;                 // durations: microseconds per field unit
   std::vector<const char*> choices{};  // enums
 };
 
@@ -59,24 +59,31 @@ const std::vector<Row>& Table() {
        "A layout preset (`tiny`, `qwen2.5-0.5b`, `llama3-8b`) or a layout JSON file "
        "(docs/layouts.md).",
        "layout", KVTIER_SET(s.layout = v.s)},
-      {"block_tokens", Kind::kCount, "the layout's",
-       "Tokens per block; 0 keeps the layout's own.", "block_tokens",
-       KVTIER_SET(s.block_tokens = static_cast<uint32_t>(v.u)), kU32},
-      {"write_policy", Kind::kEnum, "write_back",
+      {"block_tokens", Kind::kCount, "the layout's", "Tokens per block; 0 keeps the layout's own.",
+       "block_tokens", KVTIER_SET(s.block_tokens = static_cast<uint32_t>(v.u)), kU32},
+      {"write_policy",
+       Kind::kEnum,
+       "write_back",
        "`write_back`: a store is a dirty RAM entry, written to disk when evicted, on flush or "
        "close; `write_through`: queued to the disk tier at once (needs `disk_dir`). What each "
        "can lose to a crash: docs/tiers.md.",
        "write_policy",
-       KVTIER_SET(s.cache.write_policy = v.u == 0 ? WritePolicy::kWriteBack
-                                                  : WritePolicy::kWriteThrough),
-       kU64, kMs, {"write_back", "write_through"}},
-      {"remote_write", Kind::kEnum, "every_store",
+       KVTIER_SET(s.cache.write_policy =
+                      v.u == 0 ? WritePolicy::kWriteBack : WritePolicy::kWriteThrough),
+       kU64,
+       kMs,
+       {"write_back", "write_through"}},
+      {"remote_write",
+       Kind::kEnum,
+       "every_store",
        "`every_store`: every stored block is queued for the remote tier; `read_only`: this "
        "cache only reads what other hosts stored.",
        "remote_write",
-       KVTIER_SET(s.cache.remote_write = v.u == 0 ? RemoteWritePolicy::kEveryStore
-                                                  : RemoteWritePolicy::kReadOnly),
-       kU64, kMs, {"every_store", "read_only"}},
+       KVTIER_SET(s.cache.remote_write =
+                      v.u == 0 ? RemoteWritePolicy::kEveryStore : RemoteWritePolicy::kReadOnly),
+       kU64,
+       kMs,
+       {"every_store", "read_only"}},
       {"verify_stores", Kind::kBool, "true",
        "A store checks the block's header (structure, key, layout signature) first.",
        "verify_stores", KVTIER_SET(s.cache.verify_stores = v.b)},
@@ -99,22 +106,24 @@ const std::vector<Row>& Table() {
        KVTIER_SET(s.cache.read_buffer_pool_bytes = v.u)},
       {"index_expected_blocks", Kind::kCount, "0",
        "Blocks the match index is sized for up front; 0 = grow on demand. At most 2^32.",
-       "index_expected_blocks", KVTIER_SET(s.cache.index_expected_blocks = v.u),
-       uint64_t{1} << 32},
+       "index_expected_blocks", KVTIER_SET(s.cache.index_expected_blocks = v.u), uint64_t{1} << 32},
       {"close_timeout", Kind::kDuration, "60s",
        "How long close() may spend writing dirty entries down to disk; 0 = no bound.",
        "close_timeout_ms", KVTIER_SET(s.cache.close_timeout_ms = v.u)},
       // --- Host tier --------------------------------------------------------
-      {"host_bytes", Kind::kSize, "(required; CLI: per command)",
-       "RAM for the host tier, > 0.", "host.capacity_bytes",
-       KVTIER_SET(s.cache.host.capacity_bytes = v.u)},
-      {"host_policy", Kind::kEnum, "lru",
+      {"host_bytes", Kind::kSize, "(required; CLI: per command)", "RAM for the host tier, > 0.",
+       "host.capacity_bytes", KVTIER_SET(s.cache.host.capacity_bytes = v.u)},
+      {"host_policy",
+       Kind::kEnum,
+       "lru",
        "RAM eviction order: `lru`, or `reuse` (blocks never read back go first; "
        "docs/replay.md).",
        "host.eviction_policy",
        KVTIER_SET(s.cache.host.eviction_policy =
                       v.u == 0 ? HostEvictionPolicy::kLru : HostEvictionPolicy::kReuse),
-       kU64, kMs, {"lru", "reuse"}},
+       kU64,
+       kMs,
+       {"lru", "reuse"}},
       // --- Disk tier --------------------------------------------------------
       {"disk_dir", Kind::kOptString, "none (no disk tier)",
        "The disk-tier folder, created if missing; several processes may share it.", "disk.dir",
@@ -125,8 +134,7 @@ const std::vector<Row>& Table() {
       {"disk_max_entries", Kind::kCount, "0", "Block files the folder may hold; 0 = unlimited.",
        "disk.max_entries", KVTIER_SET(s.disk.max_entries = v.u)},
       {"disk_retention", Kind::kDuration, "0",
-       "Age after which a block is removed; 0 = forever. Whole seconds.",
-       "disk.retention_seconds",
+       "Age after which a block is removed; 0 = forever. Whole seconds.", "disk.retention_seconds",
        KVTIER_SET(s.disk.retention_seconds = static_cast<int64_t>(v.u)), kI64, kSec},
       {"disk_free_space_fraction", Kind::kFraction, "0.99",
        "Fraction of (tracked + free disk bytes) the cache may use, in (0, 1].",
@@ -139,8 +147,7 @@ const std::vector<Row>& Table() {
        KVTIER_SET(s.disk.max_unlinks_per_store = static_cast<uint32_t>(v.u)), kU32},
       {"disk_writer_threads", Kind::kCount, "2",
        "Background writer threads; 0 = every store writes on the caller's thread.",
-       "disk.writer_threads", KVTIER_SET(s.disk.writer_threads = static_cast<uint32_t>(v.u)),
-       kU32},
+       "disk.writer_threads", KVTIER_SET(s.disk.writer_threads = static_cast<uint32_t>(v.u)), kU32},
       {"disk_queue_max_bytes", Kind::kSize, "0 (10% of RAM, 64 MiB..8 GiB)",
        "Bytes of blocks waiting for a writer (readable meanwhile); 0 = derived from RAM.",
        "disk.queue_max_bytes", KVTIER_SET(s.disk.queue_max_bytes = v.u)},
@@ -150,18 +157,26 @@ const std::vector<Row>& Table() {
       {"disk_commit_batch_bytes", Kind::kSize, "1 MiB",
        "Bytes a writer commits in one index transaction; 0 = one block at a time.",
        "disk.commit_batch_bytes", KVTIER_SET(s.disk.commit_batch_bytes = v.u)},
-      {"disk_on_pressure", Kind::kEnum, "write_inline",
+      {"disk_on_pressure",
+       Kind::kEnum,
+       "write_inline",
        "When the queue stays full: `write_inline` (write on the caller's thread, never "
        "loses a block) or `drop` (drop and count it).",
        "disk.on_pressure",
        KVTIER_SET(s.disk.on_pressure = v.u == 0 ? OnPressure::kWriteInline : OnPressure::kDrop),
-       kU64, kMs, {"write_inline", "drop"}},
-      {"disk_durability", Kind::kEnum, "checksum",
+       kU64,
+       kMs,
+       {"write_inline", "drop"}},
+      {"disk_durability",
+       Kind::kEnum,
+       "checksum",
        "`checksum`: no fsync, torn files are caught by their checksum; `fsync`: file, "
        "folder and index synced, so a flushed block survives a power loss. docs/tiers.md.",
        "disk.durability",
        KVTIER_SET(s.disk.durability = v.u == 0 ? Durability::kChecksum : Durability::kFsync),
-       kU64, kMs, {"checksum", "fsync"}},
+       kU64,
+       kMs,
+       {"checksum", "fsync"}},
       {"disk_direct_io_reads", Kind::kBool, "true",
        "Read large blocks with O_DIRECT into aligned buffers (skips the page cache).",
        "disk.direct_io_reads", KVTIER_SET(s.disk.direct_io_reads = v.b)},
@@ -183,8 +198,8 @@ const std::vector<Row>& Table() {
        KVTIER_SET(s.disk.reconcile_on_open = v.b)},
       {"disk_stale_temp", Kind::kDuration, "1h",
        "Without advisory locks: age after which a temp file is abandoned. Whole seconds.",
-       "disk.stale_temp_seconds",
-       KVTIER_SET(s.disk.stale_temp_seconds = static_cast<int64_t>(v.u)), kI64, kSec},
+       "disk.stale_temp_seconds", KVTIER_SET(s.disk.stale_temp_seconds = static_cast<int64_t>(v.u)),
+       kI64, kSec},
       {"disk_quarantine_retention", Kind::kDuration, "7 days (168h)",
        "How long quarantined files are kept; 0 = until `kvtier gc`. Whole seconds.",
        "disk.quarantine_retention_seconds",
@@ -210,8 +225,7 @@ const std::vector<Row>& Table() {
        "Expiry of stored blocks (SET EX); 0 = none. Whole seconds.", "remote.ttl_seconds",
        KVTIER_SET(s.remote_tier.ttl_seconds = static_cast<uint32_t>(v.u)), kU32, kSec},
       {"remote_connect_timeout", Kind::kDuration, "500ms",
-       "How long a TCP connect (with AUTH/SELECT) may take, > 0.",
-       "remote.connect_timeout_ms",
+       "How long a TCP connect (with AUTH/SELECT) may take, > 0.", "remote.connect_timeout_ms",
        KVTIER_SET(s.remote_tier.connect_timeout_ms = static_cast<uint32_t>(v.u)), kU32},
       {"remote_command_timeout", Kind::kDuration, "2s",
        "How long the server may take per request, and a whole call's deadline (plus 10 ms "
@@ -223,17 +237,14 @@ const std::vector<Row>& Table() {
        "remote.breaker_failure_threshold",
        KVTIER_SET(s.remote_tier.breaker_failure_threshold = static_cast<uint32_t>(v.u)), kU32},
       {"remote_breaker_open", Kind::kDuration, "1s",
-       "How long an open breaker waits first (doubled per failed probe).",
-       "remote.breaker_open_ms",
+       "How long an open breaker waits first (doubled per failed probe).", "remote.breaker_open_ms",
        KVTIER_SET(s.remote_tier.breaker_open_ms = static_cast<uint32_t>(v.u)), kU32},
       {"remote_breaker_max_open", Kind::kDuration, "30s",
-       "The longest a breaker stays open, >= `remote_breaker_open`.",
-       "remote.breaker_max_open_ms",
+       "The longest a breaker stays open, >= `remote_breaker_open`.", "remote.breaker_max_open_ms",
        KVTIER_SET(s.remote_tier.breaker_max_open_ms = static_cast<uint32_t>(v.u)), kU32},
       {"remote_require_server_at_open", Kind::kBool, "false",
        "Opening fails (Unavailable) when no server answers; off: lookups are misses.",
-       "remote.require_server_at_open",
-       KVTIER_SET(s.remote_tier.require_server_at_open = v.b)},
+       "remote.require_server_at_open", KVTIER_SET(s.remote_tier.require_server_at_open = v.b)},
       {"remote_connections_per_node", Kind::kCount, "4", "Connections per node, 1..64.",
        "remote.connections_per_node",
        KVTIER_SET(s.remote_tier.connections_per_node = static_cast<uint32_t>(v.u)), kU32},
@@ -249,9 +260,8 @@ const std::vector<Row>& Table() {
       {"remote_skip_existing", Kind::kBool, "true",
        "Ask which blocks the server has before sending a batch (EXISTS) and skip those.",
        "remote.skip_existing", KVTIER_SET(s.remote_tier.skip_existing = v.b)},
-      {"remote_verify_puts", Kind::kBool, "true",
-       "Check a block's header before sending it.", "remote.verify_puts",
-       KVTIER_SET(s.remote_tier.verify_puts = v.b)},
+      {"remote_verify_puts", Kind::kBool, "true", "Check a block's header before sending it.",
+       "remote.verify_puts", KVTIER_SET(s.remote_tier.verify_puts = v.b)},
       {"remote_close_timeout", Kind::kDuration, "10s",
        "How long close() waits for the send queue to drain; 0 = no bound.",
        "remote.close_timeout_ms", KVTIER_SET(s.remote_tier.close_timeout_ms = v.u)},
@@ -335,14 +345,15 @@ Result<Value> Parse(const Row& row, const json& value) {
                             (row.unit == kSec ? "seconds" : "milliseconds"));
       }
       KVTIER_ASSIGN_OR_RETURN(v.u, InRange(row, micros / row.unit, row.max,
-                                           row.unit == kSec ? " s" : row.unit == kMs ? " ms"
-                                                                                     : " us"));
+                                           row.unit == kSec  ? " s"
+                                           : row.unit == kMs ? " ms"
+                                                             : " us"));
       return v;
     }
     case Kind::kCount: {
       if (!value.is_number_unsigned()) {
-        return Bad(row, "expected an integer 0.." + std::to_string(row.max) + ", got " +
-                            Echo(value));
+        return Bad(row,
+                   "expected an integer 0.." + std::to_string(row.max) + ", got " + Echo(value));
       }
       KVTIER_ASSIGN_OR_RETURN(v.u, InRange(row, value.get<uint64_t>(), row.max, ""));
       return v;

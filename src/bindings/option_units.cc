@@ -42,16 +42,16 @@ constexpr std::array<Unit, 14> kSizeUnits = {{
     {"GB", 1000ull * 1000 * 1000},
     {"TB", 1000ull * 1000 * 1000 * 1000},
     {"KiB", kKi},
-    {"MiB", kKi * kKi},
-    {"GiB", kKi * kKi * kKi},
-    {"TiB", kKi * kKi * kKi * kKi},
+    {"MiB", kKi* kKi},
+    {"GiB", kKi* kKi* kKi},
+    {"TiB", kKi* kKi* kKi* kKi},
     {"", 1},
     // The CLI's historical suffixes (kvtier gc --max-bytes 512M, binary):
     // flags only, not options (kSizeUnits.size() - kShortUnits below).
     {"K", kKi},
-    {"M", kKi * kKi},
-    {"G", kKi * kKi * kKi},
-    {"T", kKi * kKi * kKi * kKi},
+    {"M", kKi* kKi},
+    {"G", kKi* kKi* kKi},
+    {"T", kKi* kKi* kKi* kKi},
 }};
 constexpr size_t kShortUnits = 4;
 
@@ -69,8 +69,8 @@ constexpr u128 kU64Max = ~uint64_t{0};
 template <size_t N>
 Result<uint64_t> ParseWithUnits(std::string_view what, std::string_view text,
                                 const std::array<Unit, N>& all_units, size_t n_units,
-                                std::string_view kind,
-                                std::string_view unit_list, bool bare_number_ok) {
+                                std::string_view kind, std::string_view unit_list,
+                                bool bare_number_ok) {
   const std::string_view t = text;
   size_t i = 0;
   u128 whole = 0;
@@ -114,8 +114,8 @@ Result<uint64_t> ParseWithUnits(std::string_view what, std::string_view text,
     }
     return static_cast<uint64_t>(value);
   }
-  return Bad(what, "unknown unit " + Quote(unit) + " in " + Quote(text) + " (units: " +
-                       std::string(unit_list) + ")");
+  return Bad(what, "unknown unit " + Quote(unit) + " in " + Quote(text) +
+                       " (units: " + std::string(unit_list) + ")");
 }
 
 constexpr std::string_view kSizeUnitList = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB";
@@ -134,8 +134,8 @@ Result<uint64_t> WholeNumber(std::string_view what, const json& value, uint64_t 
   }
   if (value.is_number_float()) {
     // 1.5 of what? A fraction needs its unit, in a string.
-    return Bad(what, "expected an integer, or a string with a unit for a fraction, got " +
-                         value.dump());
+    return Bad(what,
+               "expected an integer, or a string with a unit for a fraction, got " + value.dump());
   }
   return Bad(what, "expected " + std::string(kind) + ", got " + value.dump().substr(0, kMaxEcho));
 }

@@ -31,8 +31,8 @@ bool OfTheFolderUnjudged(const MetricInfo& m) {
 // One gauge per signature, labelled {signature, compatible} (or {signature}
 // when nothing was judged).
 void PrometheusPerSignature(std::ostringstream& out, const std::string& metric,
-                            const std::vector<SignatureUsage>& per,
-                            uint64_t SignatureUsage::*value, bool judged) {
+                            const std::vector<SignatureUsage>& per, uint64_t SignatureUsage::*value,
+                            bool judged) {
   out << "# TYPE " << metric << " gauge\n";
   for (const SignatureUsage& u : per) {
     out << metric << "{signature=\"" << stats::PrometheusLabel(u.signature) << "\"";

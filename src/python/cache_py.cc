@@ -7,10 +7,9 @@
 // waits for calls in progress; later calls get kvtier.FailedPrecondition).
 #include <pybind11/stl.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,8 +17,8 @@
 
 #include "bindings/cache_spec.h"
 #include "bindings/option_table.h"
-#include "kvtier/block_key.h"
 #include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
 #include "kvtier/tiered_cache.h"
 #include "python/codec_py.h"
 #include "python/convert.h"
@@ -295,7 +294,6 @@ class PyCache {
   }
 
   std::shared_ptr<TieredCache> Live(const char* fn) const {
-
     if (cache_ == nullptr) {
       Throw(Status::FailedPrecondition(std::string("Cache.") + fn + ": the cache is closed"));
     }
@@ -320,7 +318,7 @@ class PyCache {
 
   ModelLayout layout_;
   std::string signature_;
-  NamespaceOptions key_;  // model_id, salt, adapter_id, extra from the options
+  NamespaceOptions key_;                // model_id, salt, adapter_id, extra from the options
   std::shared_ptr<TieredCache> cache_;  // null once closed; guarded by the GIL
 };
 
