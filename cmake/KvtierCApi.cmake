@@ -4,14 +4,8 @@
 # a C program needs only this one library. The version script exports the
 # kvtier_* functions of include/kvtier/kvtier_c.h and hides everything else.
 
-# src/bindings/: what the C API and the Python module share (CacheSpec); its
-# headers are its interface to both (include roots: ../CMakeLists.txt).
-kvtier_include_root(bindings)
-add_library(kvtier_bindings_common STATIC ${PROJECT_SOURCE_DIR}/src/bindings/cache_spec.cc)
-target_include_directories(kvtier_bindings_common PUBLIC ${PROJECT_SOURCE_DIR}/include
-                                                         ${KVTIER_INCLUDE_ROOTS}/bindings)
-target_link_libraries(kvtier_bindings_common PUBLIC ${KVTIER_LIBRARY_COMPONENTS}
-                                             PRIVATE nlohmann_json::nlohmann_json)
+# kvtier_bindings_common (src/bindings/: the options table and CacheSpec the
+# C API, the Python module and the CLI share) is defined in ../CMakeLists.txt.
 
 set(_kvtier_c_map ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.map)
 add_library(kvtier_c SHARED ${PROJECT_SOURCE_DIR}/src/capi/kvtier_c.cc

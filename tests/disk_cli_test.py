@@ -13,6 +13,7 @@ Prints "N passed, M failed" last and exits non-zero on any failure.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -103,6 +104,13 @@ def main():
         prom = r.run("stats", cache, "--prometheus").stdout
         r.check("kvtier_disk_entries 20\n" in prom and "kvtier_disk_bytes %d\n" % (20 * BLOCK) in prom,
                 "stats --prometheus")
+        # Without --layout nothing is judged: per signature, no "incompatible".
+        r.check("compatible" not in prom and
+                re.search(r'^kvtier_disk_signature_blocks\{signature="[^"]+"\} 20$', prom, re.M),
+                "stats --prometheus without --layout judges nothing: %s" % prom)
+        prom = r.run("stats", cache, "--prometheus", "--layout", "tiny").stdout
+        r.check("kvtier_disk_compatible_entries 20\n" in prom and 'compatible="true"} 20\n' in prom,
+                "stats --prometheus --layout tiny: %s" % prom)
 
         # verify DIR: all good, then each kind of damage is named.
         j = r.json("verify", cache)

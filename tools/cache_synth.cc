@@ -8,11 +8,13 @@
 namespace kvtier::cli {
 
 Result<std::unique_ptr<CacheSynthSink>> CacheSynthSink::Open(const std::string& dir,
-                                                             const ModelLayout& layout) {
+                                                             const ModelLayout& layout,
+                                                             const ConfigFlag& config) {
   DiskTierOptions o;
+  o.reconcile_on_open = false;  // a short-lived writer: leave repairs to the long-lived ones
+  KVTIER_RETURN_IF_ERROR(config.ApplyTo({.disk = &o}));
   o.dir = dir;
   o.layout_signature = layout.Signature();
-  o.reconcile_on_open = false;  // a short-lived writer: leave repairs to the long-lived ones
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o, Env::Default()));
   return std::unique_ptr<CacheSynthSink>(new CacheSynthSink(std::move(tier), layout));
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "config_flag.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/disk_tier.h"
@@ -23,7 +24,8 @@ namespace kvtier::cli {
 class CacheSynthSink {
  public:
   static Result<std::unique_ptr<CacheSynthSink>> Open(const std::string& dir,
-                                                      const ModelLayout& layout);
+                                                      const ModelLayout& layout,
+                                                      const ConfigFlag& config);
   ~CacheSynthSink();
   Status Put(const BlockKey& key, const BlockBuffer& file);
   // Waits until everything is written. OK only if every block was persisted

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
@@ -52,6 +53,7 @@ struct BenchArgs {
   uint64_t round_bytes = uint64_t{1} << 30;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* blocks_opt = nullptr;
+  ConfigFlag config;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -100,7 +102,8 @@ struct HostFigures {
 };
 
 Result<HostFigures> BenchHostHits(const ModelLayout& layout, const KeyChain& kc,
-                                  uint64_t blocks_arg, uint64_t min_round_bytes) {
+                                  uint64_t blocks_arg, uint64_t min_round_bytes,
+                                  const ConfigFlag& config) {
   // Block file size: header + data; build one to know it.
   const std::vector<BlockKey> probe = MakeKeys(kc, 1, 1);
   KVTIER_ASSIGN_OR_RETURN(BlockBuffer first, MakeBlockFile(layout, probe[0], kc.ns(), kc.ns()));
@@ -115,6 +118,7 @@ Result<HostFigures> BenchHostHits(const ModelLayout& layout, const KeyChain& kc,
   o.host.capacity_bytes = n * block_bytes;
   o.load_threads = 0;
   o.verify_stores = false;  // the bench's own blocks; skip the header parse
+  KVTIER_RETURN_IF_ERROR(config.ApplyTo({.cache = &o}));
   KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(o, Env::Default()));
   std::vector<SharedBlock> blocks;
   blocks.reserve(n);
@@ -196,7 +200,7 @@ struct MatchFigures {
 };
 
 Result<MatchFigures> BenchMatch(const ModelLayout& layout, const KeyChain& kc, uint64_t m,
-                                uint32_t samples) {
+                                uint32_t samples, const ConfigFlag& config) {
   const size_t chain = static_cast<size_t>(std::min<uint64_t>(kMaxChain, m));
   const uint64_t chains = m / chain;
   const std::vector<BlockKey> keys = MakeKeys(kc, chains * chain, chain);
@@ -216,6 +220,7 @@ Result<MatchFigures> BenchMatch(const ModelLayout& layout, const KeyChain& kc, u
   d.dir = JoinPath(tmpl, "cache");
   d.reconcile_on_open = false;
   o.disk = std::move(d);
+  KVTIER_RETURN_IF_ERROR(config.ApplyTo({.cache = &o, .disk = &*o.disk}));
   KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(o, Env::Default()));
   const size_t before = ResidentBytes();
   // Every block on disk, as another process that stored them would leave it.
@@ -261,6 +266,7 @@ int Run(const BenchArgs& a, const CommonFlags& flags) {
   if (a.samples == 0) {
     return ReportError(flags, Status::InvalidArgument("--samples must be > 0"));
   }
+  if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
   Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout, a.block_tokens);
   if (!layout.ok()) return ReportError(flags, layout.status().WithContext("--layout"));
   NamespaceOptions ns;
@@ -272,9 +278,9 @@ int Run(const BenchArgs& a, const CommonFlags& flags) {
 
   // Match first: its RSS reading must not see the host part's blocks being
   // freed.
-  Result<MatchFigures> match = BenchMatch(*layout, *kc, *m, a.samples);
+  Result<MatchFigures> match = BenchMatch(*layout, *kc, *m, a.samples, a.config);
   if (!match.ok()) return ReportError(flags, match.status(), kExitFailure);
-  Result<HostFigures> host = BenchHostHits(*layout, *kc, *m, a.round_bytes);
+  Result<HostFigures> host = BenchHostHits(*layout, *kc, *m, a.round_bytes, a.config);
   if (!host.ok()) return ReportError(flags, host.status(), kExitFailure);
 
   const double ratio = host->memcpy_gbps > 0 ? host->host_hit_gbps / host->memcpy_gbps : 0;
@@ -309,12 +315,14 @@ int Run(const BenchArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupBenchCache(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<BenchArgs>();
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
+  a->config.Add(app);
   a->blocks_opt = app->add_option("--blocks", a->blocks, "Blocks in the Match index (M)");
   app->add_option("--block-tokens", a->block_tokens, "Override the layout's block_tokens")
       ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   app->add_option("--samples", a->samples, "Timed Match calls (default 20000)");
   app->add_option("--round-bytes", a->round_bytes,
                   "Least bytes copied per timed host-hit round, 1..64 GiB (default 1 GiB)")
+      ->type_name("SIZE")
       ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 30));
   return [a, flags] { return Run(*a, *flags); };
 }

@@ -50,6 +50,7 @@
 
 #include "bench_util.h"
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/block_key.h"
 #include "kvtier/disk_paths.h"
 #include "kvtier/disk_tier.h"
@@ -77,6 +78,7 @@ struct BenchDiskArgs {
   uint64_t commit_batch_bytes = DiskTierOptions().commit_batch_bytes;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
+  ConfigFlag config;
 };
 
 // Runs fn(i) for i in [0, n) on `threads` threads (i ≡ thread mod threads);
@@ -240,7 +242,17 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     return ReportError(flags, Status::InvalidArgument("--batch-keys: must be > 0"));
   }
   o.commit_batch_bytes = a.commit_batch_bytes;
-  const bool fsync = durability == Durability::kFsync;
+  // --config's disk_* options (max_bytes stays 0 unless the file sets it).
+  Status config =
+      a.config.ApplyTo({.disk = &o}, {{"--threads", "disk_writer_threads"},
+                                      {"--threads", "disk_read_threads"},
+                                      {"--durability", "disk_durability"},
+                                      {"--commit-batch-bytes", "disk_commit_batch_bytes"},
+                                      {"--read-io", "disk_direct_io_reads"},
+                                      {"--read-io", "disk_direct_io_min_bytes"}});
+  if (!config.ok()) return ReportError(flags, config);
+  // The raw side syncs when the tier does.
+  const bool fsync = o.durability == Durability::kFsync;
 
   // Each phase returns its seconds. Writes start from an empty folder.
   auto raw_write = [&]() -> Result<double> {
@@ -407,14 +419,14 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
                {"raw_read_GBps", rr},
                {"write_ratio", w / rw},
                {"read_ratio", r / rr},
-               {"durability", a.durability},
+               {"durability", fsync ? "fsync" : "checksum"},
                {"threads", a.threads},
                {"drop_caches", a.drop_caches},
                {"rounds", a.rounds},
                {"read_io", a.read_io},
                {"read_api", a.read_api},
                {"batch_keys", a.batch_keys},
-               {"commit_batch_bytes", a.commit_batch_bytes}});
+               {"commit_batch_bytes", o.commit_batch_bytes}});
   } else {
     std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes, " << a.threads
               << " threads, durability " << a.durability
@@ -431,9 +443,11 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<BenchDiskArgs>();
   app->add_option("--dir", a->dir, "Folder to benchmark in (on the disk to measure)")->required();
+  a->config.Add(app);
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
   a->block_bytes_opt =
-      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead");
+      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead (3M ok)")
+          ->type_name("SIZE");
   app->add_option("--blocks", a->blocks, "Number of blocks")->required();
   app->add_option("--threads", a->threads, "Writer/reader threads on both sides (default 4)");
   app->add_option("--durability", a->durability, "checksum (default) or fsync");
@@ -450,7 +464,8 @@ std::function<int()> SetupBenchDisk(CLI::App* app, const CommonFlags* flags) {
                   "Keys per LoadBuffers() call with --read-api load-buffers (default 64)");
   app->add_option("--commit-batch-bytes", a->commit_batch_bytes,
                   "Bytes a writer commits at once (DiskTierOptions::commit_batch_bytes; "
-                  "default 1 MiB, 0 = one block)");
+                  "default 1 MiB, 0 = one block)")
+      ->type_name("SIZE");
   app->add_option("--rounds", a->rounds,
                   "Rounds, alternating which side goes first; best of each (default 2)")
       ->check(CLI::Range(1, 100));

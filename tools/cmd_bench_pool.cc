@@ -37,6 +37,7 @@
 
 #include "bench_util.h"
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/env.h"
 #include "kvtier/file_tree.h"
@@ -60,6 +61,7 @@ struct BenchPoolArgs {
   bool direct_io = false;
   uint32_t load_threads = CacheOptions{}.load_threads;
   uint32_t read_threads = DiskTierOptions{}.read_threads;
+  ConfigFlag config;
 };
 
 // Every block file of `keys` under `dir` (the disk tier's hashed
@@ -212,6 +214,10 @@ struct Bench {
     // A reconcile pass would compete with the timed reads.
     d.reconcile_on_open = false;
     co.disk = std::move(d);
+    KVTIER_RETURN_IF_ERROR(args.config.ApplyTo({.cache = &co, .disk = &*co.disk},
+                                               {{"--load-threads", "load_threads"},
+                                                {"--read-threads", "disk_read_threads"},
+                                                {"--direct-io", "disk_direct_io_reads"}}));
     return TieredCache::Open(std::move(co), env);
   }
 
@@ -382,6 +388,7 @@ Status RunBench(Bench& b, nlohmann::json* out) {
 std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
   auto args = std::make_shared<BenchPoolArgs>();
   app->add_option("--layout", args->layout, "Layout preset or FILE.json")->required();
+  args->config.Add(app);
   app->add_option("--block-tokens", args->block_tokens, "Tokens per block (0: the layout's)")
       ->check(CLI::Range(0, 1 << 20));
   app->add_option("--tokens", args->tokens, "Prefix length in tokens")
@@ -407,6 +414,7 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
   return [args, flags] {
     Bench b;
     b.args = *args;
+    if (Status s = args->config.ApplyTo({}); !s.ok()) return ReportError(*flags, s);
     Result<ModelLayout> layout = ModelLayout::Resolve(b.env, args->layout, args->block_tokens);
     if (!layout.ok()) return ReportError(*flags, layout.status());
     b.layout = *std::move(layout);

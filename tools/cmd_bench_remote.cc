@@ -36,6 +36,7 @@
 
 #include "bench_util.h"
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
@@ -56,6 +57,7 @@ struct BenchRemoteArgs {
   uint32_t rounds = 2;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
+  ConfigFlag config;
 };
 
 // The raw side: a blocking socket and the least RESP that does the job.
@@ -223,6 +225,8 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   if (a.blocks == 0 || a.blocks > 1'000'000) {
     return ReportError(flags, Status::InvalidArgument("--blocks: must be 1..1000000"));
   }
+  // A bad --config is bad input, found before any connect.
+  if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
   Result<remote::RedisUrl> url = remote::ParseRedisUrl(a.remote);
   if (!url.ok()) return ReportError(flags, url.status().WithContext("--remote"));
   if (url->mode != remote::RedisMode::kSingle) {
@@ -254,6 +258,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   o.url = a.remote;
   o.layout = *layout;
   o.require_server_at_open = true;
+  // --config's remote_* options (TLS, timeouts, ...); the bench names its
+  // own key prefix per round.
+  if (Status s = a.config.ApplyTo({.remote = &o}); !s.ok()) return ReportError(flags, s);
   o.queue_max_bytes = std::max<uint64_t>(o.queue_max_bytes, total);
   uint32_t round_no = 0;
   auto tier_prefix = [&] {
@@ -392,11 +399,13 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
 
 std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<BenchRemoteArgs>();
+  a->config.Add(app);
   app->add_option("--remote", a->remote, "The server: redis://[[user]:password@]host:port[/db]")
       ->required();
   a->layout_opt = app->add_option("--layout", a->layout, "Layout preset or .json file");
   a->block_bytes_opt =
-      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead");
+      app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead (3M ok)")
+          ->type_name("SIZE");
   app->add_option("--blocks", a->blocks, "Number of blocks")->required();
   app->add_option("--batch", a->batch, "Keys per GetMany() call (default 16)")
       ->check(CLI::Range(1, 100000));

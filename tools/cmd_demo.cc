@@ -6,6 +6,7 @@
 #include <string>
 
 #include "command.h"
+#include "config_flag.h"
 #include "engine/demo.h"
 #include "kvtier/layout.h"
 
@@ -25,6 +26,7 @@ struct DemoArgs {
   uint32_t pool_blocks = 0;
   std::string remote;
   std::string remote_prefix;
+  ConfigFlag config;
 };
 
 void PrintProgress(const engine::DemoEvent& e, std::ostream& os) {
@@ -90,6 +92,8 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
   CLI::Option* app_remote_prefix =
       app->add_option("--remote-prefix", args->remote_prefix,
                       "Key prefix on the Redis server (default kvtier:v1:)");
+  // host_bytes, remote and remote_* of the file apply.
+  args->config.Add(app);
   return [args, flags, app_block_tokens, app_conversations, app_decode_tokens, app_remote,
           app_remote_prefix] {
     engine::DemoOptions o =
@@ -103,12 +107,23 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     o.model.seed = args->seed;
     o.pool_blocks = args->pool_blocks;
     o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
-    if (!app_remote_prefix->empty() && app_remote->empty()) {
+    CacheOptions host;
+    host.host.capacity_bytes = o.host_bytes;
+    RemoteTierOptions r;
+    if (Status s = args->config.ApplyTo({.cache = &host, .remote = &r},
+                                        {{"--remote-prefix", "remote_prefix"}});
+        !s.ok()) {
+      return ReportError(*flags, s);
+    }
+    o.host_bytes = host.host.capacity_bytes;
+    Result<std::optional<std::string>> config_remote = args->config.String("remote");
+    if (!config_remote.ok()) return ReportError(*flags, config_remote.status());
+    const bool has_remote = !app_remote->empty() || config_remote->has_value();
+    if (!app_remote_prefix->empty() && !has_remote) {
       return ReportError(*flags, Status::InvalidArgument("--remote-prefix needs --remote URL"));
     }
-    if (!app_remote->empty()) {
-      RemoteTierOptions r;
-      r.url = args->remote;
+    if (has_remote) {
+      r.url = !app_remote->empty() ? args->remote : **config_remote;
       if (!app_remote_prefix->empty()) r.key_prefix = args->remote_prefix;
       o.remote = std::move(r);
     }

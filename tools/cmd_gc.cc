@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "config_flag.h"
 #include "folder_flags.h"
 
 namespace kvtier::cli {
@@ -23,7 +24,7 @@ namespace {
 
 struct GcArgs {
   std::string dir;
-  std::string max_bytes;
+  uint64_t max_bytes = 0;
   int64_t retention_seconds = 0;
   bool drop_other_layouts = false;
   bool keep_quarantine = false;
@@ -34,14 +35,20 @@ struct GcArgs {
   CLI::Option* retention_opt = nullptr;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* signature_opt = nullptr;
+  ConfigFlag config;  // disk_max_bytes and disk_retention apply
 };
 
 int Run(const GcArgs& a, const CommonFlags& flags) {
   CacheGcRequest req;
+  // The folder's configured limits, where the flags do not give them.
+  DiskTierOptions configured;
+  configured.max_bytes = 0;
+  configured.retention_seconds = 0;
+  if (Status s = a.config.ApplyTo({.disk = &configured}); !s.ok()) return ReportError(flags, s);
+  if (configured.max_bytes > 0) req.max_bytes = configured.max_bytes;
+  if (configured.retention_seconds > 0) req.retention_seconds = configured.retention_seconds;
   if (a.max_bytes_opt->count() > 0) {
-    auto n = ParseByteCount(a.max_bytes);
-    if (!n.ok()) return ReportError(flags, n.status().WithContext("--max-bytes"));
-    req.max_bytes = *n;
+    req.max_bytes = a.max_bytes;
   }
   if (a.retention_opt->count() > 0) {
     if (a.retention_seconds <= 0) {
@@ -102,8 +109,11 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupGc(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<GcArgs>();
   app->add_option("dir", a->dir, "Cache folder")->required();
-  a->max_bytes_opt = app->add_option("--max-bytes", a->max_bytes,
-                                     "Evict least-recently-used blocks down to N bytes (512M ok)");
+  a->config.Add(app);
+  a->max_bytes_opt =
+      app->add_option("--max-bytes", a->max_bytes,
+                      "Evict least-recently-used blocks down to N bytes (512M, 1.5GB, 3MiB)")
+          ->type_name("SIZE");
   a->retention_opt = app->add_option("--retention-seconds", a->retention_seconds,
                                      "Remove blocks written more than S seconds ago");
   app->add_flag("--drop-other-layouts", a->drop_other_layouts,

@@ -140,16 +140,20 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
   Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout);
   if (!layout.ok()) return layout.status().WithContext("--layout");
   plan.layout = std::move(layout).value();
-  if (a.remote_prefix_opt->count() > 0 && a.remote_opt->count() == 0) {
+  KVTIER_ASSIGN_OR_RETURN(std::optional<std::string> config_remote, a.config.String("remote"));
+  const bool has_remote = a.remote_opt->count() > 0 || config_remote.has_value();
+  if (a.remote_prefix_opt->count() > 0 && !has_remote) {
     return Status::InvalidArgument("--remote-prefix needs --remote URL");
   }
-  if (a.remote_opt->count() > 0) {
+  if (has_remote) {
     if (!plan.real) {
       return Status::InvalidArgument(
           "--remote needs --payload real (the remote tier stores real blocks)");
     }
     RemoteTierOptions r;
-    r.url = a.remote;
+    KVTIER_RETURN_IF_ERROR(
+        a.config.ApplyTo({.remote = &r}, {{"--remote-prefix", "remote_prefix"}}));
+    r.url = a.remote_opt->count() > 0 ? a.remote : *config_remote;
     r.layout = plan.layout;
     if (a.remote_prefix_opt->count() > 0) r.key_prefix = a.remote_prefix;
     // A replay against a server that is not there would measure nothing:
@@ -247,6 +251,9 @@ void PrintText(const nlohmann::json& j) {
 }
 
 int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
+  // A bad or unknown option in --config is an error in both modes, even
+  // where the sweep (a simulation, no tier opened) has no use for it.
+  if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
   if (a.sweep_opt->count() > 0) {
     if (a.remote_opt->count() > 0 || a.remote_prefix_opt->count() > 0) {
       return ReportError(
@@ -366,6 +373,7 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupReplay(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<ReplayArgs>();
   app->add_option("trace", a->trace, "Mooncake-format trace (.jsonl)")->required();
+  a->config.Add(app);
   a->ram_tokens_opt =
       app->add_option("--ram-tokens", a->ram_tokens,
                       "Host (RAM) tier capacity in tokens (floor(N/512) blocks; at most 2^40)");

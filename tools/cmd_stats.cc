@@ -10,7 +10,9 @@
 //   "blocks", "bytes"[, "compatible"]}], ["compatible": {"entries","bytes"},
 //   "incompatible": {"entries","bytes"},] "quarantined": {"files","bytes"},
 //   "temp_files", "foreign_files"}
-//   --prometheus: the same as Prometheus gauges (kvtier_disk_*).
+//   --prometheus: the same as Prometheus gauges (kvtier_disk_*); without
+//   --layout/--signature, per signature only (no compatible_* gauges, no
+//   `compatible` label).
 #include <iostream>
 
 #include "command.h"
@@ -63,7 +65,10 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   s.quarantine_files = scan->quarantine.size();
 
   if (a.prometheus) {
-    std::cout << s.ToPrometheus("kvtier_disk", DiskStatsScope::kFolderOnly);
+    // Without --layout/--signature there is nothing to judge blocks against:
+    // per signature only, not "every block incompatible".
+    std::cout << s.ToPrometheus(
+        "kvtier_disk", *ref ? DiskStatsScope::kFolderOnly : DiskStatsScope::kFolderUnjudged);
     std::cout << "# TYPE kvtier_disk_quarantine_bytes gauge\nkvtier_disk_quarantine_bytes "
               << q_bytes << "\n# TYPE kvtier_disk_temp_files gauge\nkvtier_disk_temp_files "
               << scan->temps.size() << "\n# TYPE kvtier_disk_foreign_files gauge\n"

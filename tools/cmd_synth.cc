@@ -43,6 +43,7 @@ constexpr uint64_t kMaxTokenFileBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxRandomTokens = uint64_t{1} << 28;
 
 struct SynthArgs {
+  ConfigFlag config;
   std::string layout;
   uint32_t block_tokens = 0;
   std::string model = "synth";
@@ -169,12 +170,12 @@ Result<std::unique_ptr<BlockTarget>> MakeTarget(const SynthArgs& a, const ModelL
     return Status::InvalidArgument("--check only goes with --cache or --remote");
   }
   if (remote) {
-    auto sink = RemoteSynthSink::Open(a.remote, layout);
+    auto sink = RemoteSynthSink::Open(a.remote, layout, a.config);
     if (!sink.ok()) return sink.status().WithContext("--remote");
     return std::unique_ptr<BlockTarget>(std::make_unique<RemoteTarget>(std::move(sink).value()));
   }
   if (cache) {
-    auto sink = CacheSynthSink::Open(a.cache, layout);
+    auto sink = CacheSynthSink::Open(a.cache, layout, a.config);
     if (!sink.ok()) return sink.status().WithContext("--cache");
     return std::unique_ptr<BlockTarget>(std::make_unique<CacheTarget>(std::move(sink).value()));
   }
@@ -255,6 +256,7 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<SynthArgs>();
   app->add_option("--layout", a->layout, "Layout preset or .json file")->required();
+  a->config.Add(app);  // disk_* (--cache) or remote_* (--remote) apply
   app->add_option("--block-tokens", a->block_tokens, "Tokens per block (default: the layout's)")
       ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   app->add_option("--model", a->model, "Model id for the keys (default \"synth\")");

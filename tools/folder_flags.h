@@ -1,7 +1,8 @@
 // What the `kvtier` commands that work on cache folders (ls, stats, gc,
-// verify DIR) share: the reference signature of --layout | --signature,
-// byte counts, and opening a folder. Reading a folder's index and files is
-// the library's CacheFolder (include/kvtier/cache_folder.h).
+// verify DIR) share: the reference signature of --layout | --signature
+// and opening a folder (size flags: AcceptSizeUnits, option_rules.h).
+// Reading a folder's index and files is the library's CacheFolder
+// (include/kvtier/cache_folder.h).
 //
 // Thread safety: plain functions; each call opens what it needs.
 #ifndef KVTIER_TOOLS_FOLDER_FLAGS_H_
@@ -22,10 +23,6 @@ namespace kvtier::cli {
 Result<std::optional<std::string>> ReferenceSignature(const std::string& layout, bool has_layout,
                                                       const std::string& signature,
                                                       bool has_signature);
-
-// Parses a byte count: an integer with an optional K, M, G or T suffix
-// (powers of 1024).
-Result<uint64_t> ParseByteCount(const std::string& text);
 
 // Opens the cache folder `dir` through the public CacheFolder API
 // (include/kvtier/cache_folder.h); read-only unless `access` says otherwise.

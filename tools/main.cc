@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     runners.emplace_back(sub, cmd.setup(sub, flags.back().get()));
   }
   RequireDecimalIntegers(&app);
+  AcceptSizeUnits(&app);
   FollowFolderLinks(&app);
   // No exception leaves main: the library returns Status, but the CLI's own
   // code (CLI11, nlohmann::json, std containers) may throw, and an uncaught

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "bindings/option_table.h"
+
 namespace kvtier::cli {
 namespace {
 
@@ -76,6 +78,26 @@ void FollowFolderLinks(CLI::App* app) {
     }
   }
   for (CLI::App* sub : app->get_subcommands({})) FollowFolderLinks(sub);
+}
+
+void AcceptSizeUnits(CLI::App* app) {
+  for (CLI::Option* opt : app->get_options()) {
+    if (opt->get_type_name() != "SIZE") continue;
+    // To plain decimal bytes before CLI11 converts the text to an integer.
+    opt->transform(CLI::Validator(
+        [](std::string& text) -> std::string {
+          Result<uint64_t> bytes = bindings::ParseSizeText("size", text);
+          if (!bytes.ok()) {
+            std::string msg = bytes.status().message();
+            if (msg.starts_with("size: ")) msg.erase(0, 6);
+            return msg;
+          }
+          text = std::to_string(*bytes);
+          return std::string();
+        },
+        "", "size"));
+  }
+  for (CLI::App* sub : app->get_subcommands({})) AcceptSizeUnits(sub);
 }
 
 void RequireDecimalIntegers(CLI::App* app) {

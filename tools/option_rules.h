@@ -16,6 +16,12 @@ namespace kvtier::cli {
 // only, refusing with its name a value that does not fit.
 void RequireDecimalIntegers(CLI::App* app);
 
+// Every size option (declared with ->type_name("SIZE")) takes what an
+// option of docs/options.md takes: bytes, or a number with a unit (1.5GB,
+// 512MiB, and the K, M, G, T = KiB.. of `gc --max-bytes 512M`), through the
+// one size parser of the options table.
+void AcceptSizeUnits(CLI::App* app);
+
 // Every --dir, --cache, --out and --disk-dir option of `app` and its
 // subcommands resolves a symlink to a folder to that folder.
 void FollowFolderLinks(CLI::App* app);

@@ -9,8 +9,10 @@
 namespace kvtier::cli {
 
 Result<std::unique_ptr<RemoteSynthSink>> RemoteSynthSink::Open(const std::string& url,
-                                                               const ModelLayout& layout) {
+                                                               const ModelLayout& layout,
+                                                               const ConfigFlag& config) {
   RemoteTierOptions o;
+  KVTIER_RETURN_IF_ERROR(config.ApplyTo({.remote = &o}));
   o.url = url;
   o.layout = layout;
   o.require_server_at_open = true;  // a tool says so when Redis is down

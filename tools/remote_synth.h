@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config_flag.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
@@ -23,7 +24,8 @@ class RemoteSynthSink {
   // Connects (Unavailable if no server answers; InvalidArgument for a bad
   // URL or refused credentials).
   static Result<std::unique_ptr<RemoteSynthSink>> Open(const std::string& url,
-                                                       const ModelLayout& layout);
+                                                       const ModelLayout& layout,
+                                                       const ConfigFlag& config);
   // Queues a copy of `file` for the tier's writers (waits for the queue
   // when it is full rather than dropping).
   Status Put(const BlockKey& key, const BlockBuffer& file);

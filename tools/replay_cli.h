@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "command.h"
+#include "config_flag.h"
 #include "kvtier/status.h"
 
 namespace kvtier::cli {
@@ -38,6 +39,7 @@ struct ReplayArgs {
   CLI::Option* plot_opt = nullptr;
   CLI::Option* remote_opt = nullptr;
   CLI::Option* remote_prefix_opt = nullptr;
+  ConfigFlag config;  // remote and remote_* apply
 };
 
 // A plain integer >= min for `flag` (--limit). InvalidArgument naming it.

@@ -170,6 +170,10 @@ uint64_t DefaultDiskQueueBytes(uint64_t physical_memory_bytes);
 enum class DiskStatsScope : uint8_t {
   kAll,         // counters, gauges, histograms, per-signature gauges
   kFolderOnly,  // what the folder itself says: gauges of the index and files
+  // kFolderOnly without a reference signature to judge by (`kvtier stats
+  // --prometheus` without --layout): no compatible_* gauges, and the
+  // per-signature gauges carry no `compatible` label.
+  kFolderUnjudged,
 };
 
 // Blocks and bytes of one layout signature in a shared cache folder.

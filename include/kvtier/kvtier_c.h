@@ -105,13 +105,23 @@ KVTIER_C_API int kvtier_layout_signature(const char* layout, char* out, size_t c
 
 typedef struct kvtier_cache kvtier_cache;
 
-/* Opens a cache. options_json is one JSON object:
- *   "layout"     (string, required)  a preset name or a layout JSON path
- *   "host_bytes" (integer, required) RAM budget in bytes, > 0
- *   "disk_dir"   (string or null)    a disk-tier folder, created if missing
- *   "remote"     (string or null)    a Redis URL (TieredCache has no remote
- *                                    tier yet: KVTIER_E_UNAVAILABLE when set)
- * Unknown names, wrong types and malformed JSON are KVTIER_E_INVALID_ARGUMENT.
+/* Opens a cache. options_json is one JSON object of options (DESIGN.md §8;
+ * docs/options.md lists every one with its type, default and meaning):
+ *   "layout"       (string, required)  a preset name or a layout JSON path
+ *   "host_bytes"   (size, required)    RAM budget, > 0: bytes or "1GiB"
+ *   "block_tokens" (integer)           tokens per block; 0 = the layout's
+ *   "disk_dir"     (string or null)    a disk-tier folder, created if missing
+ *   "remote"       (string or null)    a Redis URL (redis://host:port or
+ *                                      redis-cluster://host:port,...): the
+ *                                      remote tier shared by every host
+ *   "write_policy" "write_back" | "write_through"; "disk_durability"
+ *   "checksum" | "fsync"; "disk_max_bytes", "remote_prefix", ... (all of
+ *   docs/options.md). Sizes are integers (bytes) or strings with a unit
+ *   ("64MiB", "1.5GB"); durations integers (ms) or strings ("2s", "500ms").
+ *   "config"       (string)            a JSON file of options, read first;
+ *                                      the other members override it
+ * Unknown names (the message names the closest known one), wrong types,
+ * bad values and malformed JSON are KVTIER_E_INVALID_ARGUMENT.
  * On success *out is a new handle; on failure *out is set to NULL. */
 KVTIER_C_API int kvtier_cache_open(const char* options_json, kvtier_cache** out);
 

@@ -1,41 +1,25 @@
-// CacheSpec: the options the C API and the Python module open a cache with
-// (DESIGN.md §8: layout, host_bytes, disk_dir, remote), and the one place
-// that turns them into a TieredCache. The C API reads them from JSON, the
-// Python module from keyword arguments; both then call OpenCache(). It lives
-// in src/bindings/, the one component both bindings may include.
+// Opening a cache from options (DESIGN.md §8): the C API reads them from
+// JSON, the Python module from keyword arguments, both through the options
+// table (bindings/option_table.h), and then call OpenCache(). It lives in
+// src/bindings/, the component the bindings and the CLI share.
 //
-// Thread safety: plain values and a free function.
+// Thread safety: plain values and free functions.
 #ifndef KVTIER_BINDINGS_CACHE_SPEC_H_
 #define KVTIER_BINDINGS_CACHE_SPEC_H_
 
-#include <cstdint>
 #include <memory>
-#include <optional>
-#include <string>
 #include <string_view>
 
+#include "bindings/option_table.h"
 #include "kvtier/layout.h"
 #include "kvtier/status.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier::bindings {
 
-struct CacheSpec {
-  // A preset name ("tiny", "qwen2.5-0.5b", "llama3-8b") or a layout JSON
-  // path. Required.
-  std::string layout;
-  // Overrides the layout's tokens per block when > 0. Default 0.
-  uint32_t block_tokens = 0;
-  // Bytes of RAM for the host tier, > 0. Required.
-  uint64_t host_bytes = 0;
-  // A disk-tier folder (created if missing), or none for a RAM-only cache.
-  std::optional<std::string> disk_dir;
-  // A Redis URL for the remote tier, or none.
-  std::optional<std::string> remote;
-};
-
-// Parses the C API's options JSON (one object of the CacheSpec names; null
-// for the optional ones). InvalidArgument naming the bad or unknown field.
+// Parses the C API's options JSON: one object of options (a "config" member
+// names a JSON file read first). InvalidArgument naming the bad or unknown
+// option, or a repeated one.
 Result<CacheSpec> ParseCacheSpecJson(std::string_view json_text);
 
 // A cache opened from a spec, with the layout it resolved.
@@ -45,11 +29,21 @@ struct OpenedCache {
 };
 
 // Resolves the layout and opens the cache. InvalidArgument for a bad spec
-// (naming the field), the tiers' errors otherwise.
+// (naming the option: `layout` and `host_bytes` are required, disk_* and
+// remote_* options need disk_dir / remote), the tiers' errors otherwise.
 Result<OpenedCache> OpenCache(const CacheSpec& spec);
 // The same with a layout the caller resolved (spec.layout and
 // spec.block_tokens are not used).
 Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec);
+
+// The CacheOptions a spec describes for `layout` (disk and remote tiers
+// set when disk_dir / remote are), checked: CacheOptions::Validate()'s
+// message is prefixed with the option's name.
+Result<CacheOptions> CacheOptionsFor(const ModelLayout& layout, const CacheSpec& spec);
+
+// Prefixes a "CacheOptions.<field>" message with the option that sets the
+// field ("disk_max_unlinks_per_store: CacheOptions.disk...").
+Status NameOption(const Status& status);
 
 }  // namespace kvtier::bindings
 

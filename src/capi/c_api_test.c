@@ -438,6 +438,25 @@ static void TestBadOptions(const char* dir) {
        "remote"},
       {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": 5}", KVTIER_E_INVALID_ARGUMENT,
        "remote"},
+      /* Every option of docs/options.md, checked by the one options table. */
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"disk_max_byte\": 1}",
+       KVTIER_E_INVALID_ARGUMENT, "did you mean 'disk_max_bytes'"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"disk_max_bytes\": \"1MiB\"}",
+       KVTIER_E_INVALID_ARGUMENT, "disk_max_bytes: needs disk_dir"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": \"1 parsec\"}", KVTIER_E_INVALID_ARGUMENT,
+       "host_bytes: unknown unit"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": \"99999999999TiB\"}", KVTIER_E_INVALID_ARGUMENT,
+       "host_bytes: '99999999999TiB' is too large"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"write_policy\": \"sometimes\"}",
+       KVTIER_E_INVALID_ARGUMENT, "write_policy: expected write_back | write_through"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"write_policy\": \"write_through\"}",
+       KVTIER_E_INVALID_ARGUMENT, "write_policy"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"block_tokens\": -1}",
+       KVTIER_E_INVALID_ARGUMENT, "block_tokens"},
+      {"{\"layout\": \"tiny\", \"host_bytes\": 1024, \"remote\": \"redis://127.0.0.1:1\", "
+       "\"remote_command_timeout\": \"5 days\"}",
+       KVTIER_E_INVALID_ARGUMENT, "remote_command_timeout: unknown unit"},
+      {"{\"config\": 7}", KVTIER_E_INVALID_ARGUMENT, "config: expected a file path"},
   };
   for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
     kvtier_cache* cache = (kvtier_cache*)&i;
@@ -449,6 +468,49 @@ static void TestBadOptions(const char* dir) {
   snprintf(options, sizeof(options), "{\"layout\": \"%s/none.json\", \"host_bytes\": 1024}", dir);
   kvtier_cache* cache = NULL;
   CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_E_NOT_FOUND, "none.json");
+  /* A config file that does not exist, and one with a bad option. */
+  snprintf(options, sizeof(options), "{\"config\": \"%s/none-config.json\"}", dir);
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_E_NOT_FOUND, "none-config.json");
+  char path[700];
+  snprintf(path, sizeof(path), "%s/bad-config.json", dir);
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f != NULL) {
+    fputs("{\"layout\": \"tiny\", \"host_bytes\": \"1MiB\", \"host_polcy\": \"lru\"}", f);
+    fclose(f);
+  }
+  snprintf(options, sizeof(options), "{\"config\": \"%s\"}", path);
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_E_INVALID_ARGUMENT,
+           "did you mean 'host_policy'");
+}
+
+/* Options from a config file and the JSON, sizes with units, write-through
+ * with fsync durability: a stored block is on disk when store returns. */
+static void TestOptionsAndConfig(const char* dir) {
+  char path[700];
+  snprintf(path, sizeof(path), "%s/config.json", dir);
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f == NULL) return;
+  fprintf(f,
+          "{\"layout\": \"tiny\", \"host_bytes\": \"1MiB\", \"disk_dir\": \"%s/opts-cache\",\n"
+          " \"disk_max_bytes\": \"64MiB\", \"disk_durability\": \"fsync\", \"host_policy\": "
+          "\"reuse\", \"disk_queue_wait\": \"2s\", \"write_policy\": \"write_back\"}\n",
+          dir);
+  fclose(f);
+  char options[1024];
+  /* The member beside "config" wins over the file's write_back. */
+  snprintf(options, sizeof(options),
+           "{\"config\": \"%s\", \"write_policy\": \"write_through\", \"disk_writer_threads\": 0}",
+           path);
+  kvtier_cache* cache = NULL;
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  if (cache == NULL) return;
+  CHECK_RC(kvtier_cache_store(cache, g_blocks[0].key, g_blocks[0].bytes, g_blocks[0].len), KVTIER_OK,
+           "");
+  /* Written through, inline (no writer threads): persisted already. */
+  CHECK(StatsCount(cache, "saves_persisted") == 1);
+  kvtier_cache_close(cache);
 }
 
 int main(void) {
@@ -472,6 +534,7 @@ int main(void) {
   TestRemoteShared();
   TestNullArguments(made);
   TestBadOptions(made);
+  TestOptionsAndConfig(made);
   for (size_t i = 0; i < g_num_blocks; ++i) free(g_blocks[i].bytes);
 
   char command[1200];

@@ -23,14 +23,21 @@ bool OfTheFolder(const MetricInfo& m) {
   return true;
 }
 
-// One gauge per signature, labelled {signature, compatible}.
+// ... nor, without a reference signature, the ones that judge against it.
+bool OfTheFolderUnjudged(const MetricInfo& m) {
+  return OfTheFolder(m) && m.name != "compatible_entries" && m.name != "compatible_bytes";
+}
+
+// One gauge per signature, labelled {signature, compatible} (or {signature}
+// when nothing was judged).
 void PrometheusPerSignature(std::ostringstream& out, const std::string& metric,
-                            const std::vector<SignatureUsage>& per,
-                            uint64_t SignatureUsage::*value) {
+                            const std::vector<SignatureUsage>& per, uint64_t SignatureUsage::*value,
+                            bool judged) {
   out << "# TYPE " << metric << " gauge\n";
   for (const SignatureUsage& u : per) {
-    out << metric << "{signature=\"" << stats::PrometheusLabel(u.signature) << "\",compatible=\""
-        << (u.compatible ? "true" : "false") << "\"} " << u.*value << "\n";
+    out << metric << "{signature=\"" << stats::PrometheusLabel(u.signature) << "\"";
+    if (judged) out << ",compatible=\"" << (u.compatible ? "true" : "false") << "\"";
+    out << "} " << u.*value << "\n";
   }
 }
 
@@ -59,12 +66,17 @@ std::string DiskTierStats::ToPrometheus(std::string_view prefix, DiskStatsScope 
   std::ostringstream out;
   if (scope == DiskStatsScope::kAll) {
     stats::AddPrometheus(*this, prefix, out);
-  } else {
+  } else if (scope == DiskStatsScope::kFolderOnly) {
     stats::AddPrometheus(*this, prefix, out, OfTheFolder);
+  } else {
+    stats::AddPrometheus(*this, prefix, out, OfTheFolderUnjudged);
   }
   const std::string p(prefix);
-  PrometheusPerSignature(out, p + "_signature_blocks", per_signature, &SignatureUsage::blocks);
-  PrometheusPerSignature(out, p + "_signature_bytes", per_signature, &SignatureUsage::bytes);
+  const bool judged = scope != DiskStatsScope::kFolderUnjudged;
+  PrometheusPerSignature(out, p + "_signature_blocks", per_signature, &SignatureUsage::blocks,
+                         judged);
+  PrometheusPerSignature(out, p + "_signature_bytes", per_signature, &SignatureUsage::bytes,
+                         judged);
   return out.str();
 }
 

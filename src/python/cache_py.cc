@@ -9,13 +9,16 @@
 
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "bindings/cache_spec.h"
+#include "bindings/option_table.h"
 #include "kvtier/block_file.h"
+#include "kvtier/block_key.h"
 #include "kvtier/tiered_cache.h"
 #include "python/codec_py.h"
 #include "python/convert.h"
@@ -25,58 +28,87 @@
 namespace kvtier::python {
 namespace {
 
-std::optional<std::string> OptionalPath(py::handle obj, const char* what) {
-  if (obj.is_none()) return std::nullopt;
+// A keyword's value as the JSON the options table reads (DESIGN.md §8):
+// None, bool, int (64 bits), float, str, os.PathLike (its str) and bytes.
+nlohmann::json OptionToJson(const std::string& name, py::handle obj) {
+  if (obj.is_none()) return nullptr;
+  if (PyBool_Check(obj.ptr())) return obj.ptr() == Py_True;
+  if (PyLong_Check(obj.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+    if (overflow == 0) {
+      // Non-negative ints as unsigned: what the table's integer options read.
+      if (v >= 0) return static_cast<uint64_t>(v);
+      return static_cast<int64_t>(v);
+    }
+    if (overflow > 0) {
+      const unsigned long long u = PyLong_AsUnsignedLongLong(obj.ptr());
+      if (PyErr_Occurred() == nullptr) return static_cast<uint64_t>(u);
+      PyErr_Clear();
+    }
+    ThrowInvalid(name + ": " + std::string(py::str(obj)) + " does not fit 64 bits");
+  }
+  if (PyFloat_Check(obj.ptr())) return PyFloat_AsDouble(obj.ptr());
   if (PyUnicode_Check(obj.ptr())) return obj.cast<std::string>();
+  if (PyBytes_Check(obj.ptr()) || PyByteArray_Check(obj.ptr())) {
+    const std::string bytes = py::bytes(py::reinterpret_borrow<py::object>(obj));
+    return nlohmann::json::binary(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  }
   if (py::hasattr(obj, "__fspath__")) {
     py::object path = obj.attr("__fspath__")();
     if (PyUnicode_Check(path.ptr())) return path.cast<std::string>();
   }
-  ThrowInvalid(std::string(what) + ": expected a str path or None, got " + TypeName(obj));
+  ThrowInvalid(name + ": expected an int, str, bool, bytes, path or None, got " + TypeName(obj));
 }
 
-uint64_t PositiveInt(py::handle obj, const char* what) {
-  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
-    ThrowInvalid(std::string(what) + ": expected an int, got " + TypeName(obj));
+// Applies keyword options (a dict) to `spec`; a "config" member is a file
+// read first.
+void ApplyPyOptions(py::handle options, bindings::CacheSpec* spec) {
+  nlohmann::json object = nlohmann::json::object();
+  for (auto [name, value] : py::reinterpret_borrow<py::dict>(options)) {
+    if (!PyUnicode_Check(name.ptr())) ThrowInvalid("options: names must be str");
+    const std::string n = name.cast<std::string>();
+    object[n] = OptionToJson(n, value);
   }
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
-  if (overflow > 0) {
-    const unsigned long long u = PyLong_AsUnsignedLongLong(obj.ptr());
-    if (PyErr_Occurred() != nullptr) {
-      PyErr_Clear();
-      ThrowInvalid(std::string(what) + ": " + std::string(py::str(obj)) + " does not fit 64 bits");
-    }
-    return u;
-  }
-  if (overflow < 0 || v <= 0) {
-    ThrowInvalid(std::string(what) + ": must be > 0, got " + std::string(py::str(obj)));
-  }
-  return static_cast<uint64_t>(v);
+  ThrowIfError(bindings::ApplyOptions(object, spec));
 }
 
 class PyCache {
  public:
-  PyCache(py::handle layout, py::handle host_bytes, py::handle disk_dir, py::handle remote,
-          uint32_t block_tokens) {
+  // kvtier.Cache(layout, **options): `layout` a preset name, a layout JSON
+  // path or a kvtier.Layout.
+  PyCache(py::handle layout, const py::kwargs& options) {
     bindings::CacheSpec spec;
-    spec.host_bytes = PositiveInt(host_bytes, "host_bytes");
-    spec.disk_dir = OptionalPath(disk_dir, "disk_dir");
-    if (!remote.is_none()) {
-      if (!PyUnicode_Check(remote.ptr())) {
-        ThrowInvalid("remote: expected a Redis URL str or None, got " + TypeName(remote));
+    ApplyPyOptions(options, &spec);
+    Open(layout, std::move(spec));
+  }
+
+  // kvtier.Cache.from_config(path_or_dict).
+  static std::unique_ptr<PyCache> FromConfig(py::handle config) {
+    bindings::CacheSpec spec;
+    py::object layout = py::none();
+    if (PyDict_Check(config.ptr())) {
+      py::dict options = config.attr("copy")();
+      // A kvtier.Layout object is not JSON: taken as is.
+      if (options.contains("layout") && py::isinstance<ModelLayout>(options["layout"])) {
+        layout = options.attr("pop")("layout");
       }
-      spec.remote = remote.cast<std::string>();
+      ApplyPyOptions(options, &spec);
+    } else {
+      const nlohmann::json path = OptionToJson("config", config);
+      if (!path.is_string()) {
+        ThrowInvalid("config: expected a JSON file path or a dict of options, got " +
+                     TypeName(config));
+      }
+      ThrowIfError(bindings::ApplyConfigFile(path.get<std::string>(), &spec));
     }
-    ModelLayout resolved = LayoutFromPy(layout, "layout", block_tokens);
-    Result<bindings::OpenedCache> opened = [&] {
-      py::gil_scoped_release release;
-      return bindings::OpenCacheForLayout(std::move(resolved), spec);
-    }();
-    if (!opened.ok()) Throw(opened.status());
-    layout_ = std::move(opened->layout);
-    signature_ = layout_.Signature();
-    cache_ = std::move(opened->cache);
+    if (layout.is_none()) {
+      if (!spec.Has("layout")) ThrowInvalid("layout: is required");
+      layout = py::str(spec.layout);
+    }
+    auto cache = std::unique_ptr<PyCache>(new PyCache());
+    cache->Open(layout, std::move(spec));
+    return cache;
   }
 
   void Store(PyKey key, PyBuffer block) {
@@ -328,7 +360,32 @@ class PyCache {
   bool closed() const { return cache_ == nullptr; }
   const ModelLayout& layout() const { return layout_; }
 
+  // The cache's key chain (key_model_id, key_salt, key_adapter_id, key_extra
+  // and the layout), or None without key_model_id.
+  py::object KeyChainOf() const {
+    if (key_.model_id.empty()) return py::none();
+    NamespaceOptions ns = key_;
+    ns.layout_signature = signature_;
+    ns.block_tokens = layout_.block_tokens;
+    return py::cast(ValueOrThrow(KeyChain::Create(ns)));
+  }
+
  private:
+  PyCache() = default;
+
+  void Open(py::handle layout, bindings::CacheSpec spec) {
+    ModelLayout resolved = LayoutFromPy(layout, "layout", spec.block_tokens);
+    Result<bindings::OpenedCache> opened = [&] {
+      py::gil_scoped_release release;
+      return bindings::OpenCacheForLayout(std::move(resolved), spec);
+    }();
+    if (!opened.ok()) Throw(opened.status());
+    layout_ = std::move(opened->layout);
+    signature_ = layout_.Signature();
+    key_ = spec.key;
+    cache_ = std::move(opened->cache);
+  }
+
   std::shared_ptr<TieredCache> Live(const char* fn) const {
     if (cache_ == nullptr) {
       Throw(Status::FailedPrecondition(std::string("Cache.") + fn + ": the cache is closed"));
@@ -354,25 +411,59 @@ class PyCache {
 
   ModelLayout layout_;
   std::string signature_;
+  NamespaceOptions key_;                // model_id, salt, adapter_id, extra from the options
   std::shared_ptr<TieredCache> cache_;  // null once closed; guarded by the GIL
 };
 
 }  // namespace
 
 void RegisterCache(py::module_& m) {
+  m.def(
+      "options",
+      [] {
+        py::list out;
+        for (const bindings::OptionInfo& o : bindings::Options()) {
+          py::dict d;
+          d["name"] = o.name;
+          d["type"] = o.type;
+          d["default"] = o.default_value;
+          d["doc"] = o.doc;
+          out.append(d);
+        }
+        return out;
+      },
+      "Every option of kvtier.Cache, Cache.from_config, the C API and --config, as a list of "
+      "dicts {name, type, default, doc} (docs/options.md).");
+  m.def(
+      "_check_options",
+      [](py::dict options) {
+        bindings::CacheSpec spec;
+        ApplyPyOptions(options, &spec);
+      },
+      py::arg("options"),
+      "Checks a dict of options as kvtier.Cache would (kvtier.InvalidArgument naming a bad or "
+      "unknown one) without opening anything: for integrations that open the cache later.");
   py::class_<PyCache>(m, "Cache",
                       "Blocks by key in RAM over an optional disk folder and an optional Redis "
-                      "server (kvtier.Cache(layout, host_bytes=..., disk_dir=..., remote=...)). A "
-                      "miss is None / 0, not an error. Use it "
-                      "as a context manager or call close().")
-      .def(py::init<py::handle, py::handle, py::handle, py::handle, uint32_t>(), py::arg("layout"),
-           py::kw_only(), py::arg("host_bytes"), py::arg("disk_dir") = py::none(),
-           py::arg("remote") = py::none(), py::arg("block_tokens") = 0,
-           "layout: a preset name, a layout JSON path or a kvtier.Layout; host_bytes: the RAM "
-           "budget; disk_dir: a folder for the disk tier (created if missing), None for RAM "
-           "only; remote: a Redis URL (redis://host:port or redis-cluster://host:port,...) "
-           "for the remote tier shared by every host using it, None for none; block_tokens > 0 "
-           "overrides the layout's.")
+                      "server: kvtier.Cache(layout, host_bytes=..., disk_dir=..., remote=..., "
+                      "**options), every option of kvtier.options() (docs/options.md). A miss "
+                      "is None / 0, not an error. Use it as a context manager or call close().")
+      .def(py::init<py::handle, const py::kwargs&>(), py::arg("layout"),
+           "layout: a preset name, a layout JSON path or a kvtier.Layout. Keywords: "
+           "host_bytes (required: the RAM budget, bytes or \"1GiB\"), disk_dir (a folder for "
+           "the disk tier, created if missing; None for RAM only), remote (a Redis URL, "
+           "redis://host:port or redis-cluster://host:port,..., None for none), block_tokens, "
+           "write_policy (\"write_back\" | \"write_through\"), disk_max_bytes, "
+           "disk_durability (\"checksum\" | \"fsync\"), ... (kvtier.options()). An unknown "
+           "keyword or a bad value raises kvtier.InvalidArgument naming it.")
+      .def_static("from_config", &PyCache::FromConfig, py::arg("path_or_dict"),
+                  "Opens a cache from a JSON config file (one object of options, `layout` "
+                  "included) or a dict of the same; a \"config\" member names a file read "
+                  "first, the other members override it.")
+      .def_property_readonly("key_chain", &PyCache::KeyChainOf,
+                             "A kvtier.KeyChain for this cache's namespace (key_model_id, "
+                             "key_salt, key_adapter_id, key_extra and the layout), or None "
+                             "when key_model_id was not given.")
       .def("store", &PyCache::Store, py::arg("key"), py::arg("block"),
            "Stores a block file (bytes-like) under its 32-byte key. Its header must name the "
            "key and the cache's layout (kvtier.InvalidArgument otherwise). The bytes are "

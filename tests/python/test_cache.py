@@ -181,8 +181,8 @@ def test_bad_input_raises_clear_errors(tmp_path):
     for call, needle in cases:
         with pytest.raises(kvtier.InvalidArgument, match=needle):
             call()
-    with pytest.raises(TypeError):
-        kvtier.Cache("tiny")  # host_bytes is a required keyword
+    with pytest.raises(kvtier.InvalidArgument, match="host_bytes: is required"):
+        kvtier.Cache("tiny")  # host_bytes is a required option
     with pytest.raises(kvtier.NotFound):
         kvtier.Cache(str(tmp_path / "missing.json"), host_bytes=1 << 20)
     # The failed calls changed nothing.

@@ -15,6 +15,7 @@ import abc
 import dataclasses
 import hashlib
 import importlib
+import os
 import sys
 import types
 
@@ -269,3 +270,40 @@ def test_standalone_import_without_sglang():
     assert not any(name == "sglang" or name.startswith("sglang.") for name in sys.modules)
     assert "torch" not in sys.modules
     sys.modules.pop("kvtier.integrations.sglang", None)
+
+
+
+def test_extra_config_goes_through_kvtier_options(sglang_module, tmp_path, monkeypatch):
+    # Unknown keys and bad values are errors, named, when the backend is made.
+    for extra, needle in (({"disk_max_byte": 1}, "did you mean 'disk_max_bytes'"),
+                          ({"write_policy": "sometimes"}, "write_policy"),
+                          ({"host_bytes": -1}, "host_bytes"),
+                          ({"layout": "tiny"}, "layout: set by the backend"),
+                          ({"key_extra": "x"}, "key_extra"),
+                          ({"model_id": "a", "key_model_id": "b"}, "not both")):
+        with pytest.raises(kvtier.InvalidArgument, match=needle):
+            create_dynamic_backend(make_config(tmp_path, extra=extra))
+    # Every option of the table reaches the cache: write-through with fsync,
+    # a disk limit with a unit, the model id under its old name.
+    pool = HostPool(pages=4, seed=3)
+    keys = page_hashes(list(range(4 * pool.page_size)), pool.page_size)
+    backend = open_backend(tmp_path, pool, extra={
+        "write_policy": "write_through", "disk_durability": "fsync",
+        "disk_max_bytes": "64MiB", "model_id": "other-model", "host_bytes": "1MiB"})
+    assert backend.model_id == "other-model"
+    assert all(backend.batch_set_v1(keys, indices_of(4, pool.page_size)))
+    assert backend.kvtier_stats()["disk"]["saves"] == 4  # written through, no flush
+    backend.close()
+    # Without disk_dir: a per-user folder (0700), not /tmp.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    config = make_config(tmp_path)
+    del config.extra_config["disk_dir"]
+    backend = create_dynamic_backend(config)
+    assert backend.disk_dir == str(tmp_path / "xdg" / "kvtier" / "sglang")
+    backend.register_mem_pool_host(HostPool(pages=4))
+    assert os.stat(backend.disk_dir).st_mode & 0o777 == 0o700
+    backend.close()
+    # null: RAM only.
+    backend = open_backend(tmp_path, HostPool(pages=4), extra={"disk_dir": None})
+    assert backend.kvtier_stats().get("disk") is None
+    backend.close()

@@ -37,6 +37,7 @@ from ._kvtier import (  # noqa: F401
     decode_block,
     encode_block,
     layout_signature,
+    options,
 )
 
 __all__ = [
@@ -59,4 +60,5 @@ __all__ = [
     "decode_block",
     "encode_block",
     "layout_signature",
+    "options",
 ]

@@ -9,14 +9,24 @@ Start SGLang with::
 
 (``interface_v1: 1`` selects SGLang's zero-copy ``batch_get_v1``/``batch_set_v1``
 calls, which need a ``page_first`` host pool layout; without it SGLang uses the
-copying ``batch_get``/``batch_set``.) Options in the extra config:
+copying ``batch_get``/``batch_set``.) Besides SGLang's own keys (``backend_name``,
+``module_path``, ``class_name``, ``interface_v1``), the extra config takes every
+option of ``kvtier.Cache`` (docs/options.md), checked by the same parser: an
+unknown key or a bad value raises ``kvtier.InvalidArgument`` when the backend is
+created. The ones that matter most:
 
-- ``disk_dir``: the kvtier cache folder (default ``/tmp/kvtier-sglang``); any
-  number of SGLang processes may share it.
+- ``disk_dir``: the kvtier cache folder; any number of SGLang processes may
+  share it. Default: the per-user folder ``$XDG_CACHE_HOME/kvtier/sglang``
+  (``~/.cache/kvtier/sglang``), created ``0700``; ``null`` for no disk tier.
 - ``host_bytes``: kvtier's own RAM tier in front of the disk (default 1 GiB).
 - ``remote``: a Redis URL for the remote tier shared by every SGLang host
   (``redis://host:port`` or ``redis-cluster://host:port,...``).
-- ``model_id``: overrides SGLang's model name in the key namespace.
+- ``key_model_id`` (or ``model_id``): overrides SGLang's model name in the key
+  namespace; ``key_salt``, ``key_adapter_id`` go into the namespace too.
+- ``write_policy``, ``disk_max_bytes``, ``disk_durability``, ``remote_prefix``, ...
+
+``layout`` and ``block_tokens`` come from SGLang's host pool and ``key_extra``
+holds the parallel position, so those three are refused.
 
 This module never imports sglang (or torch). ``KvtierHiCacheStorage`` subclasses
 SGLang's ``HiCacheStorage`` when ``sglang.srt.mem_cache.hicache_storage`` is
@@ -52,6 +62,7 @@ as its parent.
 import ctypes
 import hashlib
 import logging
+import os
 import sys
 
 import numpy as np
@@ -62,6 +73,36 @@ logger = logging.getLogger(__name__)
 
 _SGLANG_STORAGE_MODULE = "sglang.srt.mem_cache.hicache_storage"
 _KEY_DOMAIN = b"kvtier-sglang-page-v1\0"
+# Keys of the extra config that SGLang's backend factory reads itself.
+_SGLANG_KEYS = ("backend_name", "module_path", "class_name", "interface_v1")
+# kvtier options the backend sets from SGLang's host pool and position.
+_BACKEND_SET = ("layout", "block_tokens", "key_extra")
+
+
+def default_disk_dir():
+    """The per-user default cache folder: $XDG_CACHE_HOME/kvtier/sglang."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kvtier", "sglang")
+
+
+def cache_options(extra):
+    """The kvtier.Cache options of an SGLang extra config (checked by kvtier's
+    options parser): SGLang's own keys left out, defaults filled in."""
+    options = {k: v for k, v in dict(extra or {}).items() if k not in _SGLANG_KEYS}
+    for name in _BACKEND_SET:
+        if name in options:
+            raise kvtier.InvalidArgument(
+                "sglang: %s: set by the backend from SGLang's host pool (page layout, page "
+                "size, parallel position); leave it out of the extra config" % name)
+    if "model_id" in options:  # the name before the options table had one
+        if "key_model_id" in options:
+            raise kvtier.InvalidArgument("sglang: give model_id or key_model_id, not both")
+        options["key_model_id"] = options.pop("model_id")
+    options.setdefault("host_bytes", 1 << 30)
+    if "disk_dir" not in options:
+        options["disk_dir"] = default_disk_dir()
+    kvtier._kvtier._check_options(options)
+    return options
 
 # torch / numpy dtype names -> safetensors dtype names.
 _DTYPES = {
@@ -115,13 +156,11 @@ class KvtierHiCacheStorage(*_base_class()):
     """SGLang HiCacheStorage backed by a kvtier.Cache (RAM over a disk folder)."""
 
     def __init__(self, storage_config, kwargs=None):
-        extra = dict(getattr(storage_config, "extra_config", None) or {})
+        self.options = cache_options(getattr(storage_config, "extra_config", None))
         self.config = storage_config
-        self.disk_dir = extra.get("disk_dir", "/tmp/kvtier-sglang")
-        self.host_bytes = int(extra.get("host_bytes", 1 << 30))
-        self.remote = extra.get("remote")
-        self.model_id = extra.get("model_id") or getattr(storage_config, "model_name", None) \
-            or "sglang"
+        self.disk_dir = self.options["disk_dir"]
+        self.model_id = self.options.get("key_model_id") \
+            or getattr(storage_config, "model_name", None) or "sglang"
         self.mem_pool_host = None
         self.cache = None
         self.layout = None
@@ -158,9 +197,15 @@ class KvtierHiCacheStorage(*_base_class()):
         fields += [("pp", "pp_rank", "pp_size"), ("cp", "attn_cp_rank", "attn_cp_size")]
         shard = ";".join("%s=%d/%d" % (name, int(getattr(c, rank, 0)), int(getattr(c, size, 1)))
                          for name, rank, size in fields if int(getattr(c, size, 1)) > 1)
-        self.chain = kvtier.KeyChain(self.model_id, self.layout, shard=shard)
-        self.cache = kvtier.Cache(self.layout, host_bytes=self.host_bytes,
-                                  disk_dir=self.disk_dir, remote=self.remote)
+        o = self.options
+        salt = o.get("key_salt", b"")
+        self.chain = kvtier.KeyChain(self.model_id, self.layout,
+                                     salt=salt.encode() if isinstance(salt, str) else salt,
+                                     adapter=o.get("key_adapter_id", ""),
+                                     shard=shard)
+        if self.disk_dir is not None and "disk_dir" not in (self.config.extra_config or {}):
+            os.makedirs(self.disk_dir, mode=0o700, exist_ok=True)
+        self.cache = kvtier.Cache(self.layout, **o)
 
     def kvtier_key(self, key):
         """The kvtier block key of an SGLang page key (see the module comment)."""

@@ -1,0 +1,54 @@
+#include "config_flag.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "bindings/option_table.h"
+
+namespace kvtier::cli {
+
+void ConfigFlag::Add(CLI::App* app) {
+  app_ = app;
+  opt_ = app->add_option("--config", path_,
+                         "JSON file of options (docs/options.md: disk_*, remote_*, host_*, ...); "
+                         "a flag given here wins over the file");
+}
+
+Status ConfigFlag::ApplyTo(const ConfigTargets& targets,
+                           std::initializer_list<FlagOverride> overrides) const {
+  if (!given()) return Status::Ok();
+  KVTIER_ASSIGN_OR_RETURN(nlohmann::json object, bindings::ReadConfigFile(path_));
+  for (const FlagOverride& o : overrides) {
+    if (app_->count(o.flag) > 0) object.erase(o.option);
+  }
+  bindings::CacheSpec spec;
+  if (targets.cache != nullptr) spec.cache = *targets.cache;
+  if (targets.disk != nullptr) spec.disk = *targets.disk;
+  if (targets.remote != nullptr) spec.remote_tier = *targets.remote;
+  Status s = bindings::ApplyOptions(object, &spec);
+  if (!s.ok()) return s.WithContext("--config " + path_);
+  if (targets.cache != nullptr) {
+    // The tiers' own options travel in targets.disk / targets.remote.
+    std::optional<DiskTierOptions> disk = std::move(targets.cache->disk);
+    std::optional<RemoteTierOptions> remote = std::move(targets.cache->remote);
+    *targets.cache = std::move(spec.cache);
+    targets.cache->disk = std::move(disk);
+    targets.cache->remote = std::move(remote);
+  }
+  if (targets.disk != nullptr) *targets.disk = std::move(spec.disk);
+  if (targets.remote != nullptr) *targets.remote = std::move(spec.remote_tier);
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> ConfigFlag::String(const char* option) const {
+  if (!given()) return std::optional<std::string>();
+  KVTIER_ASSIGN_OR_RETURN(nlohmann::json object, bindings::ReadConfigFile(path_));
+  auto it = object.find(option);
+  if (it == object.end() || it->is_null()) return std::optional<std::string>();
+  bindings::CacheSpec spec;
+  Status s = bindings::ApplyOption(option, *it, &spec);
+  if (!s.ok()) return s.WithContext("--config " + path_);
+  return std::optional<std::string>(it->get<std::string>());
+}
+
+}  // namespace kvtier::cli
