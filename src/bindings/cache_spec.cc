@@ -83,6 +83,9 @@ Result<CacheOptions> CacheOptionsFor(const ModelLayout& layout, const CacheSpec&
       return Status::InvalidArgument(n + ": needs remote (this cache has no remote tier)");
     }
   }
+  if (Status shard = ValidateShard(spec.key.shard); !shard.ok()) {
+    return Status::InvalidArgument("key_shard: " + shard.message());
+  }
   CacheOptions options = spec.cache;
   options.layout_signature = layout.Signature();
   if (spec.disk_dir.has_value()) {

@@ -279,6 +279,11 @@ const std::vector<Row>& Table() {
       {"key_extra", Kind::kString, "\"\"",
        "Extra namespace bytes (its UTF-8 bytes; Python also takes bytes).", "key.extra",
        KVTIER_SET(s.key.extra = v.s)},
+      {"key_shard", Kind::kString, "\"\"",
+       "The part of the model's KV this process holds, `tp=<rank>/<size>;pp=...;cp=...` in "
+       "canonical form (DESIGN.md §3; each field left out when its size is 1). Empty: the "
+       "whole model.",
+       "key.shard", KVTIER_SET(s.key.shard = v.s)},
   };
   return *rows;
 }

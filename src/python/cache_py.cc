@@ -360,7 +360,7 @@ class PyCache {
   bool closed() const { return cache_ == nullptr; }
   const ModelLayout& layout() const { return layout_; }
 
-  // The cache's key chain (key_model_id, key_salt, key_adapter_id, key_extra
+  // The cache's key chain (key_model_id, key_salt, key_adapter_id, key_extra, key_shard
   // and the layout), or None without key_model_id.
   py::object KeyChainOf() const {
     if (key_.model_id.empty()) return py::none();
@@ -461,7 +461,7 @@ void RegisterCache(py::module_& m) {
                   "included) or a dict of the same; a \"config\" member names a file read "
                   "first, the other members override it.")
       .def_property_readonly("key_chain", &PyCache::KeyChainOf,
-                             "A kvtier.KeyChain for this cache's namespace (key_model_id, "
+                             "A kvtier.KeyChain for this cache's namespace (key_model_id, key_shard, "
                              "key_salt, key_adapter_id, key_extra and the layout), or None "
                              "when key_model_id was not given.")
       .def("store", &PyCache::Store, py::arg("key"), py::arg("block"),
