@@ -57,6 +57,7 @@
 #include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -240,6 +241,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     return ReportError(flags, Status::InvalidArgument("--batch-keys: must be > 0"));
   }
   o.commit_batch_bytes = a.commit_batch_bytes;
+  o.info_log = StderrLog();
   const bool fsync = durability == Durability::kFsync;
 
   // Each phase returns its seconds. Writes start from an empty folder.

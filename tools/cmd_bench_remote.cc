@@ -43,6 +43,7 @@
 #include "kvtier/redis_url.h"
 #include "kvtier/remote_tier.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -254,6 +255,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   o.url = a.remote;
   o.layout = *layout;
   o.require_server_at_open = true;
+  o.info_log = StderrLog();
   o.queue_max_bytes = std::max<uint64_t>(o.queue_max_bytes, total);
   uint32_t round_no = 0;
   auto tier_prefix = [&] {

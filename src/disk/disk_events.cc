@@ -32,10 +32,10 @@ std::string WriteFailureCauseOf(const Status& s) {
       continue;
     }
     // ".../blocks/ab/<key>...": the subfolder follows from the key.
-    if (m.compare(i, 7, "blocks/") == 0 && i + 10 <= m.size() && IsHex(m[i + 7]) &&
-        IsHex(m[i + 8]) && m[i + 9] == '/') {
-      out += "blocks/*/";
-      i += 10;
+    if (m.compare(i, 7, "blocks/") == 0 && i + 9 <= m.size() && IsHex(m[i + 7]) &&
+        IsHex(m[i + 8]) && (i + 9 == m.size() || !IsHex(m[i + 9]))) {
+      out += "blocks/*";
+      i += 9;
       continue;
     }
     if (m.compare(i, temp_marker.size(), temp_marker) == 0) {
@@ -53,6 +53,17 @@ std::string WriteFailureCauseOf(const Status& s) {
       i += run;
     } else {
       out += m[i++];
+    }
+  }
+  // "index: <SQL statement>: <SQLite's message>": the statement's first
+  // word says enough.
+  constexpr std::string_view kIndex = "index: ";
+  if (size_t at = out.find(kIndex); at != std::string::npos) {
+    const size_t sql = at + kIndex.size();
+    const size_t end = out.find(": ", sql);
+    const size_t word = out.find(' ', sql);
+    if (end != std::string::npos && end - sql > 32 && word < end) {
+      out.replace(sql, end - sql, out.substr(sql, word - sql) + " ...");
     }
   }
   if (s.sys_errno() != 0) {
