@@ -123,6 +123,7 @@ Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec
   CacheOptions options;
   options.host.capacity_bytes = spec.host_bytes;
   options.layout_signature = layout.Signature();
+  options.info_log = spec.info_log;
   if (spec.disk_dir.has_value()) options.disk.emplace().dir = *spec.disk_dir;
   if (spec.remote.has_value()) {
     // Every other remote option keeps its default (key prefix "kvtier:v1:",

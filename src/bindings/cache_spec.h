@@ -32,6 +32,9 @@ struct CacheSpec {
   std::optional<std::string> disk_dir;
   // A Redis URL for the remote tier, or none.
   std::optional<std::string> remote;
+  // The cache's logger (CacheOptions::info_log): set by the binding (the C
+  // API's callback, Python's logging), never parsed. Not owned.
+  Logger* info_log = nullptr;
 };
 
 // Parses the C API's options JSON (one object of the CacheSpec names; null
