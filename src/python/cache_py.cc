@@ -1,6 +1,7 @@
 // kvtier.Cache: a TieredCache (RAM over an optional disk folder) for Python
 // engines (DESIGN.md §8). Byte buffers cross through the buffer protocol;
-// every call that may wait on a lock, a copy or the disk releases the GIL.
+// every call that may wait on a lock, a copy or the disk releases the GIL
+// (also because the tiers' threads take it to log, python/logger_py.h).
 //
 // A call takes its own reference to the TieredCache, so close() from
 // another thread cannot free it under a running call (TieredCache::Close
@@ -20,6 +21,7 @@
 #include "python/codec_py.h"
 #include "python/convert.h"
 #include "python/errors.h"
+#include "python/logger_py.h"
 #include "python/register.h"
 
 namespace kvtier::python {
@@ -68,6 +70,7 @@ class PyCache {
       }
       spec.remote = remote.cast<std::string>();
     }
+    spec.info_log = PythonLog();
     ModelLayout resolved = LayoutFromPy(layout, "layout", block_tokens);
     Result<bindings::OpenedCache> opened = [&] {
       py::gil_scoped_release release;
@@ -78,6 +81,16 @@ class PyCache {
     signature_ = layout_.Signature();
     cache_ = std::move(opened->cache);
   }
+
+  // Closes an unclosed cache with the GIL released: its threads may be
+  // logging (they take the GIL) while the tiers join them.
+  ~PyCache() {
+    if (cache_ == nullptr) return;
+    py::gil_scoped_release release;
+    cache_.reset();
+  }
+  PyCache(const PyCache&) = delete;
+  PyCache& operator=(const PyCache&) = delete;
 
   void Store(py::handle key, py::handle block) {
     const BlockKey k = KeyFromPy(key, "key");
