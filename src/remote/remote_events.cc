@@ -42,4 +42,20 @@ void RemoteEvents::QueueFull(uint64_t queue_max_bytes) {
   });
 }
 
+void RemoteEvents::OutOfMemory() {
+  log_.Emit(kOom, LogLevel::kWarning, [] {
+    return std::string(
+        "remote: redis refused a write with -OOM (maxmemory reached and its policy evicts "
+        "nothing): copies are dropped; set maxmemory-policy allkeys-lru (docs/remote-tier.md)");
+  });
+}
+
+void RemoteEvents::BadValue() {
+  log_.Emit(kBadValue, LogLevel::kWarning, [] {
+    return std::string(
+        "remote: a value in redis failed verification (damaged, written for another layout, or "
+        "poisoned by another writer): it is a miss and is deleted");
+  });
+}
+
 }  // namespace kvtier::remote

@@ -140,5 +140,37 @@ TEST(RemoteEvents, AFullWriteQueueDropsCopiesAndSaysSoOnce) {
   stall = false;
 }
 
+TEST(RemoteEvents, OomAndBadValuesAreOneLineEach) {
+  auto server = FakeRedisServer::Start([](const FakeRedisServer::Command& c)
+                                           -> std::optional<Reply> {
+    if (Is(c, "SET") || Is(c, "MULTI") || Is(c, "EXEC")) {
+      return Reply{"-OOM command not allowed when used memory > 'maxmemory'.\r\n"};
+    }
+    if (Is(c, "GET") || Is(c, "MGET")) return Reply{"$4\r\nabcd\r\n"};
+    if (Is(c, "DEL")) return Reply{":1\r\n"};
+    return std::nullopt;
+  });
+  ASSERT_TRUE(server.ok());
+  RecordingLogger logger;
+  RemoteTierOptions o = EventOptions((*server)->url(), &logger);
+  o.breaker_failure_threshold = 100;
+  auto tier = RemoteTier::Open(o, Env::Default());
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE((*tier)->PutSync(TestBlockKey(i), TestBlock(TinyLayout(), i)->span())
+                    .IsResourceExhausted());
+    EXPECT_EQ((*tier)->Get(TestBlockKey(i)), nullptr);
+  }
+  const RemoteTierStats s = (*tier)->Stats();
+  EXPECT_EQ(s.drops_oom, 3u);
+  EXPECT_EQ(s.bad_values, 3u);
+  auto oom = logger.Matching("-OOM");
+  ASSERT_THAT(oom, SizeIs(1));
+  EXPECT_EQ(oom[0].level, LogLevel::kWarning);
+  auto bad = logger.Matching("failed verification");
+  ASSERT_THAT(bad, SizeIs(1));
+  EXPECT_EQ(bad[0].level, LogLevel::kWarning);
+}
+
 }  // namespace
 }  // namespace kvtier::remote

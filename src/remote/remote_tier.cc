@@ -14,7 +14,6 @@
 #include "remote/block_writer.h"
 #include "remote/counters.h"
 #include "remote/node_table.h"
-#include "remote/remote_events.h"
 #include "remote/router.h"
 #include "remote/value_layout.h"
 #include "remote/write_queue.h"
@@ -43,7 +42,7 @@ class RemoteTierImpl final : public RemoteTier {
         reader_(&values_, &options_.layout, &runner_, &counters_),
         writer_({options.ttl_seconds, options.skip_existing}, &values_, &runner_, env, &counters_),
         queue_(options.queue_max_bytes, env) {
-    events_.Attach(options_.info_log, env_, options_.breaker_failure_threshold);
+    counters_.events.Attach(options_.info_log, env_, options_.breaker_failure_threshold);
   }
 
   ~RemoteTierImpl() override { (void)Close(); }
@@ -75,8 +74,7 @@ class RemoteTierImpl final : public RemoteTier {
   const RemoteTierOptions options_;
   const remote::RedisUrl url_;
   Env* const env_;
-  RemoteCounters counters_;
-  remote::RemoteEvents events_;  // before table_: its nodes' breakers report here
+  RemoteCounters counters_;  // and its events, where the nodes' breakers report
   const remote::ValueLayout values_;
   remote::NodeTable table_;
   remote::Router router_;
@@ -101,7 +99,7 @@ std::shared_ptr<remote::Node> RemoteTierImpl::MakeNode(const remote::NodeAddress
   b.open_micros = uint64_t{options_.breaker_open_ms} * 1000;
   b.max_open_micros = uint64_t{options_.breaker_max_open_ms} * 1000;
   b.on_change = [this, name = a.ToString()](remote::BreakerChange change, uint64_t open_micros) {
-    events_.BreakerChanged(name, change, open_micros);
+    counters_.events.BreakerChanged(name, change, open_micros);
   };
   return std::make_shared<remote::Node>(std::move(p), options_.connections_per_node, b, env_,
                                         &counters_);
@@ -288,7 +286,7 @@ Status RemoteTierImpl::Put(const BlockKey& key, SharedBlock block) {
         return Status::Ok();
       case remote::WriteQueue::PushResult::kFull:
         C::Add(counters_.drops_queue_full);
-        events_.QueueFull(options_.queue_max_bytes);
+        counters_.events.QueueFull(options_.queue_max_bytes);
         return Status::ResourceExhausted("remote: write queue full; copy dropped");
       case remote::WriteQueue::PushResult::kClosed:
         break;
