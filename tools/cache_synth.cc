@@ -4,8 +4,28 @@
 
 #include "kvtier/env.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
+
+std::string WriteFailureSummary(const DiskTierStats& s) {
+  uint64_t writes = 0;
+  for (const WriteFailureCause& c : s.write_failures) writes += c.count;
+  std::string out = "synth --cache: ";
+  if (writes == 0) {
+    // Index calls outside a block write (access times, the reconcile).
+    return out + std::to_string(s.errors) + " index calls failed (" +
+           "the disk tier logged each kind above)";
+  }
+  out += std::to_string(writes) + " block writes failed";
+  if (s.write_failures.size() == 1) return out + ": " + s.write_failures[0].cause;
+  // Each distinct cause once, with its count, most frequent first.
+  out += ":";
+  for (const WriteFailureCause& c : s.write_failures) {
+    out += "\n  " + std::to_string(c.count) + " x " + c.cause;
+  }
+  return out;
+}
 
 Result<std::unique_ptr<CacheSynthSink>> CacheSynthSink::Open(const std::string& dir,
                                                              const ModelLayout& layout,
@@ -15,6 +35,7 @@ Result<std::unique_ptr<CacheSynthSink>> CacheSynthSink::Open(const std::string& 
   KVTIER_RETURN_IF_ERROR(config.ApplyTo({.disk = &o}));
   o.dir = dir;
   o.layout_signature = layout.Signature();
+  o.info_log = StderrLog();
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> tier, DiskTier::Open(o, Env::Default()));
   return std::unique_ptr<CacheSynthSink>(new CacheSynthSink(std::move(tier), layout));
 }
@@ -30,11 +51,7 @@ Status CacheSynthSink::Finish(uint64_t* failed) {
   Status flushed = tier_->Flush();
   DiskTierStats s = tier_->Stats();
   *failed = s.errors;
-  if (s.errors > 0) {
-    return Status::IOError("synth --cache: " + std::to_string(s.errors) +
-                               " block writes failed (a full disk, or see the tier's errors)",
-                           0);
-  }
+  if (s.errors > 0) return Status::IOError(WriteFailureSummary(s), 0);
   return flushed;
 }
 

@@ -20,6 +20,11 @@
 
 namespace kvtier::cli {
 
+// "synth --cache: N block writes failed: <cause>", each distinct cause of
+// `s.write_failures` once with its count (issue 25: the cause reaches the
+// user, not a guess).
+std::string WriteFailureSummary(const DiskTierStats& s);
+
 // `kvtier synth --cache DIR [--check]`: stores blocks through a DiskTier.
 class CacheSynthSink {
  public:
@@ -30,7 +35,8 @@ class CacheSynthSink {
   Status Put(const BlockKey& key, const BlockBuffer& file);
   // Waits until everything is written. OK only if every block was persisted
   // (or was already there); else the error, with `*failed` set to the
-  // number of failed writes (DiskTierStats::errors).
+  // number of failed writes and index calls (DiskTierStats::errors), and the
+  // message naming each cause (WriteFailureSummary).
   Status Finish(uint64_t* failed);
   struct CheckCounts {
     uint64_t present = 0, missing = 0, wrong = 0;

@@ -33,6 +33,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -117,6 +118,7 @@ Result<HostFigures> BenchHostHits(const ModelLayout& layout, const KeyChain& kc,
   o.layout_signature = layout.Signature();
   o.host.capacity_bytes = n * block_bytes;
   o.load_threads = 0;
+  o.info_log = StderrLog();
   o.verify_stores = false;  // the bench's own blocks; skip the header parse
   KVTIER_RETURN_IF_ERROR(config.ApplyTo({.cache = &o}));
   KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(o, Env::Default()));
@@ -216,6 +218,7 @@ Result<MatchFigures> BenchMatch(const ModelLayout& layout, const KeyChain& kc, u
   o.layout_signature = layout.Signature();
   o.host.capacity_bytes = 1 << 20;
   o.load_threads = 0;
+  o.info_log = StderrLog();
   DiskTierOptions d;
   d.dir = JoinPath(tmpl, "cache");
   d.reconcile_on_open = false;

@@ -58,6 +58,7 @@
 #include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -251,6 +252,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
                                       {"--read-io", "disk_direct_io_reads"},
                                       {"--read-io", "disk_direct_io_min_bytes"}});
   if (!config.ok()) return ReportError(flags, config);
+  o.info_log = StderrLog();
   // The raw side syncs when the tier does.
   const bool fsync = o.durability == Durability::kFsync;
 

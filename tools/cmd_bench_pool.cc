@@ -44,6 +44,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -205,6 +206,7 @@ struct Bench {
     // Room for every block file with headroom for headers.
     co.host.capacity_bytes = blocks * (layout.BlockBytes() + 65536) + (64ull << 20);
     co.load_threads = args.load_threads;
+    co.info_log = StderrLog();
     co.read_buffer_pool_bytes = blocks * (layout.BlockBytes() + kHeaderRoom) + (64ull << 20);
     DiskTierOptions d;
     d.dir = cache_dir;

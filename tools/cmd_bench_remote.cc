@@ -44,6 +44,7 @@
 #include "kvtier/redis_url.h"
 #include "kvtier/remote_tier.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -261,6 +262,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   // --config's remote_* options (TLS, timeouts, ...); the bench names its
   // own key prefix per round.
   if (Status s = a.config.ApplyTo({.remote = &o}); !s.ok()) return ReportError(flags, s);
+  o.info_log = StderrLog();
   o.queue_max_bytes = std::max<uint64_t>(o.queue_max_bytes, total);
   uint32_t round_no = 0;
   auto tier_prefix = [&] {

@@ -9,6 +9,7 @@
 #include "config_flag.h"
 #include "engine/demo.h"
 #include "kvtier/layout.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 namespace {
@@ -105,6 +106,7 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     if (!app_conversations->empty()) o.conversations = args->conversations;
     if (!app_decode_tokens->empty()) o.decode_tokens = args->decode_tokens;
     o.model.seed = args->seed;
+    o.info_log = StderrLog();
     o.pool_blocks = args->pool_blocks;
     o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
     CacheOptions host;

@@ -23,6 +23,7 @@
 #include "replay/sweep.h"
 #include "replay/trace_reader.h"
 #include "replay_cli.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 
@@ -325,6 +326,7 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
     ropts.policy = plan->policy;
     ropts.layout = plan->layout;
     ropts.remote = plan->remote;
+    ropts.info_log = StderrLog();
     ropts.created_at = Env::Default()->NowUnixMicros() / 1'000'000;
     Result<std::unique_ptr<replay::RealReplayer>> rr =
         replay::RealReplayer::Create(Env::Default(), ropts);

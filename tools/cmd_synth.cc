@@ -220,7 +220,8 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
     uint64_t failed = 0;
     Status s = cache->sink()->Finish(&failed);
     counts.present -= std::min(counts.present, failed);
-    if (!s.ok() && first_error.ok()) first_error = s;
+    // The tier's summary names every cause, the inline writes' included.
+    if (!s.ok() && (first_error.ok() || failed > 0)) first_error = s;
     if (a.check) {
       CacheSynthSink::CheckCounts c = cache->sink()->Check(keys);
       counts.present = c.present;

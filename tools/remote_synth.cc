@@ -5,6 +5,7 @@
 
 #include "kvtier/env.h"
 #include "synth/block_generator.h"
+#include "stderr_logger.h"
 
 namespace kvtier::cli {
 
@@ -16,6 +17,7 @@ Result<std::unique_ptr<RemoteSynthSink>> RemoteSynthSink::Open(const std::string
   o.url = url;
   o.layout = layout;
   o.require_server_at_open = true;  // a tool says so when Redis is down
+  o.info_log = StderrLog();
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RemoteTier> tier, RemoteTier::Open(o, Env::Default()));
   return std::unique_ptr<RemoteSynthSink>(new RemoteSynthSink(std::move(tier), layout));
 }

@@ -30,6 +30,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/latency_histogram.h"
+#include "kvtier/logger.h"
 #include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
@@ -158,6 +159,14 @@ struct DiskTierOptions {
   // include owner rwx (0700). Default 0700.
   uint32_t dir_permissions = 0700;
 
+  // --- Events -----------------------------------------------------------
+  // Where the tier reports free-disk pressure, ENOSPC, quarantined files,
+  // stores written inline or dropped because the queue was full, and failed
+  // block writes (kvtier/logger.h), rate-limited. Not owned; must outlive
+  // the tier. A TieredCache sets it to CacheOptions::info_log when null.
+  // nullptr = none. Default nullptr.
+  Logger* info_log = nullptr;
+
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;
 };
@@ -224,11 +233,25 @@ struct SignatureUsage {
   X(quarantine_files, kGauge, "files in quarantine/")
 #define KVTIER_DISK_STATS(X) KVTIER_DISK_COUNTERS(X) KVTIER_DISK_GAUGES(X)
 
-// A snapshot of a DiskTier: KVTIER_DISK_STATS as fields, and the folder's
-// usage per layout signature.
+// One cause of failed block writes: the error with what differs from block
+// to block (its key, its temp file's name) left out, e.g. "index block
+// <key>: index: COMMIT: attempt to write a readonly database".
+struct WriteFailureCause {
+  std::string cause;
+  uint64_t count = 0;  // block writes it failed since the tier opened
+};
+
+// A snapshot of a DiskTier: KVTIER_DISK_STATS as fields, the folder's
+// usage per layout signature, and why block writes failed.
 struct DiskTierStats {
   KVTIER_DISK_STATS(KVTIER_STATS_FIELD)
   std::vector<SignatureUsage> per_signature;  // sorted by signature
+  // The distinct causes of failed block writes, most frequent first: at
+  // most kMaxWriteFailureCauses, the rest added up under the cause
+  // "other causes". Their counts add up to the write failures among
+  // `errors` (which also counts failed index calls outside a write).
+  std::vector<WriteFailureCause> write_failures;
+  static constexpr size_t kMaxWriteFailureCauses = 8;
 
   // Each entry of KVTIER_DISK_STATS with its value (not per_signature).
   KVTIER_STATS_FOR_EACH(KVTIER_DISK_STATS)

@@ -194,6 +194,29 @@ KVTIER_C_API int kvtier_cache_flush(kvtier_cache* cache);
  * out[0..cap), NUL-terminated, like kvtier_layout_signature(). */
 KVTIER_C_API int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* len);
 
+/* Levels of kvtier_cache_set_logger()'s messages (kvtier/logger.h). */
+enum {
+  KVTIER_LOG_DEBUG = 0,   /* state a developer may want (a failed probe) */
+  KVTIER_LOG_INFO = 1,    /* back to normal (a Redis node back up) */
+  KVTIER_LOG_WARNING = 2, /* degraded but serving (a node down, copies dropped) */
+  KVTIER_LOG_ERROR = 3    /* a block the caller stored was not kept (a failed write) */
+};
+
+/* Sends the cache's events (DESIGN.md §7: a Redis node down and back up,
+ * remote copies dropped by a full queue, disk pressure, ENOSPC, quarantined
+ * files, inline writes, failed block writes) to fn(ctx, level, message),
+ * rate-limited: each kind at most once per 30 s, the next line of a kind
+ * saying how many were held back. message is one NUL-terminated line,
+ * valid during the call. fn is called from any thread (the cache's
+ * background threads too), possibly from several at once; it must return
+ * quickly and must not call kvtier functions on this cache. fn = NULL
+ * turns logging off. After this returns the previous fn is no longer
+ * running and is not called again (nor is any fn after kvtier_cache_close()
+ * returns). Events before the first call are not logged. */
+KVTIER_C_API int kvtier_cache_set_logger(kvtier_cache* cache,
+                                         void (*fn)(void* ctx, int level, const char* message),
+                                         void* ctx);
+
 /* Writes dirty entries down, closes the tiers and invalidates the handle.
  * Returns the first failure to write down or close (the handle is invalid
  * either way); KVTIER_E_INVALID_ARGUMENT for NULL and

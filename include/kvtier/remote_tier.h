@@ -31,6 +31,7 @@
 #include "kvtier/env.h"
 #include "kvtier/latency_histogram.h"
 #include "kvtier/layout.h"
+#include "kvtier/logger.h"
 #include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
@@ -127,6 +128,13 @@ struct RemoteTierOptions {
   // Milliseconds Close() waits for the queue to drain; what is left then is
   // dropped and counted. 0 = no bound. Default 10000.
   uint64_t close_timeout_ms = 10'000;
+
+  // --- Events ----------------------------------------------------------------
+  // Where the tier reports a node down (its breaker opened), back up, and a
+  // full write queue dropping copies (kvtier/logger.h), rate-limited. Not
+  // owned; must outlive the tier. A TieredCache sets it to
+  // CacheOptions::info_log when null. nullptr = none. Default nullptr.
+  Logger* info_log = nullptr;
 
   // OK, or InvalidArgument naming the bad field (the URL's problem for
   // `url`, "layout.<field>" for the layout).

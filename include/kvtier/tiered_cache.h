@@ -34,6 +34,7 @@
 #include "kvtier/env.h"
 #include "kvtier/host_tier.h"
 #include "kvtier/layout.h"
+#include "kvtier/logger.h"
 #include "kvtier/remote_tier.h"
 #include "kvtier/stats_table.h"
 #include "kvtier/status.h"
@@ -152,6 +153,15 @@ struct CacheOptions {
   // CacheStats::remote->drops_closed).
   // 0 = no bound. Default 60000.
   uint64_t close_timeout_ms = 60'000;
+
+  // --- Events -------------------------------------------------------------
+  // Where the tiers report what an operator must see (DESIGN.md §7: a Redis
+  // node down and back up, copies dropped, disk pressure, ENOSPC,
+  // quarantine, inline writes, failed writes; kvtier/logger.h),
+  // rate-limited. Handed to `disk->info_log` and `remote->info_log` where
+  // those are null. Not owned; must outlive the cache. nullptr = none.
+  // Default nullptr.
+  Logger* info_log = nullptr;
 
   // OK, or InvalidArgument whose message starts with the bad field's name
   // (disk fields as "disk.<field>", remote ones as "remote.<field>").

@@ -42,6 +42,8 @@ struct CacheSpec {
   uint32_t block_tokens = 0;
   // Host tier and cache-wide options (host_bytes lands in
   // cache.host.capacity_bytes). cache.disk / cache.remote stay empty here.
+  // cache.info_log (the logger) is set by the binding (the C API's
+  // callback, Python's logging), never parsed; not owned.
   CacheOptions cache;
   // The disk-tier folder ("disk_dir"), or none for no disk tier.
   std::optional<std::string> disk_dir;

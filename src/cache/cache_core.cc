@@ -55,11 +55,14 @@ Status CacheCore::Init() {
   }
   if (options_.disk.has_value()) {
     DiskTierOptions d = *options_.disk;
+    if (d.info_log == nullptr) d.info_log = options_.info_log;
     d.layout_signature = options_.layout_signature;
     KVTIER_ASSIGN_OR_RETURN(disk_, DiskTier::Open(d, env_));
   }
   if (options_.remote.has_value()) {
-    Result<std::unique_ptr<RemoteTier>> remote = RemoteTier::Open(*options_.remote, env_);
+    RemoteTierOptions r = *options_.remote;
+    if (r.info_log == nullptr) r.info_log = options_.info_log;
+    Result<std::unique_ptr<RemoteTier>> remote = RemoteTier::Open(r, env_);
     if (!remote.ok()) return remote.status().WithContext("TieredCache::Open: remote tier");
     remote_ = std::move(remote).value();
   }

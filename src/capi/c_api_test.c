@@ -513,6 +513,70 @@ static void TestOptionsAndConfig(const char* dir) {
   kvtier_cache_close(cache);
 }
 
+/* What the logger callback of TestLogger saw. */
+static int g_log_calls = 0;
+static int g_log_level = -1;
+static char g_log_message[1024];
+static void* g_log_ctx = NULL;
+
+static void RecordLog(void* ctx, int level, const char* message) {
+  ++g_log_calls;
+  g_log_ctx = ctx;
+  g_log_level = level;
+  snprintf(g_log_message, sizeof(g_log_message), "%s", message);
+}
+
+/* kvtier_cache_set_logger: a block file damaged on disk is quarantined when
+ * it is read, and the callback hears of it (DESIGN.md §7). */
+static void TestLogger(const char* dir) {
+  if (g_num_blocks == 0) return;
+  char options[1024];
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": %zu, \"disk_dir\": \"%s/logcache\"}",
+           2 * g_blocks[0].len + 100, dir);
+  kvtier_cache* cache = NULL;
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  if (cache == NULL) return;
+  CHECK_RC(kvtier_cache_store(cache, g_blocks[0].key, g_blocks[0].bytes, g_blocks[0].len),
+           KVTIER_OK, "");
+  CHECK_RC(kvtier_cache_flush(cache), KVTIER_OK, "");
+  kvtier_cache_close(cache);
+
+  /* One byte of the tensor data flipped: the checksum no longer matches. */
+  char hex[65];
+  Hex(g_blocks[0].key, 32, hex);
+  char path[1200];
+  snprintf(path, sizeof(path), "%s/logcache/blocks/%.2s/%s.safetensors", dir, hex, hex);
+  FILE* f = fopen(path, "r+b");
+  CHECK(f != NULL);
+  if (f == NULL) return;
+  CHECK(fseek(f, (long)g_blocks[0].len - 1, SEEK_SET) == 0);
+  fputc(g_blocks[0].bytes[g_blocks[0].len - 1] ^ 0xFF, f);
+  fclose(f);
+
+  cache = NULL;
+  CHECK_RC(kvtier_cache_open(options, &cache), KVTIER_OK, "");
+  if (cache == NULL) return;
+  int ctx = 7;
+  CHECK_RC(kvtier_cache_set_logger(cache, RecordLog, &ctx), KVTIER_OK, "");
+  uint8_t* buf = malloc(kMaxBlockBytes);
+  size_t len = 77;
+  CHECK_RC(kvtier_cache_load(cache, g_blocks[0].key, buf, kMaxBlockBytes, &len), KVTIER_OK, "");
+  CHECK(len == 0); /* a damaged block is a miss, never wrong bytes */
+  CHECK(g_log_calls == 1);
+  CHECK(g_log_ctx == &ctx);
+  CHECK(g_log_level == KVTIER_LOG_WARNING);
+  CHECK(strstr(g_log_message, "quarantine") != NULL);
+  CHECK(strstr(g_log_message, hex) != NULL);
+  /* Off again: NULL is accepted. */
+  CHECK_RC(kvtier_cache_set_logger(cache, NULL, NULL), KVTIER_OK, "");
+  kvtier_cache_close(cache);
+  CHECK_RC(kvtier_cache_set_logger(cache, RecordLog, &ctx), KVTIER_E_FAILED_PRECONDITION, "closed");
+  CHECK(kvtier_cache_set_logger(NULL, RecordLog, &ctx) != KVTIER_OK);
+  CHECK(strstr(kvtier_last_error(), "NULL") != NULL);
+  free(buf);
+}
+
 int main(void) {
   char dir[] = "/tmp/kvtier-c-api-XXXXXX";
   const char* tmp = getenv("TMPDIR");
@@ -531,6 +595,7 @@ int main(void) {
   TestKeysEqualCli();
   g_seed = (long)getpid() * 1000003L + (long)time(NULL);
   TestRoundTrip(made);
+  TestLogger(made);
   TestRemoteShared();
   TestNullArguments(made);
   TestBadOptions(made);

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <new>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,11 +32,48 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "kvtier/logger.h"
 #include "kvtier/status.h"
 #include "kvtier/tiered_cache.h"
 
 namespace kvtier::capi {
 namespace {
+
+// The Logger of one C cache: forwards to the callback kvtier_cache_set_logger
+// set (none at first). A reader-writer lock, held shared while the callback
+// runs, is what lets Set() promise that the old callback is done when it
+// returns (its ctx may be freed next); callbacks on several threads still
+// run at once. Owned with the cache (HandleTable), destroyed after it.
+class CallbackLogger final : public Logger {
+ public:
+  using Fn = void (*)(void* ctx, int level, const char* message);
+
+  void Set(Fn fn, void* ctx) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    fn_ = fn;
+    ctx_ = ctx;
+  }
+
+  void Log(LogLevel level, std::string_view message) override {
+    try {
+      const std::string line(message);
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      if (fn_ != nullptr) fn_(ctx_, static_cast<int>(level), line.c_str());
+    } catch (...) {
+      // Out of memory for the line: the event is lost, nothing unwinds into
+      // a tier's thread.
+    }
+  }
+
+ private:
+  std::shared_mutex mu_;
+  Fn fn_ = nullptr;  // guarded by mu_
+  void* ctx_ = nullptr;
+};
+static_assert(static_cast<int>(LogLevel::kDebug) == KVTIER_LOG_DEBUG &&
+              static_cast<int>(LogLevel::kInfo) == KVTIER_LOG_INFO &&
+              static_cast<int>(LogLevel::kWarning) == KVTIER_LOG_WARNING &&
+              static_cast<int>(LogLevel::kError) == KVTIER_LOG_ERROR);
 
 // Live caches by handle number. Never destroyed: a cache the program did not
 // close must not be closed by a static destructor while its threads run.
@@ -46,14 +84,24 @@ class HandleTable {
     return *table;
   }
 
-  kvtier_cache* Add(std::shared_ptr<TieredCache> cache) {
+  // `logger` is the one the cache was opened with; the cache's last
+  // reference keeps it alive, so no tier thread outlives it.
+  kvtier_cache* Add(std::unique_ptr<TieredCache> opened, std::shared_ptr<CallbackLogger> logger) {
+    std::shared_ptr<TieredCache> cache(opened.release(), [logger](TieredCache* c) { delete c; });
     MutexLock lock(&mu_);
     // Numbers never repeat, so a stale handle never names a newer cache.
     // Shifted and tagged so that no handle equals a small integer or an
     // aligned pointer.
     const uintptr_t id = (next_++ << 4) | 0x5;
     map_.emplace(id, std::move(cache));
+    loggers_.emplace(id, std::move(logger));
     return reinterpret_cast<kvtier_cache*>(id);
+  }
+
+  std::shared_ptr<CallbackLogger> FindLogger(const kvtier_cache* handle) {
+    MutexLock lock(&mu_);
+    auto it = loggers_.find(reinterpret_cast<uintptr_t>(handle));
+    return it == loggers_.end() ? nullptr : it->second;
   }
 
   std::shared_ptr<TieredCache> Find(const kvtier_cache* handle) {
@@ -68,6 +116,7 @@ class HandleTable {
     if (it == map_.end()) return nullptr;
     std::shared_ptr<TieredCache> cache = std::move(it->second);
     map_.erase(it);
+    loggers_.erase(reinterpret_cast<uintptr_t>(handle));
     return cache;
   }
 
@@ -77,6 +126,7 @@ class HandleTable {
   Mutex mu_;
   uintptr_t next_ GUARDED_BY(mu_) = 1;
   std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_ GUARDED_BY(mu_);
+  std::unordered_map<uintptr_t, std::shared_ptr<CallbackLogger>> loggers_ GUARDED_BY(mu_);
 };
 
 // Looks the handle up or fails with the message every call shares: a NULL
@@ -210,9 +260,11 @@ int kvtier_cache_open(const char* options_json, kvtier_cache** out) {
     }
     auto spec = kvtier::bindings::ParseCacheSpecJson(options_json);
     if (!spec.ok()) return FromStatus(fn, spec.status());
+    auto logger = std::make_shared<CallbackLogger>();
+    spec->cache.info_log = logger.get();
     auto opened = kvtier::bindings::OpenCache(*spec);
     if (!opened.ok()) return FromStatus(fn, opened.status());
-    *out = HandleTable::Get().Add(std::move(opened->cache));
+    *out = HandleTable::Get().Add(std::move(opened->cache), std::move(logger));
     return KVTIER_OK;
   });
 }
@@ -410,6 +462,20 @@ int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* 
     }
     KVTIER_C_FIND_CACHE(c, cache, fn);
     return CopyOut(fn, c->Stats().ToJson(), out, cap, len);
+  });
+}
+
+int kvtier_cache_set_logger(kvtier_cache* cache, void (*log_fn)(void*, int, const char*),
+                            void* ctx) {
+  constexpr std::string_view fn = "kvtier_cache_set_logger";
+  return Guard(fn, [&]() -> int {
+    KVTIER_C_FIND_CACHE(c, cache, fn);
+    std::shared_ptr<CallbackLogger> logger = HandleTable::Get().FindLogger(cache);
+    if (logger == nullptr) {
+      return Fail(KVTIER_E_FAILED_PRECONDITION, fn, ": the cache handle is closed");
+    }
+    logger->Set(log_fn, ctx);
+    return KVTIER_OK;
   });
 }
 

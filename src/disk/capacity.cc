@@ -248,6 +248,9 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks)
     spec = Spec();
     limit = EffectiveLimitBytes(spec, totals.bytes);
   }
+  if (limit < configured && totals.bytes + reserve_bytes > limit) {
+    counters_->events.Pressure(totals.bytes, limit, spec.max_bytes);
+  }
   if (bytes > limit) {
     // A reading taken while the disk was full must not block stores until
     // it expires: read it again next time.

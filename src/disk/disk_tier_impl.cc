@@ -40,7 +40,9 @@ uint64_t PhysicalMemoryBytes() {
 }  // namespace
 
 DiskTierImpl::DiskTierImpl(const DiskTierOptions& options, Env* env, KillHook kill_hook)
-    : options_(options), env_(env), kill_hook_(std::move(kill_hook)), layout_(options.dir) {}
+    : options_(options), env_(env), kill_hook_(std::move(kill_hook)), layout_(options.dir) {
+  counters_.events.Attach(options_.info_log, env_, options_.dir);
+}
 
 DiskTierImpl::~DiskTierImpl() { (void)Close(); }
 
@@ -225,6 +227,7 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
     }
     if (options_.on_pressure == OnPressure::kDrop) {
       DiskCounters::Add(counters_.drops);
+      counters_.events.QueueFull(pending_->max_bytes(), /*dropped=*/true);
       return Status::ResourceExhausted("DiskTier::Store: write queue full (" +
                                        std::to_string(pending_->max_bytes()) + " bytes); block " +
                                        key.Hex() + " dropped (on_pressure=drop)");
@@ -238,7 +241,10 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
     return Status::Ok();
   }
   DiskCounters::Add(counters_.saves);
-  if (options_.writer_threads > 0) DiskCounters::Add(counters_.inline_writes);
+  if (options_.writer_threads > 0) {
+    DiskCounters::Add(counters_.inline_writes);
+    counters_.events.QueueFull(pending_->max_bytes(), /*dropped=*/false);
+  }
   return write_path_->Write(std::span<const std::shared_ptr<PendingBlock>>(&p, 1))[0];
 }
 
@@ -430,6 +436,7 @@ void DiskTierImpl::MaintenanceLoop() {
 DiskTierStats DiskTierImpl::Stats() {
   DiskTierStats s;
   counters_.CopyTo(&s);
+  s.write_failures = counters_.events.WriteFailures();
   s.configured_max_bytes = options_.max_bytes;
   if (pending_ != nullptr) {
     s.queue_bytes = pending_->bytes();

@@ -9,6 +9,7 @@ Status Quarantine::Move(const std::string& path, std::string_view name) {
   Status s = mk.ok() ? env_->RenameFile(path, to) : mk;
   if (s.ok()) {
     DiskCounters::Add(counters_->quarantined);
+    counters_->events.Quarantined(path);
     return s;
   }
   if (s.IsNotFound()) return Status::Ok();
@@ -16,6 +17,7 @@ Status Quarantine::Move(const std::string& path, std::string_view name) {
   Status rm = RemoveTree(env_, path);
   if (rm.ok() || rm.IsNotFound()) {
     DiskCounters::Add(counters_->quarantined);
+    counters_->events.Quarantined(path);
     return Status::Ok();
   }
   DiskCounters::Add(counters_->errors);

@@ -18,10 +18,19 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
       return Status::Corruption(msg);
     case SQLITE_FULL:
       return Status::ResourceExhausted(msg);
-    case SQLITE_IOERR:
-    case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
     case SQLITE_PERM:
+      if (db != nullptr) {
+        // SQLite does not say which file: the database or its WAL (-wal,
+        // -shm) may be the one that cannot be written.
+        const char* file = sqlite3_db_filename(db, "main");
+        msg += std::string(" (") + (file != nullptr ? file : "the index") +
+               " or its -wal or -shm file cannot be written: permissions, an immutable file or "
+               "a read-only mount)";
+      }
+      return Status(StatusCode::kIOError, msg, db != nullptr ? sqlite3_system_errno(db) : 0);
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
       return Status(StatusCode::kIOError, msg, db != nullptr ? sqlite3_system_errno(db) : 0);
     default:
       return Status::Internal(msg);

@@ -104,7 +104,10 @@ void WritePath::Publish(Item* item) {
   for (int attempt = 0;; ++attempt) {
     Result<PublishOutcome> published = p_.writer->Publish(p.key, p.block->span());
     if (!published.ok()) {
-      if (published.status().IsResourceExhausted()) p_.capacity->InvalidateFreeSpace();
+      if (published.status().IsResourceExhausted()) {
+        p_.capacity->InvalidateFreeSpace();
+        p_.counters->events.NoSpace(published.status());
+      }
       item->status = published.status();
       item->done = true;
       return;
@@ -139,7 +142,10 @@ void WritePath::Publish(Item* item) {
 }
 
 void WritePath::Finish(const std::shared_ptr<PendingBlock>& p, const Status& status, uint64_t t0) {
-  if (!status.ok()) DiskCounters::Add(p_.counters->errors);
+  if (!status.ok()) {
+    DiskCounters::Add(p_.counters->errors);
+    p_.counters->events.WriteFailed(status);
+  }
   if (p_.pending->Retire(p)) {
     // Erased while being written: remove what was written.
     (void)p_.env->RemoveFile(p_.layout->BlockPath(p->key));

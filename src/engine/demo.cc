@@ -90,6 +90,7 @@ Result<Serving> OpenServing(const DemoOptions& o, const Model* model, const Mode
   co.host.capacity_bytes = o.host_bytes;
   co.write_policy = WritePolicy::kWriteBack;
   co.load_threads = 1;
+  co.info_log = o.info_log;
   DiskTierOptions disk;
   disk.dir = cache_dir;
   disk.writer_threads = 1;

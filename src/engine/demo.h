@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "kvtier/logger.h"
 #include "kvtier/remote_tier.h"
 #include "kvtier/status.h"
 
@@ -89,6 +90,9 @@ struct DemoOptions {
   std::optional<RemoteTierOptions> remote;
   // Clock, files and threads. Null: Env::Default(). Not owned.
   Env* env = nullptr;
+  // The serving cache's logger (CacheOptions::info_log), or nullptr. Not
+  // owned.
+  Logger* info_log = nullptr;
 
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;

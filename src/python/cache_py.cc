@@ -1,6 +1,7 @@
 // kvtier.Cache: a TieredCache (RAM over an optional disk folder) for Python
 // engines (DESIGN.md §8). Byte buffers cross through the buffer protocol;
-// every call that may wait on a lock, a copy or the disk releases the GIL.
+// every call that may wait on a lock, a copy or the disk releases the GIL
+// (also because the tiers' threads take it to log, python/logger_py.h).
 //
 // A call takes its own reference to the TieredCache, so close() from
 // another thread cannot free it under a running call (TieredCache::Close
@@ -23,6 +24,7 @@
 #include "python/codec_py.h"
 #include "python/convert.h"
 #include "python/errors.h"
+#include "python/logger_py.h"
 #include "python/register.h"
 
 namespace kvtier::python {
@@ -110,6 +112,16 @@ class PyCache {
     cache->Open(layout, std::move(spec));
     return cache;
   }
+
+  // Closes an unclosed cache with the GIL released: its threads may be
+  // logging (they take the GIL) while the tiers join them.
+  ~PyCache() {
+    if (cache_ == nullptr) return;
+    py::gil_scoped_release release;
+    cache_.reset();
+  }
+  PyCache(const PyCache&) = delete;
+  PyCache& operator=(const PyCache&) = delete;
 
   void Store(PyKey key, PyBuffer block) {
     const BlockKey k = KeyFromPy(key, "key");
@@ -374,6 +386,7 @@ class PyCache {
   PyCache() = default;
 
   void Open(py::handle layout, bindings::CacheSpec spec) {
+    spec.cache.info_log = PythonLog();
     ModelLayout resolved = LayoutFromPy(layout, "layout", spec.block_tokens);
     Result<bindings::OpenedCache> opened = [&] {
       py::gil_scoped_release release;

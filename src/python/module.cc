@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "python/errors.h"
+#include "python/logger_py.h"
 #include "python/register.h"
 
 PYBIND11_MODULE(_kvtier, m) {
@@ -13,4 +14,5 @@ PYBIND11_MODULE(_kvtier, m) {
   kvtier::python::RegisterKeys(m);
   kvtier::python::RegisterCodec(m);
   kvtier::python::RegisterCache(m);
+  kvtier::python::RegisterLogger(m);
 }

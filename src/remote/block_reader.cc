@@ -40,6 +40,7 @@ void BlockReader::CountMiss(const GetResult& r) {
   switch (r.state) {
     case State::kBad:
       C::Add(counters_->bad_values);
+      counters_->events.BadValue();
       break;
     case State::kUnavailable:
     case State::kPending:

@@ -52,6 +52,7 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
           break;
         case State::kOom:
           C::Add(counters_->drops_oom);
+          counters_->events.OutOfMemory();
           break;
         case State::kError:
         case State::kRedirectLimit:
@@ -83,6 +84,7 @@ Status BlockWriter::WriteOne(const BlockKey& key, std::span<const std::byte> blo
       return Status::Ok();
     case State::kOom:
       C::Add(counters_->drops_oom);
+      counters_->events.OutOfMemory();
       return Status::ResourceExhausted(
           "remote: the server is out of memory (-OOM): set "
           "maxmemory-policy allkeys-lru (docs/remote-tier.md)");

@@ -19,11 +19,20 @@ CircuitBreaker::Admit CircuitBreaker::Allow(uint64_t now_micros) {
   return Admit::kNo;
 }
 
+void CircuitBreaker::Notify(BreakerChange change, uint64_t open_micros) const {
+  if (options_.on_change) options_.on_change(change, open_micros);
+}
+
 void CircuitBreaker::OnSuccess() {
-  MutexLock lock(&mu_);
-  state_ = State::kClosed;
-  failures_ = 0;
-  open_micros_ = 0;
+  bool was_open;
+  {
+    MutexLock lock(&mu_);
+    was_open = state_ != State::kClosed;
+    state_ = State::kClosed;
+    failures_ = 0;
+    open_micros_ = 0;
+  }
+  if (was_open) Notify(BreakerChange::kClosed, 0);
 }
 
 bool CircuitBreaker::OpenLocked(uint64_t now_micros) {
@@ -37,19 +46,37 @@ bool CircuitBreaker::OpenLocked(uint64_t now_micros) {
 }
 
 bool CircuitBreaker::OnFailure(uint64_t now_micros) {
-  MutexLock lock(&mu_);
-  ++failures_;
-  if (state_ == State::kHalfOpen) return OpenLocked(now_micros);
-  if (state_ == State::kClosed && failures_ >= options_.failure_threshold) {
-    return OpenLocked(now_micros);
+  BreakerChange change;
+  uint64_t open_micros;
+  {
+    MutexLock lock(&mu_);
+    ++failures_;
+    if (state_ == State::kHalfOpen) {
+      change = BreakerChange::kReopened;
+    } else if (state_ == State::kClosed && failures_ >= options_.failure_threshold) {
+      change = BreakerChange::kOpened;
+    } else {
+      return false;
+    }
+    OpenLocked(now_micros);
+    open_micros = open_micros_;
   }
-  return false;
+  Notify(change, open_micros);
+  return true;
 }
 
 bool CircuitBreaker::Trip(uint64_t now_micros) {
-  MutexLock lock(&mu_);
-  if (state_ == State::kOpen) return false;
-  return OpenLocked(now_micros);
+  BreakerChange change;
+  uint64_t open_micros;
+  {
+    MutexLock lock(&mu_);
+    if (state_ == State::kOpen) return false;
+    change = state_ == State::kHalfOpen ? BreakerChange::kReopened : BreakerChange::kOpened;
+    OpenLocked(now_micros);
+    open_micros = open_micros_;
+  }
+  Notify(change, open_micros);
+  return true;
 }
 
 bool CircuitBreaker::IsOpen(uint64_t now_micros) {

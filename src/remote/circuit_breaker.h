@@ -12,21 +12,36 @@
 // time is also the reconnect backoff: no connection is attempted while the
 // breaker is open.
 //
+// Each change of state an operator must hear of (DESIGN.md §7) goes to
+// BreakerOptions::on_change, after mu_ is released: opened from closed (the
+// node is down or failing), opened again after a failed probe (still
+// down), closed by a successful probe (back up).
+//
 // Thread safety: all methods are safe from any thread (one mutex, mu_).
 #ifndef KVTIER_REMOTE_CIRCUIT_BREAKER_H_
 #define KVTIER_REMOTE_CIRCUIT_BREAKER_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 
 namespace kvtier::remote {
 
+enum class BreakerChange : uint8_t {
+  kOpened,    // closed -> open: `failure_threshold` failures, or Trip()
+  kReopened,  // a probe failed: open again, for longer
+  kClosed,    // a probe succeeded after the breaker was open
+};
+
 struct BreakerOptions {
   uint32_t failure_threshold = 3;
   uint64_t open_micros = 1'000'000;
   uint64_t max_open_micros = 30'000'000;
+  // Called on each change above with the open time now in force (0 for
+  // kClosed), on the thread that caused it, with no lock held. Optional.
+  std::function<void(BreakerChange change, uint64_t open_micros)> on_change;
 };
 
 class CircuitBreaker {
@@ -54,6 +69,7 @@ class CircuitBreaker {
  private:
   enum class State : uint8_t { kClosed, kOpen, kHalfOpen };
   bool OpenLocked(uint64_t now_micros) REQUIRES(mu_);
+  void Notify(BreakerChange change, uint64_t open_micros) const;
 
   const BreakerOptions options_;
   Mutex mu_;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 namespace kvtier::remote {
 namespace {
 
@@ -27,6 +30,28 @@ TEST(CircuitBreaker, OpensAfterConsecutiveFailures) {
   EXPECT_TRUE(b.IsOpen(10));
   EXPECT_EQ(b.Allow(500), Admit::kNo);
   EXPECT_EQ(b.Allow(1009), Admit::kNo);
+}
+
+TEST(CircuitBreaker, ReportsEachChangeOfState) {
+  std::vector<std::pair<BreakerChange, uint64_t>> seen;
+  BreakerOptions o = Opts();
+  o.on_change = [&](BreakerChange c, uint64_t open_micros) { seen.emplace_back(c, open_micros); };
+  CircuitBreaker b(o);
+  b.OnSuccess();  // closed already: nothing to report
+  for (int i = 0; i < 3; ++i) (void)b.OnFailure(0);
+  (void)b.OnFailure(0);  // open: counted, not a change
+  ASSERT_EQ(b.Allow(1000), Admit::kProbe);
+  (void)b.OnFailure(1000);
+  ASSERT_EQ(b.Allow(3000), Admit::kProbe);
+  b.OnSuccess();
+  b.OnSuccess();
+  ASSERT_TRUE(b.Trip(5000));
+  const std::vector<std::pair<BreakerChange, uint64_t>> want = {
+      {BreakerChange::kOpened, 1000},
+      {BreakerChange::kReopened, 2000},
+      {BreakerChange::kClosed, 0},
+      {BreakerChange::kOpened, 1000}};
+  EXPECT_EQ(seen, want);
 }
 
 TEST(CircuitBreaker, OneProbeThenCloses) {

@@ -41,7 +41,9 @@ class RemoteTierImpl final : public RemoteTier {
         runner_(MakeRunnerOptions(), &router_, env, &counters_),
         reader_(&values_, &options_.layout, &runner_, &counters_),
         writer_({options.ttl_seconds, options.skip_existing}, &values_, &runner_, env, &counters_),
-        queue_(options.queue_max_bytes, env) {}
+        queue_(options.queue_max_bytes, env) {
+    counters_.events.Attach(options_.info_log, env_, options_.breaker_failure_threshold);
+  }
 
   ~RemoteTierImpl() override { (void)Close(); }
 
@@ -72,7 +74,7 @@ class RemoteTierImpl final : public RemoteTier {
   const RemoteTierOptions options_;
   const remote::RedisUrl url_;
   Env* const env_;
-  RemoteCounters counters_;
+  RemoteCounters counters_;  // and its events, where the nodes' breakers report
   const remote::ValueLayout values_;
   remote::NodeTable table_;
   remote::Router router_;
@@ -96,6 +98,9 @@ std::shared_ptr<remote::Node> RemoteTierImpl::MakeNode(const remote::NodeAddress
   b.failure_threshold = options_.breaker_failure_threshold;
   b.open_micros = uint64_t{options_.breaker_open_ms} * 1000;
   b.max_open_micros = uint64_t{options_.breaker_max_open_ms} * 1000;
+  b.on_change = [this, name = a.ToString()](remote::BreakerChange change, uint64_t open_micros) {
+    counters_.events.BreakerChanged(name, change, open_micros);
+  };
   return std::make_shared<remote::Node>(std::move(p), options_.connections_per_node, b, env_,
                                         &counters_);
 }
@@ -281,6 +286,7 @@ Status RemoteTierImpl::Put(const BlockKey& key, SharedBlock block) {
         return Status::Ok();
       case remote::WriteQueue::PushResult::kFull:
         C::Add(counters_.drops_queue_full);
+        counters_.events.QueueFull(options_.queue_max_bytes);
         return Status::ResourceExhausted("remote: write queue full; copy dropped");
       case remote::WriteQueue::PushResult::kClosed:
         break;

@@ -126,6 +126,7 @@ Result<std::unique_ptr<RealReplayer>> RealReplayer::Create(Env* env, RealReplayO
   co.host.eviction_policy = options.policy;
   co.load_threads = options.load_threads;
   co.index_expected_blocks = options.ram_blocks + options.disk_blocks;
+  co.info_log = options.info_log;
   if (options.disk_blocks > 0) {
     DiskTierOptions d;
     d.dir = options.disk_dir;

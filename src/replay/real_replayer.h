@@ -44,6 +44,7 @@
 #include "kvtier/env.h"
 #include "kvtier/host_tier.h"
 #include "kvtier/layout.h"
+#include "kvtier/logger.h"
 #include "kvtier/remote_tier.h"
 #include "kvtier/tiered_cache.h"
 #include "replay/simulator.h"
@@ -79,6 +80,8 @@ struct RealReplayOptions {
   // a batch on its own read threads) instead of paying a thread hand-off
   // per call.
   uint32_t load_threads = 0;
+  // The cache's logger (CacheOptions::info_log), or nullptr. Not owned.
+  Logger* info_log = nullptr;
 
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;

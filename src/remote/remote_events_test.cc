@@ -1,0 +1,176 @@
+// The remote tier's events (DESIGN.md §7) reach RemoteTierOptions::info_log:
+// a node down (its breaker opened: at Open() or after failed calls), still
+// down (a failed probe, debug), back up, and a full write queue dropping
+// copies; each one line however often it happens (rate-limited).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "kvtier/remote_tier.h"
+#include "remote/remote_test_util.h"
+#include "testing/fake_redis_server.h"
+#include "testing/recording_logger.h"
+#include "testing/status_matchers.h"
+
+namespace kvtier::remote {
+namespace {
+
+using ::kvtier::testing::FakeRedisServer;
+using ::kvtier::testing::RecordingLogger;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using Reply = FakeRedisServer::Reply;
+using Then = Reply::Then;
+
+bool Is(const FakeRedisServer::Command& c, const char* name) { return !c.empty() && c[0] == name; }
+
+RemoteTierOptions EventOptions(const std::string& url, RecordingLogger* logger) {
+  RemoteTierOptions o;
+  o.url = url;
+  o.layout = TinyLayout();
+  o.key_prefix = "t:";
+  o.connect_timeout_ms = 300;
+  o.command_timeout_ms = 300;
+  o.breaker_failure_threshold = 2;
+  o.breaker_open_ms = 200;
+  o.breaker_max_open_ms = 400;
+  o.writer_threads = 1;
+  o.info_log = logger;
+  return o;
+}
+
+void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+TEST(RemoteEvents, DownStillDownAndBackUpAreOneLineEach) {
+  std::atomic<bool> down{false};
+  auto server = FakeRedisServer::Start([&](const FakeRedisServer::Command& c)
+                                           -> std::optional<Reply> {
+    if (down.load()) return Reply{"", Then::kClose};
+    if (Is(c, "GET") || Is(c, "MGET")) return Reply{"$-1\r\n"};
+    return std::nullopt;
+  });
+  ASSERT_TRUE(server.ok());
+  RecordingLogger logger;
+  auto tier = RemoteTier::Open(EventOptions((*server)->url(), &logger), Env::Default());
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  EXPECT_EQ((*tier)->Get(TestBlockKey(1)), nullptr);  // up: a plain miss
+  EXPECT_THAT(logger.Lines(), SizeIs(0));
+
+  down = true;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ((*tier)->Get(TestBlockKey(1)), nullptr);
+  auto lines = logger.Matching("is down");
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].level, LogLevel::kWarning);
+  EXPECT_THAT(lines[0].message, HasSubstr((*server)->address()));
+  EXPECT_THAT(lines[0].message, HasSubstr("breaker is open"));
+
+  SleepMs(250);  // the breaker's open time: the next call is a probe, and fails
+  EXPECT_EQ((*tier)->Get(TestBlockKey(1)), nullptr);
+  lines = logger.Matching("still down");
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].level, LogLevel::kDebug);
+
+  down = false;
+  SleepMs(450);  // past the doubled open time
+  EXPECT_EQ((*tier)->Get(TestBlockKey(1)), nullptr);
+  lines = logger.Matching("back up");
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].level, LogLevel::kInfo);
+  EXPECT_THAT(lines[0].message, HasSubstr((*server)->address()));
+  EXPECT_THAT(logger.Lines(), SizeIs(3));
+  EXPECT_GE((*tier)->Stats().breaker_opens, 2u);
+}
+
+TEST(RemoteEvents, NoServerAtOpenIsADownLine) {
+  std::string url, address;
+  {
+    auto gone = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
+      return std::optional<Reply>();
+    });
+    ASSERT_TRUE(gone.ok());
+    url = (*gone)->url();
+    address = (*gone)->address();
+  }  // closed: connects are refused
+  RecordingLogger logger;
+  auto tier = RemoteTier::Open(EventOptions(url, &logger), Env::Default());
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  auto lines = logger.Matching("is down");
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_THAT(lines[0].message, HasSubstr(address));
+}
+
+TEST(RemoteEvents, AFullWriteQueueDropsCopiesAndSaysSoOnce) {
+  std::atomic<bool> stall{true};
+  std::atomic<int> writes_seen{0};
+  auto server = FakeRedisServer::Start([&](const FakeRedisServer::Command& c)
+                                           -> std::optional<Reply> {
+    if (Is(c, "EXISTS") || Is(c, "SET") || Is(c, "MULTI")) {
+      ++writes_seen;
+      if (stall.load()) return Reply{"", Then::kStall};
+    }
+    return std::nullopt;
+  });
+  ASSERT_TRUE(server.ok());
+  RecordingLogger logger;
+  const SharedBlock first = TestBlock(TinyLayout(), 0);
+  RemoteTierOptions o = EventOptions((*server)->url(), &logger);
+  o.breaker_failure_threshold = 100;  // the stall must not open it
+  o.queue_max_bytes = first->size();  // one block
+  o.close_timeout_ms = 100;
+  auto tier = RemoteTier::Open(o, Env::Default());
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  ASSERT_TRUE((*tier)->Put(TestBlockKey(0), first).ok());
+  // The writer has taken block 0 and waits on the stalled server.
+  for (int i = 0; i < 5000 && writes_seen.load() == 0; ++i) SleepMs(1);
+  ASSERT_GT(writes_seen.load(), 0);
+  int dropped = 0;
+  for (uint64_t i = 1; i < 6; ++i) {
+    if ((*tier)->Put(TestBlockKey(i), TestBlock(TinyLayout(), i)).IsResourceExhausted()) ++dropped;
+  }
+  EXPECT_GE(dropped, 3);
+  EXPECT_EQ((*tier)->Stats().drops_queue_full, static_cast<uint64_t>(dropped));
+  auto lines = logger.Matching("write queue");
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].level, LogLevel::kWarning);
+  EXPECT_THAT(lines[0].message, HasSubstr("copies to Redis are dropped"));
+  stall = false;
+}
+
+TEST(RemoteEvents, OomAndBadValuesAreOneLineEach) {
+  auto server = FakeRedisServer::Start([](const FakeRedisServer::Command& c)
+                                           -> std::optional<Reply> {
+    if (Is(c, "SET") || Is(c, "MULTI") || Is(c, "EXEC")) {
+      return Reply{"-OOM command not allowed when used memory > 'maxmemory'.\r\n"};
+    }
+    if (Is(c, "GET") || Is(c, "MGET")) return Reply{"$4\r\nabcd\r\n"};
+    if (Is(c, "DEL")) return Reply{":1\r\n"};
+    return std::nullopt;
+  });
+  ASSERT_TRUE(server.ok());
+  RecordingLogger logger;
+  RemoteTierOptions o = EventOptions((*server)->url(), &logger);
+  o.breaker_failure_threshold = 100;
+  auto tier = RemoteTier::Open(o, Env::Default());
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE((*tier)->PutSync(TestBlockKey(i), TestBlock(TinyLayout(), i)->span())
+                    .IsResourceExhausted());
+    EXPECT_EQ((*tier)->Get(TestBlockKey(i)), nullptr);
+  }
+  const RemoteTierStats s = (*tier)->Stats();
+  EXPECT_EQ(s.drops_oom, 3u);
+  EXPECT_EQ(s.bad_values, 3u);
+  auto oom = logger.Matching("-OOM");
+  ASSERT_THAT(oom, SizeIs(1));
+  EXPECT_EQ(oom[0].level, LogLevel::kWarning);
+  auto bad = logger.Matching("failed verification");
+  ASSERT_THAT(bad, SizeIs(1));
+  EXPECT_EQ(bad[0].level, LogLevel::kWarning);
+}
+
+}  // namespace
+}  // namespace kvtier::remote

@@ -1,0 +1,91 @@
+"""kvtier.Cache's events reach logging.getLogger("kvtier") (DESIGN.md §7, §8),
+from kvtier's own threads, without raising into them or deadlocking."""
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import kvtier
+from conftest import make_blocks
+
+
+def damaged_block_on_disk(tmp_path):
+    """A cache folder holding one block whose file has a flipped data byte."""
+    layout = kvtier.Layout("tiny")
+    keys, blocks, _ = make_blocks(layout, "logger", list(range(16)))
+    folder = tmp_path / "c"
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder) as cache:
+        cache.store(keys[0], blocks[0])
+        cache.flush()
+    hexkey = keys[0].hex()
+    path = folder / "blocks" / hexkey[:2] / (hexkey + ".safetensors")
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return folder, keys[0], hexkey
+
+
+def test_quarantine_event_reaches_logging(tmp_path, caplog):
+    folder, key, hexkey = damaged_block_on_disk(tmp_path)
+    caplog.set_level(logging.DEBUG, logger="kvtier")
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder) as cache:
+        assert cache.load(key) is None  # a damaged block is a miss
+    records = [r for r in caplog.records if r.name == "kvtier"]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert records[0].levelno == logging.WARNING
+    assert "quarantine" in records[0].getMessage()
+    assert hexkey in records[0].getMessage()
+
+
+class Raising(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def emit(self, record):
+        self.calls += 1
+        raise RuntimeError("a broken handler")
+
+
+def test_a_raising_handler_does_not_reach_kvtier(tmp_path):
+    folder, key, _ = damaged_block_on_disk(tmp_path)
+    log = logging.getLogger("kvtier")
+    handler = Raising()
+    log.addHandler(handler)
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    old_hook = sys.unraisablehook
+    seen = []
+    sys.unraisablehook = seen.append
+    try:
+        with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder) as cache:
+            assert cache.load(key) is None
+            assert cache.load(key) is None  # the cache still works
+    finally:
+        sys.unraisablehook = old_hook
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+    assert handler.calls == 1
+    # Reported as unraisable on the kvtier thread that logged, not raised.
+    assert len(seen) == 1 and isinstance(seen[0].exc_value, RuntimeError)
+
+
+def test_exit_with_an_open_cache_does_not_hang(tmp_path):
+    folder, key, _ = damaged_block_on_disk(tmp_path)
+    # A process that leaves its cache open, with a logging handler, and
+    # exits: the atexit hook stops the forwarding; the cache's threads may
+    # still be logging while the interpreter finalizes.
+    script = textwrap.dedent(f"""
+        import logging, kvtier
+        logging.basicConfig(level=logging.DEBUG)
+        c = kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir={str(folder)!r})
+        assert c.load(bytes.fromhex({key.hex()!r})) is None
+        print("loaded", flush=True)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, env=os.environ.copy())
+    assert out.returncode == 0, out.stderr
+    assert "loaded" in out.stdout
+    assert "WARNING:kvtier:disk:" in out.stderr and "quarantine" in out.stderr
