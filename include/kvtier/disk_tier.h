@@ -64,7 +64,8 @@ struct DiskTierOptions {
   std::string layout_signature;
 
   // --- Capacity ---------------------------------------------------------
-  // Bytes of block files the folder may hold, all layouts together. The
+  // Bytes of block files the folder may hold, all layouts together, counted
+  // as the file system allocates them (whole blocks or pages). The
   // effective limit is min(max_bytes, free_space_fraction × (tracked bytes +
   // free disk bytes)). 0 = no configured limit (free disk still bounds it).
   // Default 10 GiB.
@@ -140,6 +141,15 @@ struct DiskTierOptions {
   // with no index row, drop rows with no file, remove abandoned temp files,
   // quarantine foreign files, enforce the limit. Default true.
   bool reconcile_on_open = true;
+  // When reconcile_on_open is off (a short-lived writer such as `kvtier
+  // synth --cache`): entries of blocks/ that Open() itself reconciles, on
+  // the caller's thread, from a subfolder that changes from open to open:
+  // whole subfolders until this many entries were seen. So files a killed
+  // writer left without a row (and its temp files) are adopted (or
+  // quarantined, if their header does not verify) by every process that
+  // writes to the folder, and an open never walks a huge folder whole.
+  // 0 = none. Default 4096.
+  uint64_t open_reconcile_entries = 4096;
   // Writers hold an advisory lock on their temp files; a temp file no one
   // holds is abandoned and removed by the reconcile. On a file system
   // without advisory locks: seconds after which a temp file is abandoned.
@@ -212,11 +222,12 @@ struct DiskTierStats {
   uint64_t queue_blocks = 0;  // blocks queued or being written
   bool reconcile_running = false;
   uint64_t entries = 0;             // indexed block files, all signatures
-  uint64_t bytes = 0;               // their bytes
+  uint64_t bytes = 0;               // their bytes (file lengths)
+  uint64_t allocated_bytes = 0;     // what they take from the disk (whole blocks), estimated
   uint64_t compatible_entries = 0;  // ... of this tier's signature
   uint64_t compatible_bytes = 0;
   uint64_t configured_max_bytes = 0;          // DiskTierOptions::max_bytes (0 = none)
-  uint64_t effective_max_bytes = 0;           // the limit in force now
+  uint64_t effective_max_bytes = 0;           // the limit in force now, on allocated_bytes
   uint64_t quarantine_files = 0;              // files in quarantine/
   std::vector<SignatureUsage> per_signature;  // sorted by signature
 

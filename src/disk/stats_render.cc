@@ -40,6 +40,7 @@ static std::vector<Field> Gauges(const DiskTierStats& s) {
           {"reconcile_running", s.reconcile_running ? 1u : 0u},
           {"entries", s.entries},
           {"bytes", s.bytes},
+          {"allocated_bytes", s.allocated_bytes},
           {"compatible_entries", s.compatible_entries},
           {"compatible_bytes", s.compatible_bytes},
           {"configured_max_bytes", s.configured_max_bytes},

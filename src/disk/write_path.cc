@@ -7,6 +7,12 @@
 #include "disk/reconcile.h"
 
 namespace kvtier::disk {
+namespace {
+
+// Evictions a write that found the disk full may ask for before it fails.
+constexpr int kMaxRoomTries = 2;
+
+}  // namespace
 
 void WritePath::Hook(DiskKillPoint point) const {
   if (*p_.kill_hook) (*p_.kill_hook)(point);
@@ -101,8 +107,21 @@ void WritePath::Publish(Item* item) {
   r.created_at_us = p_.env->NowUnixMicros();
   r.last_access_us = r.created_at_us;
   r.header_hash = HeaderHash(p.block->span());
+  int room_tries = 0;
   for (int attempt = 0;; ++attempt) {
     Result<PublishOutcome> published = p_.writer->Publish(p.key, p.block->span());
+    if (!published.ok() && published.status().IsResourceExhausted() &&
+        room_tries < kMaxRoomTries) {
+      // The disk is full although the accounting let the block in: evict
+      // as at the limit and try again; only a block that still does not fit
+      // fails.
+      ++room_tries;
+      auto made = p_.capacity->MakeRoom(r.size);
+      if (made.ok() && made->evicted + made->expired > 0) {
+        --attempt;
+        continue;
+      }
+    }
     if (!published.ok()) {
       if (published.status().IsResourceExhausted()) p_.capacity->InvalidateFreeSpace();
       item->status = published.status();
@@ -110,7 +129,14 @@ void WritePath::Publish(Item* item) {
       return;
     }
     item->outcome = *published;
-    if (*published == PublishOutcome::kPublished) return;
+    if (*published == PublishOutcome::kPublished) {
+      if (!p_.capacity->alloc_unit_known()) {
+        // One Stat per tier teaches the folder's allocation unit.
+        auto info = p_.env->Stat(p_.layout->BlockPath(p.key));
+        if (info.ok()) p_.capacity->NoteAllocation(*info);
+      }
+      return;
+    }
     // Another writer's file got there first (same key, possibly other bytes:
     // another created_at). The row must describe the file on disk, not ours.
     Result<std::optional<IndexRow>> existing = RowOfExistingFile(p.key);
@@ -166,12 +192,22 @@ std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBloc
     Publish(&it);
     if (it.done) continue;
     rows.push_back(it.row);
-    if (*it.outcome == PublishOutcome::kPublished) written += it.block->block->size();
+    if (*it.outcome == PublishOutcome::kPublished) {
+      written += p_.capacity->AllocatedFor(it.block->block->size());
+    }
   }
   if (!rows.empty()) {
     p_.capacity->NoteWritten(written);
     Hook(DiskKillPoint::kBeforeIndexCommit);
     Result<std::vector<bool>> committed = p_.committer->Commit(rows);
+    if (!committed.ok() && committed.status().IsResourceExhausted()) {
+      // SQLITE_FULL: the index's journal could not grow. Eviction unlinks
+      // before its own commit, so it frees the room that commit needs.
+      uint64_t bytes = 0;
+      for (const IndexRow& row : rows) bytes += row.size;
+      auto made = p_.capacity->MakeRoom(bytes);
+      if (made.ok() && made->evicted + made->expired > 0) committed = p_.committer->Commit(rows);
+    }
     size_t row = 0;
     for (Item& it : items) {
       if (it.done) continue;
