@@ -214,6 +214,11 @@ void Capacity::NoteAllocation(const FileInfo& info) {
   alloc_unit_known_ = true;
 }
 
+uint64_t Capacity::BatchBytes(uint64_t configured) {
+  MutexLock lock(&mu_);
+  return std::min(configured, last_limit_ / 32);
+}
+
 uint64_t Capacity::inflight_bytes() {
   MutexLock lock(&mu_);
   return inflight_bytes_;
@@ -281,6 +286,10 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t file_bytes, uint64_t bl
     InvalidateFreeSpace();
     spec = Spec();
     limit = EffectiveLimitBytes(spec, totals.allocated);
+  }
+  {
+    MutexLock lock(&mu_);
+    last_limit_ = limit;
   }
   if (bytes > limit) {
     // A reading taken while the disk was full must not block stores until

@@ -152,6 +152,12 @@ class Capacity {
 
   uint64_t inflight_bytes();
 
+  // Bytes of blocks a writer may take at once: `configured` (the option
+  // commit_batch_bytes), but at most 1/32 of the limit last in force, so
+  // that the blocks every writer has on disk before their rows commit (and
+  // that no one can evict yet) stay a small part of a small disk.
+  uint64_t BatchBytes(uint64_t configured);
+
   // Removes a block file for an eviction: OK or NotFound when it is gone.
   Status UnlinkBlock(const BlockKey& key);
 
@@ -178,6 +184,7 @@ class Capacity {
   uint64_t inflight_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t inflight_blocks_ GUARDED_BY(mu_) = 0;
   uint64_t alloc_unit_ GUARDED_BY(mu_) = 1;
+  uint64_t last_limit_ GUARDED_BY(mu_) = UINT64_MAX;  // of the latest Reserve()
   bool alloc_unit_known_ GUARDED_BY(mu_) = false;
 };
 

@@ -169,6 +169,14 @@ Result<std::unique_ptr<SqliteDb>> DiskIndex::OpenConnection() {
   if (!options_.read_only) {
     KVTIER_RETURN_IF_ERROR((*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL"
                                                                  : "PRAGMA synchronous=NORMAL"));
+    // The WAL is disk space no limit counts: by default it grows to 1000
+    // pages (4 MiB) before a checkpoint, and stays that large. On a small
+    // or nearly full disk that is what filled it (issue 25: two writers on a
+    // 6 MiB tmpfs, a 4 MiB WAL). A checkpoint every 256 pages, and the file
+    // cut back to 1 MiB after one, keep it small at the cost of a
+    // checkpoint every megabyte of rows.
+    KVTIER_RETURN_IF_ERROR((*db)->Exec("PRAGMA wal_autocheckpoint=256"));
+    KVTIER_RETURN_IF_ERROR((*db)->Exec("PRAGMA journal_size_limit=1048576"));
   }
   return std::move(db).value();
 }

@@ -194,7 +194,8 @@ void DiskTierImpl::WriterLoop() {
   constexpr size_t kMaxBatchBlocks = 256;
   while (true) {
     std::vector<std::shared_ptr<PendingBlock>> batch =
-        pending_->NextBatchForWriter(options_.commit_batch_bytes, kMaxBatchBlocks);
+        pending_->NextBatchForWriter(capacity_->BatchBytes(options_.commit_batch_bytes),
+                                     kMaxBatchBlocks);
     if (batch.empty()) return;
     (void)write_path_->Write(batch);
   }

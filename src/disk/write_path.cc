@@ -10,7 +10,10 @@ namespace kvtier::disk {
 namespace {
 
 // Evictions a write that found the disk full may ask for before it fails.
-constexpr int kMaxRoomTries = 2;
+constexpr int kMaxRoomTries = 4;
+// A full disk with nothing to evict waits this long before its first retry,
+// twice as long before each next one (2 + 4 + 8 + 16 ms in all).
+constexpr uint64_t kRoomWaitMicros = 1000;
 
 }  // namespace
 
@@ -117,7 +120,13 @@ void WritePath::Publish(Item* item) {
       // fails.
       ++room_tries;
       auto made = p_.capacity->MakeRoom(r.size);
-      if (made.ok() && made->evicted + made->expired > 0) {
+      if (made.ok() && made->evicted + made->expired == 0) {
+        // Nothing indexed to evict: the disk is full of blocks in flight
+        // (other writers' batches, here and in other processes), whose
+        // rows commit, or whose writes fail, in moments.
+        p_.env->SleepForMicros(kRoomWaitMicros << room_tries);
+      }
+      if (made.ok()) {
         --attempt;
         continue;
       }
