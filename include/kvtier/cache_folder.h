@@ -126,7 +126,10 @@ class CacheFolder {
   // CacheFolder has it open), the index set aside into quarantine/ and a
   // new one started, which ApplyGc fills by adopting the block files. A
   // kReadWrite folder holds the folder lock shared while it is open, as a
-  // DiskTier does.
+  // DiskTier does. On a disk too full for SQLite to open the index for
+  // writing (it needs room for its -shm and -wal files), a kReadWrite
+  // folder reads it, and ApplyGc opens it for writing once it has freed
+  // space by removing files.
   // REQUIRES: `env` outlives the CacheFolder.
   static Result<std::unique_ptr<CacheFolder>> Open(const CacheFolderOptions& options, Env* env);
   ~CacheFolder();
@@ -168,9 +171,13 @@ class CacheFolder {
   // Block files of the scan with no row (`rows` holds the keys with one).
   Status AdoptOrphans(const CacheFolderScan& scan, const std::vector<CacheGcItem>& plan);
 
+  // Opens the index for writing if Open() could only read it (a full disk).
+  Status EnsureWritableIndex();
+
   const CacheFolderOptions options_;
   Env* const env_;
-  const std::unique_ptr<disk::DiskIndex> index_;
+  std::unique_ptr<disk::DiskIndex> index_;  // replaced once by EnsureWritableIndex
+  bool index_read_only_ = false;           // kReadWrite, opened read-only: the disk was full
   const std::unique_ptr<disk::FolderLock> lock_;  // kReadWrite: shared, while open
 };
 

@@ -20,6 +20,10 @@ namespace kvtier {
 
 namespace {
 
+// Free bytes under which a writer that cannot open the index is taken to
+// be on a full disk.
+constexpr uint64_t kFullDiskBytes = 1 << 20;
+
 bool IsFolderOrLinkToOne(Env* env, const std::string& path) {
   Result<FileInfo> info = env->Stat(path);
   if (!info.ok()) return false;
@@ -94,6 +98,22 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
                             disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
     *lock = std::move(shared);
   }
+  bool read_only_for_now = false;
+  if (!index.ok() && writer && !index.status().IsCorruption() && !index.status().IsNotFound()) {
+    // SQLite cannot make its -shm or -wal file on a full disk: read the
+    // index for the plan; ApplyGc opens it for writing once it has removed
+    // files (it removes before it writes).
+    Result<uint64_t> free = env->FreeSpace(options.dir);
+    if (free.ok() && *free < kFullDiskBytes) {
+      disk::IndexOptions ro = o;
+      ro.read_only = true;
+      auto readable = disk::DiskIndex::Open(path, ro);
+      if (readable.ok()) {
+        index = std::move(readable);
+        read_only_for_now = true;
+      }
+    }
+  }
   if (!index.ok()) {
     if (!index.status().IsNotFound()) return index.status();
     // SQLite says "cannot open" both for a missing file and for one the
@@ -105,8 +125,23 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
     if (!info.status().IsNotFound()) return info.status();
     return Status::NotFound(options.dir + " is not a kvtier cache folder (no index.sqlite)");
   }
-  return std::unique_ptr<CacheFolder>(
+  std::unique_ptr<CacheFolder> folder(
       new CacheFolder(options, env, std::move(index).value(), std::move(lock)));
+  folder->index_read_only_ = read_only_for_now;
+  return folder;
+}
+
+Status CacheFolder::EnsureWritableIndex() {
+  if (!index_read_only_) return Status::Ok();
+  disk::IndexOptions o;
+  o.create_if_missing = false;
+  o.busy_timeout_ms = options_.busy_timeout_ms;
+  KVTIER_ASSIGN_OR_RETURN(
+      std::unique_ptr<disk::DiskIndex> writable,
+      disk::DiskIndex::Open(disk::FolderLayout(options_.dir).IndexPath(), o));
+  index_ = std::move(writable);
+  index_read_only_ = false;
+  return Status::Ok();
 }
 
 CacheFolder::CacheFolder(const CacheFolderOptions& options, Env* env,
@@ -345,6 +380,7 @@ Result<uint64_t> CacheFolder::ApplyGc(const std::vector<CacheGcItem>& plan) {
     if (auto key = KeyOfPath(item.path)) rows.push_back(*key);
     if (++in_chunk < kChunk) continue;
     in_chunk = 0;
+    KVTIER_RETURN_IF_ERROR(EnsureWritableIndex().WithContext("gc"));
     commit = index_->Delete(rows).status();
     if (commit.ok()) {
       rows.clear();
@@ -352,6 +388,7 @@ Result<uint64_t> CacheFolder::ApplyGc(const std::vector<CacheGcItem>& plan) {
       return commit.WithContext("gc");
     }
   }
+  KVTIER_RETURN_IF_ERROR(EnsureWritableIndex().WithContext("gc"));
   if (!rows.empty()) KVTIER_RETURN_IF_ERROR(index_->Delete(rows).status().WithContext("gc"));
   // Last, the block files with no row that stay: adopted, so the index
   // (and every tier's limit) counts them.
