@@ -215,8 +215,21 @@ void Capacity::NoteAllocation(const FileInfo& info) {
 }
 
 uint64_t Capacity::BatchBytes(uint64_t configured) {
-  MutexLock lock(&mu_);
-  return std::min(configured, last_limit_ / 32);
+  uint64_t limit;
+  {
+    MutexLock lock(&mu_);
+    limit = last_limit_;
+  }
+  if (limit == UINT64_MAX) {
+    // No store yet: the first batches of every writer must be bounded too.
+    auto totals = index_->Totals(alloc_unit());
+    if (totals.ok()) {
+      limit = EffectiveLimit(totals->allocated);
+      MutexLock lock(&mu_);
+      if (last_limit_ == UINT64_MAX) last_limit_ = limit;
+    }
+  }
+  return std::min(configured, limit / 32);
 }
 
 uint64_t Capacity::inflight_bytes() {

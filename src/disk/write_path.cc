@@ -10,10 +10,10 @@ namespace kvtier::disk {
 namespace {
 
 // Evictions a write that found the disk full may ask for before it fails.
-constexpr int kMaxRoomTries = 4;
+constexpr int kMaxRoomTries = 5;
 // A full disk with nothing to evict waits this long before its first retry,
-// twice as long before each next one (2 + 4 + 8 + 16 ms in all).
-constexpr uint64_t kRoomWaitMicros = 1000;
+// twice as long before each next one (4 + 8 + 16 + 32 + 64 ms in all).
+constexpr uint64_t kRoomWaitMicros = 2000;
 
 }  // namespace
 
@@ -120,13 +120,17 @@ void WritePath::Publish(Item* item) {
       // fails.
       ++room_tries;
       auto made = p_.capacity->MakeRoom(r.size);
-      if (made.ok() && made->evicted + made->expired == 0) {
-        // Nothing indexed to evict: the disk is full of blocks in flight
+      // An eviction whose commit found no room for the index's journal has
+      // still unlinked its files (it unlinks first); its rows, describing
+      // files that are gone, go with the next eviction.
+      const bool journal_full = !made.ok() && made.status().IsResourceExhausted();
+      if (journal_full || (made.ok() && made->evicted + made->expired == 0)) {
+        // Or nothing indexed to evict: the disk is full of blocks in flight
         // (other writers' batches, here and in other processes), whose
         // rows commit, or whose writes fail, in moments.
         p_.env->SleepForMicros(kRoomWaitMicros << room_tries);
       }
-      if (made.ok()) {
+      if (made.ok() || journal_full) {
         --attempt;
         continue;
       }
