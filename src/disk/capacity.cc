@@ -9,6 +9,10 @@
 namespace kvtier::disk {
 namespace {
 
+// MakeRoom() evicts only when free space is under twice the room asked for
+// plus this much: the disk is full, or nearly.
+constexpr uint64_t kNotFullSlackBytes = 64 * 1024;
+
 // One transaction of EvictRows(): at most `chunk` victims.
 Result<EvictOutcome> EvictChunk(DiskIndex* index, const EvictRequest& req, uint32_t chunk,
                                 const UnlinkFn& unlink, const EvictHook& hook, bool* hooked) {
@@ -338,6 +342,12 @@ Result<EvictOutcome> Capacity::MakeRoom(uint64_t bytes) {
   KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals(unit));
   LimitSpec spec = Spec();
   const uint64_t need = AllocatedEstimate(bytes, unit);
+  if (spec.free_bytes != UINT64_MAX && spec.free_bytes / 2 >= need + kNotFullSlackBytes) {
+    // The file system says there is room: this refusal is not one that
+    // evicting blocks could cure (a quota, no inodes left, a fault).
+    return Status::FailedPrecondition("the disk is not full (" + std::to_string(spec.free_bytes) +
+                                      " bytes free): nothing to evict for");
+  }
   // The disk refused the write although the accounting let it in (blocks
   // other processes have in flight, data that is not ours, index growth):
   // free this block's room below what the index holds now, and at least

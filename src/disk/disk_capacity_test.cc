@@ -155,52 +155,50 @@ TEST_F(DiskCapacityTest, EnospcForcesAFreshFreeSpaceReading) {
   EXPECT_EQ(env_.free_space_calls(), reads);  // cached
   faults.FailNth(OpKind::kAppend, 1, ENOSPC);
   Put(t.get(), 3);
-  // The disk said full: free space is read again, the least recently used
-  // block makes room, and the block is written after all (issue 25).
-  EXPECT_GT(env_.free_space_calls(), reads);
-  EXPECT_TRUE(Hit(t.get(), 3));
-  EXPECT_EQ(t->Stats().errors, 0u);
-  EXPECT_EQ(t->Stats().evictions, 1u);
-  EXPECT_FALSE(t->Contains(TestBlockKey(0)));
+  EXPECT_FALSE(t->Contains(TestBlockKey(3)));
+  EXPECT_EQ(t->Stats().errors, 1u);
   Put(t.get(), 4);
+  EXPECT_EQ(env_.free_space_calls(), reads + 1);
   EXPECT_TRUE(Hit(t.get(), 4));
 }
 
 TEST_F(DiskCapacityTest, FullDiskEvictsAndOnlyABlockThatCannotFitFails) {
-  // A memory "disk" of 12 pages that allocates whole 4 KiB pages: each
+  // A memory "disk" of 16 pages that allocates whole 4 KiB pages: each
   // 5,024-byte block takes two. The index lives on a real disk.
   MemoryEnvOptions mo;
-  mo.capacity_bytes = 12 * 4096;
+  mo.capacity_bytes = 16 * 4096;
   mo.allocation_unit_bytes = 4096;
   MemoryEnv mem(mo);
-  // Free space is not what binds here: the disk is shared with data the
-  // tier does not see (say, another process's blocks in flight), so only
-  // the writes tell that it is full.
-  class BlindFreeSpace final : public EnvWrapper {
-   public:
-    using EnvWrapper::EnvWrapper;
-    Result<uint64_t> FreeSpace(const std::string&) override { return uint64_t{1} << 40; }
-  } blind(&mem);
   DiskTierOptions o = Options();  // the same path in `mem` and, for SQLite, on disk
   o.max_bytes = 0;
-  auto t = Open(o, &blind);
+  o.free_space_ttl_micros = 3'600'000'000ull;  // a reading the tier trusts for an hour
+  auto t = Open(o, &mem);
   ASSERT_NE(t, nullptr);
-  for (uint64_t i = 0; i < 20; ++i) {
+  Put(t.get(), 0);
+  // Data that is not the cache's takes 8 pages meanwhile: the tier's
+  // reading says 14 pages free, the disk has 6.
+  {
+    auto filler = mem.CreateFile(o.dir + "/other-data", WriteFileOptions());
+    ASSERT_THAT(filler, IsOk());
+    ASSERT_THAT((*filler)->Append(std::vector<std::byte>(8 * 4096)), IsOk());
+    ASSERT_THAT((*filler)->Close(), IsOk());
+  }
+  for (uint64_t i = 1; i < 20; ++i) {
     mem.AdvanceClock(1000);  // its own access time for each block: LRU order
     Put(t.get(), i);
   }
   DiskTierStats s = t->Stats();
-  // Without eviction on ENOSPC 14 of the 20 writes failed (6 blocks fill
-  // the 12 pages; the lock file and folders take none).
+  // Without eviction on ENOSPC 17 of the 20 writes failed: the stale
+  // reading let them in, the disk refused them.
   EXPECT_EQ(s.errors, 0u);
   EXPECT_EQ(s.saves_persisted, 20u);
-  EXPECT_EQ(s.evictions, 14u);
+  EXPECT_EQ(s.entries, 3u);  // 99% of the 8 pages left
+  EXPECT_EQ(s.evictions, 17u);
   EXPECT_EQ(s.allocated_bytes, s.entries * 8192);
-  EXPECT_EQ(s.entries, 6u);  // the 12 pages, full
-  for (uint64_t i = 14; i < 20; ++i) EXPECT_TRUE(Hit(t.get(), i)) << i;  // the 6 most recent
-  // A disk smaller than one block: no eviction makes room, and that block
+  for (uint64_t i = 17; i < 20; ++i) EXPECT_TRUE(Hit(t.get(), i)) << i;  // the most recent
+  // A disk with room for no block: no eviction makes room, and that block
   // alone fails, counted.
-  mem.SetCapacity(4096);
+  mem.SetCapacity(mem.UsedBytes() - 8192 * 3 + 4096);
   Put(t.get(), 99);
   EXPECT_EQ(t->Stats().errors, 1u);
   EXPECT_FALSE(t->Contains(TestBlockKey(99)));

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,19 @@ inline DiskTierOptions TestOptions(const std::string& dir,
   o.open_reconcile_entries = 0;  // nor any part of it at Open(), unless asked
   o.touch_flush_interval_ms = 50;
   return o;
+}
+
+// What a file of `bytes` takes from the disk under `dir` (st_blocks × 512),
+// as every limit counts it: a probe file written and removed.
+inline uint64_t AllocatedOnDisk(const std::string& dir, uint64_t bytes) {
+  const std::string probe = dir + "/.allocation-probe";
+  {
+    std::ofstream f(probe, std::ios::binary);
+    f << std::string(bytes, 'x');
+  }
+  auto info = Env::Default()->Stat(probe);
+  std::filesystem::remove(probe);
+  return info.ok() && info->allocated_bytes > 0 ? info->allocated_bytes : bytes;
 }
 
 // Sum of the sizes of every regular file under <dir>/blocks (temp files

@@ -136,7 +136,10 @@ void WritePath::Publish(Item* item) {
       }
     }
     if (!published.ok()) {
-      if (published.status().IsResourceExhausted()) p_.capacity->InvalidateFreeSpace();
+      // (MakeRoom() has just read free space afresh, if it was asked.)
+      if (published.status().IsResourceExhausted() && room_tries == 0) {
+        p_.capacity->InvalidateFreeSpace();
+      }
       item->status = published.status();
       item->done = true;
       return;
