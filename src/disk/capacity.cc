@@ -10,7 +10,8 @@ namespace kvtier::disk {
 namespace {
 
 // MakeRoom() evicts only when free space is under twice the room asked for
-// plus this much: the disk is full, or nearly.
+// plus this much (or an eighth of what the cache could use, if more): the
+// disk is full, or nearly.
 constexpr uint64_t kNotFullSlackBytes = 64 * 1024;
 
 // One transaction of EvictRows(): at most `chunk` victims.
@@ -342,7 +343,12 @@ Result<EvictOutcome> Capacity::MakeRoom(uint64_t bytes) {
   KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals(unit));
   LimitSpec spec = Spec();
   const uint64_t need = AllocatedEstimate(bytes, unit);
-  if (spec.free_bytes != UINT64_MAX && spec.free_bytes / 2 >= need + kNotFullSlackBytes) {
+  // Free space moves fast on a small disk shared by writers (their batches
+  // come and go): call it full below an eighth of what the cache could use.
+  const uint64_t slack = std::max<uint64_t>(
+      kNotFullSlackBytes,
+      spec.free_bytes == UINT64_MAX ? 0 : (totals.allocated + spec.free_bytes) / 8);
+  if (spec.free_bytes != UINT64_MAX && spec.free_bytes / 2 >= need + slack) {
     // The file system says there is room: this refusal is not one that
     // evicting blocks could cure (a quota, no inodes left, a fault).
     return Status::FailedPrecondition("the disk is not full (" + std::to_string(spec.free_bytes) +

@@ -131,8 +131,9 @@ class Capacity {
   // whatever the accounting says (the disk has the last word). The outcome
   // says whether anything went; if nothing did, the write cannot fit.
   // FailedPrecondition, evicting nothing, if free space is plentiful (at
-  // least twice the room, and 64 KiB more): then the disk is not what
-  // refused the write (a quota, no inodes left).
+  // least twice the room plus 64 KiB or an eighth of indexed + free bytes,
+  // whichever is more): then the disk is not what refused the write (a
+  // quota, no inodes left).
   Result<EvictOutcome> MakeRoom(uint64_t bytes);
 
   // The limit in force for `tracked_bytes` indexed (allocated) bytes.
