@@ -198,7 +198,8 @@ TEST(DiskFaultTest, FreeSpaceErrorFallsBackToTheConfiguredLimit) {
   FaultInjectionEnv env(Env::Default());
   env.FailAll(OpKind::kFreeSpace, EIO);
   DiskTierOptions o = TestOptions(dir.path());
-  o.max_bytes = 3 * MakeTestBlock(0)->size();
+  // Three blocks as the file system allocates them (the unit of the limit).
+  o.max_bytes = 3 * disk_test::AllocatedOnDisk(dir.path(), MakeTestBlock(0)->size());
   auto tier = DiskTier::Open(o, &env);
   ASSERT_THAT(tier, IsOk());
   for (uint64_t i = 0; i < 5; ++i) Put(tier->get(), i);

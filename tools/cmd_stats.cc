@@ -6,7 +6,8 @@
 // --signature, how many are compatible with it and how many are not;
 // quarantined files, temp files and foreign entries found in the folder.
 // Opens the index read-only: a folder the user may only read works.
-//   --json: {"dir", "entries", "bytes", "per_signature": [{"signature",
+//   --json: {"dir", "entries", "bytes", "allocated_bytes" (of the block files,
+//   as the file system allocates them), "per_signature": [{"signature",
 //   "blocks", "bytes"[, "compatible"]}], ["compatible": {"entries","bytes"},
 //   "incompatible": {"entries","bytes"},] "quarantined": {"files","bytes"},
 //   "temp_files", "foreign_files"}
@@ -60,6 +61,9 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
     }
     s.per_signature.push_back(std::move(u));
   }
+  // What the block files take from the disk, as the file system allocates
+  // it (the unit every limit counts in).
+  for (const auto& f : scan->blocks) s.allocated_bytes += f.allocated_bytes;
   uint64_t q_bytes = 0;
   for (const auto& f : scan->quarantine) q_bytes += f.bytes;
   s.quarantine_files = scan->quarantine.size();
@@ -83,6 +87,7 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
     nlohmann::json out = {{"dir", a.dir},
                           {"entries", s.entries},
                           {"bytes", s.bytes},
+                          {"allocated_bytes", s.allocated_bytes},
                           {"per_signature", sigs},
                           {"quarantined", {{"files", s.quarantine_files}, {"bytes", q_bytes}}},
                           {"temp_files", scan->temps.size()},
@@ -93,7 +98,8 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
     }
     PrintJson(out);
   } else {
-    std::cout << a.dir << ": " << s.entries << " blocks, " << s.bytes << " bytes\n";
+    std::cout << a.dir << ": " << s.entries << " blocks, " << s.bytes << " bytes ("
+              << s.allocated_bytes << " allocated)\n";
     for (const SignatureUsage& u : s.per_signature) {
       std::cout << "  " << u.blocks << " blocks, " << u.bytes << " bytes";
       if (*ref) std::cout << (u.compatible ? " (compatible)" : " (other layout)");

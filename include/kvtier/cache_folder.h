@@ -31,6 +31,7 @@ namespace kvtier {
 
 namespace disk {
 class DiskIndex;
+class FolderLock;
 }
 
 enum class CacheFolderAccess {
@@ -59,7 +60,8 @@ struct CacheFolderEntry {
 struct CacheFolderScan {
   struct File {
     std::string path;
-    uint64_t bytes = 0;  // 0 for anything but a regular file
+    uint64_t bytes = 0;            // 0 for anything but a regular file
+    uint64_t allocated_bytes = 0;  // what it takes from the disk (st_blocks × 512)
     int64_t mtime_unix_s = 0;
     std::optional<BlockKey> key;  // blocks and temp files
     int pid = 0;                  // temp files: the writer's process id
@@ -77,8 +79,9 @@ struct CacheGcRequest {
   std::optional<int64_t> retention_seconds;
   // Remove the blocks of every signature but this one.
   std::optional<std::string> keep_signature;
-  // Evict least-recently-accessed blocks (all signatures) until the index
-  // holds at most this many bytes.
+  // Evict least-recently-accessed blocks (all signatures, block files with
+  // no row included) until they take at most this many bytes of disk, as
+  // the file system allocates them.
   std::optional<uint64_t> max_bytes;
   bool quarantine = true;  // remove quarantined files
   bool dead_temps = true;  // remove temp files whose writer is gone
@@ -88,9 +91,10 @@ struct CacheGcItem {
   std::string path;
   // missing_file (a row whose file is gone), expired, other_layout,
   // over_budget, quarantined, dead_temp, foreign (anything else under
-  // blocks/).
+  // blocks/), invalid_orphan (a block file with no row whose header does
+  // not verify).
   std::string reason;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // file length
 };
 
 // A verdict on one block file, foreign entry or file-less row.
@@ -116,6 +120,16 @@ class CacheFolder {
   static bool Exists(Env* env, const std::string& dir);
 
   // kNotFound (naming the path) if `options.dir` is not a cache folder.
+  // An index.sqlite (or -wal, -shm) that is not a regular file, or not a
+  // SQLite database, is Corruption naming its path; opened kReadWrite, the
+  // folder is then taken alone (Unavailable if a DiskTier or another
+  // CacheFolder has it open), the index set aside into quarantine/ and a
+  // new one started, which ApplyGc fills by adopting the block files. A
+  // kReadWrite folder holds the folder lock shared while it is open, as a
+  // DiskTier does. On a disk too full for SQLite to open the index for
+  // writing (it needs room for its -shm and -wal files), a kReadWrite
+  // folder reads it, and ApplyGc opens it for writing once it has freed
+  // space by removing files.
   // REQUIRES: `env` outlives the CacheFolder.
   static Result<std::unique_ptr<CacheFolder>> Open(const CacheFolderOptions& options, Env* env);
   ~CacheFolder();
@@ -134,9 +148,14 @@ class CacheFolder {
 
   // What `req` would remove, in the order CacheGcRequest lists.
   Result<std::vector<CacheGcItem>> PlanGc(const CacheGcRequest& req);
-  // Removes the planned items (a block: its file, then its row, so a crash
-  // between leaves a row without a file — a miss — never an orphan file).
-  // Returns the bytes freed; stops at the first error.
+  // Removes the planned items, files before rows so that it needs no disk
+  // space before it has freed some: first everything without a row
+  // (quarantined, temp, foreign, invalid files), then blocks, a chunk at a
+  // time, their files and then their rows in one transaction (a crash or a
+  // failed commit leaves rows without a file: misses, dropped by the next
+  // commit, never orphan files). Then it adopts every valid block file that
+  // has no row and was not planned away, so that a limit holds for every
+  // file. Returns the bytes freed (file lengths); stops at the first error.
   // kFailedPrecondition if the folder was opened read-only.
   Result<uint64_t> ApplyGc(const std::vector<CacheGcItem>& plan);
 
@@ -147,11 +166,19 @@ class CacheFolder {
   Result<std::vector<CacheFileVerdict>> Verify(const CacheVerifyOptions& opts);
 
  private:
-  CacheFolder(const CacheFolderOptions& options, Env* env, std::unique_ptr<disk::DiskIndex> index);
+  CacheFolder(const CacheFolderOptions& options, Env* env, std::unique_ptr<disk::DiskIndex> index,
+              std::unique_ptr<disk::FolderLock> lock);
+  // Block files of the scan with no row (`rows` holds the keys with one).
+  Status AdoptOrphans(const CacheFolderScan& scan, const std::vector<CacheGcItem>& plan);
+
+  // Opens the index for writing if Open() could only read it (a full disk).
+  Status EnsureWritableIndex();
 
   const CacheFolderOptions options_;
   Env* const env_;
-  const std::unique_ptr<disk::DiskIndex> index_;
+  std::unique_ptr<disk::DiskIndex> index_;  // replaced once by EnsureWritableIndex
+  bool index_read_only_ = false;           // kReadWrite, opened read-only: the disk was full
+  const std::unique_ptr<disk::FolderLock> lock_;  // kReadWrite: shared, while open
 };
 
 }  // namespace kvtier

@@ -66,7 +66,8 @@ struct DiskTierOptions {
   std::string layout_signature;
 
   // --- Capacity ---------------------------------------------------------
-  // Bytes of block files the folder may hold, all layouts together. The
+  // Bytes of block files the folder may hold, all layouts together, counted
+  // as the file system allocates them (whole blocks or pages). The
   // effective limit is min(max_bytes, free_space_fraction × (tracked bytes +
   // free disk bytes)). 0 = no configured limit (free disk still bounds it).
   // Default 10 GiB.
@@ -142,6 +143,15 @@ struct DiskTierOptions {
   // with no index row, drop rows with no file, remove abandoned temp files,
   // quarantine foreign files, enforce the limit. Default true.
   bool reconcile_on_open = true;
+  // When reconcile_on_open is off (a short-lived writer such as `kvtier
+  // synth --cache`): entries of blocks/ that Open() itself reconciles, on
+  // the caller's thread, from a subfolder that changes from open to open:
+  // whole subfolders until this many entries were seen. So files a killed
+  // writer left without a row (and its temp files) are adopted (or
+  // quarantined, if their header does not verify) by every process that
+  // writes to the folder, and an open never walks a huge folder whole.
+  // 0 = none. Default 4096.
+  uint64_t open_reconcile_entries = 4096;
   // Writers hold an advisory lock on their temp files; a temp file no one
   // holds is abandoned and removed by the reconcile. On a file system
   // without advisory locks: seconds after which a temp file is abandoned.
@@ -225,11 +235,12 @@ struct SignatureUsage {
   X(queue_blocks, kGauge, "blocks queued or being written")                \
   X(reconcile_running, kFlag, "a reconcile pass is running")               \
   X(entries, kGauge, "indexed block files, all signatures")                \
-  X(bytes, kGauge, "their bytes")                                          \
+  X(bytes, kGauge, "their bytes (file lengths)")                           \
+  X(allocated_bytes, kGauge, "what they take from the disk (whole blocks), estimated") \
   X(compatible_entries, kGauge, "... of this tier's signature")            \
   X(compatible_bytes, kGauge, "their bytes")                               \
   X(configured_max_bytes, kGauge, "DiskTierOptions::max_bytes (0 = none)") \
-  X(effective_max_bytes, kGauge, "the limit in force now")                 \
+  X(effective_max_bytes, kGauge, "the limit in force now, on allocated_bytes") \
   X(quarantine_files, kGauge, "files in quarantine/")
 #define KVTIER_DISK_STATS(X) KVTIER_DISK_COUNTERS(X) KVTIER_DISK_GAUGES(X)
 

@@ -58,6 +58,10 @@ struct FileInfo {
   FileType type = FileType::kOther;
   uint64_t size = 0;         // bytes
   int64_t mtime_unix_s = 0;  // modification time, seconds since the epoch
+  // Bytes the file system allocated for it (st_blocks × 512): what it takes
+  // from the disk, whole blocks or pages, so usually more than `size` (less
+  // for a sparse or compressed file).
+  uint64_t allocated_bytes = 0;
 };
 
 // An advisory lock (flock(2)) a file holds while it is open. Every opener

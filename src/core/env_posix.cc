@@ -240,6 +240,7 @@ class PosixEnv final : public Env {
     info.type = TypeOfMode(st.st_mode);
     info.size = static_cast<uint64_t>(st.st_size);
     info.mtime_unix_s = static_cast<int64_t>(st.st_mtim.tv_sec);
+    info.allocated_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
     return info;
   }
 

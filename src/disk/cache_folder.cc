@@ -4,16 +4,25 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/saturating_time.h"
+#include "disk/counters.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
+#include "disk/folder_lock.h"
+#include "disk/index_file.h"
 #include "disk/quarantine.h"
+#include "disk/reconcile.h"
 
 namespace kvtier {
 
 namespace {
+
+// Free bytes under which a writer that cannot open the index is taken to
+// be on a full disk.
+constexpr uint64_t kFullDiskBytes = 1 << 20;
 
 bool IsFolderOrLinkToOne(Env* env, const std::string& path) {
   Result<FileInfo> info = env->Stat(path);
@@ -33,8 +42,9 @@ bool CacheFolder::Exists(Env* env, const std::string& dir) {
   disk::FolderLayout layout(dir);
   auto idx = env->Stat(layout.IndexPath());
   auto blocks = env->Stat(layout.BlocksDir());
-  return (idx.ok() && idx->type == FileType::kRegular) ||
-         (blocks.ok() && blocks->type == FileType::kDirectory);
+  // An index.sqlite of any kind: one that is not a regular file is for
+  // Open() to name.
+  return idx.ok() || (blocks.ok() && blocks->type == FileType::kDirectory);
 }
 
 Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions& options,
@@ -42,16 +52,72 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
   if (!IsFolderOrLinkToOne(env, options.dir)) {
     return Status::NotFound(options.dir + " is not a folder");
   }
+  const disk::FolderLayout layout(options.dir);
+  const std::string path = layout.IndexPath();
+  {
+    Result<FileInfo> info = env->Stat(path);
+    if (!info.ok()) {
+      if (!info.status().IsNotFound()) return info.status();
+      return Status::NotFound(options.dir + " is not a kvtier cache folder (no index.sqlite)");
+    }
+  }
+  const bool writer = options.access == CacheFolderAccess::kReadWrite;
+  const uint64_t wait_us = uint64_t{options.busy_timeout_ms} * 1000;
+  std::unique_ptr<disk::FolderLock> lock;
+  if (writer) {
+    KVTIER_ASSIGN_OR_RETURN(disk::FolderLock shared,
+                            disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
+    lock = std::make_unique<disk::FolderLock>(std::move(shared));
+  }
   disk::IndexOptions o;
   o.create_if_missing = false;
-  o.read_only = options.access == CacheFolderAccess::kReadOnly;
+  o.read_only = !writer;
   o.busy_timeout_ms = options.busy_timeout_ms;
-  auto index = disk::DiskIndex::Open(disk::FolderLayout(options.dir).IndexPath(), o);
+  // A symlink, folder or FIFO never reaches SQLite (disk/index_file.h).
+  Status files = disk::CheckIndexFiles(env, layout);
+  auto index =
+      files.ok() ? disk::DiskIndex::Open(path, o) : Result<std::unique_ptr<disk::DiskIndex>>(files);
+  if (!index.ok()) index = disk::NameIndexError(layout, index.status());
+  if (!index.ok() && index.status().IsCorruption() && writer) {
+    // As a DiskTier does: set it aside and start anew, only with the
+    // folder to ourselves; ApplyGc adopts the block files into the new one.
+    lock->Release();
+    auto sole = disk::FolderLock::Acquire(env, layout, FileLock::kExclusive, 0600, 0);
+    if (!sole.ok()) {
+      return Status::Unavailable(index.status().message() +
+                                 "; other processes have the folder open: it is set aside and "
+                                 "rebuilt by the first writer after they close it");
+    }
+    disk::DiskCounters counters;
+    disk::Quarantine quarantine(env, &layout, 0700, &counters);
+    KVTIER_RETURN_IF_ERROR(disk::SetAsideIndexFiles(env, layout, &quarantine));
+    o.create_if_missing = true;
+    index = disk::DiskIndex::Open(path, o);
+    sole->Release();
+    KVTIER_ASSIGN_OR_RETURN(disk::FolderLock shared,
+                            disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
+    *lock = std::move(shared);
+  }
+  bool read_only_for_now = false;
+  if (!index.ok() && writer && !index.status().IsCorruption() && !index.status().IsNotFound()) {
+    // SQLite cannot make its -shm or -wal file on a full disk: read the
+    // index for the plan; ApplyGc opens it for writing once it has removed
+    // files (it removes before it writes).
+    Result<uint64_t> free = env->FreeSpace(options.dir);
+    if (free.ok() && *free < kFullDiskBytes) {
+      disk::IndexOptions ro = o;
+      ro.read_only = true;
+      auto readable = disk::DiskIndex::Open(path, ro);
+      if (readable.ok()) {
+        index = std::move(readable);
+        read_only_for_now = true;
+      }
+    }
+  }
   if (!index.ok()) {
     if (!index.status().IsNotFound()) return index.status();
     // SQLite says "cannot open" both for a missing file and for one the
     // caller may not read; tell them apart.
-    const std::string path = disk::FolderLayout(options.dir).IndexPath();
     Result<FileInfo> info = env->Stat(path);
     if (info.ok()) {
       return Status::IOError(path + ": exists but cannot be opened (permissions?)", 0);
@@ -59,12 +125,29 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
     if (!info.status().IsNotFound()) return info.status();
     return Status::NotFound(options.dir + " is not a kvtier cache folder (no index.sqlite)");
   }
-  return std::unique_ptr<CacheFolder>(new CacheFolder(options, env, std::move(index).value()));
+  std::unique_ptr<CacheFolder> folder(
+      new CacheFolder(options, env, std::move(index).value(), std::move(lock)));
+  folder->index_read_only_ = read_only_for_now;
+  return folder;
+}
+
+Status CacheFolder::EnsureWritableIndex() {
+  if (!index_read_only_) return Status::Ok();
+  disk::IndexOptions o;
+  o.create_if_missing = false;
+  o.busy_timeout_ms = options_.busy_timeout_ms;
+  KVTIER_ASSIGN_OR_RETURN(
+      std::unique_ptr<disk::DiskIndex> writable,
+      disk::DiskIndex::Open(disk::FolderLayout(options_.dir).IndexPath(), o));
+  index_ = std::move(writable);
+  index_read_only_ = false;
+  return Status::Ok();
 }
 
 CacheFolder::CacheFolder(const CacheFolderOptions& options, Env* env,
-                         std::unique_ptr<disk::DiskIndex> index)
-    : options_(options), env_(env), index_(std::move(index)) {}
+                         std::unique_ptr<disk::DiskIndex> index,
+                         std::unique_ptr<disk::FolderLock> lock)
+    : options_(options), env_(env), index_(std::move(index)), lock_(std::move(lock)) {}
 
 CacheFolder::~CacheFolder() = default;
 
@@ -104,6 +187,7 @@ Result<CacheFolderScan> CacheFolder::Scan() {
     f.path = path;
     if (info.ok()) {
       f.bytes = info->type == FileType::kRegular ? info->size : 0;
+      f.allocated_bytes = info->type == FileType::kRegular ? info->allocated_bytes : 0;
       f.mtime_unix_s = info->mtime_unix_s;
     }
     return f;
@@ -161,44 +245,77 @@ Result<std::vector<CacheGcItem>> CacheFolder::PlanGc(const CacheGcRequest& req) 
   disk::FolderLayout layout(options_.dir);
   KVTIER_ASSIGN_OR_RETURN(std::vector<CacheFolderEntry> entries, ListEntries());
   KVTIER_ASSIGN_OR_RETURN(CacheFolderScan scan, Scan());
-  std::vector<CacheGcItem> plan;
-  std::unordered_set<BlockKey, BlockKeyHash> gone;
-  uint64_t total = 0;
-  for (const CacheFolderEntry& e : entries) total += e.bytes;
-  std::unordered_set<BlockKey, BlockKeyHash> on_disk;
-  for (const auto& f : scan.blocks) on_disk.insert(*f.key);
-  auto remove = [&](const CacheFolderEntry& e, const char* reason) {
-    if (!gone.insert(e.key).second) return;
-    const bool has_file = on_disk.count(e.key) > 0;
-    plan.push_back(
-        {layout.BlockPath(e.key), has_file ? reason : "missing_file", has_file ? e.bytes : 0});
-    total -= std::min(total, e.bytes);
+  std::unordered_map<BlockKey, const CacheFolderScan::File*, BlockKeyHash> on_disk;
+  for (const auto& f : scan.blocks) on_disk.emplace(*f.key, &f);
+  // Every block that takes space: indexed ones with their file, and valid
+  // files with no row (a writer killed between publish and commit), which
+  // ApplyGc adopts unless they go.
+  struct Candidate {
+    CacheFolderEntry entry;
+    uint64_t allocated = 0;
   };
+  std::vector<Candidate> blocks;
+  std::vector<CacheGcItem> plan;
+  std::vector<CacheGcItem> invalid;
+  std::unordered_set<BlockKey, BlockKeyHash> indexed;
   for (const CacheFolderEntry& e : entries) {
-    if (on_disk.count(e.key) == 0) remove(e, "missing_file");
+    indexed.insert(e.key);
+    auto f = on_disk.find(e.key);
+    if (f == on_disk.end()) {
+      plan.push_back({layout.BlockPath(e.key), "missing_file", 0});
+    } else {
+      blocks.push_back({e, f->second->allocated_bytes});
+    }
   }
+  for (const auto& f : scan.blocks) {
+    if (indexed.count(*f.key) > 0) continue;
+    auto info = env_->Stat(f.path);
+    if (!info.ok()) continue;  // gone meanwhile
+    KVTIER_ASSIGN_OR_RETURN(std::optional<disk::BlockFileHeader> h,
+                            disk::ReadBlockFileHeader(env_, f.path, *f.key, *info));
+    if (!h) {
+      invalid.push_back({f.path, "invalid_orphan", f.bytes});
+      continue;
+    }
+    CacheFolderEntry e;
+    e.key = *f.key;
+    e.signature = h->signature;
+    e.bytes = h->row.size;
+    e.created_at_us = h->row.created_at_us;
+    e.last_access_us = h->row.last_access_us;
+    blocks.push_back({std::move(e), info->allocated_bytes});
+  }
+  uint64_t total = 0;
+  for (const Candidate& c : blocks) total += c.allocated;
+  std::unordered_set<BlockKey, BlockKeyHash> gone;
+  auto remove = [&](const Candidate& c, const char* reason) {
+    if (!gone.insert(c.entry.key).second) return;
+    plan.push_back({layout.BlockPath(c.entry.key), reason, c.entry.bytes});
+    total -= std::min(total, c.allocated);
+  };
   if (req.retention_seconds) {
     // Saturating: a retention longer than the clock can reach keeps all.
     const int64_t cutoff =
         CutoffBefore(env_->NowUnixMicros(), SecondsToMicros(*req.retention_seconds));
-    for (const CacheFolderEntry& e : entries) {
-      if (e.created_at_us < cutoff) remove(e, "expired");
+    for (const Candidate& c : blocks) {
+      if (c.entry.created_at_us < cutoff) remove(c, "expired");
     }
   }
   if (req.keep_signature) {
-    for (const CacheFolderEntry& e : entries) {
-      if (e.signature != *req.keep_signature) remove(e, "other_layout");
+    for (const Candidate& c : blocks) {
+      if (c.entry.signature != *req.keep_signature) remove(c, "other_layout");
     }
   }
   if (req.max_bytes) {
-    std::vector<const CacheFolderEntry*> lru;
-    for (const CacheFolderEntry& e : entries) lru.push_back(&e);
-    std::sort(lru.begin(), lru.end(), [](const CacheFolderEntry* a, const CacheFolderEntry* b) {
-      return std::tie(a->last_access_us, a->key) < std::tie(b->last_access_us, b->key);
+    std::vector<const Candidate*> lru;
+    for (const Candidate& c : blocks) lru.push_back(&c);
+    std::sort(lru.begin(), lru.end(), [](const Candidate* a, const Candidate* b) {
+      return std::tie(a->entry.last_access_us, a->entry.key) <
+             std::tie(b->entry.last_access_us, b->entry.key);
     });
-    for (const CacheFolderEntry* e : lru) {
+    for (const Candidate* c : lru) {
       if (total <= *req.max_bytes) break;
-      remove(*e, "over_budget");
+      remove(*c, "over_budget");
     }
   }
   if (req.quarantine) {
@@ -210,15 +327,30 @@ Result<std::vector<CacheGcItem>> CacheFolder::PlanGc(const CacheGcRequest& req) 
     }
   }
   for (const auto& f : scan.foreign) plan.push_back({f.path, "foreign", f.bytes});
+  for (CacheGcItem& item : invalid) plan.push_back(std::move(item));
   return plan;
 }
+
+namespace {
+
+bool HasRow(const CacheGcItem& item) {
+  return item.reason == "over_budget" || item.reason == "expired" ||
+         item.reason == "other_layout" || item.reason == "missing_file";
+}
+
+std::optional<BlockKey> KeyOfPath(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  return BlockKey::FromHex(name.substr(0, 64));
+}
+
+}  // namespace
 
 Result<uint64_t> CacheFolder::ApplyGc(const std::vector<CacheGcItem>& plan) {
   if (options_.access != CacheFolderAccess::kReadWrite) {
     return Status::FailedPrecondition("gc: " + options_.dir + " was opened read-only");
   }
   uint64_t freed = 0;
-  for (const CacheGcItem& item : plan) {
+  auto remove = [&](const CacheGcItem& item) -> Status {
     auto info = env_->Stat(item.path);
     Status s = Status::Ok();
     if (info.ok() && info->type == FileType::kDirectory) {
@@ -227,17 +359,80 @@ Result<uint64_t> CacheFolder::ApplyGc(const std::vector<CacheGcItem>& plan) {
       s = env_->RemoveFile(item.path);
     }
     if (!s.ok() && !s.IsNotFound()) return s.WithContext("gc");
-    if (item.reason == "over_budget" || item.reason == "expired" || item.reason == "other_layout" ||
-        item.reason == "missing_file") {
-      // The row goes after the file: a crash between leaves a row without a
-      // file (a miss), never an orphan file.
-      std::string name = item.path.substr(item.path.rfind('/') + 1);
-      auto key = BlockKey::FromHex(name.substr(0, 64));
-      if (key) KVTIER_RETURN_IF_ERROR(index_->Delete(std::span<const BlockKey>(&*key, 1)).status());
-    }
     if (s.ok()) freed += item.bytes;
+    return Status::Ok();
+  };
+  // Whatever has no row first: it frees space without writing the index.
+  for (const CacheGcItem& item : plan) {
+    if (!HasRow(item)) KVTIER_RETURN_IF_ERROR(remove(item));
   }
+  // Then blocks, a chunk at a time: files first, then their rows in one
+  // transaction. On a full disk a commit may find no room for the index's
+  // journal: the rows wait for the next chunk's unlinks and commit with it.
+  constexpr size_t kChunk = 256;
+  std::vector<BlockKey> rows;
+  Status commit = Status::Ok();
+  size_t in_chunk = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const CacheGcItem& item = plan[i];
+    if (!HasRow(item)) continue;
+    KVTIER_RETURN_IF_ERROR(remove(item));
+    if (auto key = KeyOfPath(item.path)) rows.push_back(*key);
+    if (++in_chunk < kChunk) continue;
+    in_chunk = 0;
+    KVTIER_RETURN_IF_ERROR(EnsureWritableIndex().WithContext("gc"));
+    commit = index_->Delete(rows).status();
+    if (commit.ok()) {
+      rows.clear();
+    } else if (!commit.IsResourceExhausted()) {
+      return commit.WithContext("gc");
+    }
+  }
+  KVTIER_RETURN_IF_ERROR(EnsureWritableIndex().WithContext("gc"));
+  if (!rows.empty()) KVTIER_RETURN_IF_ERROR(index_->Delete(rows).status().WithContext("gc"));
+  // Last, the block files with no row that stay: adopted, so the index
+  // (and every tier's limit) counts them.
+  KVTIER_ASSIGN_OR_RETURN(CacheFolderScan scan, Scan());
+  KVTIER_RETURN_IF_ERROR(AdoptOrphans(scan, plan));
   return freed;
+}
+
+Status CacheFolder::AdoptOrphans(const CacheFolderScan& scan,
+                                 const std::vector<CacheGcItem>& plan) {
+  disk::FolderLayout layout(options_.dir);
+  std::unordered_set<std::string> planned;
+  for (const CacheGcItem& item : plan) planned.insert(item.path);
+  std::vector<disk::IndexRow> adopt;
+  auto flush = [&]() -> Status {
+    if (adopt.empty()) return Status::Ok();
+    // Only a file still in place (a tier may have evicted it since).
+    Status s = index_
+                   ->UpsertIf(adopt,
+                              [&](const disk::IndexRow& r) {
+                                return disk::FileMatchesRow(env_, layout, r);
+                              })
+                   .status();
+    adopt.clear();
+    return s.WithContext("gc: adopt");
+  };
+  for (uint32_t prefix = 0; prefix < 256; ++prefix) {
+    KVTIER_ASSIGN_OR_RETURN(std::vector<disk::IndexRow> rows,
+                            index_->RowsWithPrefix(static_cast<uint8_t>(prefix)));
+    std::unordered_set<BlockKey, BlockKeyHash> indexed;
+    for (const disk::IndexRow& r : rows) indexed.insert(r.key);
+    for (const auto& f : scan.blocks) {
+      if (f.key->bytes[0] != prefix || indexed.count(*f.key) > 0 || planned.count(f.path) > 0) {
+        continue;
+      }
+      auto info = env_->Stat(f.path);
+      if (!info.ok()) continue;
+      KVTIER_ASSIGN_OR_RETURN(std::optional<disk::IndexRow> row,
+                              disk::ReadAdoptableRow(env_, index_.get(), f.path, *f.key, *info));
+      if (row) adopt.push_back(*row);
+      if (adopt.size() >= 256) KVTIER_RETURN_IF_ERROR(flush());
+    }
+  }
+  return flush();
 }
 
 }  // namespace kvtier

@@ -40,6 +40,9 @@ class CacheFolderTest : public ::testing::Test {
     ASSERT_TRUE((*tier)->Close().ok());
     std::sort(keys_.begin(), keys_.end());
     block_bytes_ = disk_test::MakeTestBlock(0)->size();
+    auto info = Env::Default()->Stat(BlockPath(keys_[0]));
+    ASSERT_TRUE(info.ok());
+    alloc_bytes_ = info->allocated_bytes;
   }
 
   std::unique_ptr<CacheFolder> Open(CacheFolderAccess access = CacheFolderAccess::kReadOnly,
@@ -60,6 +63,7 @@ class CacheFolderTest : public ::testing::Test {
   std::string dir_;
   std::vector<BlockKey> keys_;
   uint64_t block_bytes_ = 0;
+  uint64_t alloc_bytes_ = 0;  // what one block file takes on this file system
 };
 
 TEST_F(CacheFolderTest, OpenRefusesWhatIsNotACacheFolderAndCreatesNothing) {
@@ -220,7 +224,7 @@ TEST_F(CacheFolderTest, GcRemovesLeastRecentlyUsedFileThenRow) {
   auto folder = Open(CacheFolderAccess::kReadWrite);
   ASSERT_NE(folder, nullptr);
   CacheGcRequest req;
-  req.max_bytes = 2 * block_bytes_;
+  req.max_bytes = 2 * alloc_bytes_;  // the budget counts allocated space
   auto plan = folder->PlanGc(req);
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->size(), size_t{kBlocks - 2});

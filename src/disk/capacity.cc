@@ -9,12 +9,17 @@
 namespace kvtier::disk {
 namespace {
 
+// MakeRoom() evicts only when free space is under twice the room asked for
+// plus this much (or an eighth of what the cache could use, if more): the
+// disk is full, or nearly.
+constexpr uint64_t kNotFullSlackBytes = 64 * 1024;
+
 // One transaction of EvictRows(): at most `chunk` victims.
 Result<EvictOutcome> EvictChunk(DiskIndex* index, const EvictRequest& req, uint32_t chunk,
                                 const UnlinkFn& unlink, const EvictHook& hook, bool* hooked) {
   EvictOutcome out;
   KVTIER_ASSIGN_OR_RETURN(DiskIndex::WriteTransaction tx, index->BeginWrite());
-  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, tx.Totals());
+  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, tx.Totals(req.alloc_unit));
   uint32_t budget = chunk;
 
   auto remove = [&](const IndexRow& r, bool expiry) -> Status {
@@ -31,7 +36,10 @@ Result<EvictOutcome> EvictChunk(DiskIndex* index, const EvictRequest& req, uint3
     if (deleted) {
       totals.entries -= std::min<uint64_t>(totals.entries, 1);
       totals.bytes -= std::min(totals.bytes, r.size);
+      const uint64_t alloc = AllocatedEstimate(r.size, req.alloc_unit);
+      totals.allocated -= std::min(totals.allocated, alloc);
       out.bytes_freed += r.size;
+      out.allocated_freed += alloc;
       ++(expiry ? out.expired : out.evicted);
     }
     return Status::Ok();
@@ -48,9 +56,9 @@ Result<EvictOutcome> EvictChunk(DiskIndex* index, const EvictRequest& req, uint3
 
   // Evicting moves bytes from tracked to free: the limit, a fraction of
   // their sum, is fixed for the whole transaction.
-  const uint64_t limit = EffectiveLimitBytes(req.limit, totals.bytes);
+  const uint64_t limit = EffectiveLimitBytes(req.limit, totals.allocated);
   auto over = [&]() {
-    bool bytes_over = totals.bytes + req.reserve_bytes > limit;
+    bool bytes_over = totals.allocated + req.reserve_bytes > limit;
     bool entries_over =
         req.limit.max_entries != 0 && totals.entries + req.reserve_entries > req.limit.max_entries;
     return bytes_over || entries_over;
@@ -103,6 +111,7 @@ Result<EvictOutcome> EvictRows(DiskIndex* index, const EvictRequest& req, const 
     total.evicted += part.evicted;
     total.expired += part.expired;
     total.bytes_freed += part.bytes_freed;
+    total.allocated_freed += part.allocated_freed;
     total.unlink_failures += part.unlink_failures;
     total.within_limit = part.within_limit;
     total.effective_limit = part.effective_limit;
@@ -183,6 +192,51 @@ void Capacity::NoteFreed(uint64_t bytes) {
   freed_since_ += bytes;
 }
 
+uint64_t Capacity::alloc_unit() {
+  MutexLock lock(&mu_);
+  return alloc_unit_;
+}
+
+bool Capacity::alloc_unit_known() {
+  MutexLock lock(&mu_);
+  return alloc_unit_known_;
+}
+
+void Capacity::NoteAllocation(const FileInfo& info) {
+  if (info.type != FileType::kRegular || info.size == 0 || info.allocated_bytes == 0) return;
+  // The smallest power of two (a sector at least, 1 MiB at most) that
+  // rounds the length up to what was allocated; 1 where nothing is rounded
+  // (compression, inline data).
+  uint64_t unit = 1;
+  if (info.allocated_bytes > info.size) {
+    unit = 512;
+    while (unit < (uint64_t{1} << 20) && AllocatedEstimate(info.size, unit) < info.allocated_bytes) {
+      unit *= 2;
+    }
+  }
+  MutexLock lock(&mu_);
+  alloc_unit_ = unit;
+  alloc_unit_known_ = true;
+}
+
+uint64_t Capacity::BatchBytes(uint64_t configured) {
+  uint64_t limit;
+  {
+    MutexLock lock(&mu_);
+    limit = last_limit_;
+  }
+  if (limit == UINT64_MAX) {
+    // No store yet: the first batches of every writer must be bounded too.
+    auto totals = index_->Totals(alloc_unit());
+    if (totals.ok()) {
+      limit = EffectiveLimit(totals->allocated);
+      MutexLock lock(&mu_);
+      if (last_limit_ == UINT64_MAX) last_limit_ = limit;
+    }
+  }
+  return std::min(configured, limit / 32);
+}
+
 uint64_t Capacity::inflight_bytes() {
   MutexLock lock(&mu_);
   return inflight_bytes_;
@@ -209,6 +263,7 @@ EvictRequest Capacity::MakeRequest(const LimitSpec& spec, uint64_t reserve_bytes
                                    uint64_t reserve_entries, uint32_t max_victims) {
   EvictRequest req;
   req.limit = spec;
+  req.alloc_unit = alloc_unit();
   req.reserve_bytes = reserve_bytes;
   req.reserve_entries = reserve_entries;
   req.max_victims = max_victims;
@@ -223,10 +278,12 @@ void Capacity::Account(const EvictOutcome& out) {
   DiskCounters::Add(counters_->evictions, out.evicted);
   DiskCounters::Add(counters_->expired, out.expired);
   DiskCounters::Add(counters_->unlink_failures, out.unlink_failures);
-  if (out.bytes_freed > 0) NoteFreed(out.bytes_freed);
+  if (out.allocated_freed > 0) NoteFreed(out.allocated_freed);
 }
 
-Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks) {
+Result<Capacity::Reservation> Capacity::Reserve(uint64_t file_bytes, uint64_t blocks) {
+  const uint64_t unit = alloc_unit();
+  const uint64_t bytes = AllocatedEstimate(std::max<uint64_t>(blocks, 1), file_bytes, unit);
   uint64_t reserve_bytes, reserve_blocks;
   {
     MutexLock lock(&mu_);
@@ -237,16 +294,20 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks)
   }
   Reservation reservation(this, bytes, blocks);
 
-  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals());
+  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals(unit));
   LimitSpec spec = Spec();
-  uint64_t limit = EffectiveLimitBytes(spec, totals.bytes);
+  uint64_t limit = EffectiveLimitBytes(spec, totals.allocated);
   const uint64_t configured = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
-  if (limit < configured && totals.bytes + reserve_bytes > limit) {
+  if (limit < configured && totals.allocated + reserve_bytes > limit) {
     // Free disk space is what binds: never evict on a cached reading (the
     // disk may have emptied since); read it again first.
     InvalidateFreeSpace();
     spec = Spec();
-    limit = EffectiveLimitBytes(spec, totals.bytes);
+    limit = EffectiveLimitBytes(spec, totals.allocated);
+  }
+  {
+    MutexLock lock(&mu_);
+    last_limit_ = limit;
   }
   if (limit < configured && totals.bytes + reserve_bytes > limit) {
     counters_->events.Pressure(totals.bytes, limit, spec.max_bytes);
@@ -255,11 +316,11 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks)
     // A reading taken while the disk was full must not block stores until
     // it expires: read it again next time.
     InvalidateFreeSpace();
-    return Status::ResourceExhausted("block of " + std::to_string(bytes) +
+    return Status::ResourceExhausted("block of " + std::to_string(file_bytes) +
                                      " bytes exceeds the disk tier's effective limit of " +
                                      std::to_string(limit) + " bytes");
   }
-  bool bytes_over = totals.bytes + reserve_bytes > limit;
+  bool bytes_over = totals.allocated + reserve_bytes > limit;
   bool entries_over = spec.max_entries != 0 && totals.entries + reserve_blocks > spec.max_entries;
   if (bytes_over || entries_over) {
     const uint64_t victims = std::min<uint64_t>(
@@ -277,6 +338,43 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t bytes, uint64_t blocks)
     Account(out);
   }
   return reservation;
+}
+
+Result<EvictOutcome> Capacity::MakeRoom(uint64_t bytes) {
+  InvalidateFreeSpace();
+  const uint64_t unit = alloc_unit();
+  KVTIER_ASSIGN_OR_RETURN(IndexTotals totals, index_->Totals(unit));
+  LimitSpec spec = Spec();
+  const uint64_t need = AllocatedEstimate(bytes, unit);
+  // Free space moves fast on a small disk shared by writers (their batches
+  // come and go): call it full below an eighth of what the cache could use.
+  const uint64_t slack = std::max<uint64_t>(
+      kNotFullSlackBytes,
+      spec.free_bytes == UINT64_MAX ? 0 : (totals.allocated + spec.free_bytes) / 8);
+  if (spec.free_bytes != UINT64_MAX && spec.free_bytes / 2 >= need + slack) {
+    // The file system says there is room: this refusal is not one that
+    // evicting blocks could cure (a quota, no inodes left, a fault).
+    return Status::FailedPrecondition("the disk is not full (" + std::to_string(spec.free_bytes) +
+                                      " bytes free): nothing to evict for");
+  }
+  // The disk refused the write although the accounting let it in (blocks
+  // other processes have in flight, data that is not ours, index growth):
+  // free this block's room below what the index holds now, and at least
+  // what the limit asks for.
+  const uint64_t limit = EffectiveLimitBytes(spec, totals.allocated);
+  const uint64_t target =
+      std::min(limit, totals.allocated > need ? totals.allocated - need : uint64_t{0});
+  spec.max_bytes = std::max<uint64_t>(target, 1);  // 0 would mean no limit
+  EvictRequest req = MakeRequest(spec, 0, 0, options_->max_unlinks_per_store);
+  EvictHook hook;
+  if (*kill_hook_) hook = [this] { (*kill_hook_)(DiskKillPoint::kMidEviction); };
+  KVTIER_ASSIGN_OR_RETURN(
+      EvictOutcome out,
+      EvictRows(
+          index_, req, [this](const BlockKey& k) { return UnlinkBlock(k); }, hook));
+  Account(out);
+  InvalidateFreeSpace();
+  return out;
 }
 
 Result<EvictOutcome> Capacity::EnforceLimit() {

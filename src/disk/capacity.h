@@ -4,6 +4,13 @@
 //
 // The effective byte limit is min(max_bytes, free_space_fraction × (bytes
 // the index tracks + free disk bytes)), counting every layout in the folder.
+// Bytes are counted as the file system allocates them (whole blocks or
+// pages: a 5,024-byte file takes 8 KiB on tmpfs or ext4), estimated from the
+// index's totals with the folder's allocation unit, which Capacity learns
+// from a block file's Stat (FileInfo::allocated_bytes); until it has seen
+// one it counts file lengths. When a write still finds the disk full (other
+// processes' blocks in flight, other data), MakeRoom() evicts at least the
+// block's room before the writer tries again.
 // Free disk space is read through Env::FreeSpace and reused for
 // free_space_ttl_micros, corrected by what this process wrote and freed
 // since; an ENOSPC drops the reading so the next decision re-reads it.
@@ -50,7 +57,8 @@ uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes);
 
 struct EvictRequest {
   LimitSpec limit;
-  uint64_t reserve_bytes = 0;    // bytes about to be added on top of the rows
+  uint64_t alloc_unit = 1;       // rows count as their sizes rounded up to this
+  uint64_t reserve_bytes = 0;    // allocated bytes about to be added on top of the rows
   uint64_t reserve_entries = 0;  // files about to be added
   int64_t expire_before_us = 0;  // rows created before this go regardless; 0 = none
   uint32_t max_victims = 0;      // files removed at most; 0 = no bound
@@ -59,7 +67,8 @@ struct EvictRequest {
 struct EvictOutcome {
   uint64_t evicted = 0;  // removed for the limit
   uint64_t expired = 0;  // removed for retention
-  uint64_t bytes_freed = 0;
+  uint64_t bytes_freed = 0;      // file lengths
+  uint64_t allocated_freed = 0;  // ... as allocated (estimated with the unit)
   uint64_t unlink_failures = 0;  // rows kept because their file would not go
   bool within_limit = false;     // rows + reserve fit the limit afterwards
   uint64_t effective_limit = 0;
@@ -116,8 +125,28 @@ class Capacity {
   // is within its limit (counting blocks in flight here).
   Result<EvictOutcome> EnforceLimit();
 
-  // The limit in force for `tracked_bytes` indexed bytes.
+  // After a write of `bytes` failed for lack of space (ENOSPC, SQLITE_FULL):
+  // reads free space again and evicts (LRU, at most max_unlinks_per_store
+  // files) until the limit holds and at least the room of `bytes` is freed,
+  // whatever the accounting says (the disk has the last word). The outcome
+  // says whether anything went; if nothing did, the write cannot fit.
+  // FailedPrecondition, evicting nothing, if free space is plentiful (at
+  // least twice the room plus 64 KiB or an eighth of indexed + free bytes,
+  // whichever is more): then the disk is not what refused the write (a
+  // quota, no inodes left).
+  Result<EvictOutcome> MakeRoom(uint64_t bytes);
+
+  // The limit in force for `tracked_bytes` indexed (allocated) bytes.
   uint64_t EffectiveLimit(uint64_t tracked_bytes);
+
+  // The folder's allocation unit as learned so far (1 until a file was seen).
+  uint64_t alloc_unit();
+  // Learns the allocation unit from a block file's Stat.
+  void NoteAllocation(const FileInfo& info);
+  // `bytes` of file rounded up to the allocation unit.
+  uint64_t AllocatedFor(uint64_t bytes) { return AllocatedEstimate(bytes, alloc_unit()); }
+  // True once NoteAllocation() has seen a file with allocation information.
+  bool alloc_unit_known();
 
   // After an ENOSPC: the next decision reads free space again.
   void InvalidateFreeSpace();
@@ -126,6 +155,12 @@ class Capacity {
   void NoteFreed(uint64_t bytes);
 
   uint64_t inflight_bytes();
+
+  // Bytes of blocks a writer may take at once: `configured` (the option
+  // commit_batch_bytes), but at most 1/32 of the limit last in force, so
+  // that the blocks every writer has on disk before their rows commit (and
+  // that no one can evict yet) stay a small part of a small disk.
+  uint64_t BatchBytes(uint64_t configured);
 
   // Removes a block file for an eviction: OK or NotFound when it is gone.
   Status UnlinkBlock(const BlockKey& key);
@@ -152,6 +187,9 @@ class Capacity {
   uint64_t freed_since_ GUARDED_BY(mu_) = 0;
   uint64_t inflight_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t inflight_blocks_ GUARDED_BY(mu_) = 0;
+  uint64_t alloc_unit_ GUARDED_BY(mu_) = 1;
+  uint64_t last_limit_ GUARDED_BY(mu_) = UINT64_MAX;  // of the latest Reserve()
+  bool alloc_unit_known_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kvtier::disk

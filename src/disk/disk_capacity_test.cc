@@ -15,6 +15,7 @@
 #include "kvtier/disk_tier.h"
 #include "synth/block_generator.h"
 #include "testing/fault_env.h"
+#include "testing/memory_env.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -159,6 +160,48 @@ TEST_F(DiskCapacityTest, EnospcForcesAFreshFreeSpaceReading) {
   Put(t.get(), 4);
   EXPECT_EQ(env_.free_space_calls(), reads + 1);
   EXPECT_TRUE(Hit(t.get(), 4));
+}
+
+TEST_F(DiskCapacityTest, FullDiskEvictsAndOnlyABlockThatCannotFitFails) {
+  // A memory "disk" of 16 pages that allocates whole 4 KiB pages: each
+  // 5,024-byte block takes two. The index lives on a real disk.
+  MemoryEnvOptions mo;
+  mo.capacity_bytes = 16 * 4096;
+  mo.allocation_unit_bytes = 4096;
+  MemoryEnv mem(mo);
+  DiskTierOptions o = Options();  // the same path in `mem` and, for SQLite, on disk
+  o.max_bytes = 0;
+  o.free_space_ttl_micros = 3'600'000'000ull;  // a reading the tier trusts for an hour
+  auto t = Open(o, &mem);
+  ASSERT_NE(t, nullptr);
+  Put(t.get(), 0);
+  // Data that is not the cache's takes 8 pages meanwhile: the tier's
+  // reading says 14 pages free, the disk has 6.
+  {
+    auto filler = mem.CreateFile(o.dir + "/other-data", WriteFileOptions());
+    ASSERT_THAT(filler, IsOk());
+    ASSERT_THAT((*filler)->Append(std::vector<std::byte>(8 * 4096)), IsOk());
+    ASSERT_THAT((*filler)->Close(), IsOk());
+  }
+  for (uint64_t i = 1; i < 20; ++i) {
+    mem.AdvanceClock(1000);  // its own access time for each block: LRU order
+    Put(t.get(), i);
+  }
+  DiskTierStats s = t->Stats();
+  // Without eviction on ENOSPC 17 of the 20 writes failed: the stale
+  // reading let them in, the disk refused them.
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_EQ(s.saves_persisted, 20u);
+  EXPECT_EQ(s.entries, 3u);  // 99% of the 8 pages left
+  EXPECT_EQ(s.evictions, 17u);
+  EXPECT_EQ(s.allocated_bytes, s.entries * 8192);
+  for (uint64_t i = 17; i < 20; ++i) EXPECT_TRUE(Hit(t.get(), i)) << i;  // the most recent
+  // A disk with room for no block: no eviction makes room, and that block
+  // alone fails, counted.
+  mem.SetCapacity(mem.UsedBytes() - 8192 * 3 + 4096);
+  Put(t.get(), 99);
+  EXPECT_EQ(t->Stats().errors, 1u);
+  EXPECT_FALSE(t->Contains(TestBlockKey(99)));
 }
 
 TEST_F(DiskCapacityTest, EachStoreUnlinksABoundedNumberAndEnforceLimitConverges) {

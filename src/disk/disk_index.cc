@@ -61,8 +61,7 @@ constexpr std::string_view kSelectColumns =
 // LookupMany pads each chunk to one of these sizes, so a connection keeps
 // at most this many prepared statements for it.
 constexpr size_t kLookupChunks[] = {1, 8, 32, 256};
-constexpr std::string_view kTotals =
-    "SELECT COALESCE(SUM(blocks), 0), COALESCE(SUM(bytes), 0) FROM signatures";
+constexpr std::string_view kTotals = "SELECT blocks, bytes FROM signatures WHERE blocks > 0";
 constexpr std::string_view kPerSignature =
     "SELECT id, signature, blocks, bytes FROM signatures WHERE blocks > 0 ORDER BY signature";
 constexpr std::string_view kSigSelect = "SELECT id FROM signatures WHERE signature = ?1";
@@ -107,14 +106,18 @@ Result<std::vector<IndexRow>> ReadRows(SqliteStatement* stmt) {
   return rows;
 }
 
-Result<IndexTotals> ReadTotals(SqliteDb* db) {
+Result<IndexTotals> ReadTotals(SqliteDb* db, uint64_t alloc_unit) {
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTotals));
   StatementScope scope(stmt);
-  KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
   IndexTotals t;
-  if (row) {
-    t.entries = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(0)));
-    t.bytes = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(1)));
+  while (true) {
+    KVTIER_ASSIGN_OR_RETURN(bool row, stmt->Step());
+    if (!row) break;
+    const auto blocks = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(0)));
+    const auto bytes = static_cast<uint64_t>(std::max<int64_t>(0, stmt->ColumnInt64(1)));
+    t.entries += blocks;
+    t.bytes += bytes;
+    t.allocated += AllocatedEstimate(blocks, bytes, alloc_unit);
   }
   return t;
 }
@@ -135,6 +138,14 @@ Result<std::string> JournalModeWal(SqliteDb* db) {
 }
 
 }  // namespace
+
+uint64_t AllocatedEstimate(uint64_t blocks, uint64_t bytes, uint64_t unit) {
+  if (blocks == 0) return 0;
+  unit = std::max<uint64_t>(unit, 1);
+  const uint64_t mean = bytes / blocks + (bytes % blocks != 0 ? 1 : 0);
+  const uint64_t per_file = (mean / unit + (mean % unit != 0 ? 1 : 0)) * unit;
+  return per_file > UINT64_MAX / blocks ? UINT64_MAX : per_file * blocks;
+}
 
 bool SameFile(const IndexRow& a, const IndexRow& b) {
   return a.key == b.key && a.sig_id == b.sig_id && a.size == b.size &&
@@ -158,6 +169,14 @@ Result<std::unique_ptr<SqliteDb>> DiskIndex::OpenConnection() {
   if (!options_.read_only) {
     KVTIER_RETURN_IF_ERROR((*db)->Exec(options_.synchronous_full ? "PRAGMA synchronous=FULL"
                                                                  : "PRAGMA synchronous=NORMAL"));
+    // The WAL is disk space no limit counts: by default it grows to 1000
+    // pages (4 MiB) before a checkpoint, and stays that large. On a small
+    // or nearly full disk that is what filled it (issue 25: two writers on a
+    // 6 MiB tmpfs, a 4 MiB WAL). A checkpoint every 256 pages, and the file
+    // cut back to 1 MiB after one, keep it small at the cost of a
+    // checkpoint every megabyte of rows.
+    KVTIER_RETURN_IF_ERROR((*db)->Exec("PRAGMA wal_autocheckpoint=256"));
+    KVTIER_RETURN_IF_ERROR((*db)->Exec("PRAGMA journal_size_limit=1048576"));
   }
   return std::move(db).value();
 }
@@ -187,7 +206,7 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::OpenReadOnly(std::unique_ptr<DiskI
                                       std::to_string(kIndexSchemaVersion));
   }
   KVTIER_ASSIGN_OR_RETURN(Lease db, index->Acquire());
-  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get()).status());
+  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get(), 1).status());
   return index;
 }
 
@@ -237,7 +256,7 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
                                       std::to_string(kIndexSchemaVersion));
   }
   // A damaged file may still pass the header check; touch the tables.
-  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get()).status());
+  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get(), 1).status());
   index->Release(std::move(db));
   return index;
 }
@@ -319,9 +338,9 @@ Result<std::vector<SignatureTotals>> DiskIndex::PerSignature() {
   return out;
 }
 
-Result<IndexTotals> DiskIndex::Totals() {
+Result<IndexTotals> DiskIndex::Totals(uint64_t alloc_unit) {
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
-  return ReadTotals(db.get());
+  return ReadTotals(db.get(), alloc_unit);
 }
 
 Result<std::optional<IndexRow>> DiskIndex::Lookup(const BlockKey& key) {
@@ -570,7 +589,9 @@ Result<DiskIndex::WriteTransaction> DiskIndex::BeginWrite() {
   return WriteTransaction(std::move(db));
 }
 
-Result<IndexTotals> DiskIndex::WriteTransaction::Totals() { return ReadTotals(db_.get()); }
+Result<IndexTotals> DiskIndex::WriteTransaction::Totals(uint64_t alloc_unit) {
+  return ReadTotals(db_.get(), alloc_unit);
+}
 
 Result<std::vector<IndexRow>> DiskIndex::WriteTransaction::RowsCreatedBefore(int64_t before_us,
                                                                              uint32_t limit) {

@@ -55,8 +55,20 @@ struct IndexRow {
 
 struct IndexTotals {
   uint64_t entries = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // file lengths
+  // What the files take from the disk, estimated for an allocation unit
+  // (AllocatedEstimate, per signature): equal to `bytes` for a unit of 1.
+  uint64_t allocated = 0;
 };
+
+// `blocks` files of `bytes` in all, each taking whole allocation units:
+// blocks × (their mean size rounded up to the unit). Exact for files of one
+// size, as a layout's block files are; within one unit per file otherwise.
+uint64_t AllocatedEstimate(uint64_t blocks, uint64_t bytes, uint64_t unit);
+// One file of `bytes`, rounded up to the allocation unit.
+inline uint64_t AllocatedEstimate(uint64_t bytes, uint64_t unit) {
+  return AllocatedEstimate(1, bytes, unit);
+}
 
 struct SignatureTotals {
   int64_t sig_id = 0;
@@ -92,7 +104,8 @@ class DiskIndex {
   Result<int64_t> SignatureId(std::string_view signature);
   // Totals per signature that has blocks, sorted by signature.
   Result<std::vector<SignatureTotals>> PerSignature();
-  Result<IndexTotals> Totals();
+  // `allocated` estimated for files taking whole units of `alloc_unit` bytes.
+  Result<IndexTotals> Totals(uint64_t alloc_unit = 1);
 
   Result<std::optional<IndexRow>> Lookup(const BlockKey& key);
   // Lookup() of every key with one query per up to 256 keys; result i is
@@ -202,7 +215,7 @@ class DiskIndex::WriteTransaction {
   WriteTransaction(WriteTransaction&&) = default;
   WriteTransaction& operator=(WriteTransaction&&) = default;
 
-  Result<IndexTotals> Totals();
+  Result<IndexTotals> Totals(uint64_t alloc_unit = 1);
   // Rows created before `before_us`, oldest first, at most `limit`.
   Result<std::vector<IndexRow>> RowsCreatedBefore(int64_t before_us, uint32_t limit);
   // Rows in LRU order (oldest access first, then key), at most `limit`,

@@ -286,7 +286,12 @@ TEST_F(DiskReconcileTest, OpeningAnOverBudgetFolderEnforcesTheLimit) {
   DiskTierOptions o = TestOptions(dir_.path());
   o.max_bytes = 4 * MakeTestBlock(0)->size();
   o.reconcile_on_open = true;
-  auto t = Open(o);
+  // A disk that allocates file lengths exactly, so the limit in file bytes
+  // is the limit in allocated bytes.
+  disk_test::ControlledEnv exact(Env::Default());
+  auto opened = DiskTier::Open(o, &exact);
+  ASSERT_THAT(opened, IsOk());
+  auto t = std::move(opened).value();
   t->WaitForBackgroundReconcile();
   EXPECT_EQ(t->Stats().entries, 4u);
   EXPECT_EQ(t->Stats().evictions, 6u);

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,8 +49,8 @@ inline SharedBlock MakeTestBlock(uint64_t i) {
   return MakeTestBlock(TinyLayout(), TestBlockKey(i));
 }
 
-// Options for a test folder: tiny layout, no background reconcile unless
-// asked, short flush interval.
+// Options for a test folder: tiny layout, no reconcile (background or at
+// Open()) unless asked, short flush interval.
 inline DiskTierOptions TestOptions(const std::string& dir,
                                    const ModelLayout& layout = TinyLayout()) {
   DiskTierOptions o;
@@ -59,8 +60,22 @@ inline DiskTierOptions TestOptions(const std::string& dir,
   o.read_threads = 2;
   o.queue_max_bytes = 1 << 20;
   o.reconcile_on_open = false;
+  o.open_reconcile_entries = 0;  // nor any part of it at Open(), unless asked
   o.touch_flush_interval_ms = 50;
   return o;
+}
+
+// What a file of `bytes` takes from the disk under `dir` (st_blocks × 512),
+// as every limit counts it: a probe file written and removed.
+inline uint64_t AllocatedOnDisk(const std::string& dir, uint64_t bytes) {
+  const std::string probe = dir + "/.allocation-probe";
+  {
+    std::ofstream f(probe, std::ios::binary);
+    f << std::string(bytes, 'x');
+  }
+  auto info = Env::Default()->Stat(probe);
+  std::filesystem::remove(probe);
+  return info.ok() && info->allocated_bytes > 0 ? info->allocated_bytes : bytes;
 }
 
 // Sum of the sizes of every regular file under <dir>/blocks (temp files
@@ -121,6 +136,13 @@ class ControlledEnv final : public EnvWrapper {
     WriteFileOptions unlocked = o;
     if (no_locks_.load()) unlocked.lock = false;
     return target()->CreateFile(p, unlocked);
+  }
+  // The disk FreeSpace() simulates counts file lengths (BlockFolderBytes):
+  // so does what Stat() says a file takes.
+  Result<FileInfo> Stat(const std::string& p) override {
+    Result<FileInfo> info = target()->Stat(p);
+    if (info.ok() && info->type == FileType::kRegular) info->allocated_bytes = info->size;
+    return info;
   }
   Result<uint64_t> FreeSpace(const std::string& p) override {
     ++free_calls_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/saturating_time.h"
+#include "disk/index_file.h"
 #include "disk/reconcile.h"
 
 namespace kvtier {
@@ -78,7 +79,11 @@ Status DiskTierImpl::OpenIndex() {
   const uint64_t wait_us = uint64_t{options_.sqlite_busy_timeout_ms} * 1000;
   KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
                                                             options_.file_permissions, wait_us));
-  auto index = DiskIndex::Open(path, io);
+  // A symlink, folder or FIFO in its place never reaches SQLite (which
+  // would follow, fail or block on it): it is a corrupt index.
+  Status files = CheckIndexFiles(env_, layout_);
+  auto index = files.ok() ? DiskIndex::Open(path, io) : Result<std::unique_ptr<DiskIndex>>(files);
+  if (!index.ok()) index = NameIndexError(layout_, index.status());
   if (!index.ok() && index.status().IsCorruption()) {
     // Not a usable database: keep it for inspection and rebuild from files,
     // but only if no other tier has the folder open (it would go on using
@@ -87,17 +92,11 @@ Status DiskTierImpl::OpenIndex() {
     auto sole =
         FolderLock::Acquire(env_, layout_, FileLock::kExclusive, options_.file_permissions, 0);
     if (!sole.ok()) {
-      return Status::Unavailable("index " + path + " is not a usable database (" +
-                                 index.status().message() +
-                                 ") and other processes have the folder open; it is rebuilt by "
-                                 "the first Open() after they close it");
+      return Status::Unavailable(index.status().message() +
+                                 "; other processes have the folder open: it is set aside and "
+                                 "rebuilt by the first Open() after they close it");
     }
-    for (const char* suffix : {"", "-wal", "-shm"}) {
-      std::string p = path + suffix;
-      if (env_->Stat(p).ok()) {
-        KVTIER_RETURN_IF_ERROR(quarantine_->Move(p, std::string(kIndexFileName) + suffix));
-      }
-    }
+    KVTIER_RETURN_IF_ERROR(SetAsideIndexFiles(env_, layout_, quarantine_.get()));
     index = DiskIndex::Open(path, io);
     sole->Release();
     KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
@@ -171,6 +170,18 @@ Status DiskTierImpl::Init() {
   for (uint32_t i = 0; i < options_.writer_threads; ++i) {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
   }
+  if (!options_.reconcile_on_open && options_.open_reconcile_entries > 0) {
+    // A bounded share of the reconcile, from a subfolder that differs from
+    // open to open, so that every writer adopts some of what killed writers
+    // left behind. Its failures are the full reconcile's to report.
+    const uint64_t mix = (static_cast<uint64_t>(env_->NowUnixMicros()) ^
+                          (static_cast<uint64_t>(env_->ProcessId()) << 20)) *
+                         0x9e3779b97f4a7c15ull;
+    Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
+                            capacity_.get(), &counters_};
+    (void)Reconciler(parts).RunBounded(static_cast<uint8_t>(mix >> 56),
+                                       options_.open_reconcile_entries);
+  }
   {
     MutexLock lock(&mu_);
     reconcile_running_ = options_.reconcile_on_open;
@@ -185,7 +196,8 @@ void DiskTierImpl::WriterLoop() {
   constexpr size_t kMaxBatchBlocks = 256;
   while (true) {
     std::vector<std::shared_ptr<PendingBlock>> batch =
-        pending_->NextBatchForWriter(options_.commit_batch_bytes, kMaxBatchBlocks);
+        pending_->NextBatchForWriter(capacity_->BatchBytes(options_.commit_batch_bytes),
+                                     kMaxBatchBlocks);
     if (batch.empty()) return;
     (void)write_path_->Write(batch);
   }
@@ -457,6 +469,7 @@ DiskTierStats DiskTierImpl::Stats() {
       u.compatible = t.signature == options_.layout_signature;
       s.entries += t.blocks;
       s.bytes += t.bytes;
+      s.allocated_bytes += AllocatedEstimate(t.blocks, t.bytes, capacity_->alloc_unit());
       if (u.compatible) {
         s.compatible_entries += t.blocks;
         s.compatible_bytes += t.bytes;
@@ -464,7 +477,7 @@ DiskTierStats DiskTierImpl::Stats() {
       s.per_signature.push_back(std::move(u));
     }
   }
-  s.effective_max_bytes = capacity_->EffectiveLimit(s.bytes);
+  s.effective_max_bytes = capacity_->EffectiveLimit(s.allocated_bytes);
   s.quarantine_files = quarantine_->Count();
   return s;
 }

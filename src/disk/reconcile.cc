@@ -13,10 +13,10 @@
 
 namespace kvtier::disk {
 
-Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
-                                                 const std::string& path, const BlockKey& key,
-                                                 const FileInfo& info, bool* meta_checked) {
-  std::optional<IndexRow> none;
+Result<std::optional<BlockFileHeader>> ReadBlockFileHeader(Env* env, const std::string& path,
+                                                           const BlockKey& key,
+                                                           const FileInfo& info) {
+  std::optional<BlockFileHeader> none;
   if (info.type != FileType::kRegular || info.size < 8) return none;
   ReadFileOptions ro;
   ro.follow_symlinks = false;
@@ -39,10 +39,10 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
   opts.verify_checksum = false;
   auto decoded = DecodeBlockHeader(prefix, size, opts);
   if (!decoded.ok()) return none;
-  KVTIER_ASSIGN_OR_RETURN(int64_t sig, index->SignatureId(decoded->meta.layout_signature));
-  IndexRow row;
+  BlockFileHeader h;
+  h.signature = decoded->meta.layout_signature;
+  IndexRow& row = h.row;
   row.key = key;
-  row.sig_id = sig;
   row.size = size;
   // A header may claim any created_at: clamp it to [0, now] so a hostile
   // or skewed file is neither expired at once by a huge retention nor kept
@@ -51,8 +51,19 @@ Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
   row.created_at_us = std::clamp<int64_t>(SecondsToMicros(decoded->meta.created_at), 0, now_us);
   row.last_access_us = std::clamp<int64_t>(SecondsToMicros(info.mtime_unix_s), 0, now_us);
   row.header_hash = HeaderHash(prefix);
-  if (meta_checked != nullptr) *meta_checked = decoded->meta.meta_checksum.has_value();
-  return std::optional<IndexRow>(row);
+  h.meta_checked = decoded->meta.meta_checksum.has_value();
+  return std::optional<BlockFileHeader>(std::move(h));
+}
+
+Result<std::optional<IndexRow>> ReadAdoptableRow(Env* env, DiskIndex* index,
+                                                 const std::string& path, const BlockKey& key,
+                                                 const FileInfo& info, bool* meta_checked) {
+  KVTIER_ASSIGN_OR_RETURN(std::optional<BlockFileHeader> h,
+                          ReadBlockFileHeader(env, path, key, info));
+  if (!h) return std::optional<IndexRow>();
+  KVTIER_ASSIGN_OR_RETURN(h->row.sig_id, index->SignatureId(h->signature));
+  if (meta_checked != nullptr) *meta_checked = h->meta_checked;
+  return std::optional<IndexRow>(h->row);
 }
 
 bool FileMatchesRow(Env* env, const FolderLayout& layout, const IndexRow& row) {
@@ -113,7 +124,7 @@ bool TempFileIsAbandoned(Env* env, const std::string& path, const FileInfo& info
   return age_s > stale_temp_seconds;
 }
 
-Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
+Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report, uint64_t* listed) {
   Env* env = p_.env;
   const std::string dir = p_.layout->Subdir(prefix);
   std::vector<std::string> names;
@@ -125,6 +136,7 @@ Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
       return listed.status();
     }
   }
+  if (listed != nullptr) *listed += names.size();
   KVTIER_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, p_.index->RowsWithPrefix(prefix));
   std::unordered_map<BlockKey, const IndexRow*, BlockKeyHash> by_key;
   for (const IndexRow& r : rows) by_key.emplace(r.key, &r);
@@ -158,6 +170,7 @@ Status Reconciler::Subdir(uint8_t prefix, ReconcileReport* report) {
           break;
         }
         ++report->files_seen;
+        if (!p_.capacity->alloc_unit_known()) p_.capacity->NoteAllocation(*info);
         auto it = by_key.find(e.key);
         if (it != by_key.end() && it->second->size == info->size) {
           present.insert(e.key);
@@ -219,6 +232,15 @@ Status Reconciler::TopLevel(ReconcileReport* report) {
     if (!is_subdir && p_.quarantine->Move(path, name).ok()) ++report->quarantined;
   }
   return Status::Ok();
+}
+
+Result<ReconcileReport> Reconciler::RunBounded(uint8_t first, uint64_t max_entries) {
+  ReconcileReport report;
+  uint64_t listed = 0;
+  for (int i = 0; i < 256 && listed < max_entries; ++i) {
+    KVTIER_RETURN_IF_ERROR(Subdir(static_cast<uint8_t>(first + i), &report, &listed));
+  }
+  return report;
 }
 
 Result<ReconcileReport> Reconciler::Run(const std::atomic<bool>& stop) {

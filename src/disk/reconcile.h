@@ -37,6 +37,20 @@
 
 namespace kvtier::disk {
 
+// What the header of a block file with no row says, for its row.
+struct BlockFileHeader {
+  std::string signature;  // its layout signature
+  IndexRow row;           // sig_id left 0
+  bool meta_checked = false;  // the header carried a meta_checksum (then verified)
+};
+
+// Reads and validates the header of the block file at `path` (named for
+// `key`, `info` from a Stat) without touching any index; nullopt if it is
+// not a valid block file header for `key`.
+Result<std::optional<BlockFileHeader>> ReadBlockFileHeader(Env* env, const std::string& path,
+                                                           const BlockKey& key,
+                                                           const FileInfo& info);
+
 // Reads and validates the header of the block file at `path` (named for
 // `key`, `size` bytes). The row to adopt, or nullopt if the header is bad.
 // `meta_checked`, if set, says whether the header carried a meta_checksum
@@ -87,8 +101,15 @@ class Reconciler {
 
   Result<ReconcileReport> Run(const std::atomic<bool>& stop);
 
+  // A bounded part of Run() for an Open(): whole subfolders from `first`
+  // on (wrapping around, each at most once) until `max_entries` entries
+  // were listed; no limit enforcement (the writer's stores evict), no
+  // quarantine retention.
+  Result<ReconcileReport> RunBounded(uint8_t first, uint64_t max_entries);
+
  private:
-  Status Subdir(uint8_t prefix, ReconcileReport* report);
+  // `*listed` (if set) grows by the number of entries the subfolder held.
+  Status Subdir(uint8_t prefix, ReconcileReport* report, uint64_t* listed = nullptr);
   Status TopLevel(ReconcileReport* report);
 
   Parts p_;

@@ -7,6 +7,15 @@
 #include "disk/reconcile.h"
 
 namespace kvtier::disk {
+namespace {
+
+// Evictions a write that found the disk full may ask for before it fails.
+constexpr int kMaxRoomTries = 5;
+// A full disk with nothing to evict waits this long before its first retry,
+// twice as long before each next one (4 + 8 + 16 + 32 + 64 ms in all).
+constexpr uint64_t kRoomWaitMicros = 2000;
+
+}  // namespace
 
 void WritePath::Hook(DiskKillPoint point) const {
   if (*p_.kill_hook) (*p_.kill_hook)(point);
@@ -101,11 +110,35 @@ void WritePath::Publish(Item* item) {
   r.created_at_us = p_.env->NowUnixMicros();
   r.last_access_us = r.created_at_us;
   r.header_hash = HeaderHash(p.block->span());
+  int room_tries = 0;
   for (int attempt = 0;; ++attempt) {
     Result<PublishOutcome> published = p_.writer->Publish(p.key, p.block->span());
+    if (!published.ok() && published.status().IsResourceExhausted() &&
+        room_tries < kMaxRoomTries) {
+      // The disk is full although the accounting let the block in: evict
+      // as at the limit and try again; only a block that still does not fit
+      // fails.
+      ++room_tries;
+      auto made = p_.capacity->MakeRoom(r.size);
+      // An eviction whose commit found no room for the index's journal has
+      // still unlinked its files (it unlinks first); its rows, describing
+      // files that are gone, go with the next eviction.
+      const bool journal_full = !made.ok() && made.status().IsResourceExhausted();
+      if (journal_full || (made.ok() && made->evicted + made->expired == 0)) {
+        // Or nothing indexed to evict: the disk is full of blocks in flight
+        // (other writers' batches, here and in other processes), whose
+        // rows commit, or whose writes fail, in moments.
+        p_.env->SleepForMicros(kRoomWaitMicros << room_tries);
+      }
+      if (made.ok() || journal_full) {
+        --attempt;
+        continue;
+      }
+    }
     if (!published.ok()) {
+      // (MakeRoom() has just read free space afresh, if it was asked.)
       if (published.status().IsResourceExhausted()) {
-        p_.capacity->InvalidateFreeSpace();
+        if (room_tries == 0) p_.capacity->InvalidateFreeSpace();
         p_.counters->events.NoSpace(published.status());
       }
       item->status = published.status();
@@ -113,7 +146,14 @@ void WritePath::Publish(Item* item) {
       return;
     }
     item->outcome = *published;
-    if (*published == PublishOutcome::kPublished) return;
+    if (*published == PublishOutcome::kPublished) {
+      if (!p_.capacity->alloc_unit_known()) {
+        // One Stat per tier teaches the folder's allocation unit.
+        auto info = p_.env->Stat(p_.layout->BlockPath(p.key));
+        if (info.ok()) p_.capacity->NoteAllocation(*info);
+      }
+      return;
+    }
     // Another writer's file got there first (same key, possibly other bytes:
     // another created_at). The row must describe the file on disk, not ours.
     Result<std::optional<IndexRow>> existing = RowOfExistingFile(p.key);
@@ -172,12 +212,22 @@ std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBloc
     Publish(&it);
     if (it.done) continue;
     rows.push_back(it.row);
-    if (*it.outcome == PublishOutcome::kPublished) written += it.block->block->size();
+    if (*it.outcome == PublishOutcome::kPublished) {
+      written += p_.capacity->AllocatedFor(it.block->block->size());
+    }
   }
   if (!rows.empty()) {
     p_.capacity->NoteWritten(written);
     Hook(DiskKillPoint::kBeforeIndexCommit);
     Result<std::vector<bool>> committed = p_.committer->Commit(rows);
+    if (!committed.ok() && committed.status().IsResourceExhausted()) {
+      // SQLITE_FULL: the index's journal could not grow. Eviction unlinks
+      // before its own commit, so it frees the room that commit needs.
+      uint64_t bytes = 0;
+      for (const IndexRow& row : rows) bytes += row.size;
+      auto made = p_.capacity->MakeRoom(bytes);
+      if (made.ok() && made->evicted + made->expired > 0) committed = p_.committer->Commit(rows);
+    }
     size_t row = 0;
     for (Item& it : items) {
       if (it.done) continue;

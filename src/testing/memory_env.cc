@@ -97,10 +97,15 @@ class MemoryWritableFile final : public WritableFile {
     MutexLock lock(&env_->mu_);
     uint64_t room =
         env_->used_bytes_ >= env_->capacity_bytes_ ? 0 : env_->capacity_bytes_ - env_->used_bytes_;
-    // Like write(2) on a full disk: what fits is written, then ENOSPC.
-    size_t n = std::min<uint64_t>(room, data.size());
+    // Like write(2) on a full disk: what fits is written, then ENOSPC. The
+    // file grows within its last allocated unit for free, then by whole units.
+    const uint64_t unit = std::max<uint64_t>(env_->options_.allocation_unit_bytes, 1);
+    const uint64_t old_size = inode_->data.size();
+    const uint64_t old_alloc = env_->AllocatedFor(old_size);
+    const uint64_t max_size = (old_alloc + room) / unit * unit;
+    size_t n = std::min<uint64_t>(max_size - std::min(max_size, old_size), data.size());
     inode_->data.insert(inode_->data.end(), data.begin(), data.begin() + n);
-    if (inode_->links > 0) env_->used_bytes_ += n;
+    if (inode_->links > 0) env_->used_bytes_ += env_->AllocatedFor(old_size + n) - old_alloc;
     inode_->mtime_unix_s = env_->NowUnixSecondsLocked();
     if (n < data.size()) return PathError("write", path_, ENOSPC);
     return Status::Ok();
@@ -211,7 +216,7 @@ Status MemoryEnv::AddNodeLocked(std::string_view op, const std::string& path, In
 
 void MemoryEnv::UnlinkLocked(const InodePtr& node) {
   if (--node->links == 0 && node->type == FileType::kRegular) {
-    used_bytes_ -= std::min<uint64_t>(used_bytes_, node->data.size());
+    used_bytes_ -= std::min<uint64_t>(used_bytes_, AllocatedFor(node->data.size()));
   }
 }
 
@@ -261,7 +266,7 @@ Result<std::unique_ptr<WritableFile>> MemoryEnv::CreateFile(const std::string& p
     if (node->type == FileType::kSymlink) return PathError("create", path, ELOOP);
     if (node->type == FileType::kDirectory) return PathError("create", path, EISDIR);
     if ((node->mode & 0200) == 0) return PathError("create", path, EACCES);
-    used_bytes_ -= std::min<uint64_t>(used_bytes_, node->data.size());
+    used_bytes_ -= std::min<uint64_t>(used_bytes_, AllocatedFor(node->data.size()));
     node->data.clear();  // O_TRUNC
     node->mtime_unix_s = NowUnixSecondsLocked();
   } else {
@@ -350,6 +355,7 @@ Result<FileInfo> MemoryEnv::Stat(const std::string& path) {
               : w.node->type == FileType::kSymlink ? w.node->target.size()
                                                    : 0;
   info.mtime_unix_s = w.node->mtime_unix_s;
+  if (w.node->type == FileType::kRegular) info.allocated_bytes = AllocatedFor(info.size);
   return info;
 }
 
@@ -536,8 +542,13 @@ void MemoryEnv::RecountLocked() {
   used_bytes_ = 0;
   for (const InodePtr& node : nodes) {
     for (const auto& [name, child] : node->children) ++child->links;
-    if (node->type == FileType::kRegular) used_bytes_ += node->data.size();
+    if (node->type == FileType::kRegular) used_bytes_ += AllocatedFor(node->data.size());
   }
+}
+
+uint64_t MemoryEnv::AllocatedFor(uint64_t bytes) const {
+  const uint64_t unit = std::max<uint64_t>(options_.allocation_unit_bytes, 1);
+  return (bytes + unit - 1) / unit * unit;
 }
 
 }  // namespace kvtier

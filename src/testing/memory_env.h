@@ -42,6 +42,10 @@ struct MemoryEnvOptions {
   // Total bytes of file contents the file system holds; FreeSpace() reports
   // what is left and writes past it fail with ENOSPC. Default 1 TiB.
   uint64_t capacity_bytes = uint64_t{1} << 40;
+  // The file system's allocation unit: a file of n bytes takes n rounded up
+  // to a multiple of it from the capacity (Stat's allocated_bytes), as a
+  // page-based tmpfs or a 4 KiB-block ext4 does. Default 1 (exactly n).
+  uint64_t allocation_unit_bytes = 1;
   // What ProcessId() returns. Default 4242.
   int pid = 4242;
   // NowMicros() at construction, in microseconds. Default 1 s.
@@ -83,8 +87,10 @@ class MemoryEnv final : public Env {
   // Moves both clocks forward.
   void AdvanceClock(uint64_t micros);
   void SetCapacity(uint64_t bytes);
-  // Bytes of file contents reachable from the root.
+  // Bytes allocated to file contents reachable from the root.
   uint64_t UsedBytes();
+  // `bytes` of contents rounded up to the allocation unit.
+  uint64_t AllocatedFor(uint64_t bytes) const;
   void SetProcessAlive(int pid, bool alive);
   // Makes a symlink / FIFO at `path` (the Env API has no call for them).
   Status AddSymlink(const std::string& path, const std::string& target);
