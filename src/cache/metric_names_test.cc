@@ -1,8 +1,9 @@
 // The names kvtier exports, pinned: every JSON key and every Prometheus
 // metric (with its TYPE) of CacheStats, HostTierStats and HostBudgetStats
 // (inside CacheStats), DiskTierStats and RemoteTierStats, as they were
-// before the stats tables (issue 19). Dashboards, alerts and scripts depend
-// on these names; a change here is a change of the interface. Last, the
+// before the stats tables (issue 19), plus the disk's allocated_bytes gauge
+// (issue 25: space as the file system allocates it). Dashboards, alerts and
+// scripts depend on these names; a change here is a change of the interface. Last, the
 // tables themselves (kvtier/stats_table.h): each struct's JSON is its table.
 #include <gtest/gtest.h>
 
@@ -149,7 +150,7 @@ const std::vector<std::string> kCacheHistograms = {"load_latency", "store_latenc
 
 // DiskTierStats::ToJson(), also CacheStats "disk".
 const std::vector<std::string> kDiskJsonKeys = Words(R"(
-bytes bytes_read bytes_written compatible_bytes compatible_entries configured_max_bytes drops
+allocated_bytes bytes bytes_read bytes_written compatible_bytes compatible_entries configured_max_bytes drops
 effective_max_bytes entries errors evictions expired hits hits_pending incompatible_misses
 inline_writes load_latency loads misses per_signature per_signature[].blocks
 per_signature[].bytes per_signature[].compatible per_signature[].signature quarantine_files
@@ -274,6 +275,7 @@ kvtier_disk_queue_blocks gauge
 kvtier_disk_reconcile_running gauge
 kvtier_disk_entries gauge
 kvtier_disk_bytes gauge
+kvtier_disk_allocated_bytes gauge
 kvtier_disk_compatible_entries gauge
 kvtier_disk_compatible_bytes gauge
 kvtier_disk_configured_max_bytes gauge
@@ -289,6 +291,7 @@ kvtier_disk_signature_bytes gauge
 const std::vector<std::string> kDiskFolderPrometheus = Lines(R"(
 kvtier_disk_entries gauge
 kvtier_disk_bytes gauge
+kvtier_disk_allocated_bytes gauge
 kvtier_disk_compatible_entries gauge
 kvtier_disk_compatible_bytes gauge
 kvtier_disk_quarantine_files gauge
