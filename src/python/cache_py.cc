@@ -86,7 +86,7 @@ class PyCache {
   }
 
   // kvtier.Cache.from_config(path_or_dict).
-  static std::unique_ptr<PyCache> FromConfig(py::handle config) {
+  static std::unique_ptr<PyCache> FromConfig(PyConfigArg config) {
     bindings::CacheSpec spec;
     py::object layout = py::none();
     if (PyDict_Check(config.ptr())) {
@@ -374,12 +374,13 @@ class PyCache {
 
   // The cache's key chain (key_model_id, key_salt, key_adapter_id, key_extra, key_shard
   // and the layout), or None without key_model_id.
-  py::object KeyChainOf() const {
-    if (key_.model_id.empty()) return py::none();
+  PyKeyChainOrNone KeyChainOf() const {
+    if (key_.model_id.empty()) return py::reinterpret_borrow<PyKeyChainOrNone>(py::none());
     NamespaceOptions ns = key_;
     ns.layout_signature = signature_;
     ns.block_tokens = layout_.block_tokens;
-    return py::cast(ValueOrThrow(KeyChain::Create(ns)));
+    return py::reinterpret_steal<PyKeyChainOrNone>(
+        py::cast(ValueOrThrow(KeyChain::Create(ns))).release());
   }
 
  private:

@@ -56,6 +56,8 @@ KVTIER_PY_TYPED(PyDict, "dict")
 KVTIER_PY_TYPED(PyAny, "Any")
 KVTIER_PY_TYPED(PyKeyList, "list[bytes]")
 KVTIER_PY_TYPED(PyArrays, "list[numpy.ndarray]")
+KVTIER_PY_TYPED(PyConfigArg, "str | os.PathLike | dict")
+KVTIER_PY_TYPED(PyKeyChainOrNone, "KeyChain | None")
 #undef KVTIER_PY_TYPED
 
 // One buffer-protocol export of a C-contiguous object, released on
@@ -140,6 +142,8 @@ KVTIER_PY_SHOWN(PyDict)
 KVTIER_PY_SHOWN(PyAny)
 KVTIER_PY_SHOWN(PyKeyList)
 KVTIER_PY_SHOWN(PyArrays)
+KVTIER_PY_SHOWN(PyConfigArg)
+KVTIER_PY_SHOWN(PyKeyChainOrNone)
 #undef KVTIER_PY_SHOWN
 
 #endif  // KVTIER_PYTHON_CONVERT_H_

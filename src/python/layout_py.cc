@@ -95,7 +95,7 @@ void RegisterLayout(py::module_& m) {
   py::class_<ModelLayout>(m, "Layout",
                           "What one cached block of a model holds: per layer, the state "
                           "tensors with dtypes and per-block shapes (docs/layouts.md).")
-      .def(py::init([](PyLayoutArg layout, py::handle block_tokens) {
+      .def(py::init([](PyLayoutArg layout, PyInt block_tokens) {
              return LayoutFromPy(layout, "layout", BlockTokensFromPy(block_tokens));
            }),
            py::arg("layout"), py::arg("block_tokens") = 0,
