@@ -467,7 +467,7 @@ static void TestShardRanksShareAFolder(const char* dir) {
   uint8_t keys[2][kBlocks][32], ns[2][32];
   for (int r = 0; r < 2; ++r) CHECK(KeysFor(kShards[r], tokens, keys[r], ns[r]));
   CHECK(memcmp(keys[0], keys[1], sizeof(keys[0])) != 0);
-  char options[1024];
+  char options[2 * 1024 + 256];  /* dir and url are at most 1023 bytes each */
   if (with_redis) {
     snprintf(options, sizeof(options),
              "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"disk_dir\": \"%s/shared\", "
