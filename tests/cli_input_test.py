@@ -296,6 +296,18 @@ def test_numbers(r, tmp):
         r.expect_usage_error(" ".join(args), r.run(*args, timeout=60), option)
 
 
+def test_command_names(r):
+    p = r.run("foo")
+    r.check(p.returncode == 2 and p.stdout == "" and
+            p.stderr == "kvtier: unknown command 'foo' (see --help)\n",
+            "kvtier foo: one line naming it, exit 2 (%d, %r)" % (p.returncode, p.stderr))
+    v = r.run("version")
+    p = r.run("--version")
+    r.check(p.returncode == 0 and p.stdout == v.stdout and
+            p.stdout.startswith("kvtier 0.1.0 ") and p.stderr == "",
+            "kvtier --version prints what kvtier version does (%r)" % p.stdout)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -316,6 +328,7 @@ def main():
         test_retention(r, cache, entries)
         test_failed_writes(r, tmp)
         test_numbers(r, tmp)
+        test_command_names(r)
     finally:
         set_tree_mode(tmp, writable=True)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -8,7 +8,7 @@ std::function<int()> SetupVersion(CLI::App*, const CommonFlags* flags) {
     if (flags->json) {
       PrintJson({{"version", "0.1.0"}, {"block_key", 1}, {"block_file", 1}});
     } else {
-      std::cout << "kvtier 0.1.0 (block key v1, block file v1)\n";
+      std::cout << kVersionLine << "\n";
     }
     return kExitOk;
   };

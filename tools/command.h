@@ -17,6 +17,8 @@ namespace kvtier::cli {
 // Exit codes shared by all subcommands.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the command ran and found a problem
+// What `kvtier version` and `kvtier --version` print.
+inline constexpr char kVersionLine[] = "kvtier 0.1.0 (block key v1, block file v1)";
 inline constexpr int kExitUsage = 2;    // bad arguments or input
 
 // Options every subcommand takes.

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kvtier: a tiered, persistent KV cache for LLM inference engines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every subcommand");
+  app.set_version_flag("--version", kVersionLine, "Print the version (as `kvtier version`)");
   // DESIGN.md §6: bad input gives a one-line error (CLI11's default adds a
   // second "Run with --help" line).
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
@@ -49,6 +50,17 @@ int main(int argc, char** argv) {
   // code (CLI11, nlohmann::json, std containers) may throw, and an uncaught
   // exception would abort with a core dump instead of one line.
   try {
+    // A first word that names no command: say so (CLI11 would only say that
+    // a subcommand is required).
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known |= argc > 1 && sub->get_name() == argv[1];
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+      std::cerr << "kvtier: unknown command '" << std::string(argv[1]).substr(0, 100)
+                << "' (see --help)\n";
+      return kExitUsage;
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
