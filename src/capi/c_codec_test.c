@@ -19,31 +19,7 @@
 
 #include "kvtier/kvtier_c.h"
 
-static int g_checks = 0;
-static int g_failed = 0;
-
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    ++g_checks;                                                                                \
-    if (!(cond)) {                                                                             \
-      ++g_failed;                                                                              \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              kvtier_last_error());                                                            \
-    }                                                                                          \
-  } while (0)
-
-/* rc must equal want, and a failure must leave a message naming `needle`. */
-#define CHECK_RC(rc, want, needle)                                                                 \
-  do {                                                                                             \
-    int rc_ = (rc);                                                                                \
-    ++g_checks;                                                                                    \
-    if (rc_ != (want) || ((want) != KVTIER_OK && strstr(kvtier_last_error(), (needle)) == NULL)) { \
-      ++g_failed;                                                                                  \
-      fprintf(stderr, "%s:%d: %s returned %s, want %s with \"%s\" (last error: %s)\n", __FILE__,   \
-              __LINE__, #rc, kvtier_error_name(rc_), kvtier_error_name(want), (needle),            \
-              kvtier_last_error());                                                                \
-    }                                                                                              \
-  } while (0)
+#include "c_test_check.h"
 
 /* The tiny preset: 2 layers x (keys, values), each F16[2,16,16]. */
 enum { kTensors = 4, kTensorBytes = 2 * 16 * 16 * 2, kBlockTokens = 16, kBlocks = 3 };
