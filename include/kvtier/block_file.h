@@ -35,6 +35,13 @@ inline constexpr uint64_t kMaxBlockHeaderBytes = 1u << 20;  // 1 MiB of JSON
 inline constexpr size_t kMaxBlockTensors = 65536;
 
 // What `__metadata__` records.
+// Which state tensors of a block a partial read needs: element i stands for
+// tensor i in file order (layer_{l}_state_{k}, DESIGN.md §4). An empty mask
+// means every tensor. A partial read verifies `meta_checksum` and the
+// `tensor_checksums` entry of each tensor it reads, never the bytes of the
+// others (which it leaves unspecified).
+using TensorMask = std::vector<bool>;
+
 struct BlockMeta {
   BlockKey key;
   BlockKey parent;  // previous block's key; the namespace for block 0

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kvtier/block_buffer.h"
+#include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/layout.h"
 #include "kvtier/slot_memory.h"
@@ -59,6 +60,16 @@ class BlockBackingStore {
   // callback, so those copies run on the store's threads while later
   // blocks are still being read. The store must outlive the calls.
   virtual void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) = 0;
+  // Like Load, but block i need only hold verified bytes for the tensors
+  // masks[i] selects (block_file.h TensorMask; empty = all, and masks may be
+  // empty = all for every key): the file's header and offsets are whole, the
+  // bytes of unselected tensors unspecified. The pool copies only the
+  // selected tensors. The default reads whole blocks, a valid superset.
+  virtual void LoadTensors(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                           BlockArrivalCallback on_block) {
+    (void)masks;
+    Load(keys, std::move(on_block));
+  }
 };
 
 // Which pool a PoolStats describes.

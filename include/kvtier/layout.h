@@ -78,6 +78,16 @@ struct LayerSpec {
   // Default meta state strings recorded per block (`layer_meta_states`),
   // e.g. {"window=4096"} for a sliding window. May be empty.
   std::vector<std::string> meta_state;
+  // A sliding-window layer's window: how many most recent tokens (the
+  // current one included) its attention sees; 0 = every token. A reader
+  // resuming after position p needs only the blocks overlapping
+  // [p - window, p) of such a layer (DESIGN.md §4).
+  uint32_t window = 0;
+
+  // True when every state has token_dim = -1: a recurrent state of constant
+  // size per sequence (SSM, linear attention, convolution window), stored
+  // per block as the state after the block's last token.
+  bool IsRecurrent() const;
 
   bool operator==(const LayerSpec&) const = default;
 };

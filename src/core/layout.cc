@@ -128,6 +128,14 @@ uint64_t TensorSpec::ByteSize() const {
   return n;
 }
 
+bool LayerSpec::IsRecurrent() const {
+  if (states.empty()) return false;
+  for (const TensorSpec& t : states) {
+    if (t.token_dim >= 0) return false;
+  }
+  return true;
+}
+
 uint64_t ModelLayout::BlockBytes() const {
   uint64_t total = 0;
   for (const LayerSpec& layer : layers) {
