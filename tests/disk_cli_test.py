@@ -123,8 +123,9 @@ def orphans_and_hostile_index(r, tmp):
         r.check(named in p.stderr and len(p.stderr.strip().splitlines()) == 1,
                 "%s: stats names the index: %r" % (kind, p.stderr))
         j = r.json("verify", cache, expect_rc=1)
-        r.check(any(named in f.get("message", "") for f in j.get("files", [])),
-                "%s: verify names the index: %s" % (kind, j))
+        r.check(any(named in f.get("message", "") and f.get("reason") == "bad_index"
+                    for f in j.get("files", [])),
+                "%s: verify names the index, reason bad_index: %s" % (kind, j))
         first = "gc" if kind in ("symlink", "fifo") else "synth"
         if first == "gc":
             r.json("gc", cache, "--keep-quarantine")

@@ -10,7 +10,8 @@
 // bad arguments.
 //   --json: {"files":[{"path","ok","reason","message"}]}; reason is null for
 //   a valid file, else a BlockFileError name (docs/block-format.md) or one
-//   of not_found, not_regular_file, file_too_large, io_error.
+//   of not_found, not_regular_file, file_too_large, io_error, or, for a
+//   cache folder whose index.sqlite cannot be used, bad_index.
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -148,7 +149,10 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
       auto folder = opened.ok() ? (*opened)->Verify(co)
                                 : Result<std::vector<CacheFileVerdict>>(opened.status());
       if (!folder.ok()) {
-        verdicts.push_back({path, "io_error", folder.status().message()});
+        // Corruption here is the index itself (not a regular file, or not
+        // SQLite: its message names which); the rest is the file system.
+        verdicts.push_back({path, folder.status().IsCorruption() ? "bad_index" : "io_error",
+                            folder.status().message()});
         all_ok = false;
         continue;
       }
