@@ -165,12 +165,26 @@ def full_disk(r, tmp):
             out, err = p.communicate(timeout=300)
             r.check(p.returncode == 0 and json.loads(out or "{}").get("missing") == 0,
                     "full disk: a writer lost blocks: rc %d %s %s" % (p.returncode, out, err[:200]))
-        st = os.statvfs(mnt)
-        with open(os.path.join(mnt, "fill2"), "wb") as f:
-            try:
-                f.write(b"\0" * (st.f_bavail * st.f_frsize))
-            except OSError:
-                pass
+        def fill_up(name):
+            st = os.statvfs(mnt)
+            with open(os.path.join(mnt, name), "wb") as f:
+                try:
+                    f.write(b"\0" * (st.f_bavail * st.f_frsize))
+                except OSError:
+                    pass
+        # A writer opening the folder on a disk filled to the last byte (no
+        # room for SQLite's -shm and WAL): it evicts to open, and stores.
+        fill_up("fill2")
+        p = subprocess.run([r.cli, "synth", "--layout", "tiny", "--random", "16000", "--seed", "3",
+                            "--cache", cache, "--json"], capture_output=True, text=True,
+                           timeout=300)
+        r.check(p.returncode == 0 and json.loads(p.stdout or "{}").get("missing") == 0 and
+                "failed" not in p.stderr,
+                "a writer on a full disk: rc %d %s %s" % (p.returncode, p.stdout, p.stderr[:300]))
+        j = r.json("verify", cache)
+        r.check(j.get("files") and all(f["ok"] for f in j["files"]),
+                "verify after a writer on a full disk")
+        fill_up("fill3")
         j = r.json("gc", cache, "--max-bytes", "1M")
         r.check(j.get("removed", 0) > 0, "gc on a full disk removed blocks: %s" % j)
         j = r.json("verify", cache)

@@ -12,6 +12,7 @@
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
 #include "disk/folder_lock.h"
+#include "disk/full_disk_open.h"
 #include "disk/index_file.h"
 #include "disk/quarantine.h"
 #include "disk/reconcile.h"
@@ -19,10 +20,6 @@
 namespace kvtier {
 
 namespace {
-
-// Free bytes under which a writer that cannot open the index is taken to
-// be on a full disk.
-constexpr uint64_t kFullDiskBytes = 1 << 20;
 
 bool IsFolderOrLinkToOne(Env* env, const std::string& path) {
   Result<FileInfo> info = env->Stat(path);
@@ -103,8 +100,7 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
     // SQLite cannot make its -shm or -wal file on a full disk: read the
     // index for the plan; ApplyGc opens it for writing once it has removed
     // files (it removes before it writes).
-    Result<uint64_t> free = env->FreeSpace(options.dir);
-    if (free.ok() && *free < kFullDiskBytes) {
+    if (disk::NearlyFull(env, options.dir)) {
       disk::IndexOptions ro = o;
       ro.read_only = true;
       auto readable = disk::DiskIndex::Open(path, ro);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/saturating_time.h"
+#include "disk/full_disk_open.h"
 #include "disk/index_file.h"
 #include "disk/reconcile.h"
 
@@ -101,6 +102,21 @@ Status DiskTierImpl::OpenIndex() {
     sole->Release();
     KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
                                                               options_.file_permissions, wait_us));
+  }
+  if (!index.ok() && existed && !index.status().IsCorruption() &&
+      !index.status().IsNotFound() && NearlyFull(env_, options_.dir)) {
+    // No room for SQLite's -shm or WAL: evict before the index can be
+    // written, as a store would on a full disk (full_disk_open.h).
+    Result<std::vector<BlockKey>> removed = FreeRoomToOpen(env_, layout_, io);
+    if (removed.ok() && !removed->empty()) {
+      auto retry = DiskIndex::Open(path, io);
+      if (retry.ok()) {
+        index = std::move(retry);
+        // Rows left now are files gone: misses, which the reconcile drops.
+        (void)(*index)->Delete(*removed);
+        DiskCounters::Add(counters_.evictions, removed->size());
+      }
+    }
   }
   if (!index.ok()) return index.status();
   index_ = std::move(index).value();

@@ -220,13 +220,23 @@ std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBloc
     p_.capacity->NoteWritten(written);
     Hook(DiskKillPoint::kBeforeIndexCommit);
     Result<std::vector<bool>> committed = p_.committer->Commit(rows);
-    if (!committed.ok() && committed.status().IsResourceExhausted()) {
+    uint64_t bytes = 0;
+    for (const IndexRow& row : rows) bytes += row.size;
+    for (int room_tries = 1;
+         !committed.ok() && committed.status().IsResourceExhausted() && room_tries <= kMaxRoomTries;
+         ++room_tries) {
       // SQLITE_FULL: the index's journal could not grow. Eviction unlinks
-      // before its own commit, so it frees the room that commit needs.
-      uint64_t bytes = 0;
-      for (const IndexRow& row : rows) bytes += row.size;
+      // before its own commit, so it frees the room that commit needs, even
+      // when that commit finds no room itself (its rows go with the next).
       auto made = p_.capacity->MakeRoom(bytes);
-      if (made.ok() && made->evicted + made->expired > 0) committed = p_.committer->Commit(rows);
+      const bool journal_full = !made.ok() && made.status().IsResourceExhausted();
+      if (!made.ok() && !journal_full) break;
+      if (journal_full || made->evicted + made->expired == 0) {
+        // Nothing of ours left to evict: other writers' batches fill the
+        // disk for moments (as for a file that did not fit, above).
+        p_.env->SleepForMicros(kRoomWaitMicros << room_tries);
+      }
+      committed = p_.committer->Commit(rows);
     }
     size_t row = 0;
     for (Item& it : items) {
