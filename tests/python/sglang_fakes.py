@@ -121,13 +121,15 @@ def build_modules():
     return storage, collector
 
 
-def install(monkeypatch):
-    """Puts the stand-ins into sys.modules (undone by monkeypatch)."""
+def install(monkeypatch=None):
+    """Puts the stand-ins into sys.modules (undone by monkeypatch, if given)."""
     storage, collector = build_modules()
+    put = monkeypatch.setitem if monkeypatch is not None else \
+        (lambda d, k, v: d.__setitem__(k, v))
     for name in ("sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.metrics"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, storage.__name__, storage)
-    monkeypatch.setitem(sys.modules, collector.__name__, collector)
+        put(sys.modules, name, types.ModuleType(name))
+    put(sys.modules, storage.__name__, storage)
+    put(sys.modules, collector.__name__, collector)
     return storage, collector
 
 
