@@ -18,7 +18,10 @@ Commits (sgl-project/sglang):
   AsymmetricMHATokenToKVPoolHost), pool_host/mla.py
   01c0ede38cc9645488fd2847dbea8a2f6a9241d8 (MLATokenToKVPoolHost),
   pool_host/mha_mxfp8.py 02d20b8bfc3d023a255f8ca70332fb035ee5d7b3,
-  pool_host/mamba.py 02f0c2a0f8e4540dd6484b74f3d5b4ea4509f206.
+  pool_host/mamba.py 02f0c2a0f8e4540dd6484b74f3d5b4ea4509f206,
+  pool_host/group.py 0142dde6f8f9ca74d5572c9572da056ab912152e (HostPoolGroup:
+  anchor_entry.host_pool, layout and page_size of the anchor, no
+  get_page_buffer_meta of its own).
 - StorageMetrics: python/sglang/srt/metrics/collector.py
   00ae9c1590d2d0bb6c0bfff39e312c34ae3dd538 (log_storage_metrics asserts
   isinstance(..., StorageMetrics); None is skipped).
@@ -388,6 +391,18 @@ class MXFP8Pool(MHAPool):
 
     def get_page_buffer_meta(self, indices):
         raise NotImplementedError("MXFP8 KV host pool does not expose flat storage (L3) pages yet")
+
+
+class HostPoolGroup:
+    """HostPoolGroup: an anchor entry and side entries; layout and page_size
+    are the anchor's; no get_page_buffer_meta, no dtype."""
+
+    def __init__(self, anchor, **side):
+        self.anchor_entry = types.SimpleNamespace(name="kv", host_pool=anchor)
+        self.entry_map = {"kv": self.anchor_entry}
+        self.entry_map.update({k: types.SimpleNamespace(name=k, host_pool=v)
+                               for k, v in side.items()})
+        self.layout, self.page_size = anchor.layout, anchor.page_size
 
 
 class DeepSeekV4TokenToKVPoolHost(MLAPool):

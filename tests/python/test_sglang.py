@@ -309,8 +309,9 @@ def test_split_heads_share_pages_across_tp_sizes(sglang, tmp_path):
 
 def test_v2_mamba_and_sidecar_pools(sglang, tmp_path):
     kv = fakes.MHAPool(pages=16, seed=11)
-    backend = open_backend(sglang, tmp_path, kv)
     mamba, indexer = fakes.MambaPool(seed=12), fakes.MHAPool(pages=16, heads=1, seed=13)
+    # A hybrid model's host pool is a HostPoolGroup: the KV pages are its anchor's.
+    backend = open_backend(sglang, tmp_path, fakes.HostPoolGroup(kv, mamba=mamba))
     backend.register_mem_host_pool_v2(mamba, sglang.PoolName.MAMBA)
     backend.register_mem_host_pool_v2(indexer, sglang.PoolName.INDEXER)
     backend.register_mem_host_pool_v2(kv, sglang.PoolName.KV)  # the anchor again: same store

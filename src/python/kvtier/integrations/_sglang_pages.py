@@ -96,6 +96,10 @@ class PoolPages:
     is `split` blocks, one per head slice, each under its own shard."""
 
     def __init__(self, name, pool, split=1, flat=False):
+        # SGLang's HostPoolGroup (hybrid models) has no get_page_buffer_meta of
+        # its own: its anchor pool holds the KV pages.
+        if not hasattr(pool, "get_page_buffer_meta") and hasattr(pool, "anchor_entry"):
+            pool = pool.anchor_entry.host_pool
         self.name, self.pool, self.split = pool_key(name), pool, split
         self.what = "%s pool %s" % (self.name, type(pool).__name__)
         self.page_size = int(getattr(pool, "page_size", 1) or 1)
