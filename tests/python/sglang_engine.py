@@ -54,12 +54,12 @@ def prompt_of(ce, chat):
 class SglangServer:
     """The numpy model behind SGLang's host pool and storage backend."""
 
-    def __init__(self, ce, folder):
+    def __init__(self, ce, folder, monkeypatch=None):
         self.ce, self.model = ce, ce.Model()
         m = self.model
         self.pool = fakes.MHAPool(pages=128, page_size=PAGE, layers=m.layers, heads=m.kv_heads,
                                   head_dim=m.head_dim, dtype=torch.float16, layout="page_first")
-        self.storage, _ = fakes.install()
+        self.storage, _ = fakes.install(monkeypatch)
         config = fakes.make_config(self.storage, {
             "backend_name": "kvtier", "module_path": "kvtier.integrations.sglang",
             "class_name": "KvtierHiCacheStorage", "interface_v1": 1, "disk_dir": folder,

@@ -25,9 +25,8 @@ def test_reuse_across_processes_and_restart(tmp_path, monkeypatch):
     assert child[0][1] == 0 and child[1][1] > 0 and child[1][3] == 0  # RAM of process 1
 
     # This process: another process on the same folder, then a restart.
-    monkeypatch.syspath_prepend(here)
     ce = sglang_engine.example()
-    server = sglang_engine.SglangServer(ce, folder)
+    server = sglang_engine.SglangServer(ce, folder, monkeypatch)
     again = server.serve(sglang_engine.prompt_of(ce, 0))
     prompt = len(sglang_engine.prompt_of(ce, 0))
     assert again["same"]
@@ -36,7 +35,7 @@ def test_reuse_across_processes_and_restart(tmp_path, monkeypatch):
     other = server.serve(sglang_engine.prompt_of(ce, 2))  # chat 2: the shared system prompt
     assert other["same"] and other["reused"] == child[1][1]
     server.close()
-    restarted = sglang_engine.SglangServer(ce, folder)
+    restarted = sglang_engine.SglangServer(ce, folder, monkeypatch)
     r = restarted.serve(sglang_engine.prompt_of(ce, 2))
     assert r["same"] and r["reused"] == (len(sglang_engine.prompt_of(ce, 2)) - 1) // 16 * 16
     assert r["hits_disk"] == r["reused"] // 16
