@@ -339,9 +339,10 @@ def none_hash(seed):
     return hashlib.sha256(pickle.dumps(seed, protocol=pickle.HIGHEST_PROTOCOL)).digest()
 
 
-def block_hashes(tokens, block_size, seed="0"):
-    """vLLM's sha256 block hashes (bytes) of the full blocks of `tokens`."""
-    out, parent = [], none_hash(seed)
+def block_hashes(tokens, block_size, seed=None):
+    """vLLM's sha256 block hashes (bytes) of the full blocks of `tokens`, with
+    this process's PYTHONHASHSEED as vLLM seeds them."""
+    out, parent = [], none_hash(os.environ["PYTHONHASHSEED"] if seed is None else seed)
     for start in range(0, len(tokens) - block_size + 1, block_size):
         block = tuple(int(t) for t in tokens[start:start + block_size])
         parent = hashlib.sha256(pickle.dumps((parent, block, None),
