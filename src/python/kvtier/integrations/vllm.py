@@ -645,16 +645,33 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
     def _keys(self, hashes):
         return [block_key(self.namespace, h) for h in hashes]
 
+    def _on_device(self, work):
+        """Runs work() on a side CUDA stream (after the default stream's work,
+        finished before returning) when the KV cache is on a GPU."""
+        import torch
+        device = self.regions[0][0].device
+        if device.type != "cuda":
+            return work()
+        stream = torch.cuda.Stream(device=device)
+        stream.wait_stream(torch.cuda.default_stream(device))
+        with torch.cuda.stream(stream):
+            result = work()
+        stream.synchronize()
+        return result
+
     def _gather(self, block_ids):
         """Per region, the bytes of these GPU blocks as a CPU numpy array
         (len(block_ids), page_bytes)."""
         import torch
-        out = []
-        for parts in self.regions:
-            idx = torch.as_tensor(block_ids, dtype=torch.long, device=parts[0].device)
-            rows = torch.cat([p.index_select(0, idx) for p in parts], dim=1)
-            out.append(rows.cpu().numpy())
-        return out
+
+        def work():
+            out = []
+            for parts in self.regions:
+                idx = torch.as_tensor(block_ids, dtype=torch.long, device=parts[0].device)
+                rows = torch.cat([p.index_select(0, idx) for p in parts], dim=1)
+                out.append(rows.cpu().numpy())
+            return out
+        return self._on_device(work)
 
     def _store(self, src, dst):
         """GPU blocks -> kvtier blocks. True once the GPU blocks were read:
@@ -707,13 +724,16 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
                 return False
             for r, t in enumerate(tensors):
                 per_region[r].append(t.reshape(f, self.plan.page_bytes))
-        for parts, blocks in zip(self.regions, per_region):
-            rows = torch.from_numpy(np.concatenate(blocks)[skip:])
-            idx = torch.as_tensor(ids, dtype=torch.long, device=parts[0].device)
-            rows = rows.to(parts[0].device)
-            start = 0
-            for p in parts:
-                width = int(p.shape[1])
-                p.index_copy_(0, idx, rows[:, start:start + width].contiguous())
-                start += width
+
+        def work():
+            for parts, blocks in zip(self.regions, per_region):
+                device = parts[0].device
+                rows = torch.from_numpy(np.concatenate(blocks)[skip:]).to(device)
+                idx = torch.as_tensor(ids, dtype=torch.long, device=device)
+                start = 0
+                for p in parts:
+                    width = int(p.shape[1])
+                    p.index_copy_(0, idx, rows[:, start:start + width].contiguous())
+                    start += width
+        self._on_device(work)
         return True
