@@ -173,6 +173,13 @@ def test_unreproducible_hashing_is_refused(tmp_path, monkeypatch):
 def test_unsupported_configurations_are_refused(tmp_path):
     with pytest.raises(kvtier.FailedPrecondition, match="pipeline_parallel_size"):
         make_spec(tmp_path, pp=2)
+    spec, kvcc = make_spec(tmp_path)
+    spec.vllm_config.parallel_config.decode_context_parallel_size = 2
+    with pytest.raises(kvtier.FailedPrecondition, match="decode_context_parallel_size"):
+        kv.KvtierOffloadingSpec(spec.vllm_config, kvcc)
+    spec.vllm_config.parallel_config.decode_context_parallel_size = 1
+    with pytest.raises(kvtier.FailedPrecondition, match="kv_cache_config"):
+        kv.KvtierOffloadingSpec(spec.vllm_config, None)
     with pytest.raises(AssertionError):  # vLLM's own base checks it first
         make_spec(tmp_path, {"block_size": 6})
     spec, kvcc = make_spec(tmp_path)
