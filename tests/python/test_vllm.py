@@ -107,12 +107,8 @@ WIDENED = {
 def test_backend_follows_the_table(backend_module):
     # "standalone": the module's own stand-in bases (used without vLLM).
     for (module, cls, method), (params, static, _, _) in vh.TABLE.items():
-        mine = getattr(kv, BACKEND[cls]) if backend_module == "fake" else \
-            getattr(kv, "_" + cls)
-        want = WIDENED.get((cls, method), params) if backend_module == "fake" or \
-            method in ("__init__", "get_handlers") else params
-        if backend_module == "standalone" and (cls, method) in WIDENED:
-            want = WIDENED[(cls, method)]
+        mine = getattr(kv, BACKEND[cls] if backend_module == "fake" else "_" + cls)
+        want = WIDENED.get((cls, method), params)
         assert isinstance(inspect.getattr_static(mine, method), staticmethod) == static
         assert _params(getattr(mine, method), not static) == want, (cls, method)
         base = getattr(sys.modules[module], cls)
