@@ -408,7 +408,22 @@ def test_damaged_block_is_a_miss_then_recomputed(tmp_path, caplog):
             f.seek(-1, 1)
             f.write(bytes([byte[0] ^ 0xFF]))
     conn2, caches2 = make_connector(tmp_path, extra, seed=5)
-    assert conn2.matched_blocks(hashes) == (0, 0)  # vLLM computes them instead
+    # A worker with a cache of its own (another process) that meets the damage
+    # at load: a failed job, nothing written.
+    plan = conn2.spec.plan
+    worker = kv.KvtierOffloadingHandler(kvtier.Cache(plan.layout, **conn2.spec.options), plan,
+                                        plan.key_chain(0).namespace,
+                                        kv.gpu_regions(caches2, plan))
+    before = gpu_bytes(caches2, [30, 31, 32])
+    assert worker.transfer_async(5, (kv.KvtierLoadStoreSpec(hashes),
+                                     vh.GPULoadStoreSpec([30, 31, 32])))
+    worker.wait({5})
+    assert worker.get_finished() == [(5, False)]
+    assert gpu_bytes(caches2, [30, 31, 32]) == before
+    assert any("missing or damaged at load" in r.getMessage() for r in caplog.records)
+    worker.shutdown()
+    worker.cache.close()
+    assert conn2.matched_blocks(hashes) == (0, 0)  # the scheduler: a miss, vLLM computes
     # A block damaged after lookup said hit: the job fails and writes nothing.
     conn3, caches3 = make_connector(tmp_path, extra, seed=6)
     assert conn3.store(hashes, 0, [0, 1, 2]) == 3
@@ -422,7 +437,7 @@ def test_damaged_block_is_a_miss_then_recomputed(tmp_path, caplog):
     handler.wait({7})
     assert handler.get_finished() == [(7, False)]
     assert gpu_bytes(caches3, [30, 31, 32]) == before
-    assert any("missing at load" in r.getMessage() for r in caplog.records)
+    assert any("missing or damaged at load" in r.getMessage() for r in caplog.records)
 
 
 def test_nothing_raises_into_vllm(tmp_path, caplog):
@@ -448,3 +463,35 @@ def test_nothing_raises_into_vllm(tmp_path, caplog):
     for text in ("lookup failed", "prepare_store failed", "not started", "no kvtier transfer",
                  "store of 2 blocks got 1", "job 4 failed"):
         assert text in messages
+
+
+def test_tensor_parallel_ranks_keep_their_own_blocks(tmp_path):
+    spec, kvcc = make_spec(tmp_path, tp=2)
+    manager = spec.get_manager()
+    plan = spec.plan
+    names = kvcc.kv_cache_groups[0].layer_names
+    gpus = [vh.torch_kv_caches(names, NUM_BLOCKS, BLOCK, HEADS, HEAD_DIM, torch.float16,
+                               seed=10 + r) for r in (0, 1)]
+    workers = [kv.KvtierOffloadingHandler(manager.cache, plan, plan.key_chain(r).namespace,
+                                          kv.gpu_regions(gpus[r], plan)) for r in (0, 1)]
+    hashes = vh.block_hashes(list(range(3 * BLOCK)), BLOCK)
+    out = manager.prepare_store(hashes)
+
+    def transfer(rank, job, spec_pair):
+        assert workers[rank].transfer_async(job, spec_pair)
+        workers[rank].wait({job})
+        return workers[rank].get_finished()
+
+    assert transfer(0, 1, (vh.GPULoadStoreSpec([0, 1, 2]), out.store_spec)) == [(1, True)]
+    assert manager.lookup(hashes) == 0  # rank 1 has not stored yet: not loadable
+    assert transfer(1, 2, (vh.GPULoadStoreSpec([0, 1, 2]), out.store_spec)) == [(2, True)]
+    manager.complete_store(hashes)
+    assert manager.lookup(hashes) == 3
+    load = manager.prepare_load(hashes)
+    for rank in (0, 1):
+        assert transfer(rank, 10 + rank, (load, vh.GPULoadStoreSpec([40, 41, 42]))) == \
+            [(10 + rank, True)]
+        assert gpu_bytes(gpus[rank], [40, 41, 42]) == gpu_bytes(gpus[rank], [0, 1, 2])
+    assert gpu_bytes(gpus[0], [0, 1, 2]) != gpu_bytes(gpus[1], [0, 1, 2])
+    for w in workers:
+        w.shutdown()

@@ -713,8 +713,8 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
         per_region = [[] for _ in self.regions]
         for i, (key, size) in enumerate(zip(keys, sizes)):
             if size == 0:
-                logger.warning("vllm: block %s missing at load (evicted since lookup?)",
-                               key.hex()[:16])
+                logger.warning("vllm: block %s missing or damaged at load (kvtier verifies "
+                               "every block it reads)", key.hex()[:16])
                 return False
             try:
                 tensors = kvtier.decode_block(bufs[i, :size], self.plan.layout, key)
