@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 
@@ -314,6 +313,15 @@ def test_restart_and_another_process_find_the_blocks(tmp_path):
     assert conn2.matched_blocks(hashes) == (0, 4)
     assert conn2.load(hashes, 0, 4, [10, 11, 12, 13])
     assert gpu_bytes(caches2, [10, 11, 12, 13]) == want
+    # Found, not stored by this process: announced once, as stored in KVTIER.
+    assert [(e.block_hashes, e.removed, e.medium) for e in conn2.events()] == \
+        [(hashes, False, "KVTIER")]
+    assert conn2.matched_blocks(hashes) == (0, 4) and conn2.events() == []
+    conn2.manager.cache.erase(kv.block_key(conn2.manager.namespaces[0], hashes[2]))
+    assert conn2.matched_blocks(hashes) == (0, 2)
+    assert [(e.block_hashes, e.removed) for e in conn2.events()] == [([hashes[2]], True)]
+    conn2.store(hashes, 2, [0, 1, 2, 3])
+    assert [(e.block_hashes, e.removed) for e in conn2.events()] == [([hashes[2]], False)]
     # Another process with the same PYTHONHASHSEED computes the same hashes.
     code = ("import vllm_harness as vh; print(vh.block_hashes(list(range(%d)), %d)[-1].hex())"
             % (4 * BLOCK, BLOCK))

@@ -281,7 +281,7 @@ def install_fake_vllm():
     """Registers the stand-in `vllm` modules (unless a vllm is importable) and
     returns kvtier.integrations.vllm loaded over them."""
     try:
-        import vllm  # noqa: F401  (a real vLLM: the backend subclasses it)
+        importlib.import_module("vllm")  # a real vLLM: the backend subclasses it
     except ImportError:
         mods = {}
         for name in ("vllm", "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.worker"):

@@ -457,6 +457,10 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                 if hits == 0:
                     break
                 hits = min(hits, self._verified_prefix(namespace, hashes[:hits]))
+            # Blocks kvtier holds that this process has not announced (stored by
+            # another process or before a restart) are announced now, and an
+            # announced block that is gone is announced as removed.
+            self._announce_stored(hashes[:hits], only_new=True)
             if hits < len(hashes):
                 self._announce_removed(hashes[hits:hits + 1])
             return hits
@@ -505,19 +509,24 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                         del self._storing[b]
             # Announce only what kvtier holds now (a worker that could not
             # store, e.g. on a full disk, still finishes its job).
-            stored = [h for h in hashes if success and self._stored(h)]
-            if stored:
-                with self._lock:
-                    for h in stored:
-                        self._announced[hash_bytes(h)] = True
-                        self._announced.move_to_end(hash_bytes(h))
-                    while len(self._announced) > self._ANNOUNCED_MAX:
-                        self._announced.popitem(last=False)
-                    self._events.append(OffloadingEvent(
-                        block_hashes=stored, block_size=self.plan.block_tokens,
-                        medium=MEDIUM, removed=False))
+            self._announce_stored([h for h in hashes if success and self._stored(h)])
         except Exception as e:
             logger.warning("vllm: complete_store failed: %s", e)
+
+    def _announce_stored(self, hashes, only_new=False):
+        with self._lock:
+            if only_new:
+                hashes = [h for h in hashes if hash_bytes(h) not in self._announced]
+            if not hashes:
+                return
+            for h in hashes:
+                self._announced[hash_bytes(h)] = True
+                self._announced.move_to_end(hash_bytes(h))
+            while len(self._announced) > self._ANNOUNCED_MAX:
+                self._announced.popitem(last=False)
+            self._events.append(OffloadingEvent(
+                block_hashes=list(hashes), block_size=self.plan.block_tokens, medium=MEDIUM,
+                removed=False))
 
     def _announce_removed(self, hashes):
         with self._lock:
