@@ -26,7 +26,8 @@ for f in ./usr/bin/kvtier ./usr/include/kvtier/kvtier_c.h ./usr/include/kvtier/t
          ./usr/lib/libkvtier.a ./usr/lib/cmake/kvtier/kvtierConfig.cmake \
          ./usr/lib/cmake/kvtier/kvtierTargets.cmake ./usr/lib/pkgconfig/kvtier.pc \
          ./usr/lib/python3/dist-packages/kvtier/__init__.py \
-         ./usr/lib/python3/dist-packages/kvtier/integrations/sglang.py; do
+         ./usr/lib/python3/dist-packages/kvtier/integrations/sglang.py \
+         ./usr/lib/python3/dist-packages/kvtier/integrations/vllm.py; do
   grep -qx "$f" <<<"$contents" || fail "$deb lacks $f"
 done
 for pattern in '^./usr/lib/libkvtier.so.0.1.0$' '^./usr/lib/libkvtier_c.so.0.1.0$' \

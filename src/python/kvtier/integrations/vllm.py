@@ -1,0 +1,748 @@
+"""kvtier as a vLLM offloading backend (vLLM's OffloadingConnector).
+
+Start vLLM with (docs/vllm.md has the details)::
+
+    PYTHONHASHSEED=0 vllm serve MODEL --kv-transfer-config '{"kv_connector": "OffloadingConnector",
+        "kv_role": "kv_both", "kv_connector_extra_config": {"spec_name": "KvtierOffloadingSpec",
+        "spec_module_path": "kvtier.integrations.vllm", "disk_dir": "/var/cache/kvtier-vllm",
+        "host_bytes": "4GiB"}}'
+
+vLLM's factory imports this module and builds ``KvtierOffloadingSpec(vllm_config,
+kv_cache_config)``. The spec gives vLLM's scheduler a ``KvtierOffloadingManager``
+(it sees only vLLM's block hashes) and its workers a ``KvtierOffloadingHandler``
+for both directions (GPU -> kvtier stores, kvtier -> GPU loads), with the medium
+``KvtierLoadStoreSpec`` (``medium() == "KVTIER"``). Besides vLLM's own keys
+(``spec_name``, ``spec_module_path``, ``block_size``) the extra config takes
+every kvtier option (docs/options.md, the same parser as ``kvtier.Cache``);
+``layout``, ``block_tokens`` and ``key_extra`` are the backend's and refused.
+
+Keys. vLLM's block hash is SHA-256 (or SHA-256 over CBOR) of (parent hash,
+token ids, extra keys), seeded by ``PYTHONHASHSEED`` or by 32 random bytes per
+process; it covers no model, dtype, layout or shard. The kvtier key of a block
+is ``SHA-256("kvtier-vllm-block-v1\\0" || namespace || vLLM block hash bytes)``
+where ``namespace`` is kvtier's key namespace (DESIGN.md §3) of the model id
+(``key_model_id``, else vLLM's model and ``@revision``), the block layout's
+signature (page bytes, dtype, layer count, block tokens), ``key_salt``,
+``key_adapter_id``, the extra ``vllm:<hash algorithm>`` and the shard
+``tp=<rank>/<size>`` (left out for MLA). The spec refuses to start when vLLM's
+hashes are not reproducible across processes: no ``PYTHONHASHSEED`` in the
+environment, or a ``prefix_caching_hash_algo`` other than sha256/sha256_cbor.
+
+Failures never raise into vLLM: a lookup that fails is 0 (a miss), a
+``prepare_store`` that fails is None (vLLM skips the store), a transfer that
+cannot start is False, a load that misses or fails verification is a failed
+job; each is a log line on ``logging.getLogger("kvtier")``. Loads never write
+bytes that did not verify: a job writes the GPU blocks only after every block
+of it decoded. ``lookup`` loads and verifies the blocks it reports, so a block
+damaged at rest is a miss that vLLM recomputes, not a failed load.
+"""
+
+import abc
+import collections
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import json
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait as _wait_futures
+
+import numpy as np
+
+import kvtier
+
+logger = logging.getLogger("kvtier")
+
+MEDIUM = "KVTIER"
+GPU_MEDIUM = "GPU"
+_KEY_DOMAIN = b"kvtier-vllm-block-v1\0"
+# Keys of the connector's extra config that vLLM reads itself.
+_VLLM_KEYS = ("spec_name", "spec_module_path", "block_size")
+# kvtier options the backend derives from vLLM's configuration.
+_BACKEND_SET = ("layout", "block_tokens", "key_extra")
+# vLLM's prefix_caching_hash_algo values whose hashes are equal in every
+# process given the same PYTHONHASHSEED.
+REPRODUCIBLE_HASHES = ("sha256", "sha256_cbor")
+_VERIFY_CHUNK = 16  # blocks per load_many in lookup (bounds the scratch buffers)
+
+
+def _vllm_attr(module, name):
+    """vLLM's `module.name`, or None when vLLM (or that name) is not there."""
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except Exception:  # not installed, or a vLLM that fails to import here
+        return None
+
+
+def _first_attr(name, *modules):
+    for module in modules:
+        found = _vllm_attr(module, name)
+        if found is not None:
+            return found
+    return None
+
+
+# --- vLLM's base classes, or stand-ins of the same shape ----------------------
+# (tests/python/test_vllm.py holds the table of vLLM's signatures these follow.)
+
+class _LoadStoreSpec(abc.ABC):
+    @staticmethod
+    @abc.abstractmethod
+    def medium() -> str:
+        """The medium's name, which routes transfers to handlers."""
+
+
+class _OffloadingManager(abc.ABC):
+    @abc.abstractmethod
+    def lookup(self, block_hashes):
+        """The number of leading blocks that are offloaded."""
+
+    @abc.abstractmethod
+    def prepare_load(self, block_hashes):
+        """A LoadStoreSpec locating the blocks for the worker."""
+
+    def touch(self, block_hashes):
+        return
+
+    def complete_load(self, block_hashes):
+        return
+
+    @abc.abstractmethod
+    def prepare_store(self, block_hashes):
+        """A PrepareStoreOutput, or None when the blocks cannot be stored."""
+
+    def complete_store(self, block_hashes, success=True):
+        return
+
+    def take_events(self):
+        return ()
+
+
+class _OffloadingHandler(abc.ABC):
+    @abc.abstractmethod
+    def transfer_async(self, job_id, spec):
+        """Starts a transfer; True if it was submitted."""
+
+    @abc.abstractmethod
+    def get_finished(self):
+        """(job_id, success) of the transfers finished since the last call."""
+
+    @abc.abstractmethod
+    def wait(self, job_ids):
+        """Blocks until the jobs finished."""
+
+    def shutdown(self):
+        return
+
+
+class _OffloadingSpec(abc.ABC):
+    def __init__(self, vllm_config, kv_cache_config=None):
+        self.vllm_config = vllm_config
+        self.kv_cache_config = kv_cache_config
+        self.extra_config = vllm_config.kv_transfer_config.kv_connector_extra_config
+        self.gpu_block_size = vllm_config.cache_config.block_size
+        self.offloaded_block_size = int(self.extra_config.get("block_size",
+                                                              self.gpu_block_size))
+
+    @abc.abstractmethod
+    def get_manager(self):
+        """The scheduler side's OffloadingManager."""
+
+    @abc.abstractmethod
+    def get_handlers(self, kv_caches, attn_backends=None):
+        """Yields (src spec type, dst spec type, OffloadingHandler)."""
+
+
+@dataclasses.dataclass
+class _PrepareStoreOutput:
+    block_hashes_to_store: list
+    store_spec: object
+    block_hashes_evicted: list
+
+
+@dataclasses.dataclass
+class _OffloadingEvent:
+    block_hashes: list
+    block_size: int
+    medium: str
+    removed: bool
+
+
+class _GPULoadStoreSpec(_LoadStoreSpec):
+    def __init__(self, block_ids):
+        self.block_ids = np.array(block_ids, dtype=np.int64)
+
+    @staticmethod
+    def medium():
+        return GPU_MEDIUM
+
+
+_ABSTRACT = "vllm.v1.kv_offload.abstract"
+_BASE = "vllm.v1.kv_offload.base"  # later vLLMs gather the classes here
+LoadStoreSpecBase = _first_attr("LoadStoreSpec", _ABSTRACT, _BASE) or _LoadStoreSpec
+OffloadingManagerBase = _first_attr("OffloadingManager", _ABSTRACT, _BASE) or _OffloadingManager
+PrepareStoreOutput = _first_attr("PrepareStoreOutput", _ABSTRACT, _BASE) or _PrepareStoreOutput
+OffloadingEvent = _first_attr("OffloadingEvent", _ABSTRACT, _BASE) or _OffloadingEvent
+OffloadingHandlerBase = _first_attr("OffloadingHandler", "vllm.v1.kv_offload.worker.worker",
+                                    _BASE) or _OffloadingHandler
+OffloadingSpecBase = _first_attr("OffloadingSpec", "vllm.v1.kv_offload.spec", _BASE) \
+    or _OffloadingSpec
+GPULoadStoreSpec = _first_attr("GPULoadStoreSpec", "vllm.v1.kv_offload.mediums", _BASE) \
+    or _GPULoadStoreSpec
+# Later vLLMs report TransferResult objects; the connector this follows unpacks
+# (job_id, success) pairs.
+TransferResult = _first_attr("TransferResult", "vllm.v1.kv_offload.worker.worker", _BASE)
+
+
+class KvtierLoadStoreSpec(LoadStoreSpecBase):
+    """kvtier's medium: the vLLM block hashes of the blocks to load or store
+    (each worker maps them to its own shard's kvtier keys)."""
+
+    def __init__(self, block_hashes):
+        self.block_hashes = list(block_hashes)
+
+    @staticmethod
+    def medium():
+        return MEDIUM
+
+    def __repr__(self):
+        return "KvtierLoadStoreSpec(%d blocks)" % len(self.block_hashes)
+
+
+# --- Configuration ------------------------------------------------------------
+
+def default_disk_dir():
+    """The per-user default cache folder: $XDG_CACHE_HOME/kvtier/vllm."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kvtier", "vllm")
+
+
+def cache_options(extra):
+    """The kvtier.Cache options of the connector's extra config (checked by
+    kvtier's options parser): vLLM's own keys left out, defaults filled in."""
+    options = {k: v for k, v in dict(extra or {}).items() if k not in _VLLM_KEYS}
+    for name in _BACKEND_SET:
+        if name in options:
+            raise kvtier.InvalidArgument(
+                "vllm: %s: set by the backend from vLLM's KV cache configuration; leave it "
+                "out of kv_connector_extra_config" % name)
+    options.setdefault("host_bytes", 1 << 30)
+    if "disk_dir" not in options:
+        options["disk_dir"] = default_disk_dir()
+        os.makedirs(options["disk_dir"], mode=0o700, exist_ok=True)
+    kvtier._kvtier._check_options(options)
+    return options
+
+
+def check_reproducible_hashing(vllm_config, environ=None):
+    """Raises kvtier.FailedPrecondition unless vLLM's block hashes are equal
+    in every process for the same tokens: a SHA-256 algorithm and a fixed
+    PYTHONHASHSEED (vLLM seeds its hash chain from it, else from os.urandom)."""
+    environ = os.environ if environ is None else environ
+    algo = str(getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "sha256"))
+    if algo not in REPRODUCIBLE_HASHES:
+        raise kvtier.FailedPrecondition(
+            "vllm: prefix_caching_hash_algo %r is not SHA-256: kvtier shares blocks between "
+            "processes and hosts by vLLM's block hashes, so it needs one of %s "
+            "(--prefix-caching-hash-algo sha256)" % (algo, ", ".join(REPRODUCIBLE_HASHES)))
+    if not environ.get("PYTHONHASHSEED"):
+        raise kvtier.FailedPrecondition(
+            "vllm: PYTHONHASHSEED is not set: vLLM then seeds its block hashes with random "
+            "bytes per process, so no other process (or this one after a restart) could "
+            "find the blocks kvtier stores; start vLLM with the same PYTHONHASHSEED "
+            "everywhere (e.g. PYTHONHASHSEED=0)")
+    return algo
+
+
+def _dtype_name(dtype):
+    name = str(dtype)
+    return name[len("torch."):] if name.startswith("torch.") else name
+
+
+class BlockPlan:
+    """What one kvtier block holds for this vLLM engine, from vLLM's KV cache
+    configuration (the same in the scheduler and in every worker): one region
+    per attention layer, `factor` GPU blocks of `page_bytes` each."""
+
+    def __init__(self, vllm_config, kv_cache_config, extra, options, hash_algo):
+        if kv_cache_config is None:
+            raise kvtier.FailedPrecondition(
+                "vllm: this vLLM does not pass kv_cache_config to the offloading spec; "
+                "kvtier needs it for the block layout")
+        groups = list(kv_cache_config.kv_cache_groups)
+        if len(groups) != 1:
+            raise kvtier.FailedPrecondition(
+                "vllm: %d KV cache groups (a hybrid model: sliding window, Mamba, ...); the "
+                "kvtier backend supports one group of full attention layers" % len(groups))
+        spec = groups[0].kv_cache_spec
+        self.layer_names = list(groups[0].layer_names)
+        self.num_blocks = int(getattr(kv_cache_config, "num_blocks", 0))
+        self.gpu_block_size = int(spec.block_size)
+        self.page_bytes = int(spec.page_size_bytes)
+        self.dtype = _dtype_name(spec.dtype)
+        self.block_tokens = int(extra.get("block_size", self.gpu_block_size))
+        if self.block_tokens % self.gpu_block_size:
+            raise kvtier.InvalidArgument(
+                "vllm: block_size %d is not a multiple of vLLM's GPU block size %d"
+                % (self.block_tokens, self.gpu_block_size))
+        self.factor = self.block_tokens // self.gpu_block_size
+        per_token, rest = divmod(self.page_bytes, self.gpu_block_size)
+        if rest:
+            raise kvtier.FailedPrecondition(
+                "vllm: a GPU page of %d bytes is not whole bytes per token of %d-token blocks"
+                % (self.page_bytes, self.gpu_block_size))
+        self.layout = kvtier.Layout.from_json(json.dumps({
+            "name": "vllm-%s" % self.dtype, "block_tokens": self.block_tokens,
+            "layers": [{"repeat": len(self.layer_names), "cache_type": "vllm_%s" % self.dtype,
+                        "states": [{"role": "kv", "dtype": "U8", "shape": ["T", per_token]}]}]}))
+        self.region_bytes = self.factor * self.page_bytes  # one layer's bytes of a block
+        self.hash_algo = hash_algo
+        model_config = getattr(vllm_config, "model_config", None)
+        model = str(getattr(model_config, "model", "") or "vllm")
+        revision = getattr(model_config, "revision", None)
+        self.model_id = str(options.get("key_model_id") or (
+            "%s@%s" % (model, revision) if revision else model))
+        salt = options.get("key_salt", b"")
+        self.salt = salt.encode() if isinstance(salt, str) else bytes(salt)
+        self.adapter = str(options.get("key_adapter_id", ""))
+        parallel = getattr(vllm_config, "parallel_config", None)
+        self.tp_size = int(getattr(parallel, "tensor_parallel_size", 1) or 1)
+        for name in ("pipeline_parallel_size", "decode_context_parallel_size"):
+            if int(getattr(parallel, name, 1) or 1) > 1:
+                raise kvtier.FailedPrecondition(
+                    "vllm: %s > 1 is not supported by the kvtier backend (each stage or rank "
+                    "would hold other layers or tokens under one key)" % name)
+        self.mla = bool(getattr(model_config, "use_mla", False))
+
+    def shard(self, tp_rank):
+        """The canonical shard of a TP rank (none for MLA or a single rank)."""
+        if self.mla or self.tp_size == 1:
+            return ""
+        return "tp=%d/%d" % (tp_rank, self.tp_size)
+
+    def shard_ranks(self):
+        """The TP ranks whose blocks a lookup must find (one for MLA)."""
+        return [0] if self.mla or self.tp_size == 1 else list(range(self.tp_size))
+
+    def key_chain(self, tp_rank):
+        return kvtier.KeyChain(self.model_id, self.layout, salt=self.salt,
+                               adapter=self.adapter, extra=b"vllm:" + self.hash_algo.encode(),
+                               shard=self.shard(tp_rank))
+
+
+def hash_bytes(block_hash):
+    """The bytes of a vLLM block hash: BlockHash is bytes (32, SHA-256); older
+    vLLMs had a (hash_value: int, token_ids, extra_keys) tuple."""
+    if isinstance(block_hash, (bytes, bytearray, memoryview)):
+        return bytes(block_hash)
+    value = getattr(block_hash, "hash_value", block_hash)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 256:
+        return value.to_bytes(32, "big")
+    raise kvtier.InvalidArgument("vllm: not a block hash: %r" % (block_hash,))
+
+
+def block_key(namespace, block_hash):
+    """The kvtier key of a vLLM block hash under a key namespace (see above)."""
+    return hashlib.sha256(_KEY_DOMAIN + namespace + hash_bytes(block_hash)).digest()
+
+
+_caches = {}
+_caches_lock = threading.Lock()
+
+
+def shared_cache(layout, options):
+    """One kvtier.Cache per (layout, options) in a process, so that vLLM's
+    scheduler and a worker in the same process (TP=1) share one RAM tier."""
+    tag = (layout.signature, json.dumps(options, sort_keys=True, default=str))
+    with _caches_lock:
+        cache = _caches.get(tag)
+        if cache is None or cache.closed:
+            cache = _caches[tag] = kvtier.Cache(layout, **options)
+        return cache
+
+
+def _tp_rank(vllm_config):
+    """This worker's tensor-parallel rank."""
+    get_rank = _vllm_attr("vllm.distributed.parallel_state", "get_tensor_model_parallel_rank")
+    if get_rank is not None:
+        try:
+            return int(get_rank())
+        except Exception:  # the parallel state is not initialised (one process)
+            pass
+    parallel = getattr(vllm_config, "parallel_config", None)
+    tp = int(getattr(parallel, "tensor_parallel_size", 1) or 1)
+    return int(getattr(parallel, "rank", 0) or 0) % tp
+
+
+# --- The spec -----------------------------------------------------------------
+
+class KvtierOffloadingSpec(OffloadingSpecBase):
+    """vLLM OffloadingSpec (spec_name "KvtierOffloadingSpec", spec_module_path
+    "kvtier.integrations.vllm") over a kvtier.Cache."""
+
+    def __init__(self, vllm_config, kv_cache_config=None):
+        base_init = OffloadingSpecBase.__init__
+        if base_init is not object.__init__:
+            params = list(inspect.signature(base_init).parameters)
+            if len(params) >= 3:
+                base_init(self, vllm_config, kv_cache_config)
+            else:  # vLLMs whose spec took only the config
+                base_init(self, vllm_config)
+        self.vllm_config = vllm_config
+        self.kv_cache_config = kv_cache_config
+        extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
+        algo = check_reproducible_hashing(vllm_config)
+        self.options = cache_options(extra)
+        self.plan = BlockPlan(vllm_config, kv_cache_config, extra, self.options, algo)
+        self._manager = None
+
+    def get_manager(self):
+        if self._manager is None:
+            cache = shared_cache(self.plan.layout, self.options)
+            self._manager = KvtierOffloadingManager(cache, self.plan)
+        return self._manager
+
+    def get_handlers(self, kv_caches, attn_backends=None):
+        cache = shared_cache(self.plan.layout, self.options)
+        chain = self.plan.key_chain(_tp_rank(self.vllm_config))
+        regions = gpu_regions(kv_caches, self.plan)
+        handler = KvtierOffloadingHandler(cache, self.plan, chain.namespace, regions)
+        yield GPULoadStoreSpec, KvtierLoadStoreSpec, handler
+        yield KvtierLoadStoreSpec, GPULoadStoreSpec, handler
+
+
+# --- The scheduler side -------------------------------------------------------
+
+class KvtierOffloadingManager(OffloadingManagerBase):
+    """vLLM's scheduler-side manager: answers from the kvtier cache itself (so
+    blocks other processes or earlier runs stored count), and keeps only the
+    bookkeeping vLLM's calls need (stores in flight, events)."""
+
+    _ANNOUNCED_MAX = 1 << 16
+
+    def __init__(self, cache, plan):
+        self.cache = cache
+        self.plan = plan
+        self.namespaces = [plan.key_chain(r).namespace for r in plan.shard_ranks()]
+        self._lock = threading.Lock()
+        self._storing = collections.Counter()
+        self._events = []
+        # Hashes announced as stored (BlockStored), so that a later miss on
+        # one of them is announced as BlockRemoved.
+        self._announced = collections.OrderedDict()
+        self._scratch = np.empty((_VERIFY_CHUNK, plan.layout.max_file_bytes), np.uint8)
+
+    def _verified_prefix(self, namespace, hashes):
+        """Leading blocks present and verified (loaded, decoded) under one shard."""
+        keys = [block_key(namespace, h) for h in hashes]
+        present = self.cache.match(keys)
+        good = 0
+        while good < present:
+            chunk = keys[good:min(present, good + _VERIFY_CHUNK)]
+            with self._lock:  # one scratch arena
+                sizes = self.cache.load_many(chunk, [self._scratch[i] for i in range(len(chunk))])
+                for i, (key, size) in enumerate(zip(chunk, sizes)):
+                    if size == 0 or not _decodes(self._scratch[i, :size], self.plan.layout, key):
+                        return good + i
+            good += len(chunk)
+        return good
+
+    def lookup(self, block_hashes):
+        try:
+            hashes = list(block_hashes)
+            hits = len(hashes)
+            for namespace in self.namespaces:
+                if hits == 0:
+                    break
+                hits = min(hits, self._verified_prefix(namespace, hashes[:hits]))
+            # Blocks kvtier holds that this process has not announced (stored by
+            # another process or before a restart) are announced now, and an
+            # announced block that is gone is announced as removed.
+            self._announce_stored(hashes[:hits], only_new=True)
+            if hits < len(hashes):
+                self._announce_removed(hashes[hits:hits + 1])
+            return hits
+        except Exception as e:
+            logger.warning("vllm: lookup failed, answering a miss: %s", e)
+            return 0
+
+    def prepare_load(self, block_hashes):
+        return KvtierLoadStoreSpec(block_hashes)
+
+    def touch(self, block_hashes):
+        # kvtier's tiers keep their own recency (loads count as uses).
+        return
+
+    def complete_load(self, block_hashes):
+        return
+
+    def _stored(self, block_hash):
+        return all(self.cache.contains(block_key(ns, block_hash)) is not None
+                   for ns in self.namespaces)
+
+    def prepare_store(self, block_hashes):
+        try:
+            hashes = list(block_hashes)
+            with self._lock:
+                busy = set(h for h in hashes if self._storing[hash_bytes(h)])
+            to_store = [h for h in hashes if h not in busy and not self._stored(h)]
+            with self._lock:
+                for h in to_store:
+                    self._storing[hash_bytes(h)] += 1
+            return PrepareStoreOutput(block_hashes_to_store=to_store,
+                                      store_spec=KvtierLoadStoreSpec(to_store),
+                                      block_hashes_evicted=[])
+        except Exception as e:
+            logger.warning("vllm: prepare_store failed, not storing: %s", e)
+            return None
+
+    def complete_store(self, block_hashes, success=True):
+        try:
+            hashes = list(block_hashes)
+            with self._lock:
+                for h in hashes:
+                    b = hash_bytes(h)
+                    self._storing[b] -= 1
+                    if self._storing[b] <= 0:
+                        del self._storing[b]
+            # Announce only what kvtier holds now (a worker that could not
+            # store, e.g. on a full disk, still finishes its job).
+            self._announce_stored([h for h in hashes if success and self._stored(h)])
+        except Exception as e:
+            logger.warning("vllm: complete_store failed: %s", e)
+
+    def _announce_stored(self, hashes, only_new=False):
+        with self._lock:
+            if only_new:
+                hashes = [h for h in hashes if hash_bytes(h) not in self._announced]
+            if not hashes:
+                return
+            for h in hashes:
+                self._announced[hash_bytes(h)] = True
+                self._announced.move_to_end(hash_bytes(h))
+            while len(self._announced) > self._ANNOUNCED_MAX:
+                self._announced.popitem(last=False)
+            self._events.append(OffloadingEvent(
+                block_hashes=list(hashes), block_size=self.plan.block_tokens, medium=MEDIUM,
+                removed=False))
+
+    def _announce_removed(self, hashes):
+        with self._lock:
+            gone = [h for h in hashes if self._announced.pop(hash_bytes(h), None)]
+            if gone:
+                self._events.append(OffloadingEvent(
+                    block_hashes=gone, block_size=self.plan.block_tokens, medium=MEDIUM,
+                    removed=True))
+
+    def take_events(self):
+        with self._lock:
+            events, self._events = self._events, []
+        yield from events
+
+
+def _decodes(data, layout, key):
+    try:
+        kvtier.decode_block(data, layout, key)
+        return True
+    except kvtier.Error as e:
+        logger.warning("vllm: block %s failed verification: %s", key.hex()[:16], e)
+        return False
+
+
+# --- The worker side ----------------------------------------------------------
+
+def gpu_regions(kv_caches, plan):
+    """Per layer of the plan, the byte views of vLLM's KV cache: a list of
+    (num_blocks, n) uint8 tensors whose rows, concatenated, are one GPU block
+    of that layer (two for a (2, num_blocks, ...) K/V tensor)."""
+    import torch  # only the worker side needs it, and vLLM has it
+
+    def as_bytes(t):
+        t = t.reshape(t.shape[0], -1)
+        return t if t.dtype == torch.uint8 else t.view(torch.uint8)
+
+    tensors = getattr(kv_caches, "tensors", None)
+    if tensors is not None:  # later vLLMs: CanonicalKVCaches, (num_blocks, page) int8 tensors
+        refs = kv_caches.group_data_refs[0]
+        regions = [[as_bytes(tensors[r.tensor_idx].tensor)[:, :int(r.page_size_bytes)]]
+                   for r in refs]
+    else:
+        kv = dict(kv_caches)
+        if set(kv) != set(plan.layer_names):
+            raise kvtier.FailedPrecondition(
+                "vllm: the KV caches name layers %s, vLLM's KV cache config %s (a cross-layer "
+                "KV cache is not supported)" % (sorted(kv)[:4], plan.layer_names[:4]))
+        regions = []
+        for name in plan.layer_names:
+            t = kv[name]
+            if t.dim() >= 2 and t.shape[0] == 2 and t.shape[1] == plan.num_blocks:
+                regions.append([as_bytes(t[0]), as_bytes(t[1])])  # K blocks, V blocks
+            else:
+                regions.append([as_bytes(t)])
+    for name, parts in zip(plan.layer_names, regions):
+        if sum(int(p.shape[1]) for p in parts) != plan.page_bytes:
+            raise kvtier.FailedPrecondition(
+                "vllm: layer %s: %d bytes per GPU block, vLLM's KV cache spec says %d"
+                % (name, sum(int(p.shape[1]) for p in parts), plan.page_bytes))
+    if len(regions) != len(plan.layer_names):
+        raise kvtier.FailedPrecondition("vllm: %d KV regions for %d layers"
+                                        % (len(regions), len(plan.layer_names)))
+    return regions
+
+
+class KvtierOffloadingHandler(OffloadingHandlerBase):
+    """vLLM's worker-side handler for both directions. Transfers run on
+    kvtier's own threads (kvtier releases the GIL while it reads and writes);
+    nothing raises into vLLM's threads."""
+
+    def __init__(self, cache, plan, namespace, regions, threads=2):
+        self.cache = cache
+        self.plan = plan
+        self.namespace = namespace
+        self.regions = regions
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kvtier-vllm")
+        self._lock = threading.Lock()
+        self._finished = []
+        self._jobs = {}
+
+    def transfer_async(self, job_id, spec):
+        try:
+            src, dst = spec
+            route = (src.medium(), dst.medium())
+            if route == (GPU_MEDIUM, MEDIUM):
+                run = self._store
+            elif route == (MEDIUM, GPU_MEDIUM):
+                run = self._load
+            else:
+                logger.warning("vllm: job %s: no kvtier transfer from %s to %s", job_id, *route)
+                return False
+            with self._lock:
+                self._jobs[job_id] = self._pool.submit(self._run, job_id, run, src, dst)
+            return True
+        except Exception as e:
+            logger.warning("vllm: job %s not started: %s", job_id, e)
+            return False
+
+    def _run(self, job_id, run, src, dst):
+        try:
+            ok = bool(run(src, dst))
+        except Exception as e:
+            logger.warning("vllm: job %s failed: %s", job_id, e)
+            ok = False
+        with self._lock:
+            self._finished.append((job_id, ok))
+
+    def get_finished(self):
+        with self._lock:
+            done, self._finished = self._finished, []
+            for job_id, _ in done:
+                self._jobs.pop(job_id, None)
+        if TransferResult is not None:
+            return [TransferResult(job_id=j, success=ok) for j, ok in done]
+        return done
+
+    def wait(self, job_ids):
+        with self._lock:
+            futures = [f for j, f in self._jobs.items() if j in set(job_ids)]
+        _wait_futures(futures)
+
+    def shutdown(self):
+        self._pool.shutdown(wait=True)
+
+    def _keys(self, hashes):
+        return [block_key(self.namespace, h) for h in hashes]
+
+    def _on_device(self, work):
+        """Runs work() on a side CUDA stream (after the default stream's work,
+        finished before returning) when the KV cache is on a GPU."""
+        import torch
+        device = self.regions[0][0].device
+        if device.type != "cuda":
+            return work()
+        stream = torch.cuda.Stream(device=device)
+        stream.wait_stream(torch.cuda.default_stream(device))
+        with torch.cuda.stream(stream):
+            result = work()
+        stream.synchronize()
+        return result
+
+    def _gather(self, block_ids):
+        """Per region, the bytes of these GPU blocks as a CPU numpy array
+        (len(block_ids), page_bytes)."""
+        import torch
+
+        def work():
+            out = []
+            for parts in self.regions:
+                idx = torch.as_tensor(block_ids, dtype=torch.long, device=parts[0].device)
+                rows = torch.cat([p.index_select(0, idx) for p in parts], dim=1)
+                out.append(rows.cpu().numpy())
+            return out
+        return self._on_device(work)
+
+    def _store(self, src, dst):
+        """GPU blocks -> kvtier blocks. True once the GPU blocks were read:
+        a block kvtier could not keep (full disk, ...) is logged and is a
+        later miss, never a failed job (vLLM does not take failed jobs)."""
+        hashes = dst.block_hashes
+        ids = [int(i) for i in np.asarray(src.block_ids).reshape(-1)]
+        f = self.plan.factor
+        if len(ids) != len(hashes) * f:
+            logger.warning("vllm: store of %d blocks got %d GPU blocks (want %d each)",
+                           len(hashes), len(ids), f)
+            return False
+        per_token = self.plan.page_bytes // self.plan.gpu_block_size
+        data = [a.reshape(len(hashes), self.plan.block_tokens, per_token)
+                for a in self._gather(ids)]
+        keys = self._keys(hashes)
+        for i, key in enumerate(keys):
+            parent = keys[i - 1] if i else self.namespace
+            try:
+                self.cache.store_tensors(key, parent, self.namespace, [d[i] for d in data])
+            except kvtier.Error as e:
+                logger.warning("vllm: block %s not stored: %s", key.hex()[:16], e)
+        return True
+
+    def _load(self, src, dst):
+        """kvtier blocks -> GPU blocks. Writes the GPU blocks only when every
+        block loaded and decoded; otherwise a failed job, nothing written."""
+        import torch
+        hashes = src.block_hashes
+        ids = [int(i) for i in np.asarray(dst.block_ids).reshape(-1)]
+        f = self.plan.factor
+        skip = len(hashes) * f - len(ids)  # GPU blocks of the first one vLLM already has
+        if not hashes or not 0 <= skip < f:
+            logger.warning("vllm: load of %d blocks into %d GPU blocks", len(hashes), len(ids))
+            return False
+        keys = self._keys(hashes)
+        bufs = np.empty((len(keys), self.plan.layout.max_file_bytes), np.uint8)
+        sizes = self.cache.load_many(keys, [bufs[i] for i in range(len(keys))])
+        per_region = [[] for _ in self.regions]
+        for i, (key, size) in enumerate(zip(keys, sizes)):
+            if size == 0:
+                logger.warning("vllm: block %s missing or damaged at load (kvtier verifies "
+                               "every block it reads)", key.hex()[:16])
+                return False
+            try:
+                tensors = kvtier.decode_block(bufs[i, :size], self.plan.layout, key)
+            except kvtier.Error as e:
+                logger.warning("vllm: block %s failed verification at load: %s",
+                               key.hex()[:16], e)
+                return False
+            for r, t in enumerate(tensors):
+                per_region[r].append(t.reshape(f, self.plan.page_bytes))
+
+        def work():
+            for parts, blocks in zip(self.regions, per_region):
+                device = parts[0].device
+                rows = torch.from_numpy(np.concatenate(blocks)[skip:]).to(device)
+                idx = torch.as_tensor(ids, dtype=torch.long, device=device)
+                start = 0
+                for p in parts:
+                    width = int(p.shape[1])
+                    p.index_copy_(0, idx, rows[:, start:start + width].contiguous())
+                    start += width
+        self._on_device(work)
+        return True
