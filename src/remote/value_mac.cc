@@ -94,7 +94,7 @@ Result<std::unique_ptr<ValueMac>> ValueMac::Load(std::span<const std::string> pa
   Result<std::unique_ptr<ValueMac>> mac = FromKeys(std::move(keys));
   if (!mac.ok() && !paths.empty()) {
     // Name the file rather than its position.
-    const std::string& m = mac.status().message();
+    const std::string m = mac.status().message();
     for (size_t i = 0; i < paths.size(); ++i) {
       const std::string at = "key " + std::to_string(i) + " ";
       if (m.starts_with(at)) {
