@@ -228,7 +228,9 @@ TEST_P(RemoteMacTest, ForgedOrMissingMacIsAMissCountedAndDeleted) {
     EXPECT_FALSE(Present(names.PartName(key, 0)));
     EXPECT_FALSE(Present(names.PartName(key, 1)));
     EXPECT_FALSE(Present(mac_name));
-    if (n == 1) EXPECT_EQ(log_.Matching(c.logged).size(), 1u) << c.logged;
+    if (n == 1) {
+      EXPECT_EQ(log_.Matching(c.logged).size(), 1u) << c.logged;
+    }
   }
   // One line for the burst (rate-limited; the next would count the rest).
   EXPECT_EQ(log_.Matching("remote_mac_keys").size(), 1u);
