@@ -31,10 +31,11 @@ std::vector<KeyOp> BlockReader::MakeOps(std::span<const BlockKey> keys) {
 }
 
 BlockReader::Check BlockReader::Verify(const BlockKey& key, std::span<const std::byte> bytes,
-                                       const std::optional<std::string>& mac) {
-  // The signature first: bytes no key holder wrote are not worth parsing.
+                                       const GetResult& r) {
+  // The signature first (checked as the value was read): bytes no key
+  // holder wrote are not worth parsing.
   if (mac_ != nullptr) {
-    const ValueMac::Verdict v = mac_->Check(key, bytes, mac);
+    const ValueMac::Verdict v = r.mac_verdict.value_or(ValueMac::Verdict::kMissing);
     if (v != ValueMac::Verdict::kOk) {
       CountMacFailure(key, v);
       return Check::kUnsigned;
@@ -112,14 +113,14 @@ void BlockReader::LoadBuffers(
     const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done) {
   C::Add(counters_->lookups, keys.size());
   std::vector<KeyOp> ops = MakeOps(keys);
-  GetOps get(*values_, keys.size(), alloc, counters_, /*with_mac=*/mac_ != nullptr);
+  GetOps get(*values_, keys.size(), alloc, counters_, mac_);
   runner_->Run(ops, get);
   std::vector<BlockKey> bad, unsigned_values;
   for (size_t i = 0; i < keys.size(); ++i) {
     GetResult& r = get.results()[i];
     bool is_unsigned = false;
     if (r.state == State::kRead) {
-      const Check c = Verify(keys[i], r.buffer.span(), r.mac);
+      const Check c = Verify(keys[i], r.buffer.span(), r);
       if (c == Check::kGood) {
         C::Add(counters_->hits);
         C::Add(counters_->bytes_read, r.buffer.size());
@@ -155,13 +156,13 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
   C::Add(counters_->lookups);
   std::vector<KeyOp> ops = MakeOps(std::span(&key, 1));
   const std::span<std::byte> dsts[1] = {dst};
-  GetOps get(*values_, dsts, counters_, /*with_mac=*/mac_ != nullptr);
+  GetOps get(*values_, dsts, counters_, mac_);
   runner_->Run(ops, get);
   GetResult& r = get.results()[0];
   bool is_unsigned = false;
   if (r.state == State::kRead) {
     const std::span<const std::byte> bytes = dst.first(static_cast<size_t>(r.size));
-    const Check c = Verify(key, bytes, r.mac);
+    const Check c = Verify(key, bytes, r);
     if (c == Check::kGood) {
       C::Add(counters_->hits);
       C::Add(counters_->bytes_read, r.size);

@@ -64,8 +64,7 @@ class BlockReader {
  private:
   // What a value read as `bytes` (with its `:mac`, if fetched) is.
   enum class Check : uint8_t { kGood, kBad, kUnsigned };
-  Check Verify(const BlockKey& key, std::span<const std::byte> bytes,
-               const std::optional<std::string>& mac);
+  Check Verify(const BlockKey& key, std::span<const std::byte> bytes, const GetResult& r);
   // Counts (and reports) one value that is not signed by our keys.
   void CountMacFailure(const BlockKey& key, ValueMac::Verdict v);
   // Counts one GET result that is not a verified hit.

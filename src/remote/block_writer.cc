@@ -48,7 +48,7 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
   }
   if (!send_keys.empty()) {
     std::vector<KeyOp> ops = BlockReader::MakeOps(send_keys);
-    SetOps set(*values_, send_blocks, send_keys, options_.ttl_seconds, mac_, counters_);
+    SetOps set(*values_, send_blocks, options_.ttl_seconds, mac_, counters_);
     runner_->Run(ops, set);
     for (size_t i = 0; i < send_keys.size(); ++i) {
       switch (set.results()[i].state) {
@@ -80,7 +80,7 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
 Status BlockWriter::WriteOne(const BlockKey& key, std::span<const std::byte> block) {
   std::vector<KeyOp> ops = BlockReader::MakeOps(std::span(&key, 1));
   const std::span<const std::byte> blocks[1] = {block};
-  SetOps set(*values_, blocks, std::span(&key, 1), options_.ttl_seconds, mac_, counters_);
+  SetOps set(*values_, blocks, options_.ttl_seconds, mac_, counters_);
   runner_->Run(ops, set);
   const SetResult& r = set.results()[0];
   switch (r.state) {

@@ -66,31 +66,34 @@ void ExistsOps::Fail(const KeyOp& op, OpFailure why) {
 // --- GET / MGET -----------------------------------------------------------------
 
 GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-               RemoteCounters* counters, bool with_mac)
+               RemoteCounters* counters, const ValueMac* mac)
     : layout_(layout),
       allocate_(true),
       alloc_(alloc),
       results_(n),
       counters_(counters),
-      with_mac_(with_mac) {}
+      mac_(mac) {}
 
 GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-               RemoteCounters* counters, bool with_mac)
+               RemoteCounters* counters, const ValueMac* mac)
     : layout_(layout),
       dsts_(dsts),
       allocate_(false),
       alloc_(nullptr),
       results_(dsts.size()),
       counters_(counters),
-      with_mac_(with_mac) {}
+      mac_(mac) {}
 
 void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
-  if (layout_.single_part() && !with_mac_) {
+  if (layout_.single_part() && mac_ == nullptr) {
     out->Command({"GET", layout_.PartName(op.key, 0)});
     return;
   }
-  std::vector<std::string> names = layout_.PartNames(op.key, layout_.max_parts());
-  if (with_mac_) names.push_back(layout_.MacName(op.key));
+  std::vector<std::string> names;
+  if (mac_ != nullptr) names.push_back(layout_.MacName(op.key));
+  for (std::string& n : layout_.PartNames(op.key, layout_.max_parts())) {
+    names.push_back(std::move(n));
+  }
   out->Command("MGET", names);
 }
 
@@ -149,8 +152,8 @@ OpOutcome GetOps::OnError(GetResult& r, std::string_view line) {
 Result<OpOutcome> GetOps::ReadReply(const KeyOp& op, Connection* conn) {
   GetResult& r = results_[op.index];
   r = GetResult();
-  return layout_.single_part() && !with_mac_ ? ReadOnePart(r, op.index, conn)
-                                             : ReadParts(r, op.index, conn);
+  return layout_.single_part() && mac_ == nullptr ? ReadOnePart(r, op.index, conn)
+                                                 : ReadParts(r, op, conn);
 }
 
 Result<OpOutcome> GetOps::ReadOnePart(GetResult& r, size_t index, Connection* conn) {
@@ -182,14 +185,32 @@ Result<OpOutcome> GetOps::ReadOnePart(GetResult& r, size_t index, Connection* co
   }
 }
 
-Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn) {
+Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* conn) {
+  const size_t index = op.index;
   const uint32_t parts = layout_.max_parts();
-  const uint32_t elements = parts + (with_mac_ ? 1 : 0);
+  const uint32_t elements = parts + (mac_ != nullptr ? 1 : 0);
   KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, elements}));
   if (h.type == ReplyType::kError) return OnError(r, h.text);
   if (h.type != ReplyType::kArray || h.number != static_cast<int64_t>(elements)) {
     return UnexpectedReply("MGET", h);
   }
+  std::unique_ptr<ValueMac::Checker> check;
+  if (mac_ != nullptr) {
+    KVTIER_RETURN_IF_ERROR(ReadMac(r, conn));
+    check = mac_->Begin(op.key, r.mac);
+  }
+  // Reads `dst` from the socket in chunks, hashing each while the next
+  // arrives.
+  auto read_data = [&](std::span<std::byte> dst) -> Status {
+    constexpr size_t kChunk = size_t{256} << 10;
+    if (check == nullptr) return conn->ReadExact(dst);
+    for (size_t off = 0; off < dst.size(); off += kChunk) {
+      const std::span<std::byte> piece = dst.subspan(off, std::min(kChunk, dst.size() - off));
+      KVTIER_RETURN_IF_ERROR(conn->ReadExact(piece));
+      check->Update(piece);
+    }
+    return Status::Ok();
+  };
   std::span<std::byte> dst;
   uint64_t total = 0;
   uint32_t needed = 0;  // parts the value has, once part 0 told its size
@@ -236,7 +257,8 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn
         continue;
       }
       std::memcpy(dst.data(), prefix.data(), prefix.size());
-      KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst.subspan(prefix.size(), len - prefix.size())));
+      if (check) check->Update(prefix);
+      KVTIER_RETURN_IF_ERROR(read_data(dst.subspan(prefix.size(), len - prefix.size())));
       KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
       continue;
     }
@@ -246,11 +268,13 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn
       continue;
     }
     const uint64_t offset = uint64_t{i} * layout_.part_bytes();
-    KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst.subspan(offset, len)));
+    KVTIER_RETURN_IF_ERROR(read_data(dst.subspan(offset, len)));
     KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
   }
-  if (with_mac_) KVTIER_RETURN_IF_ERROR(ReadMac(r, conn));
-  if (r.state == State::kPending) r.state = State::kRead;
+  if (r.state == State::kPending) {
+    r.state = State::kRead;
+    if (check) r.mac_verdict = check->Finish();
+  }
   if (r.state != State::kRead) r.buffer = BlockBuffer();
   return OpOutcome{};
 }

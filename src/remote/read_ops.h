@@ -5,8 +5,11 @@
 //              → the value, read straight from the socket into its
 //              destination: a new exact-size BlockBuffer, or the caller's
 //              buffer. Verification (DecodeBlock) is the caller's job.
-//              A reader with MAC keys asks MGET <parts...> <:mac>: the
-//              signature comes in the same (atomic) reply as the value.
+//              A reader with MAC keys asks MGET <:mac> <parts...>: the
+//              signature comes in the same (atomic) reply as the value and
+//              ahead of it, so that the value is hashed as it is read
+//              (chunk by chunk, while the socket fills with the next),
+//              not in a second pass.
 //   DeleteOps  DEL <every possible part> <:mac>
 //
 // A GET reply is checked before a byte of its data is read: a bulk longer
@@ -35,6 +38,7 @@
 #include "remote/batch_runner.h"
 #include "remote/counters.h"
 #include "remote/value_layout.h"
+#include "remote/value_mac.h"
 
 namespace kvtier::remote {
 
@@ -76,9 +80,10 @@ struct GetResult {
   uint64_t size = 0;   // value bytes (kRead, kTooSmall)
   BlockBuffer buffer;  // allocating mode: the value (kRead)
   Status alloc_error;  // kAllocError
-  // With `with_mac`: the stored `:mac` (nullopt: none; "" when it was too
-  // long to be one).
+  // With a ValueMac: the stored `:mac` (nullopt: none; "" when it was too
+  // long to be one), and for a value read whole (kRead), its verdict.
   std::optional<std::string> mac;
+  std::optional<ValueMac::Verdict> mac_verdict;
 };
 
 // Supplies an exact-size buffer for a value (RemoteTier::BufferAllocator).
@@ -88,12 +93,13 @@ class GetOps : public OpHandler {
  public:
   // Allocating mode: each value gets its own exact-size BlockBuffer from
   // `alloc` (the heap when null; it must outlive the handler).
-  // `with_mac`: also fetch each value's `:mac` (GetResult::mac).
+  // `mac` (null: none): also fetch each value's `:mac` and check the value
+  // against it as it is read (GetResult::mac_verdict).
   GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-         RemoteCounters* counters, bool with_mac = false);
+         RemoteCounters* counters, const ValueMac* mac = nullptr);
   // Into mode: op i's value goes to the front of dsts[i].
   GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-         RemoteCounters* counters, bool with_mac = false);
+         RemoteCounters* counters, const ValueMac* mac = nullptr);
 
   void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
   uint64_t TransferBytes(const KeyOp& op) override;
@@ -104,8 +110,8 @@ class GetOps : public OpHandler {
 
  private:
   Result<OpOutcome> ReadOnePart(GetResult& r, size_t index, Connection* conn);
-  Result<OpOutcome> ReadParts(GetResult& r, size_t index, Connection* conn);
-  // The `:mac` element that ends an MGET reply with_mac.
+  Result<OpOutcome> ReadParts(GetResult& r, const KeyOp& op, Connection* conn);
+  // The `:mac` element that starts an MGET reply with a ValueMac.
   Status ReadMac(GetResult& r, Connection* conn);
   // Where a value of `size` bytes goes; empty (and r.state set) if nowhere.
   std::span<std::byte> Destination(GetResult& r, size_t index, uint64_t size);
@@ -118,7 +124,7 @@ class GetOps : public OpHandler {
   const ValueAllocator* const alloc_;  // allocating mode; null = the heap
   std::vector<GetResult> results_;
   RemoteCounters* counters_;
-  const bool with_mac_;
+  const ValueMac* const mac_;
 };
 
 class DeleteOps : public OpHandler {

@@ -307,6 +307,39 @@ TEST_P(RemoteMacTest, BadKeyFilesFailOpen) {
   }
 }
 
+// The checker a reader hashes with while it reads (pieces of any size)
+// agrees with the one-shot check, and with every refusal.
+TEST(ValueMacChecker, PiecewiseEqualsWhole) {
+  std::unique_ptr<ValueMac> mac = ValueMac::FromKeys({KeyBytes(3), KeyBytes(4)}).value();
+  std::string block(1'500'000, '\0');
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<char>(i * 131 + (i >> 9));
+  const std::span<const std::byte> bytes = std::as_bytes(std::span(block));
+  const BlockKey key = TestBlockKey(42);
+  const std::string good = mac->Sign(key, bytes);
+  auto piecewise = [&](std::span<const std::byte> b, const std::optional<std::string>& m) {
+    std::unique_ptr<ValueMac::Checker> c = mac->Begin(key, m);
+    for (size_t off = 0, step = 1; off < b.size(); off += step, step = step * 3 + 7) {
+      c->Update(b.subspan(off, std::min(step, b.size() - off)));
+    }
+    return c->Finish();
+  };
+  EXPECT_EQ(piecewise(bytes, good), ValueMac::Verdict::kOk);
+  EXPECT_EQ(mac->Check(key, bytes, good), ValueMac::Verdict::kOk);
+  std::string changed = block;
+  changed[777'777] ^= 1;
+  EXPECT_EQ(piecewise(std::as_bytes(std::span(changed)), good), ValueMac::Verdict::kBadTag);
+  EXPECT_EQ(mac->Check(key, std::as_bytes(std::span(changed)), good), ValueMac::Verdict::kBadTag);
+  EXPECT_EQ(piecewise(bytes, std::nullopt), ValueMac::Verdict::kMissing);
+  EXPECT_EQ(piecewise(bytes, good.substr(1)), ValueMac::Verdict::kMalformed);
+  std::unique_ptr<ValueMac> other = ValueMac::FromKeys({KeyBytes(5)}).value();
+  EXPECT_EQ(piecewise(bytes, other->Sign(key, bytes)), ValueMac::Verdict::kUnknownKey);
+  // Signed by the second key: still verified (rotation).
+  std::unique_ptr<ValueMac> second = ValueMac::FromKeys({KeyBytes(4)}).value();
+  EXPECT_EQ(piecewise(bytes, second->Sign(key, bytes)), ValueMac::Verdict::kOk);
+  // Another block key, same bytes: refused (the key is signed too).
+  EXPECT_EQ(mac->Check(TestBlockKey(43), bytes, good), ValueMac::Verdict::kBadTag);
+}
+
 INSTANTIATE_TEST_SUITE_P(Servers, RemoteMacTest, ::testing::Values(Where::kSingle, Where::kCluster),
                          [](const ::testing::TestParamInfo<Where>& i) {
                            return i.param == Where::kSingle ? "Single" : "Cluster";

@@ -151,6 +151,65 @@ ValueMac::Verdict ValueMac::Check(const BlockKey& key, std::span<const std::byte
   return Verdict::kUnknownKey;
 }
 
+ValueMac::Checker::~Checker() { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_)); }
+
+std::unique_ptr<ValueMac::Checker> ValueMac::Begin(const BlockKey& key,
+                                                 const std::optional<std::string>& mac) const {
+  std::unique_ptr<Checker> c(new Checker());
+  if (!mac) {
+    c->early_ = Verdict::kMissing;
+    return c;
+  }
+  const std::string& m = *mac;
+  if (m.size() != kMacValueBytes || !m.starts_with(kValuePrefix) ||
+      m[kValuePrefix.size() + 16] != ' ') {
+    c->early_ = Verdict::kMalformed;
+    return c;
+  }
+  const std::string_view id = std::string_view(m).substr(kValuePrefix.size(), 16);
+  for (const std::unique_ptr<Key>& k : keys_) {
+    if (k->id != id) continue;
+    EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(k->keyed);
+    if (ctx == nullptr) throw std::bad_alloc();
+    c->ctx_ = ctx;
+    c->mac_ = m;
+    c->key_id_ = k->id;
+    if (EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(kTagPrefix.data()),
+                       kTagPrefix.size()) != 1 ||
+        EVP_MAC_update(ctx, key.bytes.data(), key.bytes.size()) != 1) {
+      throw std::bad_alloc();
+    }
+    return c;
+  }
+  c->early_ = Verdict::kUnknownKey;
+  return c;
+}
+
+void ValueMac::Checker::Update(std::span<const std::byte> bytes) {
+  if (ctx_ == nullptr || bytes.empty()) return;
+  if (EVP_MAC_update(static_cast<EVP_MAC_CTX*>(ctx_),
+                     reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()) != 1) {
+    throw std::bad_alloc();
+  }
+}
+
+ValueMac::Verdict ValueMac::Checker::Finish() {
+  if (ctx_ == nullptr) return early_;
+  std::array<unsigned char, 32> tag{};
+  size_t len = 0;
+  EVP_MAC_CTX* ctx = static_cast<EVP_MAC_CTX*>(ctx_);
+  const bool ok = EVP_MAC_final(ctx, tag.data(), &len, tag.size()) == 1 && len == tag.size();
+  EVP_MAC_CTX_free(ctx);
+  ctx_ = nullptr;
+  if (!ok) throw std::bad_alloc();
+  std::string expected;
+  expected.reserve(kMacValueBytes);
+  expected.append(kValuePrefix).append(key_id_).append(" ").append(Hex(tag.data(), tag.size()));
+  early_ = CRYPTO_memcmp(expected.data(), mac_.data(), kMacValueBytes) == 0 ? Verdict::kOk
+                                                                             : Verdict::kBadTag;
+  return early_;
+}
+
 std::string_view VerdictText(ValueMac::Verdict v) {
   switch (v) {
     case ValueMac::Verdict::kOk:

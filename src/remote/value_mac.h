@@ -65,6 +65,27 @@ class ValueMac {
   Verdict Check(const BlockKey& key, std::span<const std::byte> block,
                 const std::optional<std::string>& mac) const;
 
+  // Checker: checks a value whose bytes arrive in pieces (hashed as they are read,
+  // while the socket fills with the next ones): Begin() with the value's
+  // `:mac`, Update() with every byte of the block file in order, Finish().
+  class Checker {
+   public:
+    ~Checker();
+    Checker(const Checker&) = delete;
+    Checker& operator=(const Checker&) = delete;
+    void Update(std::span<const std::byte> bytes);
+    Verdict Finish();
+
+   private:
+    friend class ValueMac;
+    Checker() = default;
+    Verdict early_ = Verdict::kOk;  // a verdict known before any byte
+    void* ctx_ = nullptr;           // EVP_MAC_CTX*, while hashing
+    std::string mac_;
+    std::string key_id_;
+  };
+  std::unique_ptr<Checker> Begin(const BlockKey& key, const std::optional<std::string>& mac) const;
+
   // The key id of `key` (16 hex digits).
   static std::string KeyId(std::string_view key);
   // The signing key's id.

@@ -13,21 +13,19 @@ Status UnexpectedReply(std::string_view what) {
 }  // namespace
 
 SetOps::SetOps(const ValueLayout& layout, std::span<const std::span<const std::byte>> blocks,
-               std::span<const BlockKey> keys, uint32_t ttl_seconds, const ValueMac* mac,
+               uint32_t ttl_seconds, const ValueMac* mac,
                RemoteCounters* counters)
     : layout_(layout),
       blocks_(blocks),
       ttl_seconds_(ttl_seconds),
+      mac_(mac),
       results_(blocks.size()),
       counters_(counters) {
-  if (mac != nullptr) {
-    macs_.reserve(blocks.size());
-    for (size_t i = 0; i < blocks.size(); ++i) macs_.push_back(mac->Sign(keys[i], blocks[i]));
-  }
+  if (mac != nullptr) macs_.resize(blocks.size());
 }
 
 uint32_t SetOps::SetsFor(size_t index) const {
-  return layout_.PartsFor(blocks_[index].size()) + (macs_.empty() ? 0 : 1);
+  return layout_.PartsFor(blocks_[index].size()) + (mac_ == nullptr ? 0 : 1);
 }
 
 void SetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
@@ -40,8 +38,12 @@ void SetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
   out->Command({"MULTI"});
   const std::vector<std::string> names = layout_.PartNames(op.key, parts);
   for (uint32_t i = parts; i-- > 0;) {
-    if (i == 0 && !macs_.empty()) {
-      out->Set(layout_.MacName(op.key), std::as_bytes(std::span(macs_[op.index])), ttl_seconds_);
+    if (i == 0 && mac_ != nullptr) {
+      // Signed when first sent (not all up front): hashing this block
+      // overlaps the server's work on the requests already in flight.
+      std::string& m = macs_[op.index];
+      if (m.empty()) m = mac_->Sign(op.key, block);
+      out->Set(layout_.MacName(op.key), std::as_bytes(std::span(m)), ttl_seconds_);
     }
     const uint64_t begin = uint64_t{i} * layout_.part_bytes();
     out->Set(names[i], block.subspan(begin, layout_.PartSize(block.size(), i)), ttl_seconds_);

@@ -52,9 +52,10 @@ struct SetResult {
 class SetOps : public OpHandler {
  public:
   // Op i writes blocks[i] (signed with `mac` unless null; each signature
-  // is computed here, once). The bytes must outlive Run().
+  // is computed once, when the op is first sent). The bytes and `mac` must
+  // outlive Run().
   SetOps(const ValueLayout& layout, std::span<const std::span<const std::byte>> blocks,
-         std::span<const BlockKey> keys, uint32_t ttl_seconds, const ValueMac* mac,
+         uint32_t ttl_seconds, const ValueMac* mac,
          RemoteCounters* counters);
 
   void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
@@ -74,7 +75,8 @@ class SetOps : public OpHandler {
   const ValueLayout& layout_;
   const std::span<const std::span<const std::byte>> blocks_;
   const uint32_t ttl_seconds_;
-  std::vector<std::string> macs_;  // op i's `:mac` value; empty when unsigned
+  const ValueMac* const mac_;      // null: unsigned
+  std::vector<std::string> macs_;  // op i's `:mac` value, once sent
   std::vector<SetResult> results_;
   RemoteCounters* counters_;
 };
