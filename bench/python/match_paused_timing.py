@@ -8,7 +8,7 @@ tier holds (so each must ask Redis), then resumes it. Prints one line per
 call and a summary; a timing for a report, not a test assertion.
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/python/match_paused_timing.py \\
-        [--calls 20] [--budget 20ms]
+        [--calls 20] [--budget 20ms] [--no-log]
 """
 import argparse
 import os
@@ -32,7 +32,13 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--budget", default="20ms")
     ap.add_argument("--keys", type=int, default=8, help="keys per match() call")
+    ap.add_argument("--no-log", action="store_true",
+                    help="drop the kvtier logger's lines (what Python logging costs the call "
+                         "that opens the breaker)")
     args = ap.parse_args()
+    if args.no_log:
+        import logging
+        logging.getLogger("kvtier").disabled = True
     port = free_port()
     with tempfile.TemporaryDirectory() as work:
         server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
