@@ -18,12 +18,18 @@
 //             cache's recycled buffers, so not page-faulted again) and
 //             verified (structure, key, signature, checksum), then dropped;
 //   exists    Exists() of all M keys at once (one round trip), per key.
+// --signed adds, in the same rounds, set and get through a second tier with
+// a MAC key (remote_mac_keys: a fresh random key in a temp file): every
+// value signed on set and its `:mac` checked on get, against the unsigned
+// tier's figures (signed_set_ratio, signed_get_ratio).
 // The phases run --rounds times (default 2), alternating which side goes
 // first; each side's best round is reported. Keys are fresh per round and
 // deleted afterwards. Needs one server (redis://): the raw loop has one
 // socket.
 //   --json: {"set_GBps","get_GBps","raw_set_GBps","raw_get_GBps",
 //   "exists_us_per_key","blocks","block_bytes","parts","set_ratio","get_ratio"}
+//   and with --signed "signed_set_GBps","signed_get_GBps","signed_set_ratio",
+//   "signed_get_ratio".
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -31,8 +37,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <random>
 
 #include "bench_util.h"
 #include "command.h"
@@ -56,9 +65,35 @@ struct BenchRemoteArgs {
   uint64_t blocks = 0;
   uint32_t batch = 16;
   uint32_t rounds = 2;
+  bool signed_values = false;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* block_bytes_opt = nullptr;
   ConfigFlag config;
+};
+
+// A MAC key of 32 random bytes in a temp file (remote_mac_keys reads
+// files), removed with the object.
+class TempKeyFile {
+ public:
+  TempKeyFile() {
+    char path[] = "/tmp/kvtier-bench-key-XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0) return;
+    std::random_device rd;
+    unsigned char key[32];
+    for (unsigned char& b : key) b = static_cast<unsigned char>(rd());
+    const bool ok = ::write(fd, key, sizeof(key)) == static_cast<ssize_t>(sizeof(key));
+    ::close(fd);
+    path_ = path;
+    if (!ok) path_.clear();
+  }
+  ~TempKeyFile() {
+    if (!path_.empty()) std::remove(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // The raw side: a blocking socket and the least RESP that does the job.
@@ -264,6 +299,13 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   if (Status s = a.config.ApplyTo({.remote = &o}); !s.ok()) return ReportError(flags, s);
   o.info_log = StderrLog();
   o.queue_max_bytes = std::max<uint64_t>(o.queue_max_bytes, total);
+  // Exists() of every key at once measures the round trip, not the request
+  // path's budget: give it a whole call's time.
+  o.lookup_budget_ms = std::max(o.lookup_budget_ms, o.command_timeout_ms);
+  TempKeyFile key_file;
+  if (a.signed_values && key_file.path().empty()) {
+    return fail(Status::IOError("--signed: cannot write a key file in /tmp", errno));
+  }
   uint32_t round_no = 0;
   auto tier_prefix = [&] {
     return "kvtier-bench:" + run_id + ":" + std::to_string(round_no) + ":";
@@ -274,10 +316,16 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
 
   // Where hits land, as in the cache: recycled, already faulted-in buffers.
   const ReadBufferAllocator buffers = RecycledReadBuffers(uint64_t{a.batch} * max_size * 2);
-  std::unique_ptr<RemoteTier> tier;
+  std::unique_ptr<RemoteTier> tier, signed_tier;
   auto open_tier = [&]() -> Status {
     o.key_prefix = tier_prefix();
     KVTIER_ASSIGN_OR_RETURN(tier, RemoteTier::Open(o, Env::Default()));
+    if (a.signed_values) {
+      RemoteTierOptions so = o;
+      so.key_prefix = tier_prefix() + "signed:";
+      so.mac_keys = {key_file.path()};
+      KVTIER_ASSIGN_OR_RETURN(signed_tier, RemoteTier::Open(so, Env::Default()));
+    }
     return Status::Ok();
   };
   auto raw_set = [&]() -> Result<double> {
@@ -295,12 +343,12 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     }
     return Seconds(t0, Clock::now());
   };
-  auto our_set = [&]() -> Result<double> {
+  auto our_set = [&](RemoteTier* t) -> Result<double> {
     const auto t0 = Clock::now();
-    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(tier->Put(keys[i], blocks[i]));
-    KVTIER_RETURN_IF_ERROR(tier->Flush());
+    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(t->Put(keys[i], blocks[i]));
+    KVTIER_RETURN_IF_ERROR(t->Flush());
     const double secs = Seconds(t0, Clock::now());
-    const RemoteTierStats s = tier->Stats();
+    const RemoteTierStats s = t->Stats();
     if (s.stored != keys.size()) {
       return Status::Internal("only " + std::to_string(s.stored) + " blocks stored (drops: " +
                               std::to_string(s.drops_unavailable + s.drops_oom + s.drops_error) +
@@ -308,13 +356,13 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     }
     return secs;
   };
-  auto our_get = [&]() -> Result<double> {
+  auto our_get = [&](RemoteTier* t) -> Result<double> {
     const auto t0 = Clock::now();
     uint64_t hits = 0;
     for (size_t begin = 0; begin < keys.size(); begin += a.batch) {
       std::span<const BlockKey> batch(keys.data() + begin,
                                       std::min<size_t>(a.batch, keys.size() - begin));
-      tier->LoadBuffers(batch, buffers, [&](size_t, Result<std::optional<BlockBuffer>> r) {
+      t->LoadBuffers(batch, buffers, [&](size_t, Result<std::optional<BlockBuffer>> r) {
         hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
       });
     }
@@ -329,12 +377,14 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     for (size_t i = 0; i < keys.size(); ++i) {
       KVTIER_RETURN_IF_ERROR(raw.Del(raw_name(i)));
       KVTIER_RETURN_IF_ERROR(tier->Erase(keys[i]).status());
+      if (signed_tier) KVTIER_RETURN_IF_ERROR(signed_tier->Erase(keys[i]).status());
     }
     return Status::Ok();
   };
 
   struct Best {
     double set = 1e30, get = 1e30, raw_set = 1e30, raw_get = 1e30, exists = 1e30;
+    double signed_set = 1e30, signed_get = 1e30;
   } best;
   auto keep_best = [](double* slot, const Result<double>& r) -> Status {
     if (!r.ok()) return r.status();
@@ -343,17 +393,24 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   };
   for (round_no = 0; round_no < a.rounds; ++round_no) {
     tier.reset();
+    signed_tier.reset();
     Status s = open_tier();
     if (!s.ok()) return fail(s.WithContext("--remote"));
+    RemoteTier* const t = tier.get();
+    RemoteTier* const st = signed_tier.get();
     if (round_no % 2 == 0) {
       if (s.ok()) s = keep_best(&best.raw_set, raw_set()).WithContext("raw set");
-      if (s.ok()) s = keep_best(&best.set, our_set()).WithContext("set");
+      if (s.ok()) s = keep_best(&best.set, our_set(t)).WithContext("set");
+      if (s.ok() && st) s = keep_best(&best.signed_set, our_set(st)).WithContext("signed set");
       if (s.ok()) s = keep_best(&best.raw_get, raw_get()).WithContext("raw get");
-      if (s.ok()) s = keep_best(&best.get, our_get()).WithContext("get");
+      if (s.ok()) s = keep_best(&best.get, our_get(t)).WithContext("get");
+      if (s.ok() && st) s = keep_best(&best.signed_get, our_get(st)).WithContext("signed get");
     } else {
-      if (s.ok()) s = keep_best(&best.set, our_set()).WithContext("set");
+      if (s.ok() && st) s = keep_best(&best.signed_set, our_set(st)).WithContext("signed set");
+      if (s.ok()) s = keep_best(&best.set, our_set(t)).WithContext("set");
       if (s.ok()) s = keep_best(&best.raw_set, raw_set()).WithContext("raw set");
-      if (s.ok()) s = keep_best(&best.get, our_get()).WithContext("get");
+      if (s.ok() && st) s = keep_best(&best.signed_get, our_get(st)).WithContext("signed get");
+      if (s.ok()) s = keep_best(&best.get, our_get(t)).WithContext("get");
       if (s.ok()) s = keep_best(&best.raw_get, raw_get()).WithContext("raw get");
     }
     for (int i = 0; s.ok() && i < 3; ++i) {
@@ -370,22 +427,31 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   }
   const uint32_t parts = static_cast<uint32_t>((max_size + o.part_bytes - 1) / o.part_bytes);
   (void)tier->Close();
+  if (signed_tier) (void)signed_tier->Close();
 
   const double gb = static_cast<double>(total) / 1e9;
   const double set = gb / best.set, get = gb / best.get;
   const double raw_set_gbps = gb / best.raw_set, raw_get_gbps = gb / best.raw_get;
   const double exists_us = best.exists * 1e6;
+  const double signed_set = gb / best.signed_set, signed_get = gb / best.signed_get;
   if (flags.json) {
-    PrintJson({{"set_GBps", set},
-               {"get_GBps", get},
-               {"raw_set_GBps", raw_set_gbps},
-               {"raw_get_GBps", raw_get_gbps},
-               {"exists_us_per_key", exists_us},
-               {"blocks", keys.size()},
-               {"block_bytes", blocks[0]->size()},
-               {"parts", parts},
-               {"set_ratio", set / raw_set_gbps},
-               {"get_ratio", get / raw_get_gbps}});
+    nlohmann::json j = {{"set_GBps", set},
+                        {"get_GBps", get},
+                        {"raw_set_GBps", raw_set_gbps},
+                        {"raw_get_GBps", raw_get_gbps},
+                        {"exists_us_per_key", exists_us},
+                        {"blocks", keys.size()},
+                        {"block_bytes", blocks[0]->size()},
+                        {"parts", parts},
+                        {"set_ratio", set / raw_set_gbps},
+                        {"get_ratio", get / raw_get_gbps}};
+    if (a.signed_values) {
+      j["signed_set_GBps"] = signed_set;
+      j["signed_get_GBps"] = signed_get;
+      j["signed_set_ratio"] = signed_set / set;
+      j["signed_get_ratio"] = signed_get / get;
+    }
+    PrintJson(j);
   } else {
     std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes (" << parts
               << (parts == 1 ? " part" : " parts") << ") on " << url->Redacted() << "\n";
@@ -393,6 +459,12 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
               << set / raw_set_gbps << ")\n";
     std::cout << "get  " << get << " GB/s  (raw " << raw_get_gbps << " GB/s, ratio "
               << get / raw_get_gbps << ")\n";
+    if (a.signed_values) {
+      std::cout << "signed set  " << signed_set << " GB/s  (unsigned " << set << " GB/s, ratio "
+                << signed_set / set << ")\n";
+      std::cout << "signed get  " << signed_get << " GB/s  (unsigned " << get << " GB/s, ratio "
+                << signed_get / get << ")\n";
+    }
     std::cout << "exists " << exists_us << " us per key\n";
   }
   std::cout.flush();
@@ -414,6 +486,8 @@ std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--rounds", a->rounds,
                   "Rounds, alternating which side goes first; best of each (default 2)")
       ->check(CLI::Range(1, 100));
+  app->add_flag("--signed", a->signed_values,
+                "Also set/get through a tier with a MAC key (remote_mac_keys), against unsigned");
   return [a, flags] { return Run(*a, *flags); };
 }
 

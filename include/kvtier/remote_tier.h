@@ -79,6 +79,13 @@ struct RemoteTierOptions {
   // MiB of the whole batch: what is not answered by then is a miss (or a
   // dropped copy), counted in `timeouts`. > 0. Default 2000.
   uint32_t command_timeout_ms = 2000;
+  // Milliseconds Exists() — the cache's Match, on an engine's request path —
+  // waits for the server, a connect included: an answer later than that is
+  // a miss for this call, counted in `exists_late` (and the connection it
+  // was on is dropped, a failure toward the breaker). An engine would rather
+  // recompute a block than wait for a slow or paused server. > 0.
+  // Default 20.
+  uint32_t lookup_budget_ms = 20;
   // Consecutive failed round trips or connects to one node that open its
   // circuit breaker: calls to that node are immediate misses until the
   // breaker's open time has passed and one probe call succeeds. Round trips
@@ -129,6 +136,16 @@ struct RemoteTierOptions {
   // dropped and counted. 0 = no bound. Default 10000.
   uint64_t close_timeout_ms = 10'000;
 
+  // --- Signed values (DESIGN.md §7) ----------------------------------------
+  // Key files of at least 32 random bytes each (read through the Env at
+  // Open()). Empty: values are neither signed nor checked. Otherwise the
+  // first key signs every stored value (`<prefix>{<hex>}:mac`, in the same
+  // transaction as the value) and a value is served only if its `:mac` is
+  // signed by one of the keys; any other value is a miss, counted in
+  // `mac_failures`, and deleted. Add a new key second on every host, then
+  // move it first, then retire the old one: keys rotate without a flag day.
+  std::vector<std::string> mac_keys;
+
   // --- Events ----------------------------------------------------------------
   // Where the tier reports a node down (its breaker opened), back up, and a
   // full write queue dropping copies (kvtier/logger.h), rate-limited. Not
@@ -148,12 +165,14 @@ struct RemoteTierOptions {
   X(exists_calls, kCounter, "Exists() calls")                                                     \
   X(exists_keys, kCounter, "keys they asked about")                                               \
   X(exists_found, kCounter, "... and found")                                                      \
+  X(exists_late, kCounter, "... given up at lookup_budget_ms (a miss for that call)")             \
   X(lookups, kCounter, "keys asked of Get/GetMany/GetInto")                                       \
   X(hits, kCounter, "lookups served a verified block")                                            \
   X(misses, kCounter, "lookups that served nothing (any reason)")                                 \
   X(misses_unavailable, kCounter, "... because the node was down, timed out or its breaker open") \
   X(bad_values, kCounter, "values that failed verification (bad, partial, foreign, wrong type)")  \
-  X(bad_values_deleted, kCounter, "... deleted from the server")                                  \
+  X(bad_values_deleted, kCounter, "... deleted from the server (and mac_failures)")                \
+  X(mac_failures, kCounter, "values not signed by one of mac_keys (deleted too)")                  \
   X(too_small, kCounter, "GetInto() calls whose buffer was too small")                            \
   X(alloc_failures, kCounter, "LoadBuffers() values whose allocator failed")                      \
   X(bytes_read, kCounter, "block bytes served")                                                   \

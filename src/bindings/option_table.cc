@@ -24,7 +24,18 @@ constexpr uint64_t kUs = 1;
 constexpr uint64_t kMs = 1000;
 constexpr uint64_t kSec = 1000 * 1000;
 
-enum class Kind { kSize, kDuration, kCount, kBool, kString, kOptString, kEnum, kFraction, kMode };
+enum class Kind {
+  kSize,
+  kDuration,
+  kCount,
+  kBool,
+  kString,
+  kOptString,
+  kEnum,
+  kFraction,
+  kMode,
+  kPathList,  // one path (a string) or a list of them
+};
 
 // A parsed value: `u` for sizes (bytes), durations (in the row's unit),
 // counts, enums (the choice's index) and modes; `b`, `s`, `d` otherwise.
@@ -34,6 +45,7 @@ struct Value {
   std::string s;
   std::optional<std::string> opt;
   double d = 0;
+  std::vector<std::string> list;
 };
 
 using Setter = std::function<void(CacheSpec&, const Value&)>;
@@ -262,6 +274,16 @@ const std::vector<Row>& Table() {
        "remote.skip_existing", KVTIER_SET(s.remote_tier.skip_existing = v.b)},
       {"remote_verify_puts", Kind::kBool, "true", "Check a block's header before sending it.",
        "remote.verify_puts", KVTIER_SET(s.remote_tier.verify_puts = v.b)},
+      {"remote_lookup_budget", Kind::kDuration, "20ms",
+       "How long a match waits for Redis (a connect included); a later answer is a miss for "
+       "that call, counted in `exists_late`. > 0.",
+       "remote.lookup_budget_ms",
+       KVTIER_SET(s.remote_tier.lookup_budget_ms = static_cast<uint32_t>(v.u)), kU32},
+      {"remote_mac_keys", Kind::kPathList, "none (values unsigned)",
+       "Key files (at least 32 random bytes each) that sign stored values; the first signs, "
+       "all verify. A host with keys serves only values signed by one of them "
+       "(docs/remote-tier.md, Security).",
+       "remote.mac_keys", KVTIER_SET(s.remote_tier.mac_keys = v.list)},
       {"remote_close_timeout", Kind::kDuration, "10s",
        "How long close() waits for the send queue to drain; 0 = no bound.",
        "remote.close_timeout_ms", KVTIER_SET(s.remote_tier.close_timeout_ms = v.u)},
@@ -318,6 +340,8 @@ std::string TypeText(const Row& row) {
       return "number";
     case Kind::kMode:
       return "file mode";
+    case Kind::kPathList:
+      return "path or list of paths";
     case Kind::kEnum: {
       std::string t;
       for (const char* c : row.choices) t += (t.empty() ? "" : " | ") + std::string(c);
@@ -386,6 +410,21 @@ Result<Value> Parse(const Row& row, const json& value) {
         v.opt = v.s;
       }
       return v;
+    case Kind::kPathList: {
+      auto add = [&](const json& item) -> Status {
+        if (!item.is_string() || item.get<std::string>().empty()) {
+          return Bad(row, "expected a file path (or a list of them), got " + Echo(item));
+        }
+        v.list.push_back(item.get<std::string>());
+        return Status::Ok();
+      };
+      if (value.is_array()) {
+        for (const json& item : value) KVTIER_RETURN_IF_ERROR(add(item));
+      } else {
+        KVTIER_RETURN_IF_ERROR(add(value));
+      }
+      return v;
+    }
     case Kind::kFraction:
       if (!value.is_number()) return Bad(row, "expected a number, got " + Echo(value));
       v.d = value.get<double>();

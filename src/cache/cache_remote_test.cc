@@ -62,6 +62,10 @@ RemoteTierOptions RemoteOptions(const std::string& url, const ModelLayout& layou
   r.key_prefix = prefix;
   r.connections_per_node = 2;
   r.writer_threads = 1;
+  // Matches here check what Redis holds, not the request path's budget
+  // (CacheRemotePausedServerTest does): an ASan build on a loaded machine
+  // can take more than 20 ms for a cluster's first round trips.
+  r.lookup_budget_ms = r.command_timeout_ms;
   return r;
 }
 
@@ -563,6 +567,52 @@ TEST(CacheRemoteDeadServerTest, OpensAndMissesWhenTheServerIsDown) {
   // (the remote tier counts both).
   EXPECT_EQ(s.remote_puts_queued + s.remote_puts_dropped, keys.size());
   EXPECT_EQ(s.remote->drops_unavailable + s.remote->drops_closed, keys.size());
+  EXPECT_TRUE(c->Close().ok());
+}
+
+// A paused server (SIGSTOP) on the request path: a match of a chain the
+// local tiers hold and a load of their blocks ask Redis nothing; a match
+// that must ask gets its answer within remote_lookup_budget or a miss
+// (every other timeout is 30 s here, so a miss can only be the budget's).
+TEST(CacheRemotePausedServerTest, RequestPathNeverWaitsForAPausedServer) {
+  Result<std::unique_ptr<testing::RedisServer>> started =
+      testing::RedisServer::Start(testing::RedisServerOptions{});
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<testing::RedisServer> redis = std::move(started).value();
+  TempDir dir("cache_remote_paused");
+  CacheOptions o = HostWithRemote(dir.path(), redis->url(), testing::UniqueKeyPrefix(TestName()));
+  o.remote->connect_timeout_ms = 30'000;
+  o.remote->command_timeout_ms = 30'000;
+  o.remote->lookup_budget_ms = 20;
+  std::unique_ptr<TieredCache> c = OpenCache(o);
+  ASSERT_NE(c, nullptr);
+  const std::vector<BlockKey> keys = Keys(800, 4);
+  const std::vector<SharedBlock> blocks = Blocks(keys);
+  ASSERT_TRUE(c->Store(keys, blocks).ok());
+  ASSERT_TRUE(c->Flush().ok());
+  const RemoteTierStats before = *c->Stats().remote;
+  ASSERT_TRUE(redis->Pause().ok());
+
+  EXPECT_EQ(c->Match(keys).blocks, keys.size());
+  std::vector<LoadedBlock> got = LoadAll(*c, keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(got[i].tier, CacheTier::kHost);
+    EXPECT_TRUE(SameBytes(got[i].block, blocks[i]));
+  }
+  RemoteTierStats s = *c->Stats().remote;
+  EXPECT_EQ(s.exists_calls, before.exists_calls);
+  EXPECT_EQ(s.lookups, before.lookups);
+
+  std::vector<BlockKey> longer = keys;
+  for (const BlockKey& k : Keys(900, 3)) longer.push_back(k);
+  MatchResult m = c->Match(longer);
+  EXPECT_EQ(m.blocks, keys.size());
+  EXPECT_EQ(m.remote_blocks, 0u);
+  s = *c->Stats().remote;
+  EXPECT_EQ(s.exists_calls, before.exists_calls + 1);
+  EXPECT_EQ(s.exists_keys, before.exists_keys + 3);
+  EXPECT_EQ(s.exists_late, before.exists_late + 3);
+  ASSERT_TRUE(redis->Resume().ok());
   EXPECT_TRUE(c->Close().ok());
 }
 

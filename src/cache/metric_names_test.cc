@@ -164,7 +164,7 @@ const std::vector<std::string> kRemoteJsonKeys = Words(R"(
 alloc_failures asked auth_failures bad_values bad_values_deleted breaker_opens
 breaker_rejections bytes_read bytes_written connect_failures connections connects drops_closed
 drops_error drops_oom drops_queue_full drops_unavailable erases error_replies exists_calls
-exists_found exists_keys exists_latency get_latency hits io_errors lookups misses
+exists_found exists_keys exists_late exists_latency get_latency hits io_errors lookups mac_failures misses
 misses_unavailable moved nodes nodes_down protocol_errors puts puts_deduplicated queue_blocks
 queue_bytes redirect_limit retries skipped_existing stored timeouts too_small topology_failures
 topology_refreshes write_latency)");
@@ -304,12 +304,14 @@ const std::vector<std::string> kRemotePrometheus = Lines(R"(
 kvtier_remote_exists_calls_total counter
 kvtier_remote_exists_keys_total counter
 kvtier_remote_exists_found_total counter
+kvtier_remote_exists_late_total counter
 kvtier_remote_lookups_total counter
 kvtier_remote_hits_total counter
 kvtier_remote_misses_total counter
 kvtier_remote_misses_unavailable_total counter
 kvtier_remote_bad_values_total counter
 kvtier_remote_bad_values_deleted_total counter
+kvtier_remote_mac_failures_total counter
 kvtier_remote_too_small_total counter
 kvtier_remote_alloc_failures_total counter
 kvtier_remote_bytes_read_total counter

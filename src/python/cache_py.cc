@@ -60,7 +60,14 @@ nlohmann::json OptionToJson(const std::string& name, py::handle obj) {
     py::object path = obj.attr("__fspath__")();
     if (PyUnicode_Check(path.ptr())) return path.cast<std::string>();
   }
-  ThrowInvalid(name + ": expected an int, str, bool, bytes, path or None, got " + TypeName(obj));
+  if (PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr())) {
+    // A list option (remote_mac_keys: paths).
+    nlohmann::json items = nlohmann::json::array();
+    for (py::handle item : obj) items.push_back(OptionToJson(name, item));
+    return items;
+  }
+  ThrowInvalid(name + ": expected an int, str, bool, bytes, path, list or None, got " +
+               TypeName(obj));
 }
 
 // Applies keyword options (a dict) to `spec`; a "config" member is a file

@@ -66,7 +66,7 @@ void BatchRunner::ReportBadValue(uint16_t slot) {
   if (node && node->breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
 }
 
-void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler) {
+void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler, uint64_t deadline_cap) {
   std::vector<KeyOp*> pending;
   pending.reserve(ops.size());
   uint64_t bytes = 0;
@@ -77,7 +77,7 @@ void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler) {
   // The whole call — connects, every round trip, retries and their
   // backoffs — ends by this deadline: a server that trickles valid replies,
   // or answers LOADING for ever, costs one call's timeout, not one per key.
-  const uint64_t deadline = CallDeadlineFor(bytes);
+  const uint64_t deadline = std::min(CallDeadlineFor(bytes), deadline_cap);
   auto fail_pending = [&] {
     C::Add(counters_->timeouts);
     for (KeyOp* op : pending) handler.Fail(*op, OpFailure::kUnavailable);

@@ -114,8 +114,9 @@ class BatchRunner {
   BatchRunner(const RunnerOptions& options, Router* router, Env* env, RemoteCounters* counters);
 
   // Runs `handler` for every op; each op ends in ReadReply() returning
-  // kDone or in Fail().
-  void Run(std::span<KeyOp> ops, OpHandler& handler);
+  // kDone or in Fail(). `deadline_cap` (Env microseconds) ends the call
+  // earlier than its own deadline, connects included: a lookup's budget.
+  void Run(std::span<KeyOp> ops, OpHandler& handler, uint64_t deadline_cap = UINT64_MAX);
 
   // The deadline of a round trip carrying `bytes`, starting now.
   uint64_t DeadlineFor(uint64_t bytes) const;

@@ -8,12 +8,16 @@ using State = GetResult::State;
 
 }  // namespace
 
-BlockReader::BlockReader(const ValueLayout* values, const ModelLayout* layout, BatchRunner* runner,
-                         RemoteCounters* counters)
+BlockReader::BlockReader(const ValueLayout* values, const ModelLayout* layout,
+                         const ValueMac* mac, uint64_t lookup_budget_micros, BatchRunner* runner,
+                         Env* env, RemoteCounters* counters)
     : values_(values),
       layout_(layout),
       signature_(layout->Signature()),
+      mac_(mac),
+      lookup_budget_micros_(lookup_budget_micros),
       runner_(runner),
+      env_(env),
       counters_(counters) {}
 
 std::vector<KeyOp> BlockReader::MakeOps(std::span<const BlockKey> keys) {
@@ -26,13 +30,28 @@ std::vector<KeyOp> BlockReader::MakeOps(std::span<const BlockKey> keys) {
   return ops;
 }
 
-bool BlockReader::Verify(const BlockKey& key, std::span<const std::byte> bytes) {
+BlockReader::Check BlockReader::Verify(const BlockKey& key, std::span<const std::byte> bytes,
+                                       const GetResult& r) {
+  // The signature first (checked as the value was read): bytes no key
+  // holder wrote are not worth parsing.
+  if (mac_ != nullptr) {
+    const ValueMac::Verdict v = r.mac_verdict.value_or(ValueMac::Verdict::kMissing);
+    if (v != ValueMac::Verdict::kOk) {
+      CountMacFailure(key, v);
+      return Check::kUnsigned;
+    }
+  }
   DecodeOptions o;
   o.expected_key = &key;
   o.expected_signature = &signature_;
   o.expected_layout = layout_;
   o.verify_checksum = true;
-  return DecodeBlock(bytes, o).ok();
+  return DecodeBlock(bytes, o).ok() ? Check::kGood : Check::kBad;
+}
+
+void BlockReader::CountMacFailure(const BlockKey& key, ValueMac::Verdict v) {
+  C::Add(counters_->mac_failures);
+  counters_->events.MacFailure(key.Hex(), VerdictText(v));
 }
 
 void BlockReader::CountMiss(const GetResult& r) {
@@ -57,7 +76,7 @@ void BlockReader::CountMiss(const GetResult& r) {
   }
 }
 
-void BlockReader::DeleteBad(const std::vector<BlockKey>& keys) {
+void BlockReader::DeleteBad(const std::vector<BlockKey>& keys, bool bad) {
   if (keys.empty()) return;
   std::vector<KeyOp> ops = MakeOps(keys);
   DeleteOps del(*values_, keys.size(), counters_);
@@ -65,7 +84,7 @@ void BlockReader::DeleteBad(const std::vector<BlockKey>& keys) {
   for (size_t i = 0; i < keys.size(); ++i) {
     if (del.deleted()[i]) C::Add(counters_->bad_values_deleted);
     // After the DEL: a breaker this opens must not keep the value there.
-    runner_->ReportBadValue(ops[i].slot);
+    if (bad) runner_->ReportBadValue(ops[i].slot);
   }
 }
 
@@ -74,7 +93,14 @@ std::vector<bool> BlockReader::Exists(std::span<const BlockKey> keys) {
   C::Add(counters_->exists_keys, keys.size());
   std::vector<KeyOp> ops = MakeOps(keys);
   ExistsOps exists(*values_, keys.size(), counters_);
-  runner_->Run(ops, exists);
+  // The budget starts with the call, so a connect it needs is inside it.
+  const uint64_t budget_end = env_->NowMicros() + lookup_budget_micros_;
+  runner_->Run(ops, exists, budget_end);
+  // Keys that failed once the budget had run out were given up for it (a
+  // down node's breaker refuses at once, long before).
+  if (exists.failed() > 0 && env_->NowMicros() >= budget_end) {
+    C::Add(counters_->exists_late, exists.failed());
+  }
   std::vector<bool> found = exists.found();
   uint64_t n = 0;
   for (bool f : found) n += f;
@@ -87,22 +113,26 @@ void BlockReader::LoadBuffers(
     const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done) {
   C::Add(counters_->lookups, keys.size());
   std::vector<KeyOp> ops = MakeOps(keys);
-  GetOps get(*values_, keys.size(), alloc, counters_);
+  GetOps get(*values_, keys.size(), alloc, counters_, mac_);
   runner_->Run(ops, get);
-  std::vector<BlockKey> bad;
+  std::vector<BlockKey> bad, unsigned_values;
   for (size_t i = 0; i < keys.size(); ++i) {
     GetResult& r = get.results()[i];
+    bool is_unsigned = false;
     if (r.state == State::kRead) {
-      if (Verify(keys[i], r.buffer.span())) {
+      const Check c = Verify(keys[i], r.buffer.span(), r);
+      if (c == Check::kGood) {
         C::Add(counters_->hits);
         C::Add(counters_->bytes_read, r.buffer.size());
         done(i, std::optional<BlockBuffer>(std::move(r.buffer)));
         continue;
       }
-      r.state = State::kBad;
+      is_unsigned = c == Check::kUnsigned;
+      r.state = is_unsigned ? State::kMiss : State::kBad;
     }
     r.buffer = BlockBuffer();
     CountMiss(r);
+    if (is_unsigned) unsigned_values.push_back(keys[i]);
     if (r.state == State::kBad) bad.push_back(keys[i]);
     if (r.state == State::kAllocError) {
       done(i, r.alloc_error);
@@ -111,6 +141,7 @@ void BlockReader::LoadBuffers(
     }
   }
   DeleteBad(bad);
+  DeleteBad(unsigned_values, /*bad=*/false);
 }
 
 std::vector<SharedBlock> BlockReader::GetMany(std::span<const BlockKey> keys) {
@@ -125,20 +156,24 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
   C::Add(counters_->lookups);
   std::vector<KeyOp> ops = MakeOps(std::span(&key, 1));
   const std::span<std::byte> dsts[1] = {dst};
-  GetOps get(*values_, dsts, counters_);
+  GetOps get(*values_, dsts, counters_, mac_);
   runner_->Run(ops, get);
   GetResult& r = get.results()[0];
+  bool is_unsigned = false;
   if (r.state == State::kRead) {
     const std::span<const std::byte> bytes = dst.first(static_cast<size_t>(r.size));
-    if (Verify(key, bytes)) {
+    const Check c = Verify(key, bytes, r);
+    if (c == Check::kGood) {
       C::Add(counters_->hits);
       C::Add(counters_->bytes_read, r.size);
       return std::optional<size_t>(static_cast<size_t>(r.size));
     }
-    r.state = State::kBad;
+    is_unsigned = c == Check::kUnsigned;
+    r.state = is_unsigned ? State::kMiss : State::kBad;
   }
   CountMiss(r);
   if (r.state == State::kBad) DeleteBad({key});
+  if (is_unsigned) DeleteBad({key}, /*bad=*/false);
   if (r.state == State::kTooSmall) {
     return Status::InvalidArgument("remote: buffer of " + std::to_string(dst.size()) +
                                    " bytes is smaller than the block's " + std::to_string(r.size));

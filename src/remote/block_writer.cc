@@ -15,8 +15,14 @@ using State = SetResult::State;
 }  // namespace
 
 BlockWriter::BlockWriter(const WriterOptions& options, const ValueLayout* values,
-                         BatchRunner* runner, Env* env, RemoteCounters* counters)
-    : options_(options), values_(values), runner_(runner), env_(env), counters_(counters) {}
+                         const ValueMac* mac, BatchRunner* runner, Env* env,
+                         RemoteCounters* counters)
+    : options_(options),
+      values_(values),
+      mac_(mac),
+      runner_(runner),
+      env_(env),
+      counters_(counters) {}
 
 void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
   const uint64_t start = env_->NowMicros();
@@ -26,7 +32,7 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
   std::vector<bool> skip(batch.size(), false);
   if (options_.skip_existing) {
     std::vector<KeyOp> probe = BlockReader::MakeOps(keys);
-    ExistsOps exists(*values_, keys.size(), counters_);
+    ExistsOps exists(*values_, keys.size(), counters_, /*with_mac=*/mac_ != nullptr);
     runner_->Run(probe, exists);
     skip = exists.found();
   }
@@ -42,7 +48,7 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
   }
   if (!send_keys.empty()) {
     std::vector<KeyOp> ops = BlockReader::MakeOps(send_keys);
-    SetOps set(*values_, send_blocks, options_.ttl_seconds, counters_);
+    SetOps set(*values_, send_blocks, options_.ttl_seconds, mac_, counters_);
     runner_->Run(ops, set);
     for (size_t i = 0; i < send_keys.size(); ++i) {
       switch (set.results()[i].state) {
@@ -74,7 +80,7 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
 Status BlockWriter::WriteOne(const BlockKey& key, std::span<const std::byte> block) {
   std::vector<KeyOp> ops = BlockReader::MakeOps(std::span(&key, 1));
   const std::span<const std::byte> blocks[1] = {block};
-  SetOps set(*values_, blocks, options_.ttl_seconds, counters_);
+  SetOps set(*values_, blocks, options_.ttl_seconds, mac_, counters_);
   runner_->Run(ops, set);
   const SetResult& r = set.results()[0];
   switch (r.state) {

@@ -5,7 +5,8 @@
 // already has (one pipelined EXISTS round trip per node) and sends only the
 // others, so that hosts sharing a server do not each send the same block.
 // Every block ends counted: stored, skipped_existing, or one of the drops
-// (unavailable, oom, error).
+// (unavailable, oom, error). A signing writer's probe asks for the `:mac`
+// too, so that it replaces an unsigned copy rather than skip it.
 //
 // Thread safety: all methods are safe from any thread; each call runs its
 // own batch.
@@ -21,6 +22,7 @@
 #include "remote/batch_runner.h"
 #include "remote/counters.h"
 #include "remote/value_layout.h"
+#include "remote/value_mac.h"
 #include "remote/write_queue.h"
 
 namespace kvtier::remote {
@@ -33,8 +35,9 @@ struct WriterOptions {
 class BlockWriter {
  public:
   // REQUIRES: every pointer outlives the writer.
-  BlockWriter(const WriterOptions& options, const ValueLayout* values, BatchRunner* runner,
-              Env* env, RemoteCounters* counters);
+  // `mac`: signs every value (null: unsigned).
+  BlockWriter(const WriterOptions& options, const ValueLayout* values, const ValueMac* mac,
+              BatchRunner* runner, Env* env, RemoteCounters* counters);
 
   // Writes (or skips) every block of the batch and counts the outcome.
   void WriteBatch(std::span<const QueuedBlock> batch);
@@ -45,6 +48,7 @@ class BlockWriter {
  private:
   const WriterOptions options_;
   const ValueLayout* const values_;
+  const ValueMac* const mac_;
   BatchRunner* const runner_;
   Env* const env_;
   RemoteCounters* const counters_;

@@ -1,5 +1,7 @@
 #include "remote/connection_pool.h"
 
+#include <algorithm>
+
 namespace kvtier::remote {
 
 ConnectionPool::ConnectionPool(ConnectionParams params, uint32_t max_connections, Env* env,
@@ -33,7 +35,16 @@ Result<std::unique_ptr<Connection>> ConnectionPool::Acquire(uint64_t deadline_mi
       cv_.WaitFor(&lock, deadline_micros - now);
     }
   }
-  Result<std::unique_ptr<Connection>> c = Connection::Open(params_, env_, counters_);
+  // The connect (and its handshake) ends by the caller's deadline too: a
+  // lookup's budget is far shorter than connect_timeout_ms, and a paused
+  // server accepts TCP connects but never answers the handshake.
+  ConnectionParams params = params_;
+  const uint64_t now = env_->NowMicros();
+  const uint64_t left_ms = deadline_micros > now ? (deadline_micros - now + 999) / 1000 : 0;
+  if (left_ms < params.connect_timeout_ms) {
+    params.connect_timeout_ms = static_cast<uint32_t>(std::max<uint64_t>(left_ms, 1));
+  }
+  Result<std::unique_ptr<Connection>> c = Connection::Open(params, env_, counters_);
   if (!c.ok()) {
     MutexLock lock(&mu_);
     --open_;

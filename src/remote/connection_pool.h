@@ -32,7 +32,8 @@ class ConnectionPool {
   ~ConnectionPool();
 
   // A connection ready for use, waiting until `deadline_micros` for one to
-  // be free. Errors: Connection::Open's (a failed connect); ResourceExhausted
+  // be free; a new connection's connect and handshake end by then too
+  // (within connect_timeout_ms whichever is sooner). Errors: Connection::Open's (a failed connect); ResourceExhausted
   // if every connection stayed busy until the deadline; FailedPrecondition
   // after Close().
   Result<std::unique_ptr<Connection>> Acquire(uint64_t deadline_micros);

@@ -42,6 +42,7 @@ RemoteTierOptions FakeOptions(const std::string& url, const ModelLayout& layout)
   o.command_timeout_ms = 300;
   o.breaker_failure_threshold = 100;  // tests that want the breaker lower it
   o.writer_threads = 1;
+  o.lookup_budget_ms = o.command_timeout_ms;  // lookup_budget_test.cc checks the budget
   return o;
 }
 

@@ -26,6 +26,10 @@ Status RemoteTierOptions::Validate() const {
   }
   if (connect_timeout_ms == 0) return Bad("connect_timeout_ms", "must be > 0");
   if (command_timeout_ms == 0) return Bad("command_timeout_ms", "must be > 0");
+  if (lookup_budget_ms == 0) return Bad("lookup_budget_ms", "must be > 0");
+  for (const std::string& path : mac_keys) {
+    if (path.empty()) return Bad("mac_keys", "a key file path is empty");
+  }
   if (breaker_failure_threshold == 0) return Bad("breaker_failure_threshold", "must be > 0");
   if (breaker_open_ms == 0) return Bad("breaker_open_ms", "must be > 0");
   if (breaker_max_open_ms < breaker_open_ms) {

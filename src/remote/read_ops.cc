@@ -36,17 +36,19 @@ Status SkipBulk(Connection* conn, uint64_t n) {
 // --- EXISTS -------------------------------------------------------------------
 
 void ExistsOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
-  out->Command("EXISTS", layout_.PartNames(op.key, layout_.min_parts()));
+  std::vector<std::string> names = layout_.PartNames(op.key, layout_.min_parts());
+  if (with_mac_) names.push_back(layout_.MacName(op.key));
+  out->Command("EXISTS", names);
 }
 
 uint64_t ExistsOps::TransferBytes(const KeyOp& op) {
-  return 32 + uint64_t{layout_.min_parts()} * (layout_.prefix().size() + 80);
+  return 32 + uint64_t{layout_.min_parts() + 1} * (layout_.prefix().size() + 80);
 }
 
 Result<OpOutcome> ExistsOps::ReadReply(const KeyOp& op, Connection* conn) {
   KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, 0}));
   if (h.type == ReplyType::kInteger) {
-    found_[op.index] = h.number == static_cast<int64_t>(layout_.min_parts());
+    found_[op.index] = h.number == static_cast<int64_t>(layout_.min_parts() + (with_mac_ ? 1 : 0));
     return OpOutcome{};
   }
   if (h.type != ReplyType::kError) return UnexpectedReply("EXISTS", h);
@@ -64,24 +66,35 @@ void ExistsOps::Fail(const KeyOp& op, OpFailure why) {
 // --- GET / MGET -----------------------------------------------------------------
 
 GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-               RemoteCounters* counters)
-    : layout_(layout), allocate_(true), alloc_(alloc), results_(n), counters_(counters) {}
+               RemoteCounters* counters, const ValueMac* mac)
+    : layout_(layout),
+      allocate_(true),
+      alloc_(alloc),
+      results_(n),
+      counters_(counters),
+      mac_(mac) {}
 
 GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-               RemoteCounters* counters)
+               RemoteCounters* counters, const ValueMac* mac)
     : layout_(layout),
       dsts_(dsts),
       allocate_(false),
       alloc_(nullptr),
       results_(dsts.size()),
-      counters_(counters) {}
+      counters_(counters),
+      mac_(mac) {}
 
 void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
-  if (layout_.single_part()) {
+  if (layout_.single_part() && mac_ == nullptr) {
     out->Command({"GET", layout_.PartName(op.key, 0)});
-  } else {
-    out->Command("MGET", layout_.PartNames(op.key, layout_.max_parts()));
+    return;
   }
+  std::vector<std::string> names;
+  if (mac_ != nullptr) names.push_back(layout_.MacName(op.key));
+  for (std::string& n : layout_.PartNames(op.key, layout_.max_parts())) {
+    names.push_back(std::move(n));
+  }
+  out->Command("MGET", names);
 }
 
 uint64_t GetOps::TransferBytes(const KeyOp& op) {
@@ -139,7 +152,8 @@ OpOutcome GetOps::OnError(GetResult& r, std::string_view line) {
 Result<OpOutcome> GetOps::ReadReply(const KeyOp& op, Connection* conn) {
   GetResult& r = results_[op.index];
   r = GetResult();
-  return layout_.single_part() ? ReadOnePart(r, op.index, conn) : ReadParts(r, op.index, conn);
+  return layout_.single_part() && mac_ == nullptr ? ReadOnePart(r, op.index, conn)
+                                                 : ReadParts(r, op, conn);
 }
 
 Result<OpOutcome> GetOps::ReadOnePart(GetResult& r, size_t index, Connection* conn) {
@@ -171,13 +185,32 @@ Result<OpOutcome> GetOps::ReadOnePart(GetResult& r, size_t index, Connection* co
   }
 }
 
-Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn) {
+Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* conn) {
+  const size_t index = op.index;
   const uint32_t parts = layout_.max_parts();
-  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, parts}));
+  const uint32_t elements = parts + (mac_ != nullptr ? 1 : 0);
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, elements}));
   if (h.type == ReplyType::kError) return OnError(r, h.text);
-  if (h.type != ReplyType::kArray || h.number != static_cast<int64_t>(parts)) {
+  if (h.type != ReplyType::kArray || h.number != static_cast<int64_t>(elements)) {
     return UnexpectedReply("MGET", h);
   }
+  std::unique_ptr<ValueMac::Checker> check;
+  if (mac_ != nullptr) {
+    KVTIER_RETURN_IF_ERROR(ReadMac(r, conn));
+    check = mac_->Begin(op.key, r.mac);
+  }
+  // Reads `dst` from the socket in chunks, hashing each while the next
+  // arrives.
+  auto read_data = [&](std::span<std::byte> dst) -> Status {
+    constexpr size_t kChunk = size_t{256} << 10;
+    if (check == nullptr) return conn->ReadExact(dst);
+    for (size_t off = 0; off < dst.size(); off += kChunk) {
+      const std::span<std::byte> piece = dst.subspan(off, std::min(kChunk, dst.size() - off));
+      KVTIER_RETURN_IF_ERROR(conn->ReadExact(piece));
+      check->Update(piece);
+    }
+    return Status::Ok();
+  };
   std::span<std::byte> dst;
   uint64_t total = 0;
   uint32_t needed = 0;  // parts the value has, once part 0 told its size
@@ -224,7 +257,8 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn
         continue;
       }
       std::memcpy(dst.data(), prefix.data(), prefix.size());
-      KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst.subspan(prefix.size(), len - prefix.size())));
+      if (check) check->Update(prefix);
+      KVTIER_RETURN_IF_ERROR(read_data(dst.subspan(prefix.size(), len - prefix.size())));
       KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
       continue;
     }
@@ -234,22 +268,48 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, size_t index, Connection* conn
       continue;
     }
     const uint64_t offset = uint64_t{i} * layout_.part_bytes();
-    KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst.subspan(offset, len)));
+    KVTIER_RETURN_IF_ERROR(read_data(dst.subspan(offset, len)));
     KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
   }
-  if (r.state == State::kPending) r.state = State::kRead;
+  if (r.state == State::kPending) {
+    r.state = State::kRead;
+    if (check) r.mac_verdict = check->Finish();
+  }
   if (r.state != State::kRead) r.buffer = BlockBuffer();
   return OpOutcome{};
+}
+
+Status GetOps::ReadMac(GetResult& r, Connection* conn) {
+  // A `:mac` is kMacValueBytes long; anything much longer is not one (and
+  // is not read into memory).
+  constexpr uint64_t kMaxMacBytes = 256;
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead e, ReadReplyHead(*conn, kUnboundedBulk));
+  if (e.type == ReplyType::kNull) return Status::Ok();
+  if (e.type != ReplyType::kBulk) return UnexpectedReply("MGET", e);
+  const uint64_t len = static_cast<uint64_t>(e.number);
+  if (len > kMaxMacBytes) {
+    r.mac = std::string();  // malformed
+    return SkipBulk(conn, len);
+  }
+  std::string mac(static_cast<size_t>(len), '\0');
+  KVTIER_RETURN_IF_ERROR(conn->ReadExact(std::as_writable_bytes(std::span(mac))));
+  KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
+  r.mac = std::move(mac);
+  return Status::Ok();
 }
 
 // --- DEL ----------------------------------------------------------------------
 
 void DeleteOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
-  out->Command("DEL", layout_.PartNames(op.key, layout_.max_parts()));
+  // The `:mac` too, whether or not this tier signs: a signature left
+  // behind would only name bytes that are gone.
+  std::vector<std::string> names = layout_.PartNames(op.key, layout_.max_parts());
+  names.push_back(layout_.MacName(op.key));
+  out->Command("DEL", names);
 }
 
 uint64_t DeleteOps::TransferBytes(const KeyOp& op) {
-  return 32 + uint64_t{layout_.max_parts()} * (layout_.prefix().size() + 80);
+  return 32 + uint64_t{layout_.max_parts() + 1} * (layout_.prefix().size() + 80);
 }
 
 Result<OpOutcome> DeleteOps::ReadReply(const KeyOp& op, Connection* conn) {

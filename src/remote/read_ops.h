@@ -5,7 +5,12 @@
 //              → the value, read straight from the socket into its
 //              destination: a new exact-size BlockBuffer, or the caller's
 //              buffer. Verification (DecodeBlock) is the caller's job.
-//   DeleteOps  DEL <every possible part>
+//              A reader with MAC keys asks MGET <:mac> <parts...>: the
+//              signature comes in the same (atomic) reply as the value and
+//              ahead of it, so that the value is hashed as it is read
+//              (chunk by chunk, while the socket fills with the next),
+//              not in a second pass.
+//   DeleteOps  DEL <every possible part> <:mac>
 //
 // A GET reply is checked before a byte of its data is read: a bulk longer
 // than the layout's largest block (one part: its part size) is a protocol
@@ -24,20 +29,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kvtier/block_buffer.h"
 #include "remote/batch_runner.h"
 #include "remote/counters.h"
 #include "remote/value_layout.h"
+#include "remote/value_mac.h"
 
 namespace kvtier::remote {
 
 class ExistsOps : public OpHandler {
  public:
-  ExistsOps(const ValueLayout& layout, size_t n, RemoteCounters* counters)
-      : layout_(layout), found_(n, false), counters_(counters) {}
+  // `with_mac`: a value exists only with its `:mac` too (a signing
+  // writer's probe, so that it does not skip an unsigned value).
+  ExistsOps(const ValueLayout& layout, size_t n, RemoteCounters* counters, bool with_mac = false)
+      : layout_(layout), found_(n, false), counters_(counters), with_mac_(with_mac) {}
 
   void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
   uint64_t TransferBytes(const KeyOp& op) override;
@@ -51,6 +61,7 @@ class ExistsOps : public OpHandler {
   const ValueLayout& layout_;
   std::vector<bool> found_;
   RemoteCounters* counters_;
+  const bool with_mac_;
   uint64_t failed_ = 0;
 };
 
@@ -69,6 +80,10 @@ struct GetResult {
   uint64_t size = 0;   // value bytes (kRead, kTooSmall)
   BlockBuffer buffer;  // allocating mode: the value (kRead)
   Status alloc_error;  // kAllocError
+  // With a ValueMac: the stored `:mac` (nullopt: none; "" when it was too
+  // long to be one), and for a value read whole (kRead), its verdict.
+  std::optional<std::string> mac;
+  std::optional<ValueMac::Verdict> mac_verdict;
 };
 
 // Supplies an exact-size buffer for a value (RemoteTier::BufferAllocator).
@@ -78,11 +93,13 @@ class GetOps : public OpHandler {
  public:
   // Allocating mode: each value gets its own exact-size BlockBuffer from
   // `alloc` (the heap when null; it must outlive the handler).
+  // `mac` (null: none): also fetch each value's `:mac` and check the value
+  // against it as it is read (GetResult::mac_verdict).
   GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-         RemoteCounters* counters);
+         RemoteCounters* counters, const ValueMac* mac = nullptr);
   // Into mode: op i's value goes to the front of dsts[i].
   GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-         RemoteCounters* counters);
+         RemoteCounters* counters, const ValueMac* mac = nullptr);
 
   void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
   uint64_t TransferBytes(const KeyOp& op) override;
@@ -93,7 +110,9 @@ class GetOps : public OpHandler {
 
  private:
   Result<OpOutcome> ReadOnePart(GetResult& r, size_t index, Connection* conn);
-  Result<OpOutcome> ReadParts(GetResult& r, size_t index, Connection* conn);
+  Result<OpOutcome> ReadParts(GetResult& r, const KeyOp& op, Connection* conn);
+  // The `:mac` element that starts an MGET reply with a ValueMac.
+  Status ReadMac(GetResult& r, Connection* conn);
   // Where a value of `size` bytes goes; empty (and r.state set) if nowhere.
   std::span<std::byte> Destination(GetResult& r, size_t index, uint64_t size);
   // The outcome of an error reply in place of a value.
@@ -105,6 +124,7 @@ class GetOps : public OpHandler {
   const ValueAllocator* const alloc_;  // allocating mode; null = the heap
   std::vector<GetResult> results_;
   RemoteCounters* counters_;
+  const ValueMac* const mac_;
 };
 
 class DeleteOps : public OpHandler {

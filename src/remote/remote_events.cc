@@ -58,4 +58,12 @@ void RemoteEvents::BadValue() {
   });
 }
 
+void RemoteEvents::MacFailure(const std::string& key_hex, std::string_view why) {
+  log_.Emit(kMacFailure, LogLevel::kWarning, [&] {
+    return "remote: block " + key_hex.substr(0, 16) + "... in redis has " + std::string(why) +
+           ": not served (a miss, recomputed) and deleted; a writer without this host's "
+           "remote_mac_keys, or a poisoning attempt (docs/remote-tier.md, Security)";
+  });
+}
+
 }  // namespace kvtier::remote

@@ -2,8 +2,8 @@
 // info_log, DESIGN.md §7), rate-limited per kind (core/event_log.h): a node
 // down (its breaker opened), still down (a probe failed; debug), back up (a
 // probe succeeded), a full write queue dropping copies, a server refusing
-// writes with -OOM, and values that fail verification (poisoned, damaged or
-// of another layout; where MAC failures will be reported too).
+// writes with -OOM, values that fail verification (poisoned, damaged or of
+// another layout) and values not signed by the tier's MAC keys.
 //
 // Thread safety: every method from any thread, after Attach(); the Logger
 // is called with no lock held.
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/event_log.h"
 #include "kvtier/env.h"
@@ -36,9 +37,12 @@ class RemoteEvents {
   void OutOfMemory();
   // A value read failed verification: a miss, deleted.
   void BadValue();
+  // A value read was not signed by one of the tier's keys (`why`:
+  // VerdictText): a miss, deleted.
+  void MacFailure(const std::string& key_hex, std::string_view why);
 
  private:
-  enum Kind : size_t { kDown, kStillDown, kUp, kQueueFull, kOom, kBadValue };
+  enum Kind : size_t { kDown, kStillDown, kUp, kQueueFull, kOom, kBadValue, kMacFailure };
 
   EventLog log_;
   uint32_t failure_threshold_ = 0;

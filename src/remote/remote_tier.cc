@@ -16,6 +16,7 @@
 #include "remote/node_table.h"
 #include "remote/router.h"
 #include "remote/value_layout.h"
+#include "remote/value_mac.h"
 #include "remote/write_queue.h"
 
 namespace kvtier {
@@ -31,16 +32,20 @@ constexpr uint64_t kWriterBatchBytes = uint64_t{64} << 20;
 
 class RemoteTierImpl final : public RemoteTier {
  public:
-  RemoteTierImpl(const RemoteTierOptions& options, remote::RedisUrl url, Env* env)
+  RemoteTierImpl(const RemoteTierOptions& options, remote::RedisUrl url,
+                 std::unique_ptr<const remote::ValueMac> mac, Env* env)
       : options_(options),
         url_(std::move(url)),
         env_(env),
         values_(options.key_prefix, options.part_bytes, options.layout.BlockBytes()),
+        mac_(std::move(mac)),
         table_([this](const remote::NodeAddress& a) { return MakeNode(a); }),
         router_(MakeRouterOptions(), &table_, env, &counters_),
         runner_(MakeRunnerOptions(), &router_, env, &counters_),
-        reader_(&values_, &options_.layout, &runner_, &counters_),
-        writer_({options.ttl_seconds, options.skip_existing}, &values_, &runner_, env, &counters_),
+        reader_(&values_, &options_.layout, mac_.get(), uint64_t{options.lookup_budget_ms} * 1000,
+                &runner_, env, &counters_),
+        writer_({options.ttl_seconds, options.skip_existing}, &values_, mac_.get(), &runner_, env,
+                &counters_),
         queue_(options.queue_max_bytes, env) {
     counters_.events.Attach(options_.info_log, env_, options_.breaker_failure_threshold);
   }
@@ -76,6 +81,7 @@ class RemoteTierImpl final : public RemoteTier {
   Env* const env_;
   RemoteCounters counters_;  // and its events, where the nodes' breakers report
   const remote::ValueLayout values_;
+  const std::unique_ptr<const remote::ValueMac> mac_;  // null: values unsigned
   remote::NodeTable table_;
   remote::Router router_;
   remote::BatchRunner runner_;
@@ -366,7 +372,11 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::Open(const RemoteTierOptions& op
   KVTIER_RETURN_IF_ERROR(options.Validate());
   try {
     KVTIER_ASSIGN_OR_RETURN(remote::RedisUrl url, remote::ParseRedisUrl(options.url));
-    auto tier = std::make_unique<RemoteTierImpl>(options, std::move(url), env);
+    std::unique_ptr<const remote::ValueMac> mac;
+    if (!options.mac_keys.empty()) {
+      KVTIER_ASSIGN_OR_RETURN(mac, remote::ValueMac::Load(options.mac_keys, env));
+    }
+    auto tier = std::make_unique<RemoteTierImpl>(options, std::move(url), std::move(mac), env);
     KVTIER_RETURN_IF_ERROR(tier->Start());
     return std::unique_ptr<RemoteTier>(std::move(tier));
   } catch (const std::bad_alloc&) {

@@ -65,6 +65,8 @@ std::vector<std::string> ValueLayout::PartNames(const BlockKey& key, uint32_t n)
   return names;
 }
 
+std::string ValueLayout::MacName(const BlockKey& key) const { return PartName(key, 0) + ":mac"; }
+
 uint16_t ValueLayout::SlotOf(const BlockKey& key) { return Crc16(key.Hex()) % kClusterSlots; }
 
 }  // namespace kvtier::remote

@@ -3,6 +3,7 @@
 //
 //   <prefix>{<64 hex key>}        part 0: the first part_bytes bytes
 //   <prefix>{<64 hex key>}:<i>    part i >= 1: bytes [i*P, min((i+1)*P, T))
+//   <prefix>{<64 hex key>}:mac    its signature, when signed (value_mac.h)
 //
 // A block of this tier's layout has a data section of exactly
 // `data_bytes` and a header of at most kMaxBlockHeaderBytes, so its total T
@@ -55,6 +56,9 @@ class ValueLayout {
 
   // `<prefix>{<hex>}` (part 0) or `<prefix>{<hex>}:<i>`.
   std::string PartName(const BlockKey& key, uint32_t part) const;
+  // `<prefix>{<hex>}:mac`: the signature of a signed value (DESIGN.md §7),
+  // on the same node as its parts (same hash tag).
+  std::string MacName(const BlockKey& key) const;
   // Names of parts [0, n).
   std::vector<std::string> PartNames(const BlockKey& key, uint32_t n) const;
   // The Cluster slot of every part of `key`.

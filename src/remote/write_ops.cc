@@ -13,23 +13,38 @@ Status UnexpectedReply(std::string_view what) {
 }  // namespace
 
 SetOps::SetOps(const ValueLayout& layout, std::span<const std::span<const std::byte>> blocks,
-               uint32_t ttl_seconds, RemoteCounters* counters)
+               uint32_t ttl_seconds, const ValueMac* mac,
+               RemoteCounters* counters)
     : layout_(layout),
       blocks_(blocks),
       ttl_seconds_(ttl_seconds),
+      mac_(mac),
       results_(blocks.size()),
-      counters_(counters) {}
+      counters_(counters) {
+  if (mac != nullptr) macs_.resize(blocks.size());
+}
+
+uint32_t SetOps::SetsFor(size_t index) const {
+  return layout_.PartsFor(blocks_[index].size()) + (mac_ == nullptr ? 0 : 1);
+}
 
 void SetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
   std::span<const std::byte> block = blocks_[op.index];
   const uint32_t parts = layout_.PartsFor(block.size());
-  if (parts == 1) {
+  if (SetsFor(op.index) == 1) {
     out->Set(layout_.PartName(op.key, 0), block, ttl_seconds_);
     return;
   }
   out->Command({"MULTI"});
   const std::vector<std::string> names = layout_.PartNames(op.key, parts);
   for (uint32_t i = parts; i-- > 0;) {
+    if (i == 0 && mac_ != nullptr) {
+      // Signed when first sent (not all up front): hashing this block
+      // overlaps the server's work on the requests already in flight.
+      std::string& m = macs_[op.index];
+      if (m.empty()) m = mac_->Sign(op.key, block);
+      out->Set(layout_.MacName(op.key), std::as_bytes(std::span(m)), ttl_seconds_);
+    }
     const uint64_t begin = uint64_t{i} * layout_.part_bytes();
     out->Set(names[i], block.subspan(begin, layout_.PartSize(block.size(), i)), ttl_seconds_);
   }
@@ -38,7 +53,7 @@ void SetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
 
 uint64_t SetOps::TransferBytes(const KeyOp& op) {
   const uint64_t size = blocks_[op.index].size();
-  return size + 64 + uint64_t{layout_.PartsFor(size)} * (layout_.prefix().size() + 128);
+  return size + 64 + uint64_t{SetsFor(op.index)} * (layout_.prefix().size() + 128);
 }
 
 void SetOps::NoteError(std::string_view line, std::optional<ServerError>* first) {
@@ -67,7 +82,7 @@ Result<OpOutcome> SetOps::ReadReply(const KeyOp& op, Connection* conn) {
   SetResult& r = results_[op.index];
   r = SetResult();
   std::optional<ServerError> first;
-  const uint32_t parts = layout_.PartsFor(blocks_[op.index].size());
+  const uint32_t parts = SetsFor(op.index);
   if (parts == 1) {
     KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, kNoBulk));
     if (h.type == ReplyType::kError) {
@@ -77,7 +92,8 @@ Result<OpOutcome> SetOps::ReadReply(const KeyOp& op, Connection* conn) {
     }
     return Finish(r, first);
   }
-  // MULTI, `parts` SETs (+QUEUED or an error each), then EXEC.
+  // MULTI, `parts` SETs (+QUEUED or an error each; the signature's is one
+  // of them), then EXEC.
   for (uint32_t i = 0; i < parts + 1; ++i) {
     KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, kNoBulk));
     if (h.type == ReplyType::kError) {

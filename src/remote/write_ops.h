@@ -10,6 +10,12 @@
 //
 // (Part 0 last, so that on a server without transactions' guarantees, e.g.
 // after a failover, a reader still rarely finds part 0 before the others.)
+// A signing writer (ValueMac) adds `SET <name>:mac <signature>` to the same
+// transaction, before part 0 — one part or many, the value and its
+// signature change together:
+//
+//   MULTI; SET <name>:<n-1> ...; ...; SET <name>:mac ...; SET <name> ...; EXEC
+//
 // Values are referenced, never copied (RequestBuffer::Set).
 //
 // Thread safety: one handler per batch, used by one thread.
@@ -25,6 +31,7 @@
 #include "remote/batch_runner.h"
 #include "remote/counters.h"
 #include "remote/value_layout.h"
+#include "remote/value_mac.h"
 
 namespace kvtier::remote {
 
@@ -44,9 +51,12 @@ struct SetResult {
 
 class SetOps : public OpHandler {
  public:
-  // Op i writes blocks[i]. The bytes must outlive Run().
+  // Op i writes blocks[i] (signed with `mac` unless null; each signature
+  // is computed once, when the op is first sent). The bytes and `mac` must
+  // outlive Run().
   SetOps(const ValueLayout& layout, std::span<const std::span<const std::byte>> blocks,
-         uint32_t ttl_seconds, RemoteCounters* counters);
+         uint32_t ttl_seconds, const ValueMac* mac,
+         RemoteCounters* counters);
 
   void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
   uint64_t TransferBytes(const KeyOp& op) override;
@@ -59,10 +69,14 @@ class SetOps : public OpHandler {
   // Folds one error reply into the op's first error.
   void NoteError(std::string_view line, std::optional<ServerError>* first);
   OpOutcome Finish(SetResult& r, const std::optional<ServerError>& first);
+  // SETs op `index` sends: its parts, and its signature.
+  uint32_t SetsFor(size_t index) const;
 
   const ValueLayout& layout_;
   const std::span<const std::span<const std::byte>> blocks_;
   const uint32_t ttl_seconds_;
+  const ValueMac* const mac_;      // null: unsigned
+  std::vector<std::string> macs_;  // op i's `:mac` value, once sent
   std::vector<SetResult> results_;
   RemoteCounters* counters_;
 };

@@ -32,13 +32,15 @@ def test_options_lists_every_name_of_design_8():
     for name in ("layout", "host_bytes", "host_policy", "block_tokens", "write_policy",
                  "disk_dir", "disk_max_bytes", "disk_max_entries", "disk_retention",
                  "disk_durability", "disk_on_pressure", "remote", "remote_prefix",
-                 "remote_command_timeout"):
+                 "remote_command_timeout", "remote_lookup_budget", "remote_mac_keys"):
         assert name in names
     by_name = {o["name"]: o for o in options}
     assert by_name["write_policy"]["type"] == "write_back | write_through"
     assert by_name["disk_durability"]["type"] == "checksum | fsync"
     assert by_name["disk_max_bytes"]["type"] == "size"
     assert by_name["remote_command_timeout"]["type"] == "duration"
+    assert by_name["remote_lookup_budget"]["type"] == "duration"
+    assert by_name["remote_mac_keys"]["type"] == "path or list of paths"
 
 
 def test_sizes_with_units_reach_the_tiers(tmp_path):
@@ -53,6 +55,9 @@ def test_sizes_with_units_reach_the_tiers(tmp_path):
 
 def test_bad_names_and_values_are_named_errors(tmp_path):
     d = str(tmp_path / "c")
+    short_key = str(tmp_path / "short.key")
+    with open(short_key, "wb") as f:
+        f.write(b"k" * 31)
     cases = [
         ({"host_bytes": 1, "disk_max_byte": 1}, r"unknown option 'disk_max_byte' \(did you mean "
                                                 r"'disk_max_bytes'"),
@@ -81,6 +86,14 @@ def test_bad_names_and_values_are_named_errors(tmp_path):
         ({"host_bytes": 1, "verify_stores": 1}, "verify_stores: expected true or false"),
         ({"host_bytes": 1, "key_salt": object()}, "key_salt: expected"),
         ({}, "host_bytes: is required"),
+        ({"host_bytes": 1, "remote": "redis://127.0.0.1:1", "remote_mac_keys": 5},
+         "remote_mac_keys: expected a file path"),
+        ({"host_bytes": 1, "remote": "redis://127.0.0.1:1", "remote_mac_keys": [short_key]},
+         "mac_keys: .*short.key: has 31 bytes, fewer than 32"),
+        ({"host_bytes": 1, "remote": "redis://127.0.0.1:1",
+          "remote_mac_keys": [str(tmp_path / "absent.key")]}, "mac_keys: .*absent.key"),
+        ({"host_bytes": 1, "remote": "redis://127.0.0.1:1", "remote_lookup_budget": 0},
+         "lookup_budget"),
     ]
     for options, needle in cases:
         with pytest.raises(kvtier.InvalidArgument, match=needle):
