@@ -52,6 +52,29 @@ def test_load_many_fills_the_callers_buffers(tmp_path):
             cache.load_many(keys[:1], bytearray(size))
 
 
+def test_prefaulted_read_buffers_serve_the_cold_restore(tmp_path):
+    # read_buffer_prefault_bytes: buffers for 6 blocks (tiny: 4096 data
+    # bytes each) faulted in at open; the cold restore reads into them.
+    _, keys, blocks, _ = tiny_blocks(6)
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "c",
+                      read_buffer_prefault_bytes=6 * 4096) as cache:
+        s = cache.stats()
+        assert s["read_buffers_prefaulted"] == 6
+        assert s["read_buffers_reused"] == 0
+        outs = [bytearray(len(b)) for b in blocks]
+        assert cache.load_many(keys, outs) == [len(b) for b in blocks]
+        assert [bytes(o) for o in outs] == blocks
+        s = cache.stats()
+        assert s["hits_disk"] == 6 and s["read_buffers"] == 6 and s["read_buffers_reused"] == 6
+    with pytest.raises(kvtier.InvalidArgument, match="read_buffer_prefault_bytes: .* raise "
+                                                     "read_buffer_pool_bytes too"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, read_buffer_pool_bytes="1MiB",
+                     read_buffer_prefault_bytes="2MiB")
+
+
 def test_load_many_releases_the_gil(tmp_path):
     _, keys, blocks, _ = tiny_blocks(32)
     size = len(blocks[0])
