@@ -520,7 +520,9 @@ void RegisterCache(py::module_& m) {
            "clear() -> int\n\n"
            "Removes every block of this cache's layout from every tier and returns how many "
            "keys it erased. Blocks of other layouts in the same folder or Redis prefix are "
-           "kept. Redis is not scanned: only keys the local tiers held are erased there.")
+           "kept. In Redis: the keys the local tiers held, then every other value under the "
+           "prefix whose header carries this layout's signature, whoever stored it (SCAN of "
+           "every master).")
       .def("prometheus", &PyCache::Prometheus,
            "prometheus() -> str\n\n"
            "The counters of stats() as Prometheus text (kvtier_cache_*, kvtier_host_*, "
