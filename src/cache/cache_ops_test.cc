@@ -273,6 +273,10 @@ TEST_P(CacheOpsRemoteTest, ClearScansRedisAndKeepsOtherLayouts) {
   const std::string junk = prefix_ + "{" + Keys(50, 1)[0].Hex() + "}";
   ASSERT_EQ(raw.Run({"SET", mac, "signature"}), "status:OK");
   ASSERT_EQ(raw.Run({"SET", junk, "not a block"}), "status:OK");
+  // An empty value reads as GETRANGE's answer for a key gone since the
+  // SCAN: not a block, kept (and no read of zero bytes).
+  const std::string empty = prefix_ + "{" + Keys(60, 1)[0].Hex() + "}";
+  ASSERT_EQ(raw.Run({"SET", empty, ""}), "status:OK");
   const std::string part1 = prefix_ + "{" + keys[1].Hex() + "}:1";
   ASSERT_EQ(raw.Run({"EXISTS", part1}), "int:1");
 
@@ -286,6 +290,7 @@ TEST_P(CacheOpsRemoteTest, ClearScansRedisAndKeepsOtherLayouts) {
   EXPECT_EQ(raw.Run({"EXISTS", mac}), "int:0");
   EXPECT_EQ(raw.Run({"EXISTS", part1}), "int:0");
   EXPECT_EQ(raw.Run({"EXISTS", junk}), "int:1");
+  EXPECT_EQ(raw.Run({"EXISTS", empty}), "int:1");
   std::unique_ptr<TieredCache> other_again = OpenCache(oo);
   ASSERT_NE(other_again, nullptr);
   for (const BlockKey& k : other_keys) EXPECT_EQ(other_again->Contains(k), CacheTier::kRemote);
@@ -294,6 +299,35 @@ TEST_P(CacheOpsRemoteTest, ClearScansRedisAndKeepsOtherLayouts) {
   ASSERT_THAT(cleared, IsOk());
   EXPECT_EQ(*cleared, 0u);
   (void)raw.Run({"DEL", junk});
+  (void)raw.Run({"DEL", empty});
+}
+
+// A prefix with glob characters clears only its own blocks: clearing under
+// "<p>*:" leaves the blocks under "<p>x:" (same layout, same name length),
+// whether the SCAN pattern's escaping or the reads of the tier's own names
+// keep them out.
+TEST_P(CacheOpsRemoteTest, ClearsOnlyItsOwnPrefixWhateverItsCharacters) {
+  CacheOptions star = Options("");
+  star.remote->key_prefix = prefix_ + "*:";
+  CacheOptions x = Options("");
+  x.remote->key_prefix = prefix_ + "x:";
+  std::unique_ptr<TieredCache> a = OpenCache(x);
+  ASSERT_NE(a, nullptr);
+  const std::vector<BlockKey> keys = Keys(0, 3);
+  ASSERT_THAT(a->Store(keys, Blocks(keys)), IsOk());
+  ASSERT_THAT(a->Flush(), IsOk());
+  ASSERT_THAT(a->Close(), IsOk());
+  std::unique_ptr<TieredCache> s = OpenCache(star);
+  ASSERT_NE(s, nullptr);
+  Result<uint64_t> cleared = s->Clear();
+  ASSERT_THAT(cleared, IsOk());
+  EXPECT_EQ(*cleared, 0u);
+  std::unique_ptr<TieredCache> again = OpenCache(x);
+  ASSERT_NE(again, nullptr);
+  for (const BlockKey& k : keys) EXPECT_EQ(again->Contains(k), CacheTier::kRemote);
+  cleared = again->Clear();
+  ASSERT_THAT(cleared, IsOk());
+  EXPECT_EQ(*cleared, keys.size());
 }
 
 // With a disk tier, Clear erases in Redis every key the folder holds.

@@ -42,11 +42,17 @@ class RangeOps final : public OpHandler {
     KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{kRangeStep, 0}));
     std::vector<std::byte>& b = (*bytes_)[op.index];
     if (h.type == ReplyType::kBulk) {
+      if (h.number == 0) {
+        // Gone since the SCAN (an empty string is what GETRANGE answers
+        // for a missing key), or shorter than its header says: not a block.
+        KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
+        failed_.insert(op.index);
+        return OpOutcome{};
+      }
       const size_t at = b.size();
       b.resize(at + static_cast<size_t>(h.number));
       KVTIER_RETURN_IF_ERROR(conn->ReadExact(std::span(b).subspan(at)));
       KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
-      if (h.number == 0) failed_.insert(op.index);  // gone, or shorter than its header says
       return OpOutcome{};
     }
     if (h.type == ReplyType::kError) {
