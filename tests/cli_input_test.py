@@ -308,6 +308,20 @@ def test_command_names(r):
             "kvtier --version prints what kvtier version does (%r)" % p.stdout)
 
 
+def test_bench_disk_ram_message(r, tmp):
+    # More blocks than half the RAM holds: the message says the machine's
+    # RAM and how many blocks fit, in one whole sentence.
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    block = 32 << 20  # llama3-8b
+    p = r.run("bench", "disk", "--dir", os.path.join(tmp, "bench-ram"), "--layout", "llama3-8b",
+              "--blocks", str(ram // block + 1))
+    fit = ram // 2 // (block + 4096)
+    r.check(p.returncode == 2 and p.stdout == "" and
+            ("more than half of this machine's %d bytes; use fewer --blocks (at most %d of these)"
+             % (ram, fit)) in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+            "bench disk --blocks past RAM: rc %d, %r" % (p.returncode, p.stderr))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -329,6 +343,7 @@ def main():
         test_failed_writes(r, tmp)
         test_numbers(r, tmp)
         test_command_names(r)
+        test_bench_disk_ram_message(r, tmp)
     finally:
         set_tree_mode(tmp, writable=True)
         shutil.rmtree(tmp, ignore_errors=True)

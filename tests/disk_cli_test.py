@@ -84,6 +84,19 @@ def orphans_and_hostile_index(r, tmp):
     r.json("synth", "--layout", "tiny", "--random", "640", "--seed", "5", "--cache", cache)
     drop_rows(cache, 15)
     r.check(orphan_count(r, cache) == 15, "15 orphans made")
+    # What a kill -9 leaves heals itself: valid files without their row are
+    # their own outcome ("adopt") and pass, unless --strict; a summary
+    # counts each outcome.
+    j = r.json("verify", cache)
+    adopt = [f for f in j.get("files", []) if f.get("outcome") == "adopt"]
+    r.check(j.get("summary") == {"files": 40, "ok": 25, "adopt": 15, "failed": 0} and
+            len(adopt) == 15 and all(f["ok"] and f["reason"] == "no_index_row" for f in adopt),
+            "verify after a kill: adopt is not a failure: %s" % j.get("summary"))
+    r.json("verify", cache, "--strict", expect_rc=1)
+    text = r.run("verify", cache).stdout.splitlines()
+    r.check(sum(1 for t in text if t.startswith("ADOPT  ")) == 15 and
+            text[-1].startswith("40 files: 25 ok, 15 to adopt (valid, no index row yet") and
+            text[-1].endswith("), 0 failed"), "verify text summary: %r" % text[-1:])
     r.json("synth", "--layout", "tiny", "--random", "16", "--seed", "6", "--cache", cache)
     r.check(orphan_count(r, cache) == 0 and r.json("stats", cache).get("entries") == 41,
             "a writer's open adopts orphans")
@@ -223,7 +236,14 @@ def main():
                 "ls sizes and compatibility")
         r.check(j.get("bytes") == 20 * BLOCK, "ls bytes")
         text = r.run("ls", cache).stdout.splitlines()
-        r.check(len(text) == 21 and text[-1] == "20 blocks, %d bytes" % (20 * BLOCK), "ls text")
+        r.check(len(text) == 22 and text[0] == "key  bytes  created  last_access  signature" and
+                text[-1] == "20 blocks, %d bytes" % (20 * BLOCK), "ls text, with its header")
+        text = r.run("ls", cache, "--layout", "tiny").stdout.splitlines()
+        r.check(text[0] == "key  bytes  created  last_access  layout  signature" and
+                text[1].split("  ")[4] == "compatible", "ls --layout header: %r" % text[:2])
+        text = r.run("ls", cache, "--no-header").stdout.splitlines()
+        r.check(len(text) == 21 and text[0].split("  ")[0] in want_keys,
+                "ls --no-header: entries only: %r" % text[:1])
 
         # stats: totals per layout, compatible or not, quarantine.
         j = r.json("stats", cache, "--layout", "tiny")
@@ -291,6 +311,17 @@ def main():
                 "gc --dry-run: %s" % reasons)
         r.check(any(i["reason"] == "quarantined" and i["path"] == q for i in j.get("items", [])),
                 "gc lists quarantined files")
+        items = j.get("items", [])
+        by_reason = {}
+        for i in items:
+            t = by_reason.setdefault(i["reason"], {"entries": 0, "bytes": 0})
+            t["entries"] += 1
+            t["bytes"] += i["bytes"]
+        r.check(j.get("totals") == {"entries": len(items), "bytes": sum(i["bytes"] for i in items),
+                                    "by_reason": by_reason} and
+                by_reason.get("over_budget") == {"entries": 9, "bytes": 9 * BLOCK} and
+                by_reason.get("quarantined") == {"entries": 1, "bytes": 100},
+                "gc --dry-run totals: %s" % j.get("totals"))
         r.check(os.path.exists(q) and r.json("stats", cache).get("entries") == 20,
                 "dry run removed nothing")
         j = r.json("gc", cache, "--max-bytes", str(10 * alloc))

@@ -17,6 +17,8 @@ import tempfile
 
 from remote_test_util import Runner, Servers
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRACE = os.path.join(ROOT, "tests", "data", "mooncake", "synthetic_trace.jsonl")
 BENCH_KEYS = {"set_GBps", "get_GBps", "raw_set_GBps", "raw_get_GBps", "exists_us_per_key"}
 
 
@@ -61,6 +63,13 @@ def main():
             # Nobody listens on port 1: a clear error, not a hang.
             r.one_line_error("synth", "--layout", "tiny", "--random", "32", "--remote",
                              "redis://127.0.0.1:1", expect_rc=2)
+            # The same refused connection is the same exit code in every
+            # command (docs/replay.md: a server that does not answer is bad
+            # input, exit 2); bench remote used to exit 1.
+            r.one_line_error("bench", "remote", "--remote", "redis://127.0.0.1:1", "--layout",
+                             "tiny", "--blocks", "2", expect_rc=2)
+            r.one_line_error("replay", TRACE, "--limit", "5", "--ram-tokens", "3000000",
+                             "--remote", "redis://127.0.0.1:1", expect_rc=2)
     r.finish()
 
 

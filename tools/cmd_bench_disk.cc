@@ -173,7 +173,10 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   if (est > ram / 2) {
     return ReportError(
         flags, Status::InvalidArgument("--blocks: the blocks would need " + std::to_string(est) +
-                                       " bytes of RAM, more than half of this machine's"));
+                                       " bytes of RAM, more than half of this machine's " +
+                                       std::to_string(ram) + " bytes; use fewer --blocks (at most " +
+                                       std::to_string(ram / 2 / (layout->BlockBytes() + 4096)) +
+                                       " of these)"));
   }
   if (a.drop_caches) {
     Status s = DropCaches();

@@ -287,7 +287,13 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
       std::to_string(::getpid()) + "." + std::to_string(Clock::now().time_since_epoch().count());
 
   RawSocket raw;
-  if (Status s = raw.Connect(*url); !s.ok()) return fail(s.WithContext("--remote"));
+  // A server that cannot be reached (or refuses the password) at the start
+  // is bad input, exit 2, as for replay, synth and demo; what fails once
+  // the bench runs is exit 1.
+  auto unreachable = [&](const Status& s) {
+    return ReportError(flags, s.WithContext("--remote"), kExitUsage);
+  };
+  if (Status s = raw.Connect(*url); !s.ok()) return unreachable(s);
   std::vector<std::byte> raw_buf(max_size + 2);
 
   RemoteTierOptions o;
@@ -395,7 +401,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     tier.reset();
     signed_tier.reset();
     Status s = open_tier();
-    if (!s.ok()) return fail(s.WithContext("--remote"));
+    if (!s.ok()) return round_no == 0 ? unreachable(s) : fail(s.WithContext("--remote"));
     RemoteTier* const t = tier.get();
     RemoteTier* const st = signed_tier.get();
     if (round_no % 2 == 0) {

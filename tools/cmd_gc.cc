@@ -11,8 +11,9 @@
 // index holds at most N bytes (over_budget); quarantined files (unless
 // --keep-quarantine); temp files of writers that are gone (dead_temp);
 // foreign entries under blocks/ (foreign). --dry-run lists them only.
-//   --json: {"dry_run", "items": [{"path", "reason", "bytes"}], "removed",
-//   "bytes_freed"}
+//   --json: {"dry_run", "items": [{"path", "reason", "bytes"}],
+//   "totals": {"entries", "bytes", "by_reason": {reason: {"entries", "bytes"}}}
+//   (what the plan holds, also on a dry run), "removed", "bytes_freed"}
 #include <iostream>
 
 #include "command.h"
@@ -90,8 +91,19 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
     for (const CacheGcItem& item : *plan) {
       items.push_back({{"path", item.path}, {"reason", item.reason}, {"bytes", item.bytes}});
     }
+    // What the plan holds, removed or (dry run) not: the totals a user
+    // would otherwise add up from the items.
+    nlohmann::json by_reason = nlohmann::json::object();
+    for (const CacheGcItem& item : *plan) {
+      nlohmann::json& r = by_reason[item.reason];
+      if (r.is_null()) r = {{"entries", 0}, {"bytes", 0}};
+      r["entries"] = r["entries"].get<uint64_t>() + 1;
+      r["bytes"] = r["bytes"].get<uint64_t>() + item.bytes;
+    }
     PrintJson({{"dry_run", a.dry_run},
                {"items", items},
+               {"totals", {{"entries", plan->size()}, {"bytes", planned_bytes},
+                           {"by_reason", by_reason}}},
                {"removed", a.dry_run ? 0 : plan->size()},
                {"bytes_freed", a.dry_run ? 0 : freed}});
   } else {

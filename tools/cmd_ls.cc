@@ -1,10 +1,12 @@
 // `kvtier ls DIR`: the blocks a cache folder's index holds (DESIGN.md §6).
 //
-//   kvtier ls DIR [--layout P | --signature S] [--json]
+//   kvtier ls DIR [--layout P | --signature S] [--no-header] [--json]
 //
-// One line per block, oldest access first: key, bytes, written and last
-// accessed (UTC), layout signature; with --layout/--signature also whether
-// the block is compatible with it. Reads only the index, opened read-only
+// A header line naming the columns (--no-header leaves it out, for scripts
+// that read the text; DESIGN.md §6 pins only --json), then one line per
+// block, oldest access first: key, bytes, written and last accessed (UTC),
+// layout signature; with --layout/--signature also whether the block is
+// compatible with it ("layout" column), then a total line. Reads only the index, opened read-only
 // (a folder the user may only read works).
 //   --json: {"dir", "count", "bytes", "entries": [{"key", "signature",
 //   "bytes", "created_at", "last_access"[, "compatible"]}]} (times in unix
@@ -26,6 +28,7 @@ struct LsArgs {
   std::string signature;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* signature_opt = nullptr;
+  bool no_header = false;
 };
 
 std::string Utc(int64_t unix_us) {
@@ -63,6 +66,10 @@ int Run(const LsArgs& a, const CommonFlags& flags) {
     }
     PrintJson({{"dir", a.dir}, {"count", entries->size()}, {"bytes", bytes}, {"entries", list}});
   } else {
+    if (!a.no_header) {
+      std::cout << "key  bytes  created  last_access  " << (*ref ? "layout  " : "")
+                << "signature\n";
+    }
     for (const CacheFolderEntry& e : *entries) {
       std::cout << e.key.Hex() << "  " << e.bytes << "  " << Utc(e.created_at_us) << "  "
                 << Utc(e.last_access_us) << "  ";
@@ -81,6 +88,8 @@ std::function<int()> SetupLs(CLI::App* app, const CommonFlags* flags) {
   a->layout_opt = app->add_option("--layout", a->layout, "Mark blocks compatible with this layout");
   a->signature_opt =
       app->add_option("--signature", a->signature, "Mark blocks compatible with this signature");
+  app->add_flag("--no-header", a->no_header,
+                "Leave out the column header line (plain text output only)");
   return [a, flags] { return Run(*a, *flags); };
 }
 

@@ -8,10 +8,18 @@
 // docs/block-format.md, plus the expected key (--key) and layout (--signature, or --layout which
 // also pins every tensor's dtype and shape). Exit 0 iff every file is valid, 1 if any is not, 2 on
 // bad arguments.
-//   --json: {"files":[{"path","ok","reason","message"}]}; reason is null for
-//   a valid file, else a BlockFileError name (docs/block-format.md) or one
-//   of not_found, not_regular_file, file_too_large, io_error, or, for a
-//   cache folder whose index.sqlite cannot be used, bad_index.
+//
+// Each file has one outcome: ok; adopt, a valid block file of a folder
+// with no index row (what a kill -9 between a block's publish and its
+// commit leaves: the next writer's open adopts it, so it heals itself and
+// does not fail the run unless --strict); or fail. The last line counts
+// each outcome.
+//   --json: {"files":[{"path","ok","outcome","reason","message"}],
+//   "summary":{"files","ok","adopt","failed"}}; reason is null for a valid
+//   file with its row, no_index_row for adopt (ok is true: the file is
+//   valid), else a BlockFileError name (docs/block-format.md) or one of
+//   not_found, not_regular_file, file_too_large, io_error, or, for a cache
+//   folder whose index.sqlite cannot be used, bad_index.
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -39,7 +47,19 @@ struct VerifyArgs {
   CLI::Option* key_opt = nullptr;
   CLI::Option* signature_opt = nullptr;
   CLI::Option* layout_opt = nullptr;
+  bool strict = false;
 };
+
+// A folder's valid block file whose index row is missing: adopted (the row
+// rebuilt from the file) by the next open that reconciles.
+constexpr std::string_view kNoIndexRow = "no_index_row";
+
+enum class Outcome { kOk, kAdopt, kFail };
+
+Outcome OutcomeOf(const std::string& reason) {
+  if (reason.empty()) return Outcome::kOk;
+  return reason == kNoIndexRow ? Outcome::kAdopt : Outcome::kFail;
+}
 
 struct FileVerdict {
   std::string path;
@@ -139,7 +159,6 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
 
   std::vector<FileVerdict> verdicts;
   verdicts.reserve(a.paths.size());
-  bool all_ok = true;
   for (const std::string& path : a.paths) {
     if (CacheFolder::Exists(Env::Default(), path)) {
       CacheVerifyOptions co;
@@ -153,35 +172,63 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
         // SQLite: its message names which); the rest is the file system.
         verdicts.push_back({path, folder.status().IsCorruption() ? "bad_index" : "io_error",
                             folder.status().message()});
-        all_ok = false;
         continue;
       }
       for (CacheFileVerdict& v : *folder) {
-        all_ok = all_ok && v.reason.empty();
         verdicts.push_back({std::move(v.path), std::move(v.reason), std::move(v.message)});
       }
       continue;
     }
     verdicts.push_back(VerifyFile(path, *expect));
-    all_ok = all_ok && verdicts.back().reason.empty();
   }
+  uint64_t ok = 0, adopt = 0, failed = 0;
+  for (const FileVerdict& v : verdicts) {
+    switch (OutcomeOf(v.reason)) {
+      case Outcome::kOk:
+        ++ok;
+        break;
+      case Outcome::kAdopt:
+        ++adopt;
+        break;
+      case Outcome::kFail:
+        ++failed;
+        break;
+    }
+  }
+  const bool all_ok = failed == 0 && (!a.strict || adopt == 0);
   if (flags.json) {
     nlohmann::json files = nlohmann::json::array();
     for (const FileVerdict& v : verdicts) {
-      nlohmann::json f = {{"path", v.path}, {"ok", v.reason.empty()}};
+      const Outcome o = OutcomeOf(v.reason);
+      nlohmann::json f = {{"path", v.path},
+                          {"ok", o != Outcome::kFail},
+                          {"outcome", o == Outcome::kOk      ? "ok"
+                                      : o == Outcome::kAdopt ? "adopt"
+                                                             : "fail"}};
       f["reason"] = v.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.reason);
       f["message"] = v.message;
       files.push_back(std::move(f));
     }
-    PrintJson({{"files", std::move(files)}});
+    PrintJson({{"files", std::move(files)},
+               {"summary",
+                {{"files", verdicts.size()}, {"ok", ok}, {"adopt", adopt}, {"failed", failed}}}});
   } else {
     for (const FileVerdict& v : verdicts) {
-      if (v.reason.empty()) {
-        std::cout << "OK    " << v.path << "\n";
-      } else {
-        std::cout << "FAIL  " << v.path << ": " << v.reason << ": " << v.message << "\n";
+      switch (OutcomeOf(v.reason)) {
+        case Outcome::kOk:
+          std::cout << "OK     " << v.path << "\n";
+          break;
+        case Outcome::kAdopt:
+          std::cout << "ADOPT  " << v.path << ": " << v.reason << ": " << v.message << "\n";
+          break;
+        case Outcome::kFail:
+          std::cout << "FAIL   " << v.path << ": " << v.reason << ": " << v.message << "\n";
+          break;
       }
     }
+    std::cout << verdicts.size() << " files: " << ok << " ok, " << adopt
+              << " to adopt (valid, no index row yet: the next open adopts them" 
+              << (a.strict ? "; --strict fails on them" : "") << "), " << failed << " failed\n";
   }
   std::cout.flush();
   return all_ok ? kExitOk : kExitFailure;
@@ -197,6 +244,8 @@ std::function<int()> SetupVerify(CLI::App* app, const CommonFlags* flags) {
                                   "Layout preset or .json file every file must match exactly");
   app->add_option("--block-tokens", a->block_tokens, "Tokens per block for --layout")
       ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  app->add_flag("--strict", a->strict,
+                "Fail also on valid files of a folder with no index row (outcome adopt)");
   return [a, flags] { return Run(*a, *flags); };
 }
 

@@ -177,8 +177,10 @@ KVTIER_C_API int kvtier_cache_contains(kvtier_cache* cache, const uint8_t key[32
 KVTIER_C_API int kvtier_cache_erase(kvtier_cache* cache, const uint8_t key[32], int* erased);
 
 /* Removes every block of this cache's layout from every tier. Blocks of
- * other layouts in the same disk folder or Redis prefix are kept. Redis is
- * not scanned: only the keys the local tiers held are erased there. */
+ * other layouts in the same disk folder or Redis prefix are kept. In Redis
+ * it erases the keys the local tiers held, then every other value under the
+ * prefix whose header carries this layout's signature, whoever stored it
+ * (SCAN of every master; the server's ACL must allow SCAN and GETRANGE). */
 KVTIER_C_API int kvtier_cache_clear(kvtier_cache* cache);
 
 /* The cache's counters as Prometheus text (CacheStats::ToPrometheus) into

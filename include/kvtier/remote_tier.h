@@ -294,6 +294,15 @@ class RemoteTier {
   // Deletes every part of `key`'s block. True if anything was deleted;
   // Unavailable when the node is down or did not answer.
   virtual Result<bool> Erase(const BlockKey& key) = 0;
+  // Deletes every block of this tier's layout under the prefix, whoever
+  // stored it: SCAN <prefix>{*} on every master (each Cluster node serving
+  // a slot), then per value a GETRANGE of its header, and DEL of every
+  // part (and its `:mac` name) where the header's key and layout signature
+  // are this layout's; values of other layouts are kept. Returns how many
+  // blocks were deleted. Unavailable when a master cannot be scanned or a
+  // request got no answer (blocks not yet deleted then stay). Needs SCAN,
+  // GETRANGE and DEL in the server's ACL.
+  virtual Result<uint64_t> EraseLayout() = 0;
 
   // Waits until every block queued before the call is written or dropped.
   virtual Status Flush() = 0;

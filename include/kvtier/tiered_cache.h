@@ -389,12 +389,13 @@ class TieredCache {
   // Erases every block of this cache's layout signature: every host entry
   // of this cache, every disk block of the signature (after the pending
   // writes land, so none is written afterwards), and, in the remote tier,
-  // every key either local tier held. Blocks of other signatures in the
-  // same folder or Redis prefix are kept, and so are other caches' host
-  // entries on a shared budget. The remote tier is not scanned: a block
-  // only another host stored there, under a key this cache never held, is
-  // not found. Returns the number of distinct keys erased; the first
-  // failure as Erase. FailedPrecondition after Close.
+  // every key either local tier held and then every other value under the
+  // prefix whose header carries this signature (RemoteTier::EraseLayout:
+  // SCAN of every master, so blocks other hosts stored go too). Blocks of
+  // other signatures in the same folder or Redis prefix are kept, and so
+  // are other caches' host entries on a shared budget. Returns the number
+  // of distinct keys erased; the first failure as Erase. FailedPrecondition
+  // after Close.
   Result<uint64_t> Clear();
 
   // Tells the Match index that the disk tier holds `keys` without asking

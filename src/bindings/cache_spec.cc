@@ -1,5 +1,6 @@
 #include "bindings/cache_spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -122,7 +123,21 @@ Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec
     return Status::InvalidArgument("host_bytes: must be > 0");
   }
   KVTIER_ASSIGN_OR_RETURN(CacheOptions options, CacheOptionsFor(layout, spec));
+  if (spec.read_buffer_prefault_bytes > options.read_buffer_pool_bytes) {
+    return Status::InvalidArgument(
+        "read_buffer_prefault_bytes: " + std::to_string(spec.read_buffer_prefault_bytes) +
+        " bytes is more than read_buffer_pool_bytes (" +
+        std::to_string(options.read_buffer_pool_bytes) +
+        "), which caps the free read buffers kept; raise read_buffer_pool_bytes too");
+  }
   KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(std::move(options), Env::Default()));
+  if (spec.read_buffer_prefault_bytes > 0) {
+    // One buffer per block file (its data and a header of a few KiB): the
+    // pool stops where its free memory would pass read_buffer_pool_bytes.
+    const uint64_t count = spec.read_buffer_prefault_bytes / std::max<uint64_t>(1, layout.BlockBytes());
+    Result<uint64_t> added = cache->PrefaultReadBuffers(layout, count);
+    if (!added.ok()) return added.status().WithContext("read_buffer_prefault_bytes");
+  }
   return OpenedCache{std::move(layout), std::move(cache)};
 }
 

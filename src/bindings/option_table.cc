@@ -116,6 +116,11 @@ const std::vector<Row>& Table() {
       {"read_buffer_pool_bytes", Kind::kSize, "256 MiB",
        "Free read buffers kept for the next disk reads; 0 = none.", "read_buffer_pool_bytes",
        KVTIER_SET(s.cache.read_buffer_pool_bytes = v.u)},
+      {"read_buffer_prefault_bytes", Kind::kSize, "0",
+       "Read buffers of this layout's block size faulted in at open (kept in the pool, so at "
+       "most `read_buffer_pool_bytes`), so that the first restores into RAM pay no page "
+       "faults; 0 = none. Costs that much RAM from open on.",
+       "read_buffer_prefault_bytes", KVTIER_SET(s.read_buffer_prefault_bytes = v.u)},
       {"index_expected_blocks", Kind::kCount, "0",
        "Blocks the match index is sized for up front; 0 = grow on demand. At most 2^32.",
        "index_expected_blocks", KVTIER_SET(s.cache.index_expected_blocks = v.u), uint64_t{1} << 32},
@@ -486,6 +491,7 @@ std::string CppField(const std::string& path) {
   };
   if (path == "layout") return "ModelLayout::Resolve";
   if (path == "block_tokens") return "ModelLayout::block_tokens";
+  if (path == "read_buffer_prefault_bytes") return "TieredCache::PrefaultReadBuffers";
   for (const auto& [prefix, name] : kStructs) {
     if (path.starts_with(prefix)) return std::string(name) + path.substr(prefix.size());
   }

@@ -45,6 +45,9 @@ struct CacheSpec {
   // cache.info_log (the logger) is set by the binding (the C API's
   // callback, Python's logging), never parsed; not owned.
   CacheOptions cache;
+  // Bytes of read buffers faulted in at open ("read_buffer_prefault_bytes"),
+  // at most cache.read_buffer_pool_bytes; 0 = none.
+  uint64_t read_buffer_prefault_bytes = 0;
   // The disk-tier folder ("disk_dir"), or none for no disk tier.
   std::optional<std::string> disk_dir;
   DiskTierOptions disk;

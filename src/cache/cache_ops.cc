@@ -88,6 +88,17 @@ Result<uint64_t> CacheCore::Clear() {
   }
   uint64_t erased = 0;
   for (const BlockKey& key : keys) erased += EraseEverywhere(key, &first) ? 1 : 0;
+  if (remote_ != nullptr) {
+    // The blocks of this layout that only Redis holds (stored by other
+    // hosts, or evicted from here long ago): the tier lists them itself,
+    // by their headers' layout signature, keeping other layouts' values.
+    Result<uint64_t> rest = remote_->EraseLayout();
+    if (rest.ok()) {
+      erased += *rest;
+    } else {
+      KeepFirst(&first, rest.status(), "remote tier");
+    }
+  }
   if (!first.ok()) return first.WithContext("TieredCache::Clear");
   return erased;
 }

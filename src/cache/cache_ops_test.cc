@@ -10,6 +10,7 @@
 
 #include "cache/cache_test_util.h"
 #include "kvtier/tiered_cache.h"
+#include "testing/raw_redis.h"
 #include "testing/redis_server.h"
 #include "testing/status_matchers.h"
 
@@ -223,17 +224,110 @@ TEST_P(CacheOpsRemoteTest, EraseAndClearReachRedis) {
   ASSERT_THAT(f, IsOk());
   ASSERT_EQ((*f->Get())[0].tier, CacheTier::kRemote);
   EXPECT_EQ(b->Contains(keys[0]), CacheTier::kHost);
+  // B's clear also scans Redis: keys[1] and keys[2], which B never held,
+  // are this layout's blocks and go too.
   Result<uint64_t> cleared = b->Clear();
   ASSERT_THAT(cleared, IsOk());
-  EXPECT_EQ(*cleared, 1u);
+  EXPECT_EQ(*cleared, 3u);
   EXPECT_EQ(a->Contains(keys[0]), CacheTier::kNone);
-  // A (host tier: keys[2]; the write-back of keys[0..1] went nowhere, host
-  // only) clears keys[2] in Redis; keys[1] only Redis held and A's host tier
-  // dropped: it stays (Redis is not scanned).
+  EXPECT_EQ(b->Contains(keys[1]), CacheTier::kNone);
+  EXPECT_EQ(b->Contains(keys[2]), CacheTier::kNone);
+  // A's host tier still held keys[2]: its clear erases that copy only.
   cleared = a->Clear();
   ASSERT_THAT(cleared, IsOk());
-  EXPECT_EQ(b->Contains(keys[2]), CacheTier::kNone);
-  EXPECT_EQ(b->Contains(keys[1]), CacheTier::kRemote);
+  EXPECT_EQ(*cleared, 1u);
+  EXPECT_EQ(a->Contains(keys[2]), CacheTier::kNone);
+}
+
+// A cache that never held a key clears it in Redis (SCAN of every master,
+// header checked): every part, and the `:mac` name a signed value has.
+// Another layout's blocks under the same prefix, and a value that is not a
+// block, are kept.
+TEST_P(CacheOpsRemoteTest, ClearScansRedisAndKeepsOtherLayouts) {
+  // Parts of 4 KiB: each tiny block (4 KiB of data and its header) is two.
+  CacheOptions two_parts = Options("");
+  two_parts.remote->part_bytes = 4096;
+  std::unique_ptr<TieredCache> a = OpenCache(two_parts);
+  CacheOptions oo = Options("");
+  oo.layout_signature = OtherLayout().Signature();
+  oo.remote->layout = OtherLayout();
+  std::unique_ptr<TieredCache> other = OpenCache(oo);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(other, nullptr);
+  const std::vector<BlockKey> keys = Keys(0, 6);
+  ASSERT_THAT(a->Store(keys, Blocks(keys)), IsOk());
+  ASSERT_THAT(a->Flush(), IsOk());
+  const std::vector<BlockKey> other_keys = Keys(100, 3);
+  std::vector<SharedBlock> other_blocks;
+  for (const BlockKey& k : other_keys) other_blocks.push_back(MakeOtherBlock(k));
+  ASSERT_THAT(other->Store(other_keys, other_blocks), IsOk());
+  ASSERT_THAT(other->Flush(), IsOk());
+  ASSERT_THAT(a->Close(), IsOk());
+  ASSERT_THAT(other->Close(), IsOk());
+
+  Result<std::string> url = GetParam() == Where::kSingle ? testing::TestRedisUrl()
+                                                         : testing::TestRedisClusterUrl();
+  ASSERT_THAT(url, IsOk());
+  testing::RawRedis raw(*url);
+  const std::string mac = prefix_ + "{" + keys[0].Hex() + "}:mac";
+  const std::string junk = prefix_ + "{" + Keys(50, 1)[0].Hex() + "}";
+  ASSERT_EQ(raw.Run({"SET", mac, "signature"}), "status:OK");
+  ASSERT_EQ(raw.Run({"SET", junk, "not a block"}), "status:OK");
+  // An empty value reads as GETRANGE's answer for a key gone since the
+  // SCAN: not a block, kept (and no read of zero bytes).
+  const std::string empty = prefix_ + "{" + Keys(60, 1)[0].Hex() + "}";
+  ASSERT_EQ(raw.Run({"SET", empty, ""}), "status:OK");
+  const std::string part1 = prefix_ + "{" + keys[1].Hex() + "}:1";
+  ASSERT_EQ(raw.Run({"EXISTS", part1}), "int:1");
+
+  std::unique_ptr<TieredCache> fresh = OpenCache(two_parts);
+  ASSERT_NE(fresh, nullptr);
+  for (const BlockKey& k : keys) EXPECT_EQ(fresh->Contains(k), CacheTier::kRemote);
+  Result<uint64_t> cleared = fresh->Clear();
+  ASSERT_THAT(cleared, IsOk());
+  EXPECT_EQ(*cleared, keys.size());
+  for (const BlockKey& k : keys) EXPECT_EQ(fresh->Contains(k), CacheTier::kNone);
+  EXPECT_EQ(raw.Run({"EXISTS", mac}), "int:0");
+  EXPECT_EQ(raw.Run({"EXISTS", part1}), "int:0");
+  EXPECT_EQ(raw.Run({"EXISTS", junk}), "int:1");
+  EXPECT_EQ(raw.Run({"EXISTS", empty}), "int:1");
+  std::unique_ptr<TieredCache> other_again = OpenCache(oo);
+  ASSERT_NE(other_again, nullptr);
+  for (const BlockKey& k : other_keys) EXPECT_EQ(other_again->Contains(k), CacheTier::kRemote);
+  // Nothing of this layout is left: a second clear finds nothing.
+  cleared = fresh->Clear();
+  ASSERT_THAT(cleared, IsOk());
+  EXPECT_EQ(*cleared, 0u);
+  (void)raw.Run({"DEL", junk});
+  (void)raw.Run({"DEL", empty});
+}
+
+// A prefix with glob characters clears only its own blocks: clearing under
+// "<p>*:" leaves the blocks under "<p>x:" (same layout, same name length),
+// whether the SCAN pattern's escaping or the reads of the tier's own names
+// keep them out.
+TEST_P(CacheOpsRemoteTest, ClearsOnlyItsOwnPrefixWhateverItsCharacters) {
+  CacheOptions star = Options("");
+  star.remote->key_prefix = prefix_ + "*:";
+  CacheOptions x = Options("");
+  x.remote->key_prefix = prefix_ + "x:";
+  std::unique_ptr<TieredCache> a = OpenCache(x);
+  ASSERT_NE(a, nullptr);
+  const std::vector<BlockKey> keys = Keys(0, 3);
+  ASSERT_THAT(a->Store(keys, Blocks(keys)), IsOk());
+  ASSERT_THAT(a->Flush(), IsOk());
+  ASSERT_THAT(a->Close(), IsOk());
+  std::unique_ptr<TieredCache> s = OpenCache(star);
+  ASSERT_NE(s, nullptr);
+  Result<uint64_t> cleared = s->Clear();
+  ASSERT_THAT(cleared, IsOk());
+  EXPECT_EQ(*cleared, 0u);
+  std::unique_ptr<TieredCache> again = OpenCache(x);
+  ASSERT_NE(again, nullptr);
+  for (const BlockKey& k : keys) EXPECT_EQ(again->Contains(k), CacheTier::kRemote);
+  cleared = again->Clear();
+  ASSERT_THAT(cleared, IsOk());
+  EXPECT_EQ(*cleared, keys.size());
 }
 
 // With a disk tier, Clear erases in Redis every key the folder holds.

@@ -199,6 +199,52 @@ static void TestDisk(const char* dir) {
   CHECK_RC(kvtier_cache_clear(a), KVTIER_E_FAILED_PRECONDITION, "closed");
 }
 
+/* The number after "name": in the cache's stats JSON; -1 if absent. */
+static long long StatOf(kvtier_cache* c, const char* name) {
+  size_t len = 0;
+  if (kvtier_cache_stats_json(c, NULL, 0, &len) != KVTIER_E_BUFFER_TOO_SMALL) return -1;
+  char* json = malloc(len + 1);
+  long long v = -1;
+  char needle[128];
+  snprintf(needle, sizeof(needle), "\"%s\":", name);
+  if (json != NULL && kvtier_cache_stats_json(c, json, len + 1, &len) == KVTIER_OK) {
+    const char* at = strstr(json, needle);
+    if (at != NULL) v = strtoll(at + strlen(needle), NULL, 10);
+  }
+  free(json);
+  return v;
+}
+
+/* read_buffer_prefault_bytes: buffers for every block (tiny: 4096 data
+ * bytes each) faulted in at open; the cold load_many reads into them. */
+static void TestPrefault(const char* dir) {
+  char options[1024];
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"disk_dir\": \"%s/prefault\"}",
+           dir);
+  kvtier_cache* c = Open(options);
+  if (c == NULL) return;
+  StoreAll(c);
+  CHECK_RC(kvtier_cache_close(c), KVTIER_OK, "");
+  snprintf(options, sizeof(options),
+           "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"disk_dir\": \"%s/prefault\", "
+           "\"read_buffer_prefault_bytes\": %zu}",
+           dir, g_num_blocks * (size_t)4096);
+  c = Open(options);
+  if (c == NULL) return;
+  CHECK(StatOf(c, "read_buffers_prefaulted") == (long long)g_num_blocks);
+  CheckLoadMany(c);
+  CHECK(StatOf(c, "hits_disk") == (long long)g_num_blocks);
+  CHECK(StatOf(c, "read_buffers_reused") == (long long)g_num_blocks);
+  CHECK_RC(kvtier_cache_close(c), KVTIER_OK, "");
+  kvtier_cache* bad = NULL;
+  CHECK_RC(kvtier_cache_open("{\"layout\": \"tiny\", \"host_bytes\": 1048576, "
+                             "\"read_buffer_pool_bytes\": \"1MiB\", "
+                             "\"read_buffer_prefault_bytes\": \"2MiB\"}",
+                             &bad),
+           KVTIER_E_INVALID_ARGUMENT, "raise read_buffer_pool_bytes too");
+}
+
 static void TestRemote(void) {
   const char* url = getenv("KVTIER_TEST_REDIS_URL");
   ++g_checks;
@@ -210,8 +256,12 @@ static void TestRemote(void) {
     return;
   }
   char options[1024];
+  /* A prefix of its own: clear() erases every tiny block under its prefix
+   * (a scan of Redis), and other tests share the server. */
   snprintf(options, sizeof(options),
-           "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"remote\": \"%s\"}", url);
+           "{\"layout\": \"tiny\", \"host_bytes\": 1048576, \"remote\": \"%s\", "
+           "\"remote_prefix\": \"c-api-ops-%ld:\"}",
+           url, (long)getpid());
   kvtier_cache* a = Open(options);
   kvtier_cache* b = Open(options);
   if (a == NULL || b == NULL) return;
@@ -250,6 +300,7 @@ int main(void) {
   CHECK(g_num_blocks == kBlocks); /* 128 random tokens, 16 per block */
   if (g_num_blocks == kBlocks) {
     TestDisk(made);
+    TestPrefault(made);
     TestRemote();
   }
   for (size_t i = 0; i < g_num_blocks; ++i) free(g_blocks[i].bytes);

@@ -86,7 +86,7 @@ class PyCache {
  public:
   // kvtier.Cache(layout, **options): `layout` a preset name, a layout JSON
   // path or a kvtier.Layout.
-  PyCache(py::handle layout, const py::kwargs& options) {
+  PyCache(PyLayoutArg layout, const py::kwargs& options) {
     bindings::CacheSpec spec;
     ApplyPyOptions(options, &spec);
     Open(layout, std::move(spec));
@@ -469,7 +469,7 @@ void RegisterCache(py::module_& m) {
                       "server: kvtier.Cache(layout, host_bytes=..., disk_dir=..., remote=..., "
                       "**options), every option of kvtier.options() (docs/options.md). A miss "
                       "is None / 0, not an error. Use it as a context manager or call close().")
-      .def(py::init<py::handle, const py::kwargs&>(), py::arg("layout"),
+      .def(py::init<PyLayoutArg, const py::kwargs&>(), py::arg("layout"),
            "layout: a preset name, a layout JSON path or a kvtier.Layout. Keywords: "
            "host_bytes (required: the RAM budget, bytes or \"1GiB\"), disk_dir (a folder for "
            "the disk tier, created if missing; None for RAM only), remote (a Redis URL, "
@@ -527,7 +527,9 @@ void RegisterCache(py::module_& m) {
            "clear() -> int\n\n"
            "Removes every block of this cache's layout from every tier and returns how many "
            "keys it erased. Blocks of other layouts in the same folder or Redis prefix are "
-           "kept. Redis is not scanned: only keys the local tiers held are erased there.")
+           "kept. In Redis: the keys the local tiers held, then every other value under the "
+           "prefix whose header carries this layout's signature, whoever stored it (SCAN of "
+           "every master).")
       .def("prometheus", &PyCache::Prometheus,
            "prometheus() -> str\n\n"
            "The counters of stats() as Prometheus text (kvtier_cache_*, kvtier_host_*, "

@@ -58,6 +58,9 @@ KVTIER_PY_TYPED(PyKeyList, "list[bytes]")
 KVTIER_PY_TYPED(PyArrays, "list[numpy.ndarray]")
 KVTIER_PY_TYPED(PyConfigArg, "str | os.PathLike | dict")
 KVTIER_PY_TYPED(PyKeyChainOrNone, "KeyChain | None")
+KVTIER_PY_TYPED(PySignatureArg, "str | Layout")
+KVTIER_PY_TYPED(PyIntOrNone, "int | None")
+KVTIER_PY_TYPED(PyBytesOrText, "bytes | str")
 #undef KVTIER_PY_TYPED
 
 // One buffer-protocol export of a C-contiguous object, released on
@@ -143,6 +146,9 @@ KVTIER_PY_SHOWN(PyAny)
 KVTIER_PY_SHOWN(PyKeyList)
 KVTIER_PY_SHOWN(PyArrays)
 KVTIER_PY_SHOWN(PyConfigArg)
+KVTIER_PY_SHOWN(PySignatureArg)
+KVTIER_PY_SHOWN(PyIntOrNone)
+KVTIER_PY_SHOWN(PyBytesOrText)
 KVTIER_PY_SHOWN(PyKeyChainOrNone)
 #undef KVTIER_PY_SHOWN
 

@@ -125,8 +125,8 @@ class KeySequence {
 void RegisterKeys(py::module_& m) {
   m.def(
       "block_keys",
-      [](py::handle model, py::handle signature, py::handle block_tokens, py::handle tokens,
-         py::handle salt, py::handle adapter, py::handle extra, py::handle shard) {
+      [](PyText model, PySignatureArg signature, PyInt block_tokens, PyTokens tokens,
+         PyBytesOrText salt, PyText adapter, PyBytesOrText extra, PyText shard) -> PyKeyList {
         const std::optional<uint32_t> bt = BlockTokensFromPy(block_tokens);
         if (!bt.has_value()) ThrowInvalid("block_tokens: expected an int, got None");
         const NamespaceOptions ns =
@@ -150,8 +150,8 @@ void RegisterKeys(py::module_& m) {
   py::class_<KeyChain>(m, "KeyChain",
                        "A key namespace (model, layout signature, block size, tenant salt, "
                        "adapter, extra, shard): the keys of any token sequence under it.")
-      .def(py::init([](py::handle model, py::handle signature, py::handle block_tokens,
-                       py::handle salt, py::handle adapter, py::handle extra, py::handle shard) {
+      .def(py::init([](PyText model, PySignatureArg signature, PyIntOrNone block_tokens,
+                       PyBytesOrText salt, PyText adapter, PyBytesOrText extra, PyText shard) {
              return ValueOrThrow(KeyChain::Create(NamespaceFromPy(ModelFromPy(model), signature,
                                                                   BlockTokensFromPy(block_tokens),
                                                                   salt, adapter, extra, shard)));

@@ -13,6 +13,7 @@
 #include "remote/block_reader.h"
 #include "remote/block_writer.h"
 #include "remote/counters.h"
+#include "remote/layout_scan.h"
 #include "remote/node_table.h"
 #include "remote/router.h"
 #include "remote/value_layout.h"
@@ -65,6 +66,7 @@ class RemoteTierImpl final : public RemoteTier {
   Status Put(const BlockKey& key, SharedBlock block) override;
   Status PutSync(const BlockKey& key, std::span<const std::byte> block) override;
   Result<bool> Erase(const BlockKey& key) override;
+  Result<uint64_t> EraseLayout() override;
   Status Flush() override;
   RemoteTierStats Stats() override;
   Status Close() override;
@@ -319,6 +321,20 @@ Result<bool> RemoteTierImpl::Erase(const BlockKey& key) {
     return reader_.Erase(key);
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("remote: out of memory erasing " + key.Hex());
+  }
+}
+
+Result<uint64_t> RemoteTierImpl::EraseLayout() {
+  if (closed_.load()) return Status::FailedPrecondition("remote tier closed");
+  remote::LayoutScanOptions o;
+  o.command_timeout_micros = uint64_t{options_.command_timeout_ms} * 1000;
+  o.connect_timeout_micros = uint64_t{options_.connect_timeout_ms} * 1000;
+  remote::LayoutScan scan(o, &values_, options_.layout.Signature(), &router_, &runner_, env_,
+                          &counters_);
+  try {
+    return scan.EraseLayout();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("remote: out of memory listing this layout's blocks");
   }
 }
 

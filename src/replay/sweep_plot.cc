@@ -13,6 +13,10 @@ namespace {
 
 // One colour per policy line (and its shaded disk gain), then references.
 constexpr const char* kPolicyColours[] = {"#1f77b4", "#d62728", "#9467bd", "#8c564b"};
+// The disk tier's bands: each policy's colour at 18% over white, painted
+// opaque, so that where two bands overlap the picture shows one of them
+// (a colour of the legend), never a blend of both.
+constexpr const char* kBandColours[] = {"#d7e7f2", "#f8d8d8", "#ece4f3", "#eae1df"};
 constexpr const char* kBeladyColour = "#555555";
 constexpr const char* kMaxColour = "#2ca02c";
 constexpr const char* kGridColour = "#e3e3e3";
@@ -208,20 +212,24 @@ std::string SweepPlotSvg(const SweepResult& result, const SweepPlotOptions& opti
       << ") rotate(-90)\" text-anchor=\"middle\">hit ratio (hit tokens / input tokens)</text>\n";
 
   // The disk tier's gain: the band between the RAM tier's share and the
-  // total, one per policy, under the lines.
+  // total, one per policy, under the lines. Painted last policy first, so
+  // the first (lru) is on top where they overlap; the RAM shares' dotted
+  // lines go over every band.
   if (disk) {
-    for (size_t p = 0; p < policies.size(); ++p) {
+    std::vector<std::vector<Point>> ram_shares(policies.size());
+    for (size_t p = policies.size(); p-- > 0;) {
       const std::vector<const SweepRow*>& rows = lines[policies[p]];
       std::vector<Point> band;
       for (const SweepRow* r : rows) band.push_back({x(r->ram_tokens), y(r->counts.HitRatio())});
       for (auto r = rows.rbegin(); r != rows.rend(); ++r) {
         band.push_back({x((*r)->ram_tokens), y((*r)->counts.HitRatioRam())});
       }
-      svg << "<polygon points=\"" << Polyline(band) << "\" fill=\"" << kPolicyColours[p % 4]
-          << "\" fill-opacity=\"0.18\" stroke=\"none\"/>\n";
-      // Its lower edge, the RAM tier's share, as a thin dotted line.
-      band.erase(band.begin(), band.begin() + static_cast<std::ptrdiff_t>(rows.size()));
-      svg << "<polyline points=\"" << Polyline(band) << "\" fill=\"none\" stroke=\""
+      svg << "<polygon points=\"" << Polyline(band) << "\" fill=\"" << kBandColours[p % 4]
+          << "\" stroke=\"none\"/>\n";
+      ram_shares[p].assign(band.begin() + static_cast<std::ptrdiff_t>(rows.size()), band.end());
+    }
+    for (size_t p = policies.size(); p-- > 0;) {
+      svg << "<polyline points=\"" << Polyline(ram_shares[p]) << "\" fill=\"none\" stroke=\""
           << kPolicyColours[p % 4] << "\" stroke-width=\"1\" stroke-dasharray=\"2,2\"/>\n";
     }
   }
@@ -240,8 +248,10 @@ std::string SweepPlotSvg(const SweepResult& result, const SweepPlotOptions& opti
         << kBeladyColour << "\" stroke-width=\"1.5\" stroke-dasharray=\"4,3\"/>\n";
   }
 
-  // One line per policy, with the figures of each point as a tooltip.
-  for (size_t p = 0; p < policies.size(); ++p) {
+  // One line per policy, with the figures of each point as a tooltip; the
+  // last policy first, so that the first (lru) is drawn on top of the
+  // others where they coincide.
+  for (size_t p = policies.size(); p-- > 0;) {
     const char* colour = kPolicyColours[p % 4];
     const std::string name(HostEvictionPolicyName(policies[p]));
     std::vector<Point> pts;
@@ -279,8 +289,7 @@ std::string SweepPlotSvg(const SweepResult& result, const SweepPlotOptions& opti
     entry(line_swatch(kPolicyColours[p % 4], "", 2.5), name + (disk ? ": RAM + disk" : ""));
     if (disk) {
       entry("<rect x=\"" + Num(lx) + "\" y=\"" + Num(ly - 6) +
-                "\" width=\"26\" height=\"12\" fill=\"" + kPolicyColours[p % 4] +
-                "\" fill-opacity=\"0.18\"/>",
+                "\" width=\"26\" height=\"12\" fill=\"" + kBandColours[p % 4] + "\"/>",
             name + ": disk tier's gain");
       entry(line_swatch(kPolicyColours[p % 4], "2,2", 1), name + ": served from RAM");
     }

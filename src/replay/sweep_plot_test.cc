@@ -96,21 +96,35 @@ TEST(SweepPlotSvg, PointsLandInsideThePlotInOrderOfSize) {
     EXPECT_GE(p.cy, 70);
     EXPECT_LE(p.cy, 478);
   }
+  // reuse is drawn first (lru goes on top): c[0..2] reuse, c[3..5] lru.
   // lru, sorted by RAM size: 1M at 0.1, 2M at 0.2, 3M at 0.0 (on the x
   // axis); x grows with the size, y (downwards) falls as the ratio rises.
-  EXPECT_LT(c[0].cx, c[1].cx);
-  EXPECT_LT(c[1].cx, c[2].cx);
-  EXPECT_DOUBLE_EQ(c[2].cy, 478);
-  EXPECT_LT(c[0].cy, c[2].cy);
-  EXPECT_LT(c[1].cy, c[0].cy);
+  const Circle* lru = &c[3];
+  EXPECT_LT(lru[0].cx, lru[1].cx);
+  EXPECT_LT(lru[1].cx, lru[2].cx);
+  EXPECT_DOUBLE_EQ(lru[2].cy, 478);
+  EXPECT_LT(lru[0].cy, lru[2].cy);
+  EXPECT_LT(lru[1].cy, lru[0].cy);
   // reuse is 0.03 above lru at every size.
-  for (int i = 0; i < 3; ++i) EXPECT_LT(c[3 + i].cy, c[i].cy);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(c[i].cy, lru[i].cy);
 }
 
 TEST(SweepPlotSvg, ADiskTierShadesItsGainPerPolicy) {
   const std::string svg = SweepPlotSvg(Result(50'000'000, {1'000'000, 2'000'000}));
   EXPECT_EQ(Count(svg, "<polygon "), 2u);
-  EXPECT_EQ(Count(svg, "fill-opacity=\"0.18\""), 4u);  // 2 bands + 2 legend swatches
+  // Opaque bands: overlapping ones never blend into a colour the legend
+  // does not have. Each band's colour is its legend swatch's.
+  EXPECT_EQ(Count(svg, "opacity"), 0u);
+  EXPECT_EQ(Count(svg, "fill=\"#d7e7f2\""), 2u);  // lru: band + swatch
+  EXPECT_EQ(Count(svg, "fill=\"#f8d8d8\""), 2u);  // reuse
+  // reuse's band first, lru's on top; both RAM-share lines over both
+  // bands; the lru line after the reuse line (on top).
+  const size_t reuse_band = svg.find("<polygon points=\"");
+  const size_t lru_band = svg.find("<polygon points=\"", reuse_band + 1);
+  EXPECT_LT(svg.find("fill=\"#f8d8d8\""), svg.find("fill=\"#d7e7f2\""));
+  EXPECT_GT(svg.find("stroke-dasharray=\"2,2\""), lru_band);
+  EXPECT_LT(svg.find("stroke=\"#d62728\" stroke-width=\"2.5"),
+            svg.find("stroke=\"#1f77b4\" stroke-width=\"2.5"));
   EXPECT_THAT(svg, HasSubstr(">lru: disk tier&apos;s gain</text>"));
   EXPECT_THAT(svg, HasSubstr(">reuse: served from RAM</text>"));
 }

@@ -52,6 +52,29 @@ def test_load_many_fills_the_callers_buffers(tmp_path):
             cache.load_many(keys[:1], bytearray(size))
 
 
+def test_prefaulted_read_buffers_serve_the_cold_restore(tmp_path):
+    # read_buffer_prefault_bytes: buffers for 6 blocks (tiny: 4096 data
+    # bytes each) faulted in at open; the cold restore reads into them.
+    _, keys, blocks, _ = tiny_blocks(6)
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "c",
+                      read_buffer_prefault_bytes=6 * 4096) as cache:
+        s = cache.stats()
+        assert s["read_buffers_prefaulted"] == 6
+        assert s["read_buffers_reused"] == 0
+        outs = [bytearray(len(b)) for b in blocks]
+        assert cache.load_many(keys, outs) == [len(b) for b in blocks]
+        assert [bytes(o) for o in outs] == blocks
+        s = cache.stats()
+        assert s["hits_disk"] == 6 and s["read_buffers"] == 6 and s["read_buffers_reused"] == 6
+    with pytest.raises(kvtier.InvalidArgument, match="read_buffer_prefault_bytes: .* raise "
+                                                     "read_buffer_pool_bytes too"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, read_buffer_pool_bytes="1MiB",
+                     read_buffer_prefault_bytes="2MiB")
+
+
 def test_load_many_releases_the_gil(tmp_path):
     _, keys, blocks, _ = tiny_blocks(32)
     size = len(blocks[0])
@@ -166,11 +189,14 @@ def test_shared_folder_with_another_process(tmp_path):
 
 
 def test_erase_and_clear_reach_redis(redis_url):
-    # A model name of its own: the tests share the server's default prefix.
-    _, keys, blocks, _ = tiny_blocks(4, model="ops-" + uuid.uuid4().hex)
+    # A prefix of its own: clear() erases every tiny block under its prefix,
+    # and other tests share the server.
+    run = uuid.uuid4().hex
+    _, keys, blocks, _ = tiny_blocks(4, model="ops-" + run)
+    _, only_b, only_b_blocks, _ = tiny_blocks(1, model="ops-b-" + run)
     size = len(blocks[0])
-    with kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as a, \
-            kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as b:
+    opts = {"host_bytes": 1 << 20, "remote": redis_url, "remote_prefix": "ops-" + run + ":"}
+    with kvtier.Cache("tiny", **opts) as a, kvtier.Cache("tiny", **opts) as b:
         for k, b_ in zip(keys, blocks):
             a.store(k, b_)
         a.flush()
@@ -182,11 +208,16 @@ def test_erase_and_clear_reach_redis(redis_url):
         assert a.erase(keys[0]) is True  # A's RAM and Redis; B's RAM keeps its copy
         assert a.contains(keys[0]) is None
         assert b.erase(keys[0]) is True and b.contains(keys[0]) is None
-        assert a.clear() == 3  # A's RAM held them: erased in Redis too
-        assert [a.contains(k) for k in keys] == [None] * 4
+        b.store(only_b[0], only_b_blocks[0])  # a block A never held
+        b.flush()
+        # A's RAM held 3: erased in Redis too; B's block is found by the
+        # scan of Redis (same layout, same prefix) and erased there.
+        assert a.clear() == 4
+        assert [a.contains(k) for k in keys + only_b] == [None] * 5
         assert b.erase(keys[1]) is True  # B's RAM copy
-        with kvtier.Cache("tiny", host_bytes=1 << 20, remote=redis_url) as c:
-            assert [c.contains(k) for k in keys] == [None] * 4
+        assert b.contains(only_b[0]) == "host"  # B's own RAM is B's
+        with kvtier.Cache("tiny", **opts) as c:
+            assert [c.contains(k) for k in keys + only_b] == [None] * 5
         assert "kvtier_remote_" in a.prometheus()
 
 

@@ -51,6 +51,35 @@ def test_stubs_name_what_the_module_has(source_dir):
         assert members == real, name
 
 
+def every_routine(obj, seen=None):
+    """(qualified name, docstring) of every function and method of the module."""
+    for name in dir(obj):
+        if name.startswith("__") and name != "__init__":
+            continue
+        member = getattr(obj, name)
+        if isinstance(member, type) and member.__module__ in ("kvtier", "kvtier._kvtier"):
+            if issubclass(member, BaseException):
+                continue
+            for sub, doc in every_routine(member):
+                yield name + "." + sub, doc
+        elif callable(member) and getattr(member, "__doc__", None):
+            yield name, member.__doc__
+
+
+def test_docstrings_show_python_types_not_handle():
+    # pybind11 shows a py::handle parameter as `handle` and C++ types by
+    # their C++ names; every signature help() prints names Python types.
+    docs = dict(every_routine(ext))
+    assert "Cache.__init__" in docs and "block_keys" in docs and "KeyChain.__init__" in docs
+    bad = {name: doc.splitlines()[0] for name, doc in docs.items()
+           if "handle" in doc.split("\n\n")[0] or "::" in doc.split("\n\n")[0]}
+    assert bad == {}
+    assert "layout: Layout | str | os.PathLike" in docs["Cache.__init__"]
+    assert ("block_keys(model: str, signature: str | Layout, block_tokens: int, "
+            "tokens: Sequence[int] | Buffer, *, salt: bytes | str") in docs["block_keys"]
+    assert "block_tokens: int | None = None" in docs["KeyChain.__init__"]
+
+
 def run_module(args, env_update):
     env = dict(os.environ)
     env.update(env_update)
