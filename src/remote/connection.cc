@@ -93,7 +93,8 @@ Result<std::unique_ptr<Connection>> Connection::Open(const ConnectionParams& par
 
 Status Connection::StartTls(std::shared_ptr<const TlsContext> context) {
   const std::string where = "redis " + address_.ToString();
-  Result<std::unique_ptr<TlsSession>> session = TlsSession::Create(std::move(context), fd_, address_.host);
+  Result<std::unique_ptr<TlsSession>> session =
+      TlsSession::Create(std::move(context), fd_, address_.host);
   if (!session.ok()) return Fail(session.status().WithContext(where));
   tls_ = std::move(session).value();
   while (true) {

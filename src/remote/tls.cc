@@ -21,6 +21,7 @@ namespace {
 // PEM files are small; this bounds what a wrong path (a device, a huge
 // file) can make Open() read.
 constexpr uint64_t kMaxPemBytes = uint64_t{4} << 20;
+constexpr size_t kReadBufferBytes = 64 * 1024;
 
 // The most specific reason in OpenSSL's error queue (the first entry), and
 // the queue cleared. "unknown error" when it is empty.
@@ -190,6 +191,10 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Create(const TlsFiles& fil
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   // Write() hands over large buffers and resumes after a partial write.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read ahead into a 64 KiB buffer: one recv() for several records, not
+  // two per record (header, then body).
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, kReadBufferBytes);
   if (files.ca_file.empty()) {
     if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
       return Status::InvalidArgument(
