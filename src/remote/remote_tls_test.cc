@@ -5,7 +5,8 @@
 // certificate and a wrong host name each fail Open() with the cause named,
 // a plaintext server or a silent one behind rediss:// fails within the
 // connect timeout, a client certificate is sent when given. Without those
-// variables every test here fails (never skips), saying how to start them.
+// variables the test starts the servers itself (scripts/redis-servers);
+// when it cannot, every test here fails (never skips), saying why.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,8 +14,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 
 #include "remote/remote_test_util.h"
 #include "testing/status_matchers.h"
@@ -27,18 +32,95 @@ using ::testing::HasSubstr;
 
 constexpr double kMarginSeconds = 5.0;
 
-// The variable's value; an empty string (and a test failure naming it and
-// how to set it) when it is missing.
-std::string Need(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
-    ADD_FAILURE() << name
-                  << " is not set: start the TLS test servers with "
-                     "`eval \"$(scripts/redis-servers start DIR)\"` (scripts/test does)";
-    return "";
+// The TLS servers' URLs and certificate folder: the KVTIER_TEST_REDIS_TLS_*
+// and KVTIER_TEST_TLS_DIR variables scripts/test exports, or else servers
+// this process starts once with scripts/redis-servers (found through
+// KVTIER_SOURCE_DIR, which ctest sets) and stops at exit, as the plaintext
+// tests do with testing::TestRedisUrl().
+class TlsServers {
+ public:
+  static TlsServers& Get() {
+    static TlsServers servers;
+    return servers;
   }
-  return v;
-}
+
+  // The variable's value; "" and a test failure saying why when there is
+  // none.
+  std::string Var(const std::string& name) {
+    auto it = vars_.find(name);
+    if (it == vars_.end() || it->second.empty()) {
+      ADD_FAILURE() << name << " is not set and no TLS servers could be started: " << error_;
+      return "";
+    }
+    return it->second;
+  }
+
+ private:
+  static constexpr const char* kNames[] = {
+      "KVTIER_TEST_REDIS_TLS_URL",         "KVTIER_TEST_REDIS_TLS_CLUSTER_URL",
+      "KVTIER_TEST_REDIS_TLS_MTLS_URL",    "KVTIER_TEST_REDIS_TLS_EXPIRED_URL",
+      "KVTIER_TEST_REDIS_TLS_WRONG_HOST_URL", "KVTIER_TEST_TLS_DIR"};
+
+  TlsServers() {
+    bool all = true;
+    for (const char* n : kNames) {
+      const char* v = std::getenv(n);
+      all = all && v != nullptr && *v != '\0';
+      if (v != nullptr) vars_[n] = v;
+    }
+    if (all) return;
+    vars_.clear();
+    const char* src = std::getenv("KVTIER_SOURCE_DIR");
+    if (src == nullptr || *src == '\0') {
+      error_ = "KVTIER_SOURCE_DIR is not set (ctest sets it); or start them with "
+               "`eval \"$(scripts/redis-servers start DIR)\"` (scripts/test does)";
+      return;
+    }
+    script_ = std::string(src) + "/scripts/redis-servers";
+    char tmpl[] = "/tmp/kvtier_tls_servers_XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      error_ = "mkdtemp failed";
+      return;
+    }
+    dir_ = std::string(tmpl) + "/redis";
+    std::string out;
+    FILE* p = ::popen(("'" + script_ + "' start '" + dir_ + "' 2>&1").c_str(), "r");
+    if (p == nullptr) {
+      error_ = "cannot run " + script_;
+      return;
+    }
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+    if (::pclose(p) != 0) {
+      error_ = script_ + " start failed: " + out;
+      return;
+    }
+    // "export NAME=VALUE" lines.
+    size_t pos = 0;
+    while (pos < out.size()) {
+      const size_t end = std::min(out.find('\n', pos), out.size());
+      const std::string line = out.substr(pos, end - pos);
+      pos = end + 1;
+      const size_t eq = line.find('=');
+      if (line.starts_with("export ") && eq != std::string::npos) {
+        vars_[line.substr(7, eq - 7)] = line.substr(eq + 1);
+      }
+    }
+  }
+
+  ~TlsServers() {
+    if (dir_.empty()) return;
+    const std::string parent = dir_.substr(0, dir_.rfind('/'));
+    (void)std::system(("'" + script_ + "' stop '" + dir_ + "'; rmdir '" + parent + "'").c_str());
+  }
+
+  std::map<std::string, std::string> vars_;
+  std::string error_;
+  std::string script_;
+  std::string dir_;  // non-empty: servers this process started
+};
+
+std::string Need(const char* name) { return TlsServers::Get().Var(name); }
 
 std::string TlsFile(const std::string& name) { return Need("KVTIER_TEST_TLS_DIR") + "/" + name; }
 
