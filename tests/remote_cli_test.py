@@ -12,6 +12,7 @@ with scripts/redis-servers and stops them on exit.
 Prints "N passed, M failed" last and exits non-zero on any failure.
 """
 import argparse
+import json
 import os
 import tempfile
 
@@ -20,6 +21,7 @@ from remote_test_util import Runner, Servers
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACE = os.path.join(ROOT, "tests", "data", "mooncake", "synthetic_trace.jsonl")
 BENCH_KEYS = {"set_GBps", "get_GBps", "raw_set_GBps", "raw_get_GBps", "exists_us_per_key"}
+TLS_KEYS = {"tls_set_GBps", "tls_get_GBps", "tls_set_ratio", "tls_get_ratio"}
 
 
 def main():
@@ -43,6 +45,15 @@ def main():
             r.check(BENCH_KEYS <= set(j), "bench remote keys: %r" % sorted(j))
             r.check(all(j.get(k, 0) > 0 for k in BENCH_KEYS), "bench remote figures: %r" % j)
             r.check(j.get("blocks") == 20 and j.get("parts") == 1, "bench remote: %r" % j)
+            # --tls: the tier over TLS too, against the plaintext tier.
+            config = os.path.join(tmp, "tls.json")
+            with open(config, "w") as f:
+                json.dump({"remote_tls_ca_file": os.path.join(srv.tls_dir, "ca.crt")}, f)
+            j = r.json("bench", "remote", "--remote", single, "--tls", srv.tls, "--config", config,
+                       "--layout", "tiny", "--blocks", "20", "--rounds", "1")
+            r.check(all(j.get(k, 0) > 0 for k in TLS_KEYS), "bench remote --tls: %r" % j)
+            r.one_line_error("bench", "remote", "--remote", single, "--tls", single,
+                             "--layout", "tiny", "--blocks", "2", expect_rc=2)
             j = r.json("bench", "remote", "--remote", single, "--block-bytes", "20000",
                        "--blocks", "4", "--rounds", "1")
             r.check(j.get("block_bytes", 0) > 20000, "bench remote --block-bytes: %r" % j)

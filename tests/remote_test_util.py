@@ -64,25 +64,28 @@ def unique_prefix(test):
 
 
 class Servers:
-    """The single server's and the cluster's URLs; starts both if the
+    """The single server's and the cluster's URLs, and the TLS server's with
+    its certificate folder (scripts/redis-servers); starts them all if the
     environment does not name them."""
 
     def __init__(self, work):
         self.work = None
-        self.single = os.environ.get("KVTIER_TEST_REDIS_URL")
-        self.cluster = os.environ.get("KVTIER_TEST_REDIS_CLUSTER_URL")
-        if self.single and self.cluster:
-            return
-        out = subprocess.run([os.path.join(ROOT, "scripts", "redis-servers"), "start", work],
-                             capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            sys.exit("no Redis servers: set KVTIER_TEST_REDIS_URL and "
-                     "KVTIER_TEST_REDIS_CLUSTER_URL (scripts/redis-servers start DIR prints "
-                     "them) or install redis-server: " + out.stderr.strip())
-        env = dict(line.split(" ", 1)[1].split("=", 1) for line in out.stdout.splitlines())
+        env = os.environ
+        if not all(env.get(k) for k in ("KVTIER_TEST_REDIS_URL", "KVTIER_TEST_REDIS_CLUSTER_URL",
+                                        "KVTIER_TEST_REDIS_TLS_URL", "KVTIER_TEST_TLS_DIR")):
+            out = subprocess.run([os.path.join(ROOT, "scripts", "redis-servers"), "start", work],
+                                 capture_output=True, text=True, timeout=120)
+            if out.returncode != 0:
+                sys.exit("no Redis servers: set KVTIER_TEST_REDIS_URL, "
+                         "KVTIER_TEST_REDIS_CLUSTER_URL, KVTIER_TEST_REDIS_TLS_URL and "
+                         "KVTIER_TEST_TLS_DIR (scripts/redis-servers start DIR prints "
+                         "them) or install redis-server: " + out.stderr.strip())
+            env = dict(line.split(" ", 1)[1].split("=", 1) for line in out.stdout.splitlines())
+            self.work = work
         self.single = env["KVTIER_TEST_REDIS_URL"]
         self.cluster = env["KVTIER_TEST_REDIS_CLUSTER_URL"]
-        self.work = work
+        self.tls = env["KVTIER_TEST_REDIS_TLS_URL"]
+        self.tls_dir = env["KVTIER_TEST_TLS_DIR"]
 
     def __enter__(self):
         return self

@@ -2,7 +2,7 @@
 // server (DESIGN.md §6).
 //
 //   kvtier bench remote --remote URL (--layout P | --block-bytes N) --blocks M
-//                       [--batch B] [--rounds R] [--json]
+//                       [--batch B] [--rounds R] [--tls URL] [--json]
 //
 // In one run, with the same M block files (generated in RAM first):
 //   raw set   one socket, a minimal loop: SET <name> <value> (header, value
@@ -26,10 +26,15 @@
 // first; each side's best round is reported. Keys are fresh per round and
 // deleted afterwards. Needs one server (redis://): the raw loop has one
 // socket.
+//   --tls URL  also the tier's set and get over TLS (a rediss:// URL, best
+//             the TLS port of the same server, `--tls-port`; its CA from
+//             --config's remote_tls_ca_file), in the same rounds, printed
+//             against the plaintext tier's: what TLS costs.
 //   --json: {"set_GBps","get_GBps","raw_set_GBps","raw_get_GBps",
 //   "exists_us_per_key","blocks","block_bytes","parts","set_ratio","get_ratio"}
 //   and with --signed "signed_set_GBps","signed_get_GBps","signed_set_ratio",
-//   "signed_get_ratio".
+//   "signed_get_ratio"; with --tls: "tls_set_GBps","tls_get_GBps",
+//   "tls_set_ratio","tls_get_ratio" (TLS over plaintext).
 #include <hiredis/hiredis.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -60,6 +65,7 @@ namespace {
 
 struct BenchRemoteArgs {
   std::string remote;
+  std::string tls;
   std::string layout;
   uint64_t block_bytes = 0;
   uint64_t blocks = 0;
@@ -265,10 +271,19 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
   Result<remote::RedisUrl> url = remote::ParseRedisUrl(a.remote);
   if (!url.ok()) return ReportError(flags, url.status().WithContext("--remote"));
-  if (url->mode != remote::RedisMode::kSingle) {
+  if (url->mode != remote::RedisMode::kSingle || url->tls) {
     return ReportError(flags, Status::InvalidArgument(
-                                  "--remote: bench remote needs one server (redis://): the raw "
-                                  "loop it compares against uses one socket"));
+                                  "--remote: bench remote needs one plaintext server (redis://): "
+                                  "the raw loop it compares against uses one socket (--tls "
+                                  "rediss://... adds the tier over TLS)"));
+  }
+  if (!a.tls.empty()) {
+    Result<remote::RedisUrl> tls_url = remote::ParseRedisUrl(a.tls);
+    if (!tls_url.ok()) return ReportError(flags, tls_url.status().WithContext("--tls"));
+    if (!tls_url->tls) {
+      return ReportError(flags, Status::InvalidArgument(
+                                    "--tls: expected a rediss:// or rediss-cluster:// URL"));
+    }
   }
 
   // The blocks, generated once.
@@ -322,7 +337,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
 
   // Where hits land, as in the cache: recycled, already faulted-in buffers.
   const ReadBufferAllocator buffers = RecycledReadBuffers(uint64_t{a.batch} * max_size * 2);
-  std::unique_ptr<RemoteTier> tier, signed_tier;
+  std::unique_ptr<RemoteTier> tier, signed_tier, tls_tier;
   auto open_tier = [&]() -> Status {
     o.key_prefix = tier_prefix();
     KVTIER_ASSIGN_OR_RETURN(tier, RemoteTier::Open(o, Env::Default()));
@@ -331,6 +346,14 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
       so.key_prefix = tier_prefix() + "signed:";
       so.mac_keys = {key_file.path()};
       KVTIER_ASSIGN_OR_RETURN(signed_tier, RemoteTier::Open(so, Env::Default()));
+    }
+    if (!a.tls.empty()) {
+      RemoteTierOptions t = o;
+      t.url = a.tls;
+      t.key_prefix = o.key_prefix + "tls:";
+      Result<std::unique_ptr<RemoteTier>> opened = RemoteTier::Open(t, Env::Default());
+      if (!opened.ok()) return opened.status().WithContext("--tls");
+      tls_tier = std::move(opened).value();
     }
     return Status::Ok();
   };
@@ -349,12 +372,12 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     }
     return Seconds(t0, Clock::now());
   };
-  auto our_set = [&](RemoteTier* t) -> Result<double> {
+  auto our_set = [&](RemoteTier* target) -> Result<double> {
     const auto t0 = Clock::now();
-    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(t->Put(keys[i], blocks[i]));
-    KVTIER_RETURN_IF_ERROR(t->Flush());
+    for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(target->Put(keys[i], blocks[i]));
+    KVTIER_RETURN_IF_ERROR(target->Flush());
     const double secs = Seconds(t0, Clock::now());
-    const RemoteTierStats s = t->Stats();
+    const RemoteTierStats s = target->Stats();
     if (s.stored != keys.size()) {
       return Status::Internal("only " + std::to_string(s.stored) + " blocks stored (drops: " +
                               std::to_string(s.drops_unavailable + s.drops_oom + s.drops_error) +
@@ -362,13 +385,13 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     }
     return secs;
   };
-  auto our_get = [&](RemoteTier* t) -> Result<double> {
+  auto our_get = [&](RemoteTier* target) -> Result<double> {
     const auto t0 = Clock::now();
     uint64_t hits = 0;
     for (size_t begin = 0; begin < keys.size(); begin += a.batch) {
       std::span<const BlockKey> batch(keys.data() + begin,
                                       std::min<size_t>(a.batch, keys.size() - begin));
-      t->LoadBuffers(batch, buffers, [&](size_t, Result<std::optional<BlockBuffer>> r) {
+      target->LoadBuffers(batch, buffers, [&](size_t, Result<std::optional<BlockBuffer>> r) {
         hits += r.ok() && r->has_value();  // the buffer goes back to the pool here
       });
     }
@@ -384,6 +407,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
       KVTIER_RETURN_IF_ERROR(raw.Del(raw_name(i)));
       KVTIER_RETURN_IF_ERROR(tier->Erase(keys[i]).status());
       if (signed_tier) KVTIER_RETURN_IF_ERROR(signed_tier->Erase(keys[i]).status());
+      if (tls_tier) KVTIER_RETURN_IF_ERROR(tls_tier->Erase(keys[i]).status());
     }
     return Status::Ok();
   };
@@ -391,6 +415,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   struct Best {
     double set = 1e30, get = 1e30, raw_set = 1e30, raw_get = 1e30, exists = 1e30;
     double signed_set = 1e30, signed_get = 1e30;
+    double tls_set = 1e30, tls_get = 1e30;
   } best;
   auto keep_best = [](double* slot, const Result<double>& r) -> Status {
     if (!r.ok()) return r.status();
@@ -400,21 +425,35 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   for (round_no = 0; round_no < a.rounds; ++round_no) {
     tier.reset();
     signed_tier.reset();
+    tls_tier.reset();
     Status s = open_tier();
     if (!s.ok()) return round_no == 0 ? unreachable(s) : fail(s.WithContext("--remote"));
     RemoteTier* const t = tier.get();
     RemoteTier* const st = signed_tier.get();
+    // TLS next to the plaintext tier, its side alternating the same way.
+    auto tls_set = [&]() -> Status {
+      return tls_tier ? keep_best(&best.tls_set, our_set(tls_tier.get())).WithContext("tls set")
+                      : Status::Ok();
+    };
+    auto tls_get = [&]() -> Status {
+      return tls_tier ? keep_best(&best.tls_get, our_get(tls_tier.get())).WithContext("tls get")
+                      : Status::Ok();
+    };
     if (round_no % 2 == 0) {
       if (s.ok()) s = keep_best(&best.raw_set, raw_set()).WithContext("raw set");
       if (s.ok()) s = keep_best(&best.set, our_set(t)).WithContext("set");
       if (s.ok() && st) s = keep_best(&best.signed_set, our_set(st)).WithContext("signed set");
+      if (s.ok()) s = tls_set();
       if (s.ok()) s = keep_best(&best.raw_get, raw_get()).WithContext("raw get");
       if (s.ok()) s = keep_best(&best.get, our_get(t)).WithContext("get");
       if (s.ok() && st) s = keep_best(&best.signed_get, our_get(st)).WithContext("signed get");
+      if (s.ok()) s = tls_get();
     } else {
+      if (s.ok()) s = tls_set();
       if (s.ok() && st) s = keep_best(&best.signed_set, our_set(st)).WithContext("signed set");
       if (s.ok()) s = keep_best(&best.set, our_set(t)).WithContext("set");
       if (s.ok()) s = keep_best(&best.raw_set, raw_set()).WithContext("raw set");
+      if (s.ok()) s = tls_get();
       if (s.ok() && st) s = keep_best(&best.signed_get, our_get(st)).WithContext("signed get");
       if (s.ok()) s = keep_best(&best.get, our_get(t)).WithContext("get");
       if (s.ok()) s = keep_best(&best.raw_get, raw_get()).WithContext("raw get");
@@ -434,12 +473,14 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   const uint32_t parts = static_cast<uint32_t>((max_size + o.part_bytes - 1) / o.part_bytes);
   (void)tier->Close();
   if (signed_tier) (void)signed_tier->Close();
+  if (tls_tier) (void)tls_tier->Close();
 
   const double gb = static_cast<double>(total) / 1e9;
   const double set = gb / best.set, get = gb / best.get;
   const double raw_set_gbps = gb / best.raw_set, raw_get_gbps = gb / best.raw_get;
   const double exists_us = best.exists * 1e6;
   const double signed_set = gb / best.signed_set, signed_get = gb / best.signed_get;
+  const double tls_set = gb / best.tls_set, tls_get = gb / best.tls_get;
   if (flags.json) {
     nlohmann::json j = {{"set_GBps", set},
                         {"get_GBps", get},
@@ -457,6 +498,12 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
       j["signed_set_ratio"] = signed_set / set;
       j["signed_get_ratio"] = signed_get / get;
     }
+    if (tls_tier) {
+      j["tls_set_GBps"] = tls_set;
+      j["tls_get_GBps"] = tls_get;
+      j["tls_set_ratio"] = tls_set / set;
+      j["tls_get_ratio"] = tls_get / get;
+    }
     PrintJson(j);
   } else {
     std::cout << keys.size() << " blocks of " << blocks[0]->size() << " bytes (" << parts
@@ -472,6 +519,12 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
                 << signed_get / get << ")\n";
     }
     std::cout << "exists " << exists_us << " us per key\n";
+    if (tls_tier) {
+      std::cout << "tls set  " << tls_set << " GB/s  (plaintext " << set << " GB/s, ratio "
+                << tls_set / set << ")\n";
+      std::cout << "tls get  " << tls_get << " GB/s  (plaintext " << get << " GB/s, ratio "
+                << tls_get / get << ")\n";
+    }
   }
   std::cout.flush();
   return kExitOk;
@@ -487,6 +540,9 @@ std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
       app->add_option("--block-bytes", a->block_bytes, "Blocks of N data bytes instead (3M ok)")
           ->type_name("SIZE");
   app->add_option("--blocks", a->blocks, "Number of blocks")->required();
+  app->add_option("--tls", a->tls,
+                  "Also the tier over TLS: rediss://host:tls-port of the same server (CA: "
+                  "--config's remote_tls_ca_file)");
   app->add_option("--batch", a->batch, "Keys per GetMany() call (default 16)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--rounds", a->rounds,

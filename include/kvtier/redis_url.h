@@ -2,6 +2,7 @@
 //
 //   redis://[[user]:password@]host[:port][/db]
 //   redis-cluster://[[user]:password@]host:port[,host:port...]
+//   rediss://...  rediss-cluster://...   the same over TLS
 //
 // host is a name, an IPv4 address or a bracketed IPv6 address ([::1]).
 // User and password may hold percent-escapes (%40 for '@', %3A for ':').
@@ -40,6 +41,7 @@ struct RedisUrl {
   std::string password;            // empty = no AUTH
   bool has_password = false;       // "redis://user:@h" sends AUTH with ""
   uint32_t db = 0;                 // SELECT db (kSingle only)
+  bool tls = false;                // rediss:// or rediss-cluster://
 
   // The URL without the password (for messages and logs).
   std::string Redacted() const;

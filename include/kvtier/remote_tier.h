@@ -146,6 +146,23 @@ struct RemoteTierOptions {
   // move it first, then retire the old one: keys rotate without a flag day.
   std::vector<std::string> mac_keys;
 
+  // --- TLS (rediss:// and rediss-cluster:// URLs) ----------------------------
+  // TLS 1.2 or later; the server's certificate is always verified (there is
+  // no switch that turns that off) and its host name checked: the URL's
+  // host, or a Cluster node's announced address (an IP address is matched
+  // against the certificate's IP SANs); SNI names the host when it is a
+  // name. Files are PEM; read once, by Open(). Unused by redis:// URLs.
+  // CA certificates that verify the servers. Empty = the system store.
+  std::string tls_ca_file;
+  // A client certificate (chain) and its private key, for servers started
+  // with `tls-auth-clients`. Both or neither.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // The name checked against the certificate (and sent as SNI) instead of
+  // each node's host, e.g. when Cluster nodes announce IP addresses but the
+  // certificates name a DNS name. Empty = each node's host.
+  std::string tls_server_name;
+
   // --- Events ----------------------------------------------------------------
   // Where the tier reports a node down (its breaker opened), back up, and a
   // full write queue dropping copies (kvtier/logger.h), rate-limited. Not
@@ -192,6 +209,7 @@ struct RemoteTierOptions {
   X(connects, kCounter, "connections opened (handshake done)")                                    \
   X(connect_failures, kCounter, "connects or handshakes that failed")                             \
   X(auth_failures, kCounter, "... of which the server refused the credentials")                   \
+  X(tls_failures, kCounter, "... of which the TLS handshake or certificate check failed")         \
   X(timeouts, kCounter, "round trips or connects past their deadline")                            \
   X(protocol_errors, kCounter, "replies that broke the protocol or a bound")                      \
   X(io_errors, kCounter, "sockets that failed or closed mid-reply")                               \

@@ -230,7 +230,8 @@ const std::vector<Row>& Table() {
       // --- Remote tier ------------------------------------------------------
       {"remote", Kind::kOptString, "none (no remote tier)",
        "A Redis URL: `redis://[[user]:password@]host[:port][/db]` or "
-       "`redis-cluster://host:port[,host:port...]` (docs/remote-tier.md).",
+       "`redis-cluster://host:port[,host:port...]`; `rediss://`, `rediss-cluster://` over TLS "
+       "(docs/remote-tier.md).",
        "remote.url", KVTIER_SET(s.remote = v.opt)},
       {"remote_prefix", Kind::kString, "kvtier:v1:",
        "Prepended to every Redis key; one per deployment. At most 256 bytes, no `{` `}`.",
@@ -292,6 +293,20 @@ const std::vector<Row>& Table() {
       {"remote_close_timeout", Kind::kDuration, "10s",
        "How long close() waits for the send queue to drain; 0 = no bound.",
        "remote.close_timeout_ms", KVTIER_SET(s.remote_tier.close_timeout_ms = v.u)},
+      {"remote_tls_ca_file", Kind::kString, "\"\" (the system store)",
+       "PEM CA certificates that verify the servers of a `rediss://` or `rediss-cluster://` URL.",
+       "remote.tls_ca_file", KVTIER_SET(s.remote_tier.tls_ca_file = v.s)},
+      {"remote_tls_cert_file", Kind::kString, "\"\"",
+       "PEM client certificate (chain) for TLS servers that ask for one; with "
+       "`remote_tls_key_file`.",
+       "remote.tls_cert_file", KVTIER_SET(s.remote_tier.tls_cert_file = v.s)},
+      {"remote_tls_key_file", Kind::kString, "\"\"",
+       "PEM private key of `remote_tls_cert_file`.", "remote.tls_key_file",
+       KVTIER_SET(s.remote_tier.tls_key_file = v.s)},
+      {"remote_tls_server_name", Kind::kString, "\"\" (each node's host)",
+       "Name checked against the servers' certificates (and sent as SNI) instead of each "
+       "node's host.",
+       "remote.tls_server_name", KVTIER_SET(s.remote_tier.tls_server_name = v.s)},
       // --- Key namespace ------------------------------------------------------
       {"key_model_id", Kind::kString, "\"\"",
        "The model id in the block-key namespace (DESIGN.md §3); the layout gives signature "

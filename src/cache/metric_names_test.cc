@@ -166,7 +166,7 @@ breaker_rejections bytes_read bytes_written connect_failures connections connect
 drops_error drops_oom drops_queue_full drops_unavailable erases error_replies exists_calls
 exists_found exists_keys exists_late exists_latency get_latency hits io_errors lookups mac_failures misses
 misses_unavailable moved nodes nodes_down protocol_errors puts puts_deduplicated queue_blocks
-queue_bytes redirect_limit retries skipped_existing stored timeouts too_small topology_failures
+queue_bytes redirect_limit retries skipped_existing stored timeouts tls_failures too_small topology_failures
 topology_refreshes write_latency)");
 const std::vector<std::string> kRemoteHistograms = {"exists_latency", "get_latency",
                                                     "write_latency"};
@@ -329,6 +329,7 @@ kvtier_remote_erases_total counter
 kvtier_remote_connects_total counter
 kvtier_remote_connect_failures_total counter
 kvtier_remote_auth_failures_total counter
+kvtier_remote_tls_failures_total counter
 kvtier_remote_timeouts_total counter
 kvtier_remote_protocol_errors_total counter
 kvtier_remote_io_errors_total counter

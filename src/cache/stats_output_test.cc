@@ -3,7 +3,8 @@
 // the stats tables (issue 19): the tables changed how the text is made, not
 // the text. One gauge came later: the disk's allocated_bytes (issue 25),
 // left 0 by stats_test_util.h so that every other value stays as it was;
-// so did the remote tier's exists_late and mac_failures (issue 23).
+// so did the remote tier's exists_late, mac_failures and tls_failures
+// (issue 23).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -62,7 +63,7 @@ const std::string kCacheJson =
     R"json(000,"sum_us":17069},"hits":2004,"io_errors":2028,"lookups":2003,"mac_failures":0,"misses":2005,"misses_unavai)json"
     R"json(lable":2006,"moved":2030,"nodes":2040,"nodes_down":2041,"protocol_errors":2027,"puts":2012,")json"
     R"json(puts_deduplicated":2013,"queue_blocks":2039,"queue_bytes":2038,"redirect_limit":2033,"retrie)json"
-    R"json(s":2032,"skipped_existing":2015,"stored":2014,"timeouts":2026,"too_small":2009,"topology_fai)json"
+    R"json(s":2032,"skipped_existing":2015,"stored":2014,"timeouts":2026,"tls_failures":0,"too_small":2009,"topology_fai)json"
     R"json(lures":2035,"topology_refreshes":2034,"write_latency":{"buckets":[{"count":1,"lt_us":1},{"co)json"
     R"json(unt":1,"lt_us":32},{"count":1,"lt_us":64},{"count":1,"lt_us":32768}],"count":4,"max_us":1900)json"
     R"json(0,"p50_us":31,"p99_us":19000,"sum_us":19077}},"remote_lookups":5013,"remote_misses":5014,"re)json"
@@ -102,7 +103,7 @@ const std::string kRemoteJson =
     R"json(its":2004,"io_errors":2028,"lookups":2003,"mac_failures":0,"misses":2005,"misses_unavailable":2006,"moved":20)json"
     R"json(30,"nodes":2040,"nodes_down":2041,"protocol_errors":2027,"puts":2012,"puts_deduplicated":201)json"
     R"json(3,"queue_blocks":2039,"queue_bytes":2038,"redirect_limit":2033,"retries":2032,"skipped_exist)json"
-    R"json(ing":2015,"stored":2014,"timeouts":2026,"too_small":2009,"topology_failures":2035,"topology_)json"
+    R"json(ing":2015,"stored":2014,"timeouts":2026,"tls_failures":0,"too_small":2009,"topology_failures":2035,"topology_)json"
     R"json(refreshes":2034,"write_latency":{"buckets":[{"count":1,"lt_us":1},{"count":1,"lt_us":32},{"c)json"
     R"json(ount":1,"lt_us":64},{"count":1,"lt_us":32768}],"count":4,"max_us":19000,"p50_us":31,"p99_us")json"
     R"json(:19000,"sum_us":19077}})json";
@@ -573,6 +574,8 @@ kvtier_remote_connects_total 2023
 kvtier_remote_connect_failures_total 2024
 # TYPE kvtier_remote_auth_failures_total counter
 kvtier_remote_auth_failures_total 2025
+# TYPE kvtier_remote_tls_failures_total counter
+kvtier_remote_tls_failures_total 0
 # TYPE kvtier_remote_timeouts_total counter
 kvtier_remote_timeouts_total 2026
 # TYPE kvtier_remote_protocol_errors_total counter

@@ -35,6 +35,7 @@ Connection::Connection(int fd, NodeAddress address, Env* env, RemoteCounters* co
       buf_(new char[kBufferBytes]) {}
 
 Connection::~Connection() {
+  tls_.reset();  // before its socket closes
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -71,6 +72,14 @@ Result<std::unique_ptr<Connection>> Connection::Open(const ConnectionParams& par
   }
   std::unique_ptr<Connection> conn(new Connection(fd, params.address, env, counters));
   conn->SetDeadline(deadline);
+  if (params.tls != nullptr) {
+    Status tls = conn->StartTls(params.tls);
+    if (!tls.ok()) {
+      C::Add(counters->connect_failures);
+      C::Add(counters->tls_failures);
+      return tls;
+    }
+  }
   Status s = conn->Handshake(params);
   if (!s.ok()) {
     C::Add(counters->connect_failures);
@@ -80,6 +89,29 @@ Result<std::unique_ptr<Connection>> Connection::Open(const ConnectionParams& par
   }
   C::Add(counters->connects);
   return conn;
+}
+
+Status Connection::StartTls(std::shared_ptr<const TlsContext> context) {
+  const std::string where = "redis " + address_.ToString();
+  Result<std::unique_ptr<TlsSession>> session =
+      TlsSession::Create(std::move(context), fd_, address_.host);
+  if (!session.ok()) return Fail(session.status().WithContext(where));
+  tls_ = std::move(session).value();
+  while (true) {
+    TlsWait wait = TlsWait::kNone;
+    Status s = tls_->Handshake(&wait);
+    if (!s.ok()) return Fail(Status(s.code(), where + ": " + s.message(), s.sys_errno()));
+    if (wait == TlsWait::kNone) return Status::Ok();
+    Status w = WaitTls(wait);
+    if (!w.ok()) {
+      // A plaintext server behind rediss:// usually waits for the rest of
+      // what it takes for a command line: say what that likely means.
+      if (env_->NowMicros() >= deadline_) {
+        return Fail(Status::Unavailable(where + ": TLS handshake timed out (is it a TLS port?)"));
+      }
+      return w;
+    }
+  }
 }
 
 Status Connection::Handshake(const ConnectionParams& params) {
@@ -162,6 +194,18 @@ Status Connection::Wait(short events) {
 
 Result<size_t> Connection::Receive(void* buf, size_t cap) {
   if (!healthy_) return Status::Unavailable("redis " + address_.ToString() + ": connection broken");
+  while (tls_ != nullptr) {
+    TlsWait wait = TlsWait::kNone;
+    Result<size_t> r = tls_->Read(buf, cap, &wait);
+    if (!r.ok()) {
+      C::Add(counters_->io_errors);
+      const Status& e = r.status();
+      return Fail(Status(e.code(), "redis " + address_.ToString() + ": " + e.message(),
+                         e.sys_errno()));
+    }
+    if (*r > 0) return *r;
+    KVTIER_RETURN_IF_ERROR(WaitTls(wait));
+  }
   while (true) {
     const ssize_t r = ::recv(fd_, buf, cap, 0);
     if (r > 0) return static_cast<size_t>(r);
@@ -181,6 +225,30 @@ Result<size_t> Connection::Receive(void* buf, size_t cap) {
 
 Status Connection::Write(std::span<const iovec> iov_in) {
   if (!healthy_) return Status::Unavailable("redis " + address_.ToString() + ": connection broken");
+  if (tls_ != nullptr) {
+    // Small pieces (command headers, names, trailers) are gathered into
+    // records of up to kTlsRecordBytes; a large value is handed over as is
+    // (OpenSSL cuts it into records).
+    std::string staged;
+    for (const iovec& v : iov_in) {
+      const char* p = static_cast<const char*>(v.iov_base);
+      if (v.iov_len < kTlsGatherBytes && staged.size() + v.iov_len <= kTlsRecordBytes) {
+        staged.append(p, v.iov_len);
+        continue;
+      }
+      if (!staged.empty()) {
+        KVTIER_RETURN_IF_ERROR(WriteTls(staged.data(), staged.size()));
+        staged.clear();
+      }
+      if (v.iov_len < kTlsGatherBytes) {
+        staged.append(p, v.iov_len);
+      } else {
+        KVTIER_RETURN_IF_ERROR(WriteTls(p, v.iov_len));
+      }
+    }
+    if (!staged.empty()) KVTIER_RETURN_IF_ERROR(WriteTls(staged.data(), staged.size()));
+    return Status::Ok();
+  }
   std::vector<iovec> iov(iov_in.begin(), iov_in.end());
   size_t i = 0;
   while (true) {
@@ -212,6 +280,28 @@ Status Connection::Write(std::span<const iovec> iov_in) {
       }
     }
   }
+}
+
+Status Connection::WriteTls(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    TlsWait wait = TlsWait::kNone;
+    Result<size_t> r = tls_->Write(p, n, &wait);
+    if (!r.ok()) {
+      C::Add(counters_->io_errors);
+      const Status& e = r.status();
+      return Fail(Status(e.code(), "redis " + address_.ToString() + ": " + e.message(),
+                         e.sys_errno()));
+    }
+    if (*r == 0) {
+      // Retried with the same bytes, as SSL_write requires.
+      KVTIER_RETURN_IF_ERROR(WaitTls(wait));
+      continue;
+    }
+    p += *r;
+    n -= *r;
+  }
+  return Status::Ok();
 }
 
 Result<std::string_view> Connection::ReadLine(size_t max_bytes) {

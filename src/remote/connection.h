@@ -17,6 +17,7 @@
 #ifndef KVTIER_REMOTE_CONNECTION_H_
 #define KVTIER_REMOTE_CONNECTION_H_
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -31,6 +32,7 @@
 #include "kvtier/status.h"
 #include "remote/counters.h"
 #include "remote/resp_reader.h"
+#include "remote/tls.h"
 
 namespace kvtier::remote {
 
@@ -41,6 +43,7 @@ struct ConnectionParams {
   bool has_password = false;  // send AUTH
   uint32_t db = 0;            // SELECT db when non-zero
   uint32_t connect_timeout_ms = 500;
+  std::shared_ptr<const TlsContext> tls;  // non-null: TLS (rediss://)
 };
 
 class Connection : public ReplySource {
@@ -76,6 +79,11 @@ class Connection : public ReplySource {
  private:
   Connection(int fd, NodeAddress address, Env* env, RemoteCounters* counters);
   Status Handshake(const ConnectionParams& params);
+  // The TLS handshake (before Handshake()).
+  Status StartTls(std::shared_ptr<const TlsContext> context);
+  // Sends [data, data + n) over TLS.
+  Status WriteTls(const void* data, size_t n);
+  Status WaitTls(TlsWait wait) { return Wait(wait == TlsWait::kRead ? POLLIN : POLLOUT); }
   // Waits until the socket is readable (POLLIN) or writable (POLLOUT).
   Status Wait(short events);
   // Receives at least one byte into [buf, buf + cap).
@@ -84,6 +92,10 @@ class Connection : public ReplySource {
   Status Timeout();
 
   static constexpr size_t kBufferBytes = 64 * 1024;
+  // TLS writes: pieces shorter than kTlsGatherBytes are copied together into
+  // writes of up to one TLS record (16 KiB).
+  static constexpr size_t kTlsGatherBytes = 4096;
+  static constexpr size_t kTlsRecordBytes = 16 * 1024;
 
   int fd_;
   NodeAddress address_;
@@ -91,6 +103,7 @@ class Connection : public ReplySource {
   RemoteCounters* counters_;
   uint64_t deadline_ = 0;
   bool healthy_ = true;
+  std::unique_ptr<TlsSession> tls_;  // null: plaintext
   std::unique_ptr<char[]> buf_;
   size_t begin_ = 0;  // unread bytes are [begin_, end_)
   size_t end_ = 0;

@@ -7,6 +7,8 @@ namespace {
 
 constexpr std::string_view kSingleScheme = "redis://";
 constexpr std::string_view kClusterScheme = "redis-cluster://";
+constexpr std::string_view kTlsSingleScheme = "rediss://";
+constexpr std::string_view kTlsClusterScheme = "rediss-cluster://";
 constexpr size_t kMaxHostBytes = 255;
 constexpr size_t kMaxClusterSeeds = 64;
 
@@ -107,7 +109,8 @@ std::string NodeAddress::ToString() const {
 }
 
 std::string RedisUrl::Redacted() const {
-  std::string out(mode == RedisMode::kSingle ? kSingleScheme : kClusterScheme);
+  std::string out(mode == RedisMode::kSingle ? (tls ? kTlsSingleScheme : kSingleScheme)
+                                             : (tls ? kTlsClusterScheme : kClusterScheme));
   if (has_password) out += user + ":***@";
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (i > 0) out += ",";
@@ -120,16 +123,28 @@ std::string RedisUrl::Redacted() const {
 Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   RedisUrl r;
   std::string_view rest;
-  if (url.starts_with(kSingleScheme)) {
-    r.mode = RedisMode::kSingle;
-    rest = url.substr(kSingleScheme.size());
-  } else if (url.starts_with(kClusterScheme)) {
-    r.mode = RedisMode::kCluster;
-    rest = url.substr(kClusterScheme.size());
-  } else {
+  const struct {
+    std::string_view scheme;
+    RedisMode mode;
+    bool tls;
+  } kSchemes[] = {{kSingleScheme, RedisMode::kSingle, false},
+                  {kClusterScheme, RedisMode::kCluster, false},
+                  {kTlsSingleScheme, RedisMode::kSingle, true},
+                  {kTlsClusterScheme, RedisMode::kCluster, true}};
+  bool known = false;
+  for (const auto& k : kSchemes) {
+    if (url.starts_with(k.scheme)) {
+      r.mode = k.mode;
+      r.tls = k.tls;
+      rest = url.substr(k.scheme.size());
+      known = true;
+      break;
+    }
+  }
+  if (!known) {
     return Status::InvalidArgument(
         "url: expected redis://[[user]:password@]host[:port][/db] or "
-        "redis-cluster://host:port[,host:port...]");
+        "redis-cluster://host:port[,host:port...] (rediss:// and rediss-cluster:// for TLS)");
   }
   // Credentials end at the last '@' (a host never holds one), so an
   // unescaped '@' in a password still parses.
@@ -167,7 +182,7 @@ Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   }
   if (rest.find('/') != std::string_view::npos) {
     return Status::InvalidArgument(
-        "url: a redis-cluster:// URL has no /db (Cluster has db 0 only)");
+        "url: a redis-cluster:// or rediss-cluster:// URL has no /db (Cluster has db 0 only)");
   }
   while (true) {
     const size_t comma = rest.find(',');

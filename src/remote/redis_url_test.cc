@@ -130,5 +130,30 @@ TEST(HostPort, AsRedisPrintsIt) {
   EXPECT_THAT(ParseHostPort("h\r:1"), StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST(RedisUrl, TlsSchemes) {
+  Result<RedisUrl> one = ParseRedisUrl("rediss://u:pw@cache.internal:6380/2");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->mode, RedisMode::kSingle);
+  EXPECT_TRUE(one->tls);
+  EXPECT_EQ(one->nodes[0].host, "cache.internal");
+  EXPECT_EQ(one->nodes[0].port, 6380);
+  EXPECT_EQ(one->db, 2u);
+  EXPECT_EQ(one->Redacted(), "rediss://u:***@cache.internal:6380/2");
+  Result<RedisUrl> cluster = ParseRedisUrl("rediss-cluster://10.0.0.1:7000,10.0.0.2:7001");
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  EXPECT_EQ(cluster->mode, RedisMode::kCluster);
+  EXPECT_TRUE(cluster->tls);
+  EXPECT_EQ(cluster->nodes.size(), 2u);
+  EXPECT_EQ(cluster->Redacted(), "rediss-cluster://10.0.0.1:7000,10.0.0.2:7001");
+  Result<RedisUrl> plain = ParseRedisUrl("redis-cluster://10.0.0.1:7000");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+  EXPECT_EQ(plain->Redacted(), "redis-cluster://10.0.0.1:7000");
+  EXPECT_THAT(ParseRedisUrl("rediss-cluster://h:1/3").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no /db")));
+  EXPECT_THAT(ParseRedisUrl("redisss://h:1").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("rediss://")));
+}
+
 }  // namespace
 }  // namespace kvtier::remote

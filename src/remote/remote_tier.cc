@@ -16,6 +16,7 @@
 #include "remote/layout_scan.h"
 #include "remote/node_table.h"
 #include "remote/router.h"
+#include "remote/tls.h"
 #include "remote/value_layout.h"
 #include "remote/value_mac.h"
 #include "remote/write_queue.h"
@@ -34,9 +35,11 @@ constexpr uint64_t kWriterBatchBytes = uint64_t{64} << 20;
 class RemoteTierImpl final : public RemoteTier {
  public:
   RemoteTierImpl(const RemoteTierOptions& options, remote::RedisUrl url,
-                 std::unique_ptr<const remote::ValueMac> mac, Env* env)
+                 std::unique_ptr<const remote::ValueMac> mac,
+                 std::shared_ptr<const remote::TlsContext> tls, Env* env)
       : options_(options),
         url_(std::move(url)),
+        tls_(std::move(tls)),
         env_(env),
         values_(options.key_prefix, options.part_bytes, options.layout.BlockBytes()),
         mac_(std::move(mac)),
@@ -80,6 +83,7 @@ class RemoteTierImpl final : public RemoteTier {
 
   const RemoteTierOptions options_;
   const remote::RedisUrl url_;
+  const std::shared_ptr<const remote::TlsContext> tls_;  // null: plaintext
   Env* const env_;
   RemoteCounters counters_;  // and its events, where the nodes' breakers report
   const remote::ValueLayout values_;
@@ -102,6 +106,7 @@ std::shared_ptr<remote::Node> RemoteTierImpl::MakeNode(const remote::NodeAddress
   p.has_password = url_.has_password;
   p.db = url_.db;
   p.connect_timeout_ms = options_.connect_timeout_ms;
+  p.tls = tls_;
   remote::BreakerOptions b;
   b.failure_threshold = options_.breaker_failure_threshold;
   b.open_micros = uint64_t{options_.breaker_open_ms} * 1000;
@@ -117,6 +122,7 @@ remote::RouterOptions RemoteTierImpl::MakeRouterOptions() const {
   remote::RouterOptions r;
   r.mode = url_.mode;
   r.seeds = url_.nodes;
+  r.tls = url_.tls;
   r.command_timeout_micros = uint64_t{options_.command_timeout_ms} * 1000;
   r.connect_timeout_micros = uint64_t{options_.connect_timeout_ms} * 1000;
   r.failed_refresh_backoff_micros = uint64_t{options_.breaker_open_ms} * 1000;
@@ -392,7 +398,15 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::Open(const RemoteTierOptions& op
     if (!options.mac_keys.empty()) {
       KVTIER_ASSIGN_OR_RETURN(mac, remote::ValueMac::Load(options.mac_keys, env));
     }
-    auto tier = std::make_unique<RemoteTierImpl>(options, std::move(url), std::move(mac), env);
+    std::shared_ptr<const remote::TlsContext> tls;
+    if (url.tls) {
+      KVTIER_ASSIGN_OR_RETURN(
+          tls, remote::TlsContext::Create({options.tls_ca_file, options.tls_cert_file,
+                                           options.tls_key_file, options.tls_server_name},
+                                          env));
+    }
+    auto tier = std::make_unique<RemoteTierImpl>(options, std::move(url), std::move(mac),
+                                                 std::move(tls), env);
     KVTIER_RETURN_IF_ERROR(tier->Start());
     return std::unique_ptr<RemoteTier>(std::move(tier));
   } catch (const std::bad_alloc&) {

@@ -107,7 +107,7 @@ Status Router::RefreshFrom(Node& node) {
   };
   Result<std::vector<SlotRange>> ranges = [&]() -> Result<std::vector<SlotRange>> {
     KVTIER_ASSIGN_OR_RETURN(RespValue shards, ask("SHARDS"));
-    if (shards.type != ReplyType::kError) return ParseClusterShards(shards, node.address);
+    if (shards.type != ReplyType::kError) return ParseClusterShards(shards, node.address, options_.tls);
     KVTIER_ASSIGN_OR_RETURN(RespValue slots, ask("SLOTS"));
     if (slots.type == ReplyType::kError) {
       // A definite answer, not an outage: the URL names a server without

@@ -29,6 +29,7 @@ namespace kvtier::remote {
 struct RouterOptions {
   RedisMode mode = RedisMode::kSingle;
   std::vector<NodeAddress> seeds;  // the URL's nodes
+  bool tls = false;                // rediss-cluster://: nodes' TLS ports
   uint64_t command_timeout_micros = 2'000'000;
   uint64_t connect_timeout_micros = 500'000;
   uint64_t failed_refresh_backoff_micros = 1'000'000;

@@ -48,8 +48,8 @@ const RespValue* Field(const RespValue& map, std::string_view name) {
 
 }  // namespace
 
-Result<std::vector<SlotRange>> ParseClusterShards(const RespValue& reply,
-                                                  const NodeAddress& asked) {
+Result<std::vector<SlotRange>> ParseClusterShards(const RespValue& reply, const NodeAddress& asked,
+                                                  bool tls) {
   if (reply.type != ReplyType::kArray) return Bad("CLUSTER SHARDS is not an array");
   std::vector<SlotRange> out;
   for (const RespValue& shard : reply.items) {
@@ -64,8 +64,10 @@ Result<std::vector<SlotRange>> ParseClusterShards(const RespValue& reply,
     for (const RespValue& node : nodes->items) {
       const RespValue* role = Field(node, "role");
       if (role == nullptr || !IsString(*role) || role->str != "master") continue;
-      const RespValue* port = Field(node, "port");
-      if (port == nullptr) continue;  // a TLS-only node: not reachable without TLS
+      // A node without the port asked for (a TLS-only node for a plaintext
+      // client, a plaintext-only one for TLS) is not reachable this way.
+      const RespValue* port = Field(node, tls ? "tls-port" : "port");
+      if (port == nullptr) continue;
       std::string_view host;
       for (std::string_view f : {"endpoint", "ip"}) {
         const RespValue* v = Field(node, f);

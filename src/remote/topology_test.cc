@@ -72,6 +72,37 @@ TEST(Topology, ClusterSlots) {
   EXPECT_EQ((*r)[2].last, 16383);
 }
 
+// Shaped like redis-server 7.0.15's CLUSTER SHARDS with --tls-cluster yes:
+// a TLS-only node (--port 0) lists "tls-port" only; one serving both lists
+// "port" (plaintext) and "tls-port".
+constexpr char kTlsShards[] =
+    "*2\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:8191\r\n$5\r\nnodes\r\n*1\r\n"
+    "*8\r\n$8\r\ntls-port\r\n:27938\r\n$8\r\nendpoint\r\n$9\r\n127.0.0.1\r\n"
+    "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+    "*4\r\n$5\r\nslots\r\n*2\r\n:8192\r\n:16383\r\n$5\r\nnodes\r\n*1\r\n"
+    "*10\r\n$4\r\nport\r\n:6379\r\n$8\r\ntls-port\r\n:6380\r\n$8\r\nendpoint\r\n"
+    "$8\r\n10.0.0.2\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
+
+TEST(Topology, ClusterShardsOverTlsUseTheTlsPort) {
+  const NodeAddress asked{"127.0.0.1", 27938};
+  Result<std::vector<SlotRange>> tls = ParseClusterShards(Parse(kTlsShards), asked, true);
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  ASSERT_EQ(tls->size(), 2u);
+  EXPECT_EQ((*tls)[0].master.ToString(), "127.0.0.1:27938");
+  EXPECT_EQ((*tls)[1].master.ToString(), "10.0.0.2:6380");
+  // A plaintext client skips the TLS-only node and uses the other's "port".
+  Result<std::vector<SlotRange>> plain = ParseClusterShards(Parse(kTlsShards), asked, false);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_EQ(plain->size(), 1u);
+  EXPECT_EQ((*plain)[0].first, 8192);
+  EXPECT_EQ((*plain)[0].master.ToString(), "10.0.0.2:6379");
+  // And a TLS client skips a node without a TLS port (kShards: plaintext).
+  Result<std::vector<SlotRange>> none = ParseClusterShards(Parse(kShards), asked, true);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
+}
+
 TEST(Topology, WrongShapesAreCorruption) {
   const NodeAddress asked{"h", 1};
   for (const char* bytes : {

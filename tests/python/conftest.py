@@ -45,6 +45,19 @@ def redis_url():
     return url
 
 
+@pytest.fixture(scope="session")
+def tls_server():
+    """The TLS server scripts/redis-servers starts, and its certificate
+    folder: (rediss URL, folder)."""
+    url = os.environ.get("KVTIER_TEST_REDIS_TLS_URL")
+    folder = os.environ.get("KVTIER_TEST_TLS_DIR")
+    if not url or not folder:
+        pytest.fail("KVTIER_TEST_REDIS_TLS_URL / KVTIER_TEST_TLS_DIR are not set: run through "
+                    "scripts/test, or start servers with "
+                    "`eval \"$(scripts/redis-servers start DIR)\"` first")
+    return url, folder
+
+
 def run_cli(cli, *args):
     """Runs `kvtier ARGS --json` and returns its parsed stdout."""
     out = subprocess.run([cli, *args, "--json"], check=True, capture_output=True, text=True)

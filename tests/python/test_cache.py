@@ -197,6 +197,32 @@ def test_bad_input_raises_clear_errors(tmp_path):
             call()
 
 
+def test_two_caches_share_blocks_over_tls(tls_server):
+    url, folder = tls_server
+    model = "remote-tls-%d-%d" % (os.getpid(), time.time_ns())
+    layout = kvtier.Layout("tiny")
+    keys, blocks, _ = make_blocks(layout, model, list(range(16 * 3)))
+    ca = os.path.join(folder, "ca.crt")
+    with kvtier.Cache("tiny", host_bytes=1 << 20, remote=url, remote_tls_ca_file=ca) as a, \
+            kvtier.Cache("tiny", host_bytes=1 << 20, remote=url, remote_tls_ca_file=ca) as b:
+        for k, blk in zip(keys, blocks):
+            a.store(k, blk)
+        a.flush()
+        assert a.stats()["remote"]["stored"] == 3
+        assert b.match(keys) == 3
+        for k, blk in zip(keys, blocks):
+            assert b.load(k) == blk
+        assert b.stats()["remote"]["tls_failures"] == 0
+        for k in keys:
+            assert a.erase(k)
+    # A CA that did not sign the server's certificate: the cache does not open.
+    with pytest.raises(kvtier.InvalidArgument, match="certificate rejected"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, remote=url,
+                     remote_tls_ca_file=os.path.join(folder, "other-ca.crt"))
+    with pytest.raises(kvtier.InvalidArgument, match="remote_tls_ca_file: '/nonexistent/ca.pem'"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, remote=url, remote_tls_ca_file="/nonexistent/ca.pem")
+
+
 def test_two_caches_share_blocks_through_redis(tmp_path, redis_url):
     # A model name no other run uses: the keys are new to the shared server.
     model = "remote-%d-%d" % (os.getpid(), time.time_ns())
