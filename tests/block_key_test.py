@@ -109,7 +109,10 @@ def rand_layers(rng, bt):
         states = [(name(), rng.choice(DTYPES),
                    [rng.choice([bt, rng.randint(1, 300)]) for _ in range(rng.randint(1, 3))])
                   for _ in range(rng.randint(1, 3))]
-        kinds.append((name(), states))
+        features = rng.choice(["", "", "{window=%d}" % rng.randint(1, 5000),
+                               "{quant=affine,bits=%d,group=64}" % rng.randint(1, 8),
+                               "{window=128,quant=mxfp4,bits=4,group=32}"])
+        kinds.append((name(), features, states))
     layers = []
     for _ in range(rng.randint(1, 6)):
         layers += [rng.choice(kinds)] * rng.randint(1, 4)
