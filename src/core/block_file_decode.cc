@@ -402,9 +402,9 @@ Result<DecodedBlock> DecodeBlockTensors(std::span<const std::byte> file, const T
       internal::HexLower(out.meta.tensor_checksums[i].data(), 16, want);
       internal::HexLower(actual.data(), 16, got);
       return Reject(BlockFileError::kTensorChecksumMismatch,
-                    "tensor " + out.tensors[i].name + " hashes to xxh3-128:" +
-                        std::string(got, 32) + ", tensor_checksums says xxh3-128:" +
-                        std::string(want, 32));
+                    "tensor " + out.tensors[i].name +
+                        " hashes to xxh3-128:" + std::string(got, 32) +
+                        ", tensor_checksums says xxh3-128:" + std::string(want, 32));
     }
   }
   return out;

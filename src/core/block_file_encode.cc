@@ -170,7 +170,7 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   h.append("\"[");
   std::string tensor_sums = "[";
   tensor_sums.reserve(2 + tensor_count * 44);
-  std::vector<size_t> tensor_sum_at(tensor_count);   // in h
+  std::vector<size_t> tensor_sum_at(tensor_count);    // in h
   std::vector<size_t> tensor_value_at(tensor_count);  // in tensor_sums
   for (size_t i = 0; i < tensor_count; ++i) {
     if (i > 0) {

@@ -30,13 +30,12 @@ enum Field : uint8_t {
   kFieldCount
 };
 
-constexpr std::array<std::string_view, kFieldCount> kFieldNames = {
-    "key",
-    "parent",
-    "created_at",
-    "checksum",
-    internal::kTensorChecksumsField,
-    internal::kMetaChecksumField};
+constexpr std::array<std::string_view, kFieldCount> kFieldNames = {"key",
+                                                                   "parent",
+                                                                   "created_at",
+                                                                   "checksum",
+                                                                   internal::kTensorChecksumsField,
+                                                                   internal::kMetaChecksumField};
 
 // `["xxh3-128:<32 hex>",...]` with its quotes escaped, one entry per tensor.
 constexpr std::string_view kEscapedQuote = "\\\"";

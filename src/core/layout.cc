@@ -110,8 +110,9 @@ Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_
     }
   }
   if (layer.window != 0 && layer.IsRecurrent()) {
-    return Status::InvalidArgument(p + ".window needs a per-token state (a shape with \"T\"); "
-                                       "a recurrent layer has no window");
+    return Status::InvalidArgument(p +
+                                   ".window needs a per-token state (a shape with \"T\"); "
+                                   "a recurrent layer has no window");
   }
   const Quantization& q = layer.quantization;
   if (q.enabled() || q.group_size != 0 || !q.mode.empty()) {

@@ -190,8 +190,8 @@ Result<Quantization> ParseQuantization(const json& j, const std::string& path) {
   }
   Quantization q;
   KVTIER_ASSIGN_OR_RETURN(q.mode, ParseString(j["mode"], Child(path, "mode")));
-  KVTIER_ASSIGN_OR_RETURN(uint64_t bits, ParseUnsigned(j["bits"], Child(path, "bits"), 1,
-                                                       internal::kMaxQuantBits));
+  KVTIER_ASSIGN_OR_RETURN(
+      uint64_t bits, ParseUnsigned(j["bits"], Child(path, "bits"), 1, internal::kMaxQuantBits));
   KVTIER_ASSIGN_OR_RETURN(uint64_t group, ParseUnsigned(j["group_size"], Child(path, "group_size"),
                                                         1, internal::kMaxQuantGroup));
   q.bits = static_cast<uint32_t>(bits);

@@ -55,10 +55,10 @@ TEST(LayoutPresetTest, BlockBytesExactly) {
   };
   // gpt-oss-20b: 24 × 2 × 8·256·64·2; qwen3-next-80b: 12 × 2 × 2·256·256·2 +
   // 36 × (8192·3·2 + 32·128·128·2); llama3-8b-q4: 32 × 2 × (8·256·16·4 + 2 · 8·256·2·2).
-  for (const Row& r : {Row{"tiny", 4096, 4, 16}, Row{"qwen2.5-0.5b", 3145728, 48, 256},
-                       Row{"llama3-8b", 33554432, 64, 256}, Row{"gpt-oss-20b", 12582912, 48, 256},
-                       Row{"qwen3-next-80b", 45809664, 96, 256},
-                       Row{"llama3-8b-q4", 9437184, 192, 256}}) {
+  for (const Row& r :
+       {Row{"tiny", 4096, 4, 16}, Row{"qwen2.5-0.5b", 3145728, 48, 256},
+        Row{"llama3-8b", 33554432, 64, 256}, Row{"gpt-oss-20b", 12582912, 48, 256},
+        Row{"qwen3-next-80b", 45809664, 96, 256}, Row{"llama3-8b-q4", 9437184, 192, 256}}) {
     Result<ModelLayout> l = ModelLayout::Preset(r.name);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
     EXPECT_EQ(l->BlockBytes(), r.bytes) << r.name;
@@ -297,11 +297,17 @@ TEST(LayoutValidateTest, WindowAndQuantizationRules) {
       {"layers[0].quantization.bits must be in 1..8, got 0",
        [](ModelLayout* l) { l->layers[0].quantization.mode = "affine"; }},
       {"layers[0].quantization.bits must be in 1..8, got 9",
-       [](ModelLayout* l) { l->layers[0].quantization = Quantization{9, 64, "affine"}; }},
+       [](ModelLayout* l) {
+         l->layers[0].quantization = Quantization{9, 64, "affine"};
+       }},
       {"layers[0].quantization.group_size must be in 1..65536, got 0",
-       [](ModelLayout* l) { l->layers[0].quantization = Quantization{4, 0, "affine"}; }},
+       [](ModelLayout* l) {
+         l->layers[0].quantization = Quantization{4, 0, "affine"};
+       }},
       {"layers[0].quantization.mode must be a non-empty string",
-       [](ModelLayout* l) { l->layers[0].quantization = Quantization{4, 64, "af fine"}; }},
+       [](ModelLayout* l) {
+         l->layers[0].quantization = Quantization{4, 64, "af fine"};
+       }},
   };
   for (const Case& c : cases) {
     ModelLayout l = Hybrid();
@@ -566,7 +572,8 @@ TEST(LayoutJsonTest, MalformedIsInvalidArgumentNamingTheField) {
        "layout JSON: layers[0]: missing required field 'cache_type'"},
       {doc("\"cache_type\": \"attention\""), "layers[0]: missing required field 'states'"},
       {doc("\"cache_type\": \"attention\", \"states\": [" + kState + "], \"kind\": 1"),
-       "layers[0]: unknown field 'kind' (allowed: cache_type, states, meta_state, repeat, window, quantization)"},
+       "layers[0]: unknown field 'kind' (allowed: cache_type, states, meta_state, repeat, window, "
+       "quantization)"},
       {doc("\"cache_type\": 3, \"states\": []"), "layers[0].cache_type: must be a string"},
       {doc("\"cache_type\": \"a b\", \"states\": [" + kState + "]"),
        "layout JSON: layers[0].cache_type must be a non-empty string of [A-Za-z0-9_.-]"},

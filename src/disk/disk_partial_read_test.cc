@@ -117,8 +117,8 @@ TEST_F(PartialReadTest, ReadsTheHeaderAndTheSelectedTensorsOnly) {
   const uint64_t mid = tier_->Stats().bytes_read;
   got = Load({TestBlockKey(1)}, {});
   ASSERT_TRUE(got[0].hit);
-  EXPECT_EQ(got[0].bytes, std::vector<std::byte>(blocks_[0]->data(),
-                                                 blocks_[0]->data() + blocks_[0]->size()));
+  EXPECT_EQ(got[0].bytes,
+            std::vector<std::byte>(blocks_[0]->data(), blocks_[0]->data() + blocks_[0]->size()));
   EXPECT_EQ(tier_->Stats().bytes_read - mid, blocks_[0]->size());
 }
 

@@ -54,8 +54,9 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
     KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(row.size));
     Status error;
     uint64_t read = row.size;
-    const ReadOutcome outcome = mask != nullptr ? p_.reader->ReadTensors(row, *mask, buf, &read, &error)
-                                                : p_.reader->Read(row, buf, &error);
+    const ReadOutcome outcome = mask != nullptr
+                                    ? p_.reader->ReadTensors(row, *mask, buf, &read, &error)
+                                    : p_.reader->Read(row, buf, &error);
     if (outcome == ReadOutcome::kOk) {
       NoteTouch(key);
       if (bytes_read != nullptr) *bytes_read = read;
@@ -260,7 +261,8 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
       try {
         std::optional<BlockBuffer> buf;
         auto r = LoadLocated(
-            keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+            keys[i], std::move(where[i]),
+            [&](uint64_t size) -> Result<std::span<std::byte>> {
               buf.reset();  // an earlier row's buffer goes back first
               KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, alloc(static_cast<size_t>(size)));
               if (b.size() != size) {
