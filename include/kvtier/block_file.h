@@ -203,7 +203,9 @@ enum class BlockFileError : uint8_t {
   kSignatureMismatch,     // layout_signature != DecodeOptions::expected_signature
   kChecksumMismatch,      // XXH3-128 of the data section != metadata checksum
   kMetaChecksumMismatch,  // the header's metadata and tensor table != meta_checksum
-  kTensorChecksumMismatch,  // a tensor a partial read selected != its tensor_checksums entry
+  // A tensor a partial read (DecodeBlockTensors) selected != its
+  // tensor_checksums entry.
+  kTensorChecksumMismatch,
 };
 
 // Snake-case name of a reason, e.g. "checksum_mismatch" (used in messages,
