@@ -264,6 +264,16 @@ def read_block(data, expected_key=None, expected_signature=None, expected_layout
     cm = CHECKSUM_RE.fullmatch(meta["checksum"])
     if not cm:
         raise Reject("metadata_bad_field", "checksum")
+    sums = None
+    if "tensor_checksums" in meta:
+        # One xxh3-128 per tensor in file order (DESIGN.md section 4).
+        try:
+            sums = strict_json(meta["tensor_checksums"])
+        except Reject as e:
+            raise Reject("metadata_bad_field", str(e))
+        if (not isinstance(sums, list) or len(sums) != len(tensors) or
+                not all(isinstance(x, str) and CHECKSUM_RE.fullmatch(x) for x in sums)):
+            raise Reject("metadata_bad_field", "tensor_checksums")
     if "meta_checksum" in meta:
         mm = CHECKSUM_RE.fullmatch(meta["meta_checksum"])
         if not mm:
@@ -288,6 +298,13 @@ def read_block(data, expected_key=None, expected_signature=None, expected_layout
     section = data[8 + n:]
     if xxhash.xxh3_128_hexdigest(section) != cm.group(1):
         raise Reject("checksum_mismatch")
+    if sums is not None:
+        # The whole file verified, so a mismatch here is the writer's fault:
+        # each entry must be the tensor's own hash for partial readers.
+        for t, want in zip(tensors, sums):
+            got = xxhash.xxh3_128_hexdigest(section[t["begin"]:t["end"]])
+            if got != CHECKSUM_RE.fullmatch(want).group(1):
+                raise Reject("tensor_checksum_mismatch", t["name"])
     for t in tensors:
         np_dtype = DTYPES[t["dtype"]][0]
         arr = np.frombuffer(section, dtype=np_dtype, count=t["nbytes"] // DTYPES[t["dtype"]][1],
@@ -514,6 +531,8 @@ def main():
         r.check("reader rejects hostile/" + name, hostile)
 
     def meta_checksums():
+        # Every file kvtier writes carries tensor_checksums the reader checked.
+        assert all("tensor_checksums" in m for _, m, _ in synth_files)
         # Every file kvtier writes carries a meta_checksum the reader verified;
         # the legacy corpus file has none and is still accepted.
         assert synth_files and all("meta_checksum" in m for _, m, _ in synth_files)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-BLOCK = 5024  # a `tiny` block file: 4096 data bytes + header (meta_checksum included)
+BLOCK = 5232  # a `tiny` block file: 4096 data bytes + header (tensor_checksums, meta_checksum)
 
 
 class Runner:

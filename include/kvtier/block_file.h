@@ -55,6 +55,10 @@ struct BlockMeta {
   // XXH3-128 of the rest of the header (DESIGN.md §4), big-endian; absent
   // in files written before it existed.
   std::optional<std::array<uint8_t, 16>> meta_checksum;
+  // XXH3-128 of each tensor's bytes in file order (`tensor_checksums`,
+  // DESIGN.md §4), big-endian; empty in files written before it existed,
+  // which are only read whole.
+  std::vector<std::array<uint8_t, 16>> tensor_checksums;
 };
 
 struct EncodeRequest {
@@ -98,6 +102,10 @@ struct TensorView {
   DType dtype = DType::kF16;
   std::vector<uint64_t> shape;
   std::span<const std::byte> data;  // into the decoded file's bytes
+  // data_offsets: [begin, end) within the data section (also known after
+  // DecodeBlockHeader, whose views have no data).
+  uint64_t begin = 0;
+  uint64_t end = 0;
 };
 
 struct DecodedBlock {
@@ -122,6 +130,36 @@ Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes, 
 // data section's checksum (meta_checksum included).
 Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                        const DecodeOptions& opts);
+
+// A part of a block file: [begin, end) as offsets from the file's start.
+struct BlockFileRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  bool operator==(const BlockFileRange&) const = default;
+};
+
+// True when `mask` selects every tensor of a block with `tensors` tensors
+// (empty, or all true).
+bool MaskSelectsAll(const TensorMask& mask, size_t tensors);
+
+// The parts of the file `header` (from DecodeBlockHeader or DecodeBlock)
+// describes that a read of the tensors `mask` selects needs beyond the
+// header: the selected tensors' bytes, neighbours merged into one range, in
+// file order. InvalidArgument when mask has neither 0 nor
+// header.tensors.size() elements.
+Result<std::vector<BlockFileRange>> SelectedTensorRanges(const DecodedBlock& header,
+                                                         const TensorMask& mask);
+
+// A partial read's verdict: validates `file` (the whole file's size; its
+// header and the bytes of the tensors `mask` selects as read, the rest
+// anything) like DecodeBlockHeader, meta_checksum included, then the
+// `tensor_checksums` entry of every selected tensor (kTensorChecksumMismatch
+// naming the first that differs). The bytes of unselected tensors are never
+// looked at. A mask that selects every tensor is DecodeBlock(file, opts)
+// (the data section's `checksum`). FailedPrecondition when a subset is asked
+// of a file without tensor_checksums or meta_checksum: read it whole.
+Result<DecodedBlock> DecodeBlockTensors(std::span<const std::byte> file, const TensorMask& mask,
+                                        const DecodeOptions& opts);
 
 // Which rule a rejected block file broke. DecodeBlock and DecodeBlockHeader
 // return Corruption statuses that carry one of these (kNone never appears
@@ -165,6 +203,9 @@ enum class BlockFileError : uint8_t {
   kSignatureMismatch,     // layout_signature != DecodeOptions::expected_signature
   kChecksumMismatch,      // XXH3-128 of the data section != metadata checksum
   kMetaChecksumMismatch,  // the header's metadata and tensor table != meta_checksum
+  // A tensor a partial read (DecodeBlockTensors) selected != its
+  // tensor_checksums entry.
+  kTensorChecksumMismatch,
 };
 
 // Snake-case name of a reason, e.g. "checksum_mismatch" (used in messages,

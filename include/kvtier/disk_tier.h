@@ -354,6 +354,21 @@ class DiskTier {
   // thread, possibly at once; they must not call back into the tier.
   virtual void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                            const LoadedBufferCallback& done) = 0;
+  // LoadBuffers() reading only the tensors masks[i] selects of keys[i]
+  // (block_file.h TensorMask; masks shorter than keys, or an empty mask,
+  // mean whole blocks): a pread of the header, then one of each run of
+  // selected tensors. The buffer is the whole file's size with the header
+  // and the selected tensors' bytes verified (meta_checksum, the row's
+  // header hash, each one's tensor_checksums entry) and the rest
+  // unspecified; a selected tensor that fails is a miss and the file is
+  // quarantined; the unselected tensors are never read. A file without
+  // tensor_checksums is read and verified whole. `bytes_read` counts what
+  // was read. The default reads whole blocks (a valid superset).
+  virtual void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                                 const BufferAllocator& alloc, const LoadedBufferCallback& done) {
+    (void)masks;
+    LoadBuffers(keys, alloc, done);
+  }
 
   // Queues `block` (the bytes of a block file for `key`, of this tier's
   // signature) for writing and returns. The header is checked first:

@@ -45,6 +45,10 @@ class TieredBackingStore final : public BlockBackingStore {
   size_t Match(std::span<const BlockKey> keys) override;
   Status Store(const BlockKey& key, SharedBlock block) override;
   void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) override;
+  // LoadShared with SharedLoadOptions::tensor_masks = masks: the disk tier
+  // reads only the selected tensors (verified), nothing partial is promoted.
+  void LoadTensors(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                   BlockArrivalCallback on_block) override;
 
   TieredBackingStoreCounters counters() const;
 

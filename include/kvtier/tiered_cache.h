@@ -215,6 +215,16 @@ struct SharedLoadOptions {
   // are not counted in lookups, hits or misses, since the caller loads the
   // block it asked about next and that load is the one that counts.
   bool uncounted = false;
+  // Per key, which tensors of its block the caller needs (block_file.h
+  // TensorMask); empty (or shorter than the keys) = whole blocks. A key
+  // with a mask selecting a subset is read partially where a tier can: the
+  // disk tier preads the header and the selected tensors only, verifying
+  // each against tensor_checksums (DiskTier::LoadTensorBuffers); the host
+  // tier hands out the block it holds (whole, verified when stored). Such a
+  // block is the whole file's size with only the header and the selected
+  // tensors' bytes valid, so it is never promoted into the host tier (a
+  // whole remote read still is).
+  std::vector<TensorMask> tensor_masks;
 };
 
 // The metrics of one cache, X(name, kind, help) (kvtier/stats_table.h), in

@@ -148,6 +148,7 @@ Result<LoadFuture> CacheCore::LoadShared(std::span<const BlockKey> keys,
   st->mode = LoadState::Mode::kShare;
   st->on_block = std::move(options.on_block);
   st->uncounted = options.uncounted;
+  st->masks = std::move(options.tensor_masks);
   return StartLoad(std::move(st), keys, "TieredCache::LoadShared");
 }
 
@@ -252,9 +253,47 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   // them, possibly at once).
   Mutex remote_mu;
   std::vector<size_t> remote_todo;
+  // Keys whose mask selects a subset: read partially, never promoted (the
+  // buffer is only partly valid).
+  std::vector<size_t> whole_todo;
+  std::vector<size_t> partial_todo;
+  for (size_t i : todo) {
+    const bool partial = i < st->masks.size() && !st->masks[i].empty() &&
+                         !MaskSelectsAll(st->masks[i], st->masks[i].size());
+    (partial ? partial_todo : whole_todo).push_back(i);
+  }
+  if (!partial_todo.empty()) {
+    std::vector<BlockKey> pkeys;
+    std::vector<TensorMask> pmasks;
+    for (size_t i : partial_todo) {
+      pkeys.push_back(st->keys[i]);
+      pmasks.push_back(st->masks[i]);
+    }
+    DiskTier::BufferAllocator palloc = [&](size_t bytes) -> Result<BlockBuffer> {
+      if (st->cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
+      return buffers_->Take(bytes);
+    };
+    DiskTier::LoadedBufferCallback pdone = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+      const size_t i = partial_todo[j];
+      if (!r.ok() || !r->has_value()) {
+        if (!st->cancelled.load()) NoteDiskMiss(pkeys[j]);
+        if (remote_ != nullptr) {
+          MutexLock lock(&remote_mu);
+          remote_todo.push_back(i);
+        } else {
+          HandOutMiss(*st, i);
+        }
+        return;
+      }
+      index_.MarkPresent(pkeys[j], IndexTier::kDisk);
+      HandOut(*st, i, CacheTier::kDisk, std::make_shared<const BlockBuffer>(std::move(**r)));
+    };
+    disk_->LoadTensorBuffers(pkeys, pmasks, palloc, pdone);
+  }
+  const std::vector<size_t>& whole = whole_todo;
   std::vector<BlockKey> keys;
-  keys.reserve(todo.size());
-  for (size_t i : todo) keys.push_back(st->keys[i]);
+  keys.reserve(whole.size());
+  for (size_t i : whole) keys.push_back(st->keys[i]);
   const bool promote = options_.promote_disk_hits;
   ReservationBank bank;
 
@@ -278,7 +317,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
     return buffers_->Take(bytes);
   };
   DiskTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
-    const size_t i = todo[j];
+    const size_t i = whole[j];
     if (!r.ok() || !r->has_value()) {
       if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
       if (remote_ != nullptr) {
@@ -299,7 +338,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
     }
     HandOut(*st, i, CacheTier::kDisk, block);
   };
-  disk_->LoadBuffers(keys, alloc, done);
+  if (!keys.empty()) disk_->LoadBuffers(keys, alloc, done);
   if (remote_ == nullptr) return;
   // LoadBuffers has returned: no read thread touches remote_todo any more.
   std::vector<size_t> rest;

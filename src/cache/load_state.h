@@ -37,6 +37,7 @@ struct LoadState {
   std::vector<std::span<std::byte>> dsts;  // kCopy: one per key
   LoadedBlockCallback on_block;            // kShare: may be empty
   bool uncounted = false;                  // SharedLoadOptions::uncounted
+  std::vector<TensorMask> masks;           // SharedLoadOptions::tensor_masks
   std::vector<LoadedBlock> out;            // one per key
   std::vector<size_t> lower_todo;          // positions the host tier did not have
   uint64_t start_micros = 0;

@@ -49,9 +49,16 @@ Status TieredBackingStore::Store(const BlockKey& key, SharedBlock block) {
 }
 
 void TieredBackingStore::Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) {
+  LoadTensors(keys, {}, std::move(on_block));
+}
+
+void TieredBackingStore::LoadTensors(std::span<const BlockKey> keys,
+                                     std::span<const TensorMask> masks,
+                                     BlockArrivalCallback on_block) {
   counters_.load_calls.fetch_add(1, std::memory_order_relaxed);
   auto deliver = std::make_shared<BlockArrivalCallback>(std::move(on_block));
   SharedLoadOptions options;
+  options.tensor_masks.assign(masks.begin(), masks.end());
   options.on_block = [this, deliver](size_t i, const LoadedBlock& b) {
     Counters& c = counters_;
     if (b.tier == CacheTier::kNone || b.block == nullptr) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cache/cache_test_util.h"
+#include "core/mutex.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
@@ -205,6 +206,55 @@ TEST_F(TieredBackingStoreTest, ADiskHitIsReadOnceAndPromotedWithoutACopy) {
   TieredBackingStoreCounters c = store_->counters();
   EXPECT_EQ(c.loaded_disk, 1u);
   EXPECT_EQ(c.loaded_host, 1u);
+}
+
+// LoadTensors: the disk tier reads the header and the selected tensors only
+// (exact bytes), the selected bytes are the block's, and a partly valid
+// buffer is never promoted into the host tier (a whole one is).
+TEST_F(TieredBackingStoreTest, PartialLoadsReadOnlySelectedTensorsAndAreNotPromoted) {
+  for (size_t i = 0; i < 2; ++i) ASSERT_THAT(store_->Store(keys_[i], Block(i)), IsOk());
+  Reopen();
+  const SharedBlock want = Block(0);
+  Result<DecodedBlock> d = DecodeBlock(want->span(), {});
+  ASSERT_THAT(d, IsOk());
+  const uint64_t header = 8 + d->header_bytes;
+  ASSERT_EQ(d->tensors.size(), 4u);  // tiny: 2 layers × K, V of 1024 bytes
+  const TensorMask mask = {false, true, false, false};
+  const std::vector<TensorMask> masks = {mask, {}};  // key 1: whole
+  auto load = [&] {
+    Mutex mu;
+    CondVar cv;
+    std::vector<SharedBlock> out(2);
+    size_t arrived = 0;
+    store_->LoadTensors(std::span(keys_).first(2), masks, [&](size_t i, SharedBlock b) {
+      MutexLock lock(&mu);
+      out[i] = std::move(b);
+      ++arrived;
+      cv.SignalAll();
+    });
+    MutexLock lock(&mu);
+    while (arrived != 2) cv.Wait(&lock);
+    return out;
+  };
+  std::vector<SharedBlock> got = load();
+  ASSERT_NE(got[0], nullptr);
+  ASSERT_NE(got[1], nullptr);
+  ASSERT_EQ(got[0]->size(), want->size());
+  EXPECT_EQ(std::memcmp(got[0]->data(), want->data(), header), 0);
+  const uint64_t at = header + d->tensors[1].begin;
+  EXPECT_EQ(std::memcmp(got[0]->data() + at, want->data() + at, 1024), 0);
+  EXPECT_EQ(Bytes(got[1]), Bytes(Block(1)));
+  CacheStats s = cache_->Stats();
+  EXPECT_EQ(s.disk->bytes_read, header + 1024 + want->size());
+  EXPECT_EQ(s.promotions, 1u);  // the whole block only
+  EXPECT_EQ(cache_->Contains(keys_[0]), CacheTier::kDisk);
+  EXPECT_EQ(cache_->Contains(keys_[1]), CacheTier::kHost);
+  // Again: block 0 is read partially from disk once more, block 1 is a host hit.
+  got = load();
+  s = cache_->Stats();
+  EXPECT_EQ(s.hits_disk, 3u);
+  EXPECT_EQ(s.hits_host, 1u);
+  EXPECT_EQ(s.disk->bytes_read, 2 * (header + 1024) + want->size());
 }
 
 TEST_F(TieredBackingStoreTest, APoolRestoresThroughItAfterAReopen) {

@@ -78,7 +78,8 @@ Status ParseStringLists(std::string_view field, std::string_view value, size_t l
   if (root.kind != internal::JsonKind::kArray) return BadField(field, value, "not a JSON array");
   if (root.count != layers) {
     return BadField(field, value,
-                    "has " + Str(root.count) + " entries for " + Str(layers) + " layers");
+                    "has " + Str(root.count) + " entries for " + Str(layers) +
+                        (field == internal::kTensorChecksumsField ? " tensors" : " layers"));
   }
   for (uint32_t item : internal::JsonElements(doc, 0)) {
     const internal::JsonNode& n = doc.node(item);
@@ -149,6 +150,20 @@ Status ParseMetadata(const internal::ParsedHeader& header, BlockMeta* meta) {
   }
   if (!internal::ParseChecksum(checksum, &meta->checksum)) {
     return BadField("checksum", checksum, "not xxh3-128:<32 lowercase hex digits>");
+  }
+  meta->tensor_checksums.clear();
+  if (const std::string_view* tc = md.Find(internal::kTensorChecksumsField); tc != nullptr) {
+    std::vector<std::string> sums;
+    sums.reserve(header.tensors.size());
+    KVTIER_RETURN_IF_ERROR(ParseStringLists(internal::kTensorChecksumsField, *tc,
+                                            header.tensors.size(), &sums, nullptr));
+    meta->tensor_checksums.resize(sums.size());
+    for (size_t i = 0; i < sums.size(); ++i) {
+      if (!internal::ParseChecksum(sums[i], &meta->tensor_checksums[i])) {
+        return BadField(internal::kTensorChecksumsField, *tc,
+                        "entry " + Str(i) + " is not xxh3-128:<32 lowercase hex digits>");
+      }
+    }
   }
   meta->meta_checksum.reset();
   if (const std::string_view* mc = md.Find(internal::kMetaChecksumField); mc != nullptr) {
@@ -279,7 +294,11 @@ Status DecodeHeaderInto(std::span<const std::byte> prefix, uint64_t file_size,
   out->header_bytes = need - 8;
   out->tensors.clear();
   out->tensors.reserve(header->tensors.size());
-  for (auto& t : header->tensors) out->tensors.push_back(std::move(t.view));
+  for (auto& t : header->tensors) {
+    t.view.begin = t.begin;
+    t.view.end = t.end;
+    out->tensors.push_back(std::move(t.view));
+  }
   return Status::Ok();
 }
 
@@ -323,6 +342,72 @@ Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64
 Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOptions& opts) {
   internal::ParsedHeader header;
   return internal::DecodeBlockKeepHeader(file, opts, &header);
+}
+
+bool MaskSelectsAll(const TensorMask& mask, size_t tensors) {
+  if (mask.empty()) return true;
+  if (mask.size() != tensors) return false;
+  return std::all_of(mask.begin(), mask.end(), [](bool b) { return b; });
+}
+
+Result<std::vector<BlockFileRange>> SelectedTensorRanges(const DecodedBlock& header,
+                                                         const TensorMask& mask) {
+  if (!mask.empty() && mask.size() != header.tensors.size()) {
+    return Status::InvalidArgument("tensor mask has " + Str(mask.size()) +
+                                   " entries, the block has " + Str(header.tensors.size()) +
+                                   " tensors");
+  }
+  const uint64_t base = 8 + header.header_bytes;
+  std::vector<BlockFileRange> out;
+  for (size_t i = 0; i < header.tensors.size(); ++i) {
+    if (!mask.empty() && !mask[i]) continue;
+    const TensorView& t = header.tensors[i];
+    if (t.end == t.begin) continue;
+    if (!out.empty() && out.back().end == base + t.begin) {
+      out.back().end = base + t.end;
+    } else {
+      out.push_back({base + t.begin, base + t.end});
+    }
+  }
+  return out;
+}
+
+Result<DecodedBlock> DecodeBlockTensors(std::span<const std::byte> file, const TensorMask& mask,
+                                        const DecodeOptions& opts) {
+  internal::ParsedHeader header;
+  if (mask.empty()) return internal::DecodeBlockKeepHeader(file, opts, &header);
+  DecodeOptions header_only = opts;
+  header_only.verify_checksum = false;
+  KVTIER_ASSIGN_OR_RETURN(DecodedBlock out,
+                          internal::DecodeBlockKeepHeader(file, header_only, &header));
+  if (mask.size() != out.tensors.size()) {
+    return Status::InvalidArgument("tensor mask has " + Str(mask.size()) +
+                                   " entries, the block has " + Str(out.tensors.size()) +
+                                   " tensors");
+  }
+  if (MaskSelectsAll(mask, out.tensors.size())) {
+    internal::ParsedHeader again;  // a ParsedHeader is filled once
+    return internal::DecodeBlockKeepHeader(file, opts, &again);
+  }
+  if (out.meta.tensor_checksums.empty() || !out.meta.meta_checksum) {
+    return Status::FailedPrecondition(
+        "block file has no tensor_checksums (or no meta_checksum): read it whole");
+  }
+  if (!opts.verify_checksum) return out;
+  for (size_t i = 0; i < out.tensors.size(); ++i) {
+    if (!mask[i]) continue;
+    const std::array<uint8_t, 16> actual = BlockChecksum(out.tensors[i].data);
+    if (actual != out.meta.tensor_checksums[i]) {
+      char want[32], got[32];
+      internal::HexLower(out.meta.tensor_checksums[i].data(), 16, want);
+      internal::HexLower(actual.data(), 16, got);
+      return Reject(BlockFileError::kTensorChecksumMismatch,
+                    "tensor " + out.tensors[i].name +
+                        " hashes to xxh3-128:" + std::string(got, 32) +
+                        ", tensor_checksums says xxh3-128:" + std::string(want, 32));
+    }
+  }
+  return out;
 }
 
 namespace internal {

@@ -4,14 +4,16 @@
 // width, so the file size is known before any data is touched; it then
 // allocates the whole file once, copies every tensor once and hashes each
 // chunk right after copying it (while it is still in cache), and finally
-// writes the checksum's hex digits over the placeholder, then those of
-// meta_checksum, which covers the checksum's value too.
+// writes the checksum's hex digits over the placeholder, then each
+// tensor's own checksum (`tensor_checksums`, hashed from the same chunks),
+// then those of meta_checksum, which covers all of them.
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/block_file_internal.h"
 #include "core/json_strict.h"
@@ -122,7 +124,7 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   const std::string_view created_text(numbers + 24, created_end - (numbers + 24));
 
   std::string h;
-  h.reserve(512 + signature.size() + cache_types.size() + meta_states.size() + tensor_count * 96);
+  h.reserve(512 + signature.size() + cache_types.size() + meta_states.size() + tensor_count * 144);
   h.append("{\"__metadata__\":{");
   AppendField("kvtier_format", &h);
   h.append("\"1\",");
@@ -161,6 +163,33 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   const size_t checksum_at = h.size();
   h.append(32, '0');
   h.append("\",");
+  // tensor_checksums: a JSON array of strings inside a string, so its
+  // quotes are escaped in the header; `tensor_sums` is the value itself, as
+  // meta_checksum hashes it.
+  AppendField(internal::kTensorChecksumsField, &h);
+  h.append("\"[");
+  std::string tensor_sums = "[";
+  tensor_sums.reserve(2 + tensor_count * 44);
+  std::vector<size_t> tensor_sum_at(tensor_count);    // in h
+  std::vector<size_t> tensor_value_at(tensor_count);  // in tensor_sums
+  for (size_t i = 0; i < tensor_count; ++i) {
+    if (i > 0) {
+      h.push_back(',');
+      tensor_sums.push_back(',');
+    }
+    h.append("\\\"");
+    h.append(internal::kChecksumPrefix);
+    tensor_sum_at[i] = h.size();
+    h.append(32, '0');
+    h.append("\\\"");
+    tensor_sums.push_back('"');
+    tensor_sums.append(internal::kChecksumPrefix);
+    tensor_value_at[i] = tensor_sums.size();
+    tensor_sums.append(32, '0');
+    tensor_sums.push_back('"');
+  }
+  h.append("]\",");
+  tensor_sums.push_back(']');
   AppendField(internal::kMetaChecksumField, &h);
   h.push_back('"');
   h.append(internal::kChecksumPrefix);
@@ -227,25 +256,32 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
 
   XXH3_state_t state;
   XXH3_128bits_reset(&state);
+  XXH3_state_t tensor_state;
+  XXH128_canonical_t canonical;
   std::byte* dst = out + header_end;
-  for (const auto& src : req.tensors) {
+  for (size_t i = 0; i < tensor_count; ++i) {
+    const auto& src = req.tensors[i];
+    XXH3_128bits_reset(&tensor_state);
     size_t done = 0;
     while (done < src.size()) {
       size_t len = std::min(kChunkBytes, src.size() - done);
       std::memcpy(dst, src.data() + done, len);
       internal::Xxh3Update128(&state, dst, len);
+      internal::Xxh3Update128(&tensor_state, dst, len);
       dst += len;
       done += len;
     }
+    XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(&tensor_state));
+    internal::HexLower(canonical.digest, 16, h.data() + tensor_sum_at[i]);
+    std::memcpy(tensor_sums.data() + tensor_value_at[i], h.data() + tensor_sum_at[i], 32);
   }
-  XXH128_canonical_t canonical;
   XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(&state));
   internal::HexLower(canonical.digest, 16, h.data() + checksum_at);
 
   // The metadata in bytewise key order (meta_checksum itself excluded).
   const std::string_view checksum_text(h.data() + checksum_at - internal::kChecksumPrefix.size(),
                                        internal::kChecksumPrefix.size() + 32);
-  std::array<std::pair<std::string_view, std::string_view>, 10> entries = {{
+  std::array<std::pair<std::string_view, std::string_view>, 11> entries = {{
       {"kvtier_format", "1"},
       {"key", {key_hex, 64}},
       {"parent", {parent_hex, 64}},
@@ -256,6 +292,7 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
       {"layer_meta_states", meta_states},
       {"created_at", created_text},
       {"checksum", checksum_text},
+      {internal::kTensorChecksumsField, tensor_sums},
   }};
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

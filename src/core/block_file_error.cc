@@ -65,6 +65,7 @@ constexpr std::array kReasonNames = {
     ReasonName{BlockFileError::kSignatureMismatch, "signature_mismatch"},
     ReasonName{BlockFileError::kChecksumMismatch, "checksum_mismatch"},
     ReasonName{BlockFileError::kMetaChecksumMismatch, "meta_checksum_mismatch"},
+    ReasonName{BlockFileError::kTensorChecksumMismatch, "tensor_checksum_mismatch"},
 };
 
 }  // namespace

@@ -33,6 +33,8 @@ inline constexpr size_t kMaxTensorRank = 8;
 inline constexpr std::string_view kChecksumPrefix = "xxh3-128:";
 // The metadata field that hashes the rest of the header (DESIGN.md §4).
 inline constexpr std::string_view kMetaChecksumField = "meta_checksum";
+// The metadata field with one checksum per tensor (DESIGN.md §4).
+inline constexpr std::string_view kTensorChecksumsField = "tensor_checksums";
 
 // The byte string meta_checksum covers: every `__metadata__` entry but
 // meta_checksum, in bytewise key order, as `key 0x00 value 0x00`; then every

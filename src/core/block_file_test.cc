@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::kvtier::testing::StatusIs;
 
-constexpr BlockFileError kLastReason = BlockFileError::kMetaChecksumMismatch;
+constexpr BlockFileError kLastReason = BlockFileError::kTensorChecksumMismatch;
 
 std::string SourceDir() {
   const char* dir = std::getenv("KVTIER_SOURCE_DIR");
@@ -467,13 +467,17 @@ TEST(MetaChecksumTest, EncoderWritesTheDocumentedVector) {
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   std::string_view text(reinterpret_cast<const char*>(file->data()), file->size());
   EXPECT_NE(text.find("\"checksum\":\"xxh3-128:481f9d5e0bc9e66e81a0d157b7817dd2\","
-                      "\"meta_checksum\":\"xxh3-128:cc81cf6f5b5b2a6a027737c5ba0d68bc\"}"),
+                      "\"tensor_checksums\":\"[\\\"xxh3-128:e01e0563ce6bbe8204c9b8452c78be5d\\\","
+                      "\\\"xxh3-128:b0911385062fcf08e8c0e8f3130cb2e4\\\","
+                      "\\\"xxh3-128:4f6cd6079b2a8c1ec1454e1e9f1e58a9\\\","
+                      "\\\"xxh3-128:83f1ae10fcbada5e40e849174ee50ad3\\\"]\","
+                      "\"meta_checksum\":\"xxh3-128:daf51ab4ca1032d4c1209be0f40ae760\"}"),
             std::string_view::npos)
       << text.substr(0, 900);
   Result<DecodedBlock> d = DecodeBlock(file->span(), {});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ASSERT_TRUE(d->meta.meta_checksum.has_value());
-  EXPECT_EQ(Hex(*d->meta.meta_checksum), "cc81cf6f5b5b2a6a027737c5ba0d68bc");
+  EXPECT_EQ(Hex(*d->meta.meta_checksum), "daf51ab4ca1032d4c1209be0f40ae760");
 }
 
 TEST(MetaChecksumTest, LegacyFileWithoutItStaysReadable) {

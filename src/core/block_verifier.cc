@@ -16,10 +16,67 @@ namespace kvtier {
 namespace {
 
 // The metadata values that differ between blocks of one shape.
-enum Field : uint8_t { kKey, kParent, kCreatedAt, kChecksum, kMetaChecksum, kFieldCount };
+// tensor_checksums is held in the file escaped (its value is JSON inside a
+// string); its range is the escaped bytes, which must be exactly the
+// encoder's form (CanonicalTensorSums), and the meta_checksum input gets
+// them unescaped.
+enum Field : uint8_t {
+  kKey,
+  kParent,
+  kCreatedAt,
+  kChecksum,
+  kTensorChecksums,
+  kMetaChecksum,
+  kFieldCount
+};
 
-constexpr std::array<std::string_view, kFieldCount> kFieldNames = {
-    "key", "parent", "created_at", "checksum", internal::kMetaChecksumField};
+constexpr std::array<std::string_view, kFieldCount> kFieldNames = {"key",
+                                                                   "parent",
+                                                                   "created_at",
+                                                                   "checksum",
+                                                                   internal::kTensorChecksumsField,
+                                                                   internal::kMetaChecksumField};
+
+// `["xxh3-128:<32 hex>",...]` with its quotes escaped, one entry per tensor.
+constexpr std::string_view kEscapedQuote = "\\\"";
+constexpr size_t kEscapedEntry = 2 + 9 + 32 + 2;
+
+bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// True when `text` is the encoder's escaped tensor_checksums of n entries.
+bool CanonicalTensorSums(std::string_view text, size_t n) {
+  if (n == 0 || text.size() != 2 + n * kEscapedEntry + (n - 1)) return false;
+  if (text.front() != '[' || text.back() != ']') return false;
+  size_t at = 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && text[at++] != ',') return false;
+    if (text.substr(at, 2) != kEscapedQuote ||
+        text.substr(at + 2, internal::kChecksumPrefix.size()) != internal::kChecksumPrefix ||
+        text.substr(at + 43, 2) != kEscapedQuote) {
+      return false;
+    }
+    for (size_t k = at + 11; k < at + 43; ++k) {
+      if (!IsLowerHex(text[k])) return false;
+    }
+    at += kEscapedEntry;
+  }
+  return true;
+}
+
+// Feeds `escaped` to `state` as its value: every backslash dropped (the
+// canonical form escapes only quotes). Returns the unescaped size.
+size_t UpdateUnescaped(XXH3_state_t* state, std::string_view escaped) {
+  size_t size = 0;
+  while (!escaped.empty()) {
+    const size_t slash = escaped.find('\\');
+    const std::string_view piece = escaped.substr(0, slash);
+    internal::Xxh3Update128(state, piece.data(), piece.size());
+    size += piece.size();
+    if (slash == std::string_view::npos) break;
+    escaped.remove_prefix(slash + 1);
+  }
+  return size;
+}
 
 // A value's bytes within the file (the 8-byte length included in offsets).
 struct Range {
@@ -58,6 +115,8 @@ struct BlockVerifier::Template {
   size_t range_count = 0;
   std::string signature;
   bool has_meta_checksum = false;
+  size_t tensor_count = 0;
+  bool has_tensor_checksums = false;
   // The meta_checksum input of the template's header; the file's values
   // replace the template's at `meta_slots` (same lengths, same order).
   std::string meta_input;
@@ -98,6 +157,9 @@ bool BlockVerifier::Template::Match(std::span<const std::byte> file, FileValues*
       !internal::ParseChecksum(v->text[kChecksum], &v->checksum)) {
     return false;
   }
+  if (has_tensor_checksums && !CanonicalTensorSums(v->text[kTensorChecksums], tensor_count)) {
+    return false;
+  }
   return !has_meta_checksum || internal::ParseChecksum(v->text[kMetaChecksum], &v->meta_checksum);
 }
 
@@ -109,6 +171,10 @@ std::array<uint8_t, 16> BlockVerifier::Template::MetaChecksum(const FileValues& 
     const MetaSlot& s = meta_slots[i];
     internal::Xxh3Update128(&state, meta_input.data() + cursor, s.begin - cursor);
     const std::string_view value = v.text[s.field];
+    if (s.field == kTensorChecksums) {
+      cursor = s.begin + UpdateUnescaped(&state, value);
+      continue;
+    }
     internal::Xxh3Update128(&state, value.data(), value.size());
     cursor = s.begin + value.size();
   }
@@ -232,8 +298,30 @@ std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
     const auto it = std::find_if(header.metadata.begin(), header.metadata.end(),
                                  [&](const auto& kv) { return kv.first == kFieldNames[f]; });
     if (it == header.metadata.end()) {
-      if (f == kMetaChecksum) continue;
+      if (f == kMetaChecksum || f == kTensorChecksums) continue;
       return nullptr;  // DecodeBlock requires the others
+    }
+    if (f == kTensorChecksums) {
+      // Escaped, so not in the file as parsed: find the raw value after its
+      // key (a raw `":"` cannot occur inside a JSON string).
+      const std::string needle = "\"" + std::string(kFieldNames[f]) + "\":\"";
+      const size_t at = json.find(needle);
+      if (at == std::string_view::npos) return nullptr;
+      // The canonical form's length; its own quotes are escaped, so the
+      // value must end there, at an unescaped quote.
+      const size_t n = decoded.tensors.size();
+      const size_t begin = at + needle.size();
+      const size_t end = begin + 2 + n * kEscapedEntry + (n == 0 ? 0 : n - 1);
+      if (n == 0 || end >= json.size() || json[end] != '"') return nullptr;
+      const std::string_view raw = json.substr(begin, end - begin);
+      if (!CanonicalTensorSums(raw, n) ||
+          raw.size() - 2 * decoded.tensors.size() != it->second.size()) {
+        return nullptr;
+      }
+      t->has_tensor_checksums = true;
+      t->ranges[t->range_count++] = {static_cast<uint32_t>(raw.data() - base),
+                                     static_cast<uint32_t>(raw.size()), static_cast<Field>(f)};
+      continue;
     }
     // An escaped value lives in the parser's arena, not in the file.
     if (!Within(it->second, json)) return nullptr;
@@ -243,6 +331,7 @@ std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
   std::sort(t->ranges.begin(), t->ranges.begin() + t->range_count,
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
   t->file_size = file.size();
+  t->tensor_count = decoded.tensors.size();
   t->prefix.assign(base, prefix_size);
   t->signature = decoded.meta.layout_signature;
   if (!t->has_meta_checksum) return t;
@@ -260,7 +349,7 @@ std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
   size_t at = 0;
   for (const auto& [k, v] : entries) {
     input.AddEntry(k, v);
-    for (size_t f = 0; f < kMetaChecksum; ++f) {
+    for (size_t f = 0; f < kMetaChecksum; ++f) {  // every field but meta_checksum
       if (k == kFieldNames[f]) {
         t->meta_slots[t->meta_slot_count++] = {static_cast<uint32_t>(at + k.size() + 1),
                                                static_cast<Field>(f)};

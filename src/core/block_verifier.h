@@ -4,9 +4,12 @@
 //
 // Headers of blocks of one model and layout differ only in the values of
 // `key`, `parent` (64 hex digits each), `created_at` (decimal),
-// `checksum` and `meta_checksum` ("xxh3-128:" + 32 hex digits). A *template*
-// is a header DecodeBlock fully accepted: a copy of its first 8 + N bytes
-// and the byte ranges of those five values. A file takes the fast path when
+// `checksum` and `meta_checksum` ("xxh3-128:" + 32 hex digits), and the 32
+// hex digits of each entry of `tensor_checksums` (whose value, JSON in a
+// string, the file holds escaped: the template's range is those escaped
+// bytes, which must be exactly the encoder's form). A *template* is a header
+// DecodeBlock fully accepted: a copy of its first 8 + N bytes and the byte
+// ranges of those six values. A file takes the fast path when
 // it has the template's size, every header byte outside the ranges equals
 // the template's, and each range holds a valid token of its kind (the one
 // DecodeBlock accepts for that field). Its JSON then has the template's
@@ -18,8 +21,8 @@
 // which gives the verdict (and, on success, installs the header as a
 // template). So the fast path never produces an error of its own.
 //
-// Headers without meta_checksum (written before it existed) take the fast
-// path too: their template has no meta_checksum range and nothing to
+// Headers without meta_checksum or tensor_checksums (written before they
+// existed) take the fast path too: their template has no meta_checksum range and nothing to
 // recompute. A header whose five values are not all unescaped JSON strings
 // makes no template. Calls with DecodeOptions::expected_layout set always
 // go through DecodeBlock and install nothing.

@@ -80,6 +80,57 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
   return ReadOutcome::kOk;
 }
 
+ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask,
+                                     std::span<std::byte> dst, uint64_t* bytes_read,
+                                     Status* error) const {
+  *bytes_read = 0;
+  const uint64_t size = row.size;
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;  // ranges are not page-aligned: buffered reads
+  std::unique_ptr<RandomAccessFile> file;
+  if (ReadOutcome o = Open(layout_->BlockPath(row.key), ro, &file, error); o != ReadOutcome::kOk) {
+    return o;
+  }
+  if (file->size() != size || size < 8) return ReadOutcome::kBad;
+  // Reads [begin, end) of the file into the same offsets of dst.
+  auto read_range = [&](uint64_t begin, uint64_t end) -> ReadOutcome {
+    auto n = file->ReadAt(begin, dst.subspan(begin, end - begin));
+    if (!n.ok()) {
+      *error = n.status();
+      return ReadOutcome::kError;
+    }
+    *bytes_read += *n;
+    return *n == end - begin ? ReadOutcome::kOk : ReadOutcome::kBad;
+  };
+  if (ReadOutcome o = read_range(0, 8); o != ReadOutcome::kOk) return o;
+  Result<uint64_t> need = BlockHeaderPrefixBytes(dst.first(8), size);
+  if (!need.ok()) return ReadOutcome::kBad;
+  if (ReadOutcome o = read_range(8, *need); o != ReadOutcome::kOk) return o;
+  if (row.header_hash != 0 && HeaderHash(dst.first(*need)) != row.header_hash) {
+    return ReadOutcome::kBad;
+  }
+  DecodeOptions opts;
+  opts.expected_key = &row.key;
+  opts.expected_signature = signature_;
+  Result<DecodedBlock> header = DecodeBlockHeader(dst.first(*need), size, opts);
+  if (!header.ok()) return ReadOutcome::kBad;
+  if (header->meta.tensor_checksums.empty() || !header->meta.meta_checksum ||
+      mask.size() != header->tensors.size() || MaskSelectsAll(mask, header->tensors.size())) {
+    // Written before tensor_checksums, all of it wanted, or a mask for
+    // another layout (the caller's mistake, not the file's): the whole
+    // file, verified by its data checksum.
+    *bytes_read = size;
+    return Read(row, dst, error);
+  }
+  Result<std::vector<BlockFileRange>> ranges = SelectedTensorRanges(*header, mask);
+  if (!ranges.ok()) return ReadOutcome::kBad;
+  for (const BlockFileRange& r : *ranges) {
+    if (ReadOutcome o = read_range(r.begin, r.end); o != ReadOutcome::kOk) return o;
+  }
+  if (!DecodeBlockTensors(dst.first(size), mask, opts).ok()) return ReadOutcome::kBad;
+  return ReadOutcome::kOk;
+}
+
 ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
                                        Status* error) const {
   ReadFileOptions ro;

@@ -22,6 +22,7 @@
 #include "core/block_verifier.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
+#include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "kvtier/status.h"
 
@@ -57,6 +58,17 @@ class BlockReader {
   // Reads the file of `row` into `dst` and verifies it against `row`.
   // REQUIRES: dst.size() == row.size. On kError, `*error` says why.
   ReadOutcome Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const;
+
+  // A partial read of the file of `row` into `dst` (REQUIRES: dst.size() ==
+  // row.size): the header (two preads: its length, then its JSON), then
+  // only the byte ranges of the tensors `mask` selects, each into its own
+  // place in `dst`; the rest of `dst` is left as it was. kOk when the header
+  // verifies (structure, key, signature, meta_checksum, the row's header
+  // hash) and so does every selected tensor's tensor_checksums entry. A file
+  // without tensor_checksums is read whole (Read). `*bytes_read` is what it
+  // read from the file.
+  ReadOutcome ReadTensors(const IndexRow& row, const TensorMask& mask, std::span<std::byte> dst,
+                          uint64_t* bytes_read, Status* error) const;
 
   // Gives the buffer a block of `size` bytes is read into: exactly `size`
   // bytes, or the reason there is none.

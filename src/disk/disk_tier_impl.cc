@@ -291,6 +291,13 @@ std::vector<Result<std::optional<size_t>>> DiskTierImpl::LoadMany(
   return read_path_->LoadMany(keys, dsts);
 }
 
+void DiskTierImpl::LoadTensorBuffers(std::span<const BlockKey> keys,
+                                     std::span<const TensorMask> masks,
+                                     const BufferAllocator& alloc,
+                                     const LoadedBufferCallback& done) {
+  read_path_->LoadTensorBuffers(keys, masks, alloc, done);
+}
+
 void DiskTierImpl::LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                                const LoadedBufferCallback& done) {
   read_path_->LoadBuffers(keys, alloc, done);

@@ -62,6 +62,8 @@ class DiskTierImpl final : public DiskTier {
   Result<std::optional<size_t>> Load(const BlockKey& key, std::span<std::byte> dst) override;
   std::vector<Result<std::optional<size_t>>> LoadMany(
       std::span<const BlockKey> keys, std::span<const std::span<std::byte>> dsts) override;
+  void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                         const BufferAllocator& alloc, const LoadedBufferCallback& done) override;
   void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                    const LoadedBufferCallback& done) override;
   Status Store(const BlockKey& key, SharedBlock block) override;

@@ -34,7 +34,8 @@ bool ReadPath::Expired(const IndexRow& row) {
 }
 
 Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexRow row,
-                                                     const DstFn& dst) {
+                                                     const DstFn& dst, const TensorMask* mask,
+                                                     uint64_t* bytes_read) {
   const std::optional<size_t> miss;
   for (int attempt = 0;; ++attempt) {
     if (row.sig_id != p_.sig_id) {
@@ -52,9 +53,13 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
     if (row.size > SIZE_MAX) return miss;
     KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(row.size));
     Status error;
-    const ReadOutcome outcome = p_.reader->Read(row, buf, &error);
+    uint64_t read = row.size;
+    const ReadOutcome outcome = mask != nullptr
+                                    ? p_.reader->ReadTensors(row, *mask, buf, &read, &error)
+                                    : p_.reader->Read(row, buf, &error);
     if (outcome == ReadOutcome::kOk) {
       NoteTouch(key);
+      if (bytes_read != nullptr) *bytes_read = read;
       return std::optional<size_t>(row.size);
     }
     if (outcome == ReadOutcome::kError) {
@@ -121,13 +126,13 @@ Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const
   return ReadFromDisk(key, **row, dst);
 }
 
-std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys) {
+std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys, bool need_rows) {
   std::vector<Located> where(keys.size());
   std::vector<BlockKey> on_disk;
   std::vector<size_t> on_disk_index;
   // A lookup per key costs as much as reading a small file: only a load
   // that must judge the row's age looks it up before the file.
-  const bool file_first = p_.options->retention_seconds <= 0;
+  const bool file_first = p_.options->retention_seconds <= 0 && !need_rows;
   for (size_t i = 0; i < keys.size(); ++i) {
     where[i].pending = p_.pending->Find(keys[i]);
     if (where[i].pending != nullptr) continue;
@@ -149,10 +154,11 @@ std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys) 
 }
 
 Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located where,
-                                                    const DstFn& dst) {
+                                                    const DstFn& dst, const TensorMask* mask) {
   DiskCounters::Add(p_.counters->loads);
   const uint64_t t0 = p_.env->NowMicros();
   Result<std::optional<size_t>> r = std::optional<size_t>();
+  std::optional<uint64_t> read;  // a partial read's bytes
   if (where.pending != nullptr) {
     const BlockBuffer& b = *where.pending;
     KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(b.size()));
@@ -162,12 +168,14 @@ Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located
   } else if (where.unindexed) {
     r = ReadFileFirst(key, dst);
   } else if (where.row.has_value()) {
-    r = ReadFromDisk(key, *where.row, dst);
+    uint64_t n = 0;
+    r = ReadFromDisk(key, *where.row, dst, mask, &n);
+    if (mask != nullptr) read = n;
   }
   if (!r.ok()) return r;
   if (r->has_value()) {
     DiskCounters::Add(p_.counters->hits);
-    DiskCounters::Add(p_.counters->bytes_read, **r);
+    DiskCounters::Add(p_.counters->bytes_read, read.value_or(**r));
     p_.counters->load_latency.Record(p_.env->NowMicros() - t0);
   } else {
     DiskCounters::Add(p_.counters->misses);
@@ -225,7 +233,19 @@ std::vector<Result<std::optional<size_t>>> ReadPath::LoadMany(
 
 void ReadPath::LoadBuffers(std::span<const BlockKey> keys, const DiskTier::BufferAllocator& alloc,
                            const DiskTier::LoadedBufferCallback& done) {
+  LoadTensorBuffers(keys, {}, alloc, done);
+}
+
+void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                                 const DiskTier::BufferAllocator& alloc,
+                                 const DiskTier::LoadedBufferCallback& done) {
   if (keys.empty()) return;
+  // A mask that selects nothing special is a whole read (empty = all).
+  auto mask_of = [&](size_t i) -> const TensorMask* {
+    return i < masks.size() && !masks[i].empty() ? &masks[i] : nullptr;
+  };
+  bool partial = false;
+  for (size_t i = 0; i < keys.size(); ++i) partial = partial || mask_of(i) != nullptr;
   if (closed()) {
     for (size_t i = 0; i < keys.size(); ++i) {
       done(i, Status::FailedPrecondition("DiskTier::LoadBuffers: the tier is closed"));
@@ -235,13 +255,14 @@ void ReadPath::LoadBuffers(std::span<const BlockKey> keys, const DiskTier::Buffe
   std::unique_ptr<std::atomic<bool>[]> reported;
   try {
     reported = std::make_unique<std::atomic<bool>[]>(keys.size());
-    std::vector<Located> where = Locate(keys);
+    std::vector<Located> where = Locate(keys, partial);
     p_.runner->Run(keys.size(), [&](size_t i) {
       Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
       try {
         std::optional<BlockBuffer> buf;
         auto r = LoadLocated(
-            keys[i], std::move(where[i]), [&](uint64_t size) -> Result<std::span<std::byte>> {
+            keys[i], std::move(where[i]),
+            [&](uint64_t size) -> Result<std::span<std::byte>> {
               buf.reset();  // an earlier row's buffer goes back first
               KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, alloc(static_cast<size_t>(size)));
               if (b.size() != size) {
@@ -251,7 +272,8 @@ void ReadPath::LoadBuffers(std::span<const BlockKey> keys, const DiskTier::Buffe
               }
               buf = std::move(b);
               return buf->mutable_span();
-            });
+            },
+            mask_of(i));
         if (!r.ok()) {
           out = r.status();
         } else if (r->has_value()) {

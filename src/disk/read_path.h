@@ -70,6 +70,12 @@ class ReadPath {
                                                       std::span<const std::span<std::byte>> dsts);
   void LoadBuffers(std::span<const BlockKey> keys, const DiskTier::BufferAllocator& alloc,
                    const DiskTier::LoadedBufferCallback& done);
+  // As DiskTier::LoadTensorBuffers: LoadBuffers reading only the tensors
+  // masks[i] selects (BlockReader::ReadTensors) of keys looked up in the
+  // index (a partial read needs the row's size and header hash first).
+  void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                         const DiskTier::BufferAllocator& alloc,
+                         const DiskTier::LoadedBufferCallback& done);
 
  private:
   // Where a key of a load is: its pending block, else its file read without
@@ -86,15 +92,22 @@ class ReadPath {
   // (ReadFileFirst) or, when loads need the row anyway (retention: the row's
   // created_at), looked up in the index (one batched lookup). An index error
   // leaves the row empty (a miss).
-  std::vector<Located> Locate(std::span<const BlockKey> keys);
+  // `need_rows`: look every key up in the index (partial reads need the row).
+  std::vector<Located> Locate(std::span<const BlockKey> keys, bool need_rows = false);
   // Serves `key` from where Locate() found it into the buffer `dst` gives,
   // counting the load. Its size, nullopt on a miss, or dst's error.
-  Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst);
+  // `mask` (null = whole): a partial read of the tensors it selects.
+  Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst,
+                                            const TensorMask* mask = nullptr);
   // Reads and verifies the file `row` describes. A file found gone or bad
   // makes it look at the row again first: if another process replaced the
   // block meanwhile it reads the new one (once); only a file that disagrees
   // with the current row is dropped (gone) or quarantined (bad).
-  Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst);
+  // With `mask`, reads only what it selects and adds what it read to
+  // `*bytes_read` (else the row's size).
+  Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst,
+                                             const TensorMask* mask = nullptr,
+                                             uint64_t* bytes_read = nullptr);
   // The small-block hit without an index lookup: a file that verifies on its
   // own (BlockReader::ReadUnindexed) is served; anything else — no file, a
   // bad one, a large one — is judged by its row as ReadFromDisk does (a stale

@@ -153,6 +153,13 @@ def meta_checksum_input(meta, tensors):
     return out
 
 
+def with_tensor_sums(meta, tensors, data):
+    """`meta` with tensor_checksums (DESIGN.md section 4) after checksum: a
+    JSON array of one xxh3-128 per tensor in file order, over its bytes."""
+    sums = ["xxh3-128:" + xxhash.xxh3_128_hexdigest(data[t[4]:t[5]]) for t in tensors]
+    return Obj(list(meta) + [("tensor_checksums", dumps(sums))])
+
+
 def seal(meta, tensors):
     """`meta` with meta_checksum appended (or replaced, in place)."""
     value = "xxh3-128:" + xxhash.xxh3_128_hexdigest(meta_checksum_input(meta, tensors))
@@ -201,8 +208,9 @@ class Tiny:
         self.tensors = table(TINY_TENSORS)
         self.data = b"".join(tensor_bytes(self.key, i, nbytes(d, s))
                              for i, (d, s) in enumerate(TINY_TENSORS))
-        self.meta = seal(metadata(self.key, self.parent, self.ns, TINY_SIGNATURE,
-                                  ["attention", "attention"], [[], []], self.data), self.tensors)
+        self.meta = seal(with_tensor_sums(
+            metadata(self.key, self.parent, self.ns, TINY_SIGNATURE, ["attention", "attention"],
+                     [[], []], self.data), self.tensors, self.data), self.tensors)
 
     def header(self):
         return header_obj(self.meta, self.tensors)
@@ -234,10 +242,10 @@ def hybrid_file():
     key = chain(ns, [7, 7, 7, 7], 4)[0]
     tensors = table(specs, where)
     data = b"".join(tensor_bytes(key, i, nbytes(d, s)) for i, (d, s) in enumerate(specs))
-    meta = seal(metadata(key, ns, ns, signature,
-                         ["sliding_window", "quantized_attention", "mamba"],
-                         [["window=4", "offset=\"3\"\tµ"], [], ["conv_len=3"]], data,
-                         token_count="3"), tensors)
+    meta = seal(with_tensor_sums(
+        metadata(key, ns, ns, signature, ["sliding_window", "quantized_attention", "mamba"],
+                 [["window=4", "offset=\"3\"\tµ"], [], ["conv_len=3"]], data,
+                 token_count="3"), tensors, data), tensors)
     return pack(dumps(header_obj(meta, tensors)), data)
 
 
@@ -386,6 +394,17 @@ def hostile_cases():
         with_meta(set_meta(t.meta, "layer_meta_states", "[[],[]")), "metadata_bad_field")
     add("metadata_checksum_bad_prefix",
         with_meta(set_meta(t.meta, "checksum", "xxh64:" + "0" * 32)), "metadata_bad_field")
+    sums = json.loads(dict(t.meta)["tensor_checksums"])
+    add("metadata_tensor_checksums_short",
+        with_meta(seal(set_meta(t.meta, "tensor_checksums", dumps(sums[:3])), t.tensors)),
+        "metadata_bad_field")
+    add("metadata_tensor_checksums_not_hex",
+        with_meta(seal(set_meta(t.meta, "tensor_checksums",
+                                dumps(sums[:3] + ["xxh3-128:" + "g" * 32])), t.tensors)),
+        "metadata_bad_field")
+    add("metadata_tensor_checksums_not_array",
+        with_meta(seal(set_meta(t.meta, "tensor_checksums", sums[0]), t.tensors)),
+        "metadata_bad_field")
 
     # Edits to a header that still parses: meta_checksum (DESIGN.md section 4)
     # is the only thing that can tell.
@@ -398,6 +417,8 @@ def hostile_cases():
         with_meta(set_meta(t.meta, "layer_cache_types", '["attention","mamba"]')), edited)
     add("meta_parent_edited", with_meta(set_meta(t.meta, "parent", t.key.hex())), edited)
     add("meta_extra_field_added", with_meta(Obj(list(t.meta) + [("note", "x")])), edited)
+    add("meta_tensor_checksums_edited",
+        with_meta(set_meta(t.meta, "tensor_checksums", dumps(sums[1:2] + sums[1:]))), edited)
     reshaped = [list(x) for x in t.tensors]
     reshaped[0][3] = [4, 8, 16]  # the same 1024 bytes seen as another shape
     add("meta_tensor_shape_edited", with_tensors(reshaped), edited)
@@ -431,16 +452,27 @@ def hostile_cases():
 
 
 def legacy_file():
-    """Tiny block 0 as written before meta_checksum existed: still valid."""
+    """Tiny block 0 as written before meta_checksum (and tensor_checksums)
+    existed: still valid."""
     t = Tiny(0)
-    return pack(dumps(header_obj(drop_meta(t.meta, "meta_checksum"), t.tensors)), t.data)
+    meta = drop_meta(drop_meta(t.meta, "meta_checksum"), "tensor_checksums")
+    return pack(dumps(header_obj(meta, t.tensors)), t.data)
+
+
+def no_tensor_sums_file():
+    """Tiny block 0 as written after meta_checksum but before tensor_checksums
+    existed: still valid (read whole)."""
+    t = Tiny(0)
+    return pack(dumps(header_obj(seal(drop_meta(t.meta, "tensor_checksums"), t.tensors),
+                                 t.tensors)), t.data)
 
 
 def valid_files():
     return [("tiny_block0.safetensors", Tiny(0).file()),
             ("tiny_block1.safetensors", Tiny(1).file()),
             ("hybrid.safetensors", hybrid_file()),
-            ("tiny_block0_no_meta_checksum.safetensors", legacy_file())]
+            ("tiny_block0_no_meta_checksum.safetensors", legacy_file()),
+            ("tiny_block0_no_tensor_checksums.safetensors", no_tensor_sums_file())]
 
 
 def build():

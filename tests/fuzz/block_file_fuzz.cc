@@ -130,6 +130,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   RequireSame(verifier->Verify(file, {}), plain.status());
 
+  // A partial decode of every other tensor: the header's verdict when the
+  // header fails; otherwise OK, a selected tensor's mismatch, or "read it
+  // whole" for a file without tensor_checksums; never accepted when a
+  // selected tensor's bytes differ from its entry.
+  if (header.ok()) {
+    kvtier::TensorMask mask(header->tensors.size());
+    for (size_t i = 0; i < mask.size(); i += 2) mask[i] = true;
+    kvtier::Result<kvtier::DecodedBlock> part = kvtier::DecodeBlockTensors(file, mask, {});
+    if (part.ok()) {
+      for (size_t i = 0; i < mask.size(); ++i) {
+        if (mask[i] && i < part->meta.tensor_checksums.size()) {
+          Require(kvtier::BlockChecksum(part->tensors[i].data) == part->meta.tensor_checksums[i]);
+        }
+      }
+    } else if (part.status().code() != kvtier::StatusCode::kFailedPrecondition) {
+      RequireReason(part.status());
+    }
+  } else {
+    RequireSame(kvtier::DecodeBlockTensors(file, {true}, {}).status(), header.status());
+  }
+
   // Expectations only ever add rejections.
   kvtier::BlockKey key = plain.ok() ? plain->meta.key : kvtier::BlockKey{};
   DecodeOptions keyed;

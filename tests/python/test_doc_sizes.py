@@ -9,9 +9,9 @@ import kvtier
 
 # layout: (data bytes, 8 + N, file bytes), as docs/block-format.md's table.
 SIZES = {
-    "tiny": (4096, 928, 5024),
-    "qwen2.5-0.5b": (3145728, 5160, 3150888),
-    "llama3-8b": (33554432, 6896, 33561328),
+    "tiny": (4096, 1136, 5232),
+    "qwen2.5-0.5b": (3145728, 7392, 3153120),
+    "llama3-8b": (33554432, 9856, 33564288),
 }
 
 
