@@ -172,8 +172,10 @@ TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
 // (counted here by hand), and a hybrid layout's restore one state per
 // recurrent layer.
 TEST_F(CliTest, BenchPoolSyntheticLayoutsAskForWhatThePrefixNeeds) {
-  Ran r = Run("bench pool --synthetic-layout sliding --block-tokens 16 --tokens 2048 --repeats 1 "
-              "--json --dir '" + tmp_.path() + "/sliding'");
+  Ran r =
+      Run("bench pool --synthetic-layout sliding --block-tokens 16 --tokens 2048 --repeats 1 "
+          "--json --dir '" +
+          tmp_.path() + "/sliding'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   // 12 layers of K/V [2, 16, 64] BF16 (4096 bytes each); 128 blocks. Full
@@ -188,8 +190,10 @@ TEST_F(CliTest, BenchPoolSyntheticLayoutsAskForWhatThePrefixNeeds) {
   EXPECT_EQ(j["disk_hits"]["whole"], 128);
   EXPECT_EQ(j["recurrent_states_requested"], 0);
 
-  r = Run("bench pool --synthetic-layout hybrid --block-tokens 16 --tokens 2048 --repeats 1 "
-          "--json --dir '" + tmp_.path() + "/hybrid'");
+  r =
+      Run("bench pool --synthetic-layout hybrid --block-tokens 16 --tokens 2048 --repeats 1 "
+          "--json --dir '" +
+          tmp_.path() + "/hybrid'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
   // 3 full-attention layers in every block, the 9 recurrent layers'

@@ -158,7 +158,7 @@ Status Fill(const LayerBenchSetup& s) {
 
 struct RunResult {
   double ms = 0;
-  uint64_t requested = 0;      // what the pool asked the tiers for (RecordingStore)
+  uint64_t requested = 0;       // what the pool asked the tiers for (RecordingStore)
   uint64_t pool_requested = 0;  // the pool's own load_tensor_bytes
   uint64_t recurrent_states = 0;
   uint64_t disk_read = 0;  // the disk tier's bytes_read
@@ -251,9 +251,9 @@ Status RunLayerBench(const LayerBenchSetup& s, nlohmann::json* out) {
     KVTIER_ASSIGN_OR_RETURN(whole, Restore(s, true));
     whole_ms.push_back(whole.ms);
     if (part.disk_hits == 0 || whole.disk_hits != part.disk_hits) {
-      return Status::Internal("expected both restores from disk: " +
-                              std::to_string(part.disk_hits) + " and " +
-                              std::to_string(whole.disk_hits) + " disk hits");
+      return Status::Internal(
+          "expected both restores from disk: " + std::to_string(part.disk_hits) + " and " +
+          std::to_string(whole.disk_hits) + " disk hits");
     }
   }
   const uint64_t needed = NeededBytes(s.layout, s.blocks);
@@ -279,8 +279,8 @@ Status RunLayerBench(const LayerBenchSetup& s, nlohmann::json* out) {
   o["needed_vs_full"] = static_cast<double>(needed) / static_cast<double>(full);
   o["recurrent_layers"] = recurrent_layers;
   o["recurrent_states_requested"] = part.recurrent_states;
-  o["restore_ms"] = {{"needed", pm}, {"whole", wm}, {"needed_runs", part_ms},
-                     {"whole_runs", whole_ms}};
+  o["restore_ms"] = {
+      {"needed", pm}, {"whole", wm}, {"needed_runs", part_ms}, {"whole_runs", whole_ms}};
   o["time_vs_whole"] = pm / wm;
   o["time_target"] = 1.3 * static_cast<double>(needed) / static_cast<double>(full);
   o["drop_caches"] = s.drop_caches;
@@ -299,13 +299,14 @@ void PrintLayerBench(const nlohmann::json& o) {
               static_cast<unsigned long long>(o["needed_bytes"].get<uint64_t>()),
               static_cast<unsigned long long>(o["full_bytes"].get<uint64_t>()),
               o["needed_vs_full"].get<double>());
-  std::printf("pool asked for %llu = %.3f x needed; disk tier read %llu = %.3f x needed = %.3f x "
-              "full (whole-block restore: %llu)\n",
-              static_cast<unsigned long long>(o["requested_bytes"].get<uint64_t>()),
-              o["requested_vs_needed"].get<double>(),
-              static_cast<unsigned long long>(o["disk_bytes_read"]["needed"].get<uint64_t>()),
-              o["disk_read_vs_needed"].get<double>(), o["disk_read_vs_full"].get<double>(),
-              static_cast<unsigned long long>(o["disk_bytes_read"]["whole"].get<uint64_t>()));
+  std::printf(
+      "pool asked for %llu = %.3f x needed; disk tier read %llu = %.3f x needed = %.3f x "
+      "full (whole-block restore: %llu)\n",
+      static_cast<unsigned long long>(o["requested_bytes"].get<uint64_t>()),
+      o["requested_vs_needed"].get<double>(),
+      static_cast<unsigned long long>(o["disk_bytes_read"]["needed"].get<uint64_t>()),
+      o["disk_read_vs_needed"].get<double>(), o["disk_read_vs_full"].get<double>(),
+      static_cast<unsigned long long>(o["disk_bytes_read"]["whole"].get<uint64_t>()));
   std::printf("recurrent layer states asked for: %llu (%llu recurrent layers)\n",
               static_cast<unsigned long long>(o["recurrent_states_requested"].get<uint64_t>()),
               static_cast<unsigned long long>(o["recurrent_layers"].get<uint64_t>()));

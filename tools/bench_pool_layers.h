@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kvtier/block_pool.h"
 #include "kvtier/layout.h"

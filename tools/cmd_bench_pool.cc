@@ -431,10 +431,9 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
       return ReportError(*flags,
                          Status::InvalidArgument("give one of --layout and --synthetic-layout"));
     }
-    Result<ModelLayout> layout =
-        args->synthetic_layout.empty()
-            ? ModelLayout::Resolve(b.env, args->layout, args->block_tokens)
-            : SyntheticLayout(args->synthetic_layout, args->block_tokens);
+    Result<ModelLayout> layout = args->synthetic_layout.empty()
+                                     ? ModelLayout::Resolve(b.env, args->layout, args->block_tokens)
+                                     : SyntheticLayout(args->synthetic_layout, args->block_tokens);
     if (!layout.ok()) return ReportError(*flags, layout.status());
     b.layout = *std::move(layout);
     const size_t bt = b.layout.block_tokens;

@@ -156,29 +156,29 @@ struct DensePoolOptions {
 // PoolStats's numbers, declared once: X(name, kind, help), kind kCounter
 // (only grows) or kGauge (a current value). The struct follows from it, and
 // so can anything that lists or renders the numbers.
-#define KVTIER_POOL_STATS(X)                                                         \
-  X(bytes_used, kGauge, "bytes of slots (dense: tensors) in use")                    \
-  X(bytes_capacity, kGauge, "bytes of slot memory (dense: tensors) allocated")       \
-  X(blocks_total, kGauge, "slots of the pool (dense: 0)")                            \
-  X(blocks_free, kGauge, "free slots, blocks_cached included")                       \
-  X(blocks_cached, kGauge, "free slots still holding an indexed block")              \
-  X(sequences, kGauge, "live sequences")                                             \
-  X(evicted_blocks, kCounter, "block references released by eviction")               \
-  X(evicted_sequences, kCounter, "sequences evicted")                                \
-  X(packed_layers, kGauge, "cached packed views")                                    \
-  X(offloaded_blocks, kGauge, "blocks of evicted sequences awaiting restore")        \
-  X(offloaded_sequences, kGauge, "evicted sequences awaiting restore")               \
-  X(restored_sequences, kCounter, "evicted sequences restored by Allocate")          \
-  X(prefix_hit_blocks_pool, kCounter, "blocks reused from the pool by Allocate")     \
-  X(prefix_hit_blocks_tier, kCounter, "blocks loaded into the pool by Allocate")     \
-  X(copy_on_write_blocks, kCounter, "shared blocks copied before a write")           \
-  X(stored_blocks, kCounter, "blocks stored to the lower tiers")                     \
-  X(stored_bytes, kCounter, "block file bytes stored to the lower tiers")            \
-  X(store_errors, kCounter, "blocks not stored: copy, encoding or the store failed") \
-  X(loaded_blocks, kCounter, "blocks loaded from the lower tiers")                   \
-  X(loaded_bytes, kCounter, "block file bytes loaded from the lower tiers")          \
-  X(load_misses, kCounter, "blocks promised by Match but missing or invalid on Load")     \
-  X(load_tensor_bytes, kCounter, "bytes of the tensors loads asked the lower tiers for")  \
+#define KVTIER_POOL_STATS(X)                                                             \
+  X(bytes_used, kGauge, "bytes of slots (dense: tensors) in use")                        \
+  X(bytes_capacity, kGauge, "bytes of slot memory (dense: tensors) allocated")           \
+  X(blocks_total, kGauge, "slots of the pool (dense: 0)")                                \
+  X(blocks_free, kGauge, "free slots, blocks_cached included")                           \
+  X(blocks_cached, kGauge, "free slots still holding an indexed block")                  \
+  X(sequences, kGauge, "live sequences")                                                 \
+  X(evicted_blocks, kCounter, "block references released by eviction")                   \
+  X(evicted_sequences, kCounter, "sequences evicted")                                    \
+  X(packed_layers, kGauge, "cached packed views")                                        \
+  X(offloaded_blocks, kGauge, "blocks of evicted sequences awaiting restore")            \
+  X(offloaded_sequences, kGauge, "evicted sequences awaiting restore")                   \
+  X(restored_sequences, kCounter, "evicted sequences restored by Allocate")              \
+  X(prefix_hit_blocks_pool, kCounter, "blocks reused from the pool by Allocate")         \
+  X(prefix_hit_blocks_tier, kCounter, "blocks loaded into the pool by Allocate")         \
+  X(copy_on_write_blocks, kCounter, "shared blocks copied before a write")               \
+  X(stored_blocks, kCounter, "blocks stored to the lower tiers")                         \
+  X(stored_bytes, kCounter, "block file bytes stored to the lower tiers")                \
+  X(store_errors, kCounter, "blocks not stored: copy, encoding or the store failed")     \
+  X(loaded_blocks, kCounter, "blocks loaded from the lower tiers")                       \
+  X(loaded_bytes, kCounter, "block file bytes loaded from the lower tiers")              \
+  X(load_misses, kCounter, "blocks promised by Match but missing or invalid on Load")    \
+  X(load_tensor_bytes, kCounter, "bytes of the tensors loads asked the lower tiers for") \
   X(window_freed_blocks, kCounter, "block references released: out of every sliding window")
 
 struct PoolStats {

@@ -315,10 +315,9 @@ Status PagedPool::WriteRecurrent(uint64_t id, uint32_t layer, size_t pos,
   MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
   if (pos <= seq->tokens.size()) {
-    return Status::InvalidArgument(SeqName(id) + " layer " + std::to_string(layer) +
-                                   ": a state after " + std::to_string(pos) +
-                                   " tokens is committed (length " +
-                                   std::to_string(seq->tokens.size()) + ")");
+    return Status::InvalidArgument(
+        SeqName(id) + " layer " + std::to_string(layer) + ": a state after " + std::to_string(pos) +
+        " tokens is committed (length " + std::to_string(seq->tokens.size()) + ")");
   }
   const size_t t = geo_.block_tokens();
   const auto& g = geo_.layer(layer);
@@ -368,8 +367,8 @@ Status PagedPool::CheckRecurrentLocked(uint64_t id, const Sequence& seq, size_t 
       if (b >= seq.snapshots.size() || seq.snapshots[b].size() <= l || !seq.snapshots[b][l]) {
         return Status::FailedPrecondition(
             SeqName(id) + " layer " + std::to_string(l) + ": block " + std::to_string(b) +
-            " fills, but no recurrent state after its last token (" +
-            std::to_string((b + 1) * t) + ") was set: SetRecurrentState at every block boundary");
+            " fills, but no recurrent state after its last token (" + std::to_string((b + 1) * t) +
+            ") was set: SetRecurrentState at every block boundary");
       }
     }
   }
@@ -409,10 +408,11 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::RecurrentState(uint64_
     return Status::FailedPrecondition(SeqName(id) + " layer " + std::to_string(layer) +
                                       " has no recurrent state yet");
   }
-  std::shared_ptr<PackedLayerView> view(new PackedLayerView, [bin = packed_bin_](PackedLayerView* v) {
-    for (BlockBuffer& b : v->storage) bin->Give(std::move(b));
-    delete v;
-  });
+  std::shared_ptr<PackedLayerView> view(new PackedLayerView,
+                                        [bin = packed_bin_](PackedLayerView* v) {
+                                          for (BlockBuffer& b : v->storage) bin->Give(std::move(b));
+                                          delete v;
+                                        });
   view->layer = layer;
   view->length = pending ? seq->recurrent[layer].pos : len;
   const std::byte* slot =

@@ -102,15 +102,15 @@ class PagedPool final : public PoolBase<BlockPool> {
   };
 
   struct Sequence {
-    std::vector<uint32_t> tokens;  // committed token ids; size() is the length
-    std::vector<uint32_t> slots;   // block table; kFreedSlot past every window
-    size_t freed = 0;              // leading blocks freed (all kFreedSlot)
+    std::vector<uint32_t> tokens;          // committed token ids; size() is the length
+    std::vector<uint32_t> slots;           // block table; kFreedSlot past every window
+    size_t freed = 0;                      // leading blocks freed (all kFreedSlot)
     std::vector<RecurrentLive> recurrent;  // per layer (used by recurrent ones)
     // Per uncommitted block, per layer: SetRecurrentState wrote the state
     // after the block's last token into its slot.
     std::vector<std::vector<bool>> snapshots;
-    std::vector<BlockKey> keys;    // keys of the committed full blocks
-    std::vector<size_t> written;   // per layer: K/V present for [0, written)
+    std::vector<BlockKey> keys;   // keys of the committed full blocks
+    std::vector<size_t> written;  // per layer: K/V present for [0, written)
     std::vector<std::shared_ptr<const PackedLayerView>> packed;  // per layer
     uint8_t priority = 0;
     uint64_t last_access = 0;
@@ -162,8 +162,8 @@ class PagedPool final : public PoolBase<BlockPool> {
     std::vector<BlockKey> keys;
     std::vector<uint32_t> slots;  // kFreedSlot: nothing needed, not loaded
     std::vector<std::byte*> dst;
-    std::vector<TensorMask> masks;     // per block: what is asked for (empty = all)
-    std::vector<size_t> load_index;    // per Load key: its block in `keys`
+    std::vector<TensorMask> masks;   // per block: what is asked for (empty = all)
+    std::vector<size_t> load_index;  // per Load key: its block in `keys`
     // Guarded by the pool's mu_ (not annotated: another object's mutex).
     std::vector<uint8_t> arrived;      // per block: 0 not yet, 1 in its slot, 2 missing or bad
     std::vector<uint64_t> file_bytes;  // per block: its file's size, once in its slot
@@ -207,12 +207,10 @@ class PagedPool final : public PoolBase<BlockPool> {
   // what is missing.
   Status CanHoldLocked(uint64_t id, const Sequence& seq, size_t length) const REQUIRES(mu_);
   // The longest length <= `length` that CanHoldLocked accepts (0 always is).
-  size_t HoldableLengthLocked(uint64_t id, const Sequence& seq, size_t length) const
-      REQUIRES(mu_);
+  size_t HoldableLengthLocked(uint64_t id, const Sequence& seq, size_t length) const REQUIRES(mu_);
   // kFailedPrecondition unless every recurrent layer has its state after
   // `new_len` tokens and after each block boundary in (length, new_len].
-  Status CheckRecurrentLocked(uint64_t id, const Sequence& seq, size_t new_len) const
-      REQUIRES(mu_);
+  Status CheckRecurrentLocked(uint64_t id, const Sequence& seq, size_t new_len) const REQUIRES(mu_);
   // Writes each recurrent layer's live state into the slot of the block
   // holding token new_len - 1 (a boundary's is there already).
   Status CommitRecurrentLocked(uint64_t id, Sequence& seq, size_t new_len) REQUIRES(mu_);

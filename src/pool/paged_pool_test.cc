@@ -88,9 +88,8 @@ TEST_F(PagedPoolTest, CreateRejectsBadOptions) {
   o = TestOptions(layout_, 8);
   o.layout.layers[1].states[1].shape = {2, 16};
   o.layout.layers[1].states[1].token_dim = -1;
-  EXPECT_THAT(BlockPool::Create(o),
-              StatusIs(StatusCode::kInvalidArgument,
-                       HasSubstr("layers[1].states[1] has no token axis")));
+  EXPECT_THAT(BlockPool::Create(o), StatusIs(StatusCode::kInvalidArgument,
+                                             HasSubstr("layers[1].states[1] has no token axis")));
 
   o = TestOptions(layout_, 8);
   o.layout.block_tokens = 0;

@@ -315,8 +315,8 @@ void PagedPool::FinishLoadLocked(LoadJob& job) {
   --loads_in_flight_;
 }
 
-bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key,
-                               const TensorMask& mask, std::byte* slot_addr) {
+bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, const TensorMask& mask,
+                               std::byte* slot_addr) {
   DecodeOptions opts;
   opts.expected_key = &key;
   opts.expected_signature = &signature_;

@@ -36,8 +36,8 @@ struct StateGeometry {
   uint64_t offset = 0;  // in the slot (and in a block file's data section)
   uint64_t bytes = 0;   // A × T × B × dtype size; a recurrent state's size
   DType dtype = DType::kF16;
-  uint64_t a = 0, b = 0;   // recurrent: 1 and the state's elements
-  uint64_t row_bytes = 0;  // B × dtype size; recurrent: `bytes`
+  uint64_t a = 0, b = 0;        // recurrent: 1 and the state's elements
+  uint64_t row_bytes = 0;       // B × dtype size; recurrent: `bytes`
   std::vector<uint64_t> shape;  // the layout's per-block shape
   int32_t token_dim = -1;       // its token axis, -1 for a recurrent state
   size_t tensor = 0;            // index in file order (TensorMask element)

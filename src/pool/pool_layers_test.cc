@@ -61,8 +61,7 @@ ModelLayout HybridLayout() {
   m.layers.push_back(Attention(kWindow));
   LayerSpec rec;
   rec.cache_type = "mamba";
-  rec.states = {Tensor("conv", DType::kF32, {3, 8}, -1),
-                Tensor("ssm", DType::kF32, {2, 4, 4}, -1)};
+  rec.states = {Tensor("conv", DType::kF32, {3, 8}, -1), Tensor("ssm", DType::kF32, {2, 4, 4}, -1)};
   m.layers.push_back(rec);
   LayerSpec q;
   q.cache_type = "quantized_attention";
@@ -271,9 +270,8 @@ TEST_F(PoolLayersTest, RecurrentLayersTakeStatesNotAppends) {
   // Per-token K/V for 6 tokens, no state yet.
   KvOracle no_states(hybrid_);
   no_states.write_recurrent = false;
-  ASSERT_THAT(
-      no_states.Write(pool.get(), 1, tokens, 0, 6, AppendMode::kLayer, Commit::kWriteOnly),
-      IsOk());
+  ASSERT_THAT(no_states.Write(pool.get(), 1, tokens, 0, 6, AppendMode::kLayer, Commit::kWriteOnly),
+              IsOk());
   ASSERT_THAT(kv_.SetState(pool.get(), 1, tokens, 5, 2), IsOk());
   std::span<const uint32_t> six(tokens.data(), 6);
   EXPECT_THAT(pool->Advance(1, six), StatusIs(StatusCode::kFailedPrecondition,
@@ -379,8 +377,7 @@ TEST_F(PoolLayersTest, RestoreAsksForExactlyTheTensorsThePrefixNeeds) {
   EXPECT_EQ(store.masks(),
             (std::vector<TensorMask>{early, early, early, early, window, TensorMask{}}));
   const uint64_t full_attn = Bytes(hybrid_, {0, 1, 6, 7, 8, 9, 10, 11, 12, 13});
-  const uint64_t want =
-      6 * full_attn + 2 * Bytes(hybrid_, {2, 3}) + Bytes(hybrid_, {4, 5});
+  const uint64_t want = 6 * full_attn + 2 * Bytes(hybrid_, {2, 3}) + Bytes(hybrid_, {4, 5});
   EXPECT_EQ(store.requested_bytes(), want);
   const PoolStats st = pool->GetStats();
   EXPECT_EQ(st.load_tensor_bytes, want);
@@ -410,9 +407,8 @@ TEST_F(PoolLayersTest, RestoreAsksForExactlyTheTensorsThePrefixNeeds) {
   EXPECT_TRUE(kv_.Check(pool.get(), 1, tokens));
 
   // It cannot roll back where it holds no snapshot or no window.
-  EXPECT_THAT(pool->Rollback(1, 20),
-              StatusIs(StatusCode::kFailedPrecondition,
-                       HasSubstr("block 3 was restored without tensor 2")));
+  EXPECT_THAT(pool->Rollback(1, 20), StatusIs(StatusCode::kFailedPrecondition,
+                                              HasSubstr("block 3 was restored without tensor 2")));
   ASSERT_THAT(pool->Rollback(1, 24), IsOk());
   // Blocks restored in part are not offered to other sequences (block 0
   // is not in the index, so no block is shared): a second one loads its own.
@@ -438,7 +434,7 @@ TEST_F(PoolLayersTest, AShorterPrefixMovesTheWindowAndTheSnapshot) {
   ASSERT_THAT(m, IsOk());
   EXPECT_EQ(*m, 8u);
   const TensorMask no_rec = {true, true, true, true, false, false, true,
-                             true, true, true, true,  true,  true,  true};
+                             true, true, true, true, true,  true,  true};
   EXPECT_EQ(store.masks(), (std::vector<TensorMask>{no_rec, TensorMask{}}));
 }
 

@@ -73,14 +73,11 @@ TEST(PoolStatsTest, ForEachMetricWalksTheTable) {
   s.ForEachMetric([&](const MetricInfo& m, uint64_t v) {
     names.emplace_back(m.name);
     sum += v;
-    EXPECT_EQ(m.kind == MetricKind::kGauge, m.name == "blocks_total" || m.name == "bytes_used" ||
-                                                m.name == "bytes_capacity" ||
-                                                m.name == "blocks_free" ||
-                                                m.name == "blocks_cached" ||
-                                                m.name == "sequences" ||
-                                                m.name == "packed_layers" ||
-                                                m.name == "offloaded_blocks" ||
-                                                m.name == "offloaded_sequences")
+    EXPECT_EQ(m.kind == MetricKind::kGauge,
+              m.name == "blocks_total" || m.name == "bytes_used" || m.name == "bytes_capacity" ||
+                  m.name == "blocks_free" || m.name == "blocks_cached" || m.name == "sequences" ||
+                  m.name == "packed_layers" || m.name == "offloaded_blocks" ||
+                  m.name == "offloaded_sequences")
         << m.name;
   });
   EXPECT_EQ(names.size(), 23u);

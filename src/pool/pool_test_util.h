@@ -222,8 +222,8 @@ class KvOracle {
           std::vector<std::byte> want = State(tokens, tokens.size(), l, k);
           std::span<const std::byte> got = (*view)->states[k].data;
           if (got.size() != want.size() || std::memcmp(got.data(), want.data(), want.size()) != 0) {
-            return ::testing::AssertionFailure()
-                   << "sequence " << seq << " layer " << l << " recurrent state " << k << " differs";
+            return ::testing::AssertionFailure() << "sequence " << seq << " layer " << l
+                                                 << " recurrent state " << k << " differs";
           }
         }
         continue;
