@@ -96,8 +96,9 @@ std::string_view StorePolicyName(StorePolicy p);        // "on_fill", "on_sequen
 
 // A BlockPool's options.
 struct PoolOptions {
-  // What a block holds. Required; every state is [A, block_tokens, B]
-  // (docs/pool.md, "Tensor shapes").
+  // What a block holds. Required. Full-attention, sliding-window
+  // (LayerSpec::window) and recurrent (LayerSpec::IsRecurrent) layers, a
+  // per-token state's token axis anywhere (docs/pool.md, "Layer kinds").
   ModelLayout layout;
   // Key namespace. model_id is required; layout_signature and block_tokens
   // may be left empty / 0 (filled from `layout`), else must equal it.
@@ -136,8 +137,10 @@ struct PoolOptions {
 
 // A DensePool's options.
 struct DensePoolOptions {
-  // What a sequence holds. Required; every state is [A, block_tokens, B]
-  // (docs/pool.md, "Tensor shapes"), though no blocks are formed.
+  // What a sequence holds. Required; full-attention and sliding-window
+  // layers (no recurrent layer: the dense pool keeps no per-block
+  // snapshots, so could not roll one back; docs/pool.md, "Layer kinds").
+  // No blocks are formed.
   ModelLayout layout;
   // Tokens each sequence's tensors hold at first. Default 256.
   uint32_t dense_initial_tokens = 256;
@@ -174,7 +177,9 @@ struct DensePoolOptions {
   X(store_errors, kCounter, "blocks not stored: copy, encoding or the store failed") \
   X(loaded_blocks, kCounter, "blocks loaded from the lower tiers")                   \
   X(loaded_bytes, kCounter, "block file bytes loaded from the lower tiers")          \
-  X(load_misses, kCounter, "blocks promised by Match but missing or invalid on Load")
+  X(load_misses, kCounter, "blocks promised by Match but missing or invalid on Load")     \
+  X(load_tensor_bytes, kCounter, "bytes of the tensors loads asked the lower tiers for")  \
+  X(window_freed_blocks, kCounter, "block references released: out of every sliding window")
 
 struct PoolStats {
   PoolMode mode = PoolMode::kPaged;
@@ -194,16 +199,19 @@ struct AllocateInfo {
   bool load_pending = false;  // call WaitLoaded before using the sequence
 };
 
-// One state tensor of a packed view: [A, length, B] contiguous, host memory.
+// One state tensor of a packed view, contiguous, host memory.
 struct PackedTensor {
   DType dtype = DType::kF16;
-  std::vector<uint64_t> shape;      // {A, length, B}
-  std::span<const std::byte> data;  // exactly A × length × B elements
+  // The layout's per-block shape with `length` on the token axis (for
+  // [A, block_tokens, B]: {A, length, B}); a recurrent state's own shape.
+  std::vector<uint64_t> shape;
+  std::span<const std::byte> data;  // exactly the shape's elements
 };
 
-// A layer's K/V for tokens [0, length), contiguous per state. The view owns
-// its bytes (`storage`, possibly larger than the data); when the last
-// shared_ptr to it goes, the pool reuses them for a later view.
+// A layer's K/V for tokens [0, length), contiguous per state, or (from
+// RecurrentState) a recurrent layer's state after tokens [0, length). The
+// view owns its bytes (`storage`, possibly larger than the data); when the
+// last shared_ptr to it goes, the pool reuses them for a later view.
 struct PackedLayerView {
   uint32_t layer = 0;
   size_t length = 0;
@@ -247,11 +255,27 @@ class KvPool {
   // All heads, `count` positions from `pos`: per state, [A, count, B].
   virtual Status AppendLayer(uint64_t seq, uint32_t layer, size_t pos, size_t count,
                              std::span<const std::span<const std::byte>> states) = 0;
+  // A recurrent layer's state (LayerSpec::IsRecurrent: SSM, linear
+  // attention, convolution window) after the first `pos` tokens, pos >
+  // Length(seq): per state, exactly its bytes. Appends take no recurrent
+  // layer. The pool keeps the latest state per layer (the live state); a
+  // `pos` that ends a block (pos % block_tokens == 0) is also that block's
+  // snapshot, which the block keeps, is stored with it and is what a
+  // restore of a prefix ending there resumes from (docs/pool.md,
+  // "Recurrent layers"). kInvalidArgument for a layer that is not
+  // recurrent, wrong sizes or pos <= Length(seq).
+  virtual Status SetRecurrentState(uint64_t seq, uint32_t layer, size_t pos,
+                                   std::span<const std::span<const std::byte>> states) = 0;
   // Commits the next tokens.size() positions with these token ids.
-  // REQUIRES every layer to have K/V written for them (else kFailedPrecondition).
+  // REQUIRES every per-token layer to have K/V written for them and every
+  // recurrent layer its state after the new length and after each block
+  // boundary on the way (else kFailedPrecondition naming what is missing).
   virtual Status Advance(uint64_t seq, std::span<const uint32_t> tokens) = 0;
   // Shortens `seq` to `length` tokens. kInvalidArgument if length >
-  // Length(seq).
+  // Length(seq); kFailedPrecondition if the pool no longer holds what that
+  // length needs: a recurrent layer's state after `length` tokens (held only
+  // at block boundaries with a snapshot, at 0 and at Length(seq)), or the
+  // window of a sliding layer whose blocks were freed or not loaded.
   virtual Status Rollback(uint64_t seq, size_t length) = 0;
   // Removes a sequence (kNotFound if unknown).
   virtual Status Remove(uint64_t seq) = 0;
@@ -259,12 +283,24 @@ class KvPool {
   // Views.
   virtual bool HasSequence(uint64_t seq) const = 0;
   virtual Result<size_t> Length(uint64_t seq) const = 0;
-  // The layer's committed K/V, packed [A, Length, B] per state; cached until
-  // the sequence's length changes.
+  // The layer's committed K/V, packed per state (PackedTensor::shape);
+  // cached until the sequence's length changes. A sliding layer's tokens
+  // outside what the pool holds (freed or not loaded, before its window)
+  // read as zeros. kInvalidArgument for a recurrent layer.
   virtual Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq,
                                                                      uint32_t layer) = 0;
+  // A recurrent layer's latest state: the one SetRecurrentState wrote last
+  // if it is past Length(seq), else the committed state after Length(seq)
+  // tokens (`length` says which). kFailedPrecondition at length 0 with none
+  // written; kInvalidArgument for a layer that is not recurrent.
+  virtual Result<std::shared_ptr<const PackedLayerView>> RecurrentState(uint64_t seq,
+                                                                        uint32_t layer) = 0;
   virtual PoolStats GetStats() const = 0;
 };
+
+// A BlockTable entry for a block the sequence no longer holds: it fell out
+// of every sliding window (docs/pool.md, "Sliding windows").
+inline constexpr uint32_t kFreedSlot = UINT32_MAX;
 
 // The paged pool.
 class BlockPool : public KvPool {
@@ -312,7 +348,10 @@ class BlockPool : public KvPool {
 
   // Slots.
   //
-  // Slot ids of `seq`'s blocks, in order. While a load is in flight, slots
+  // Slot ids of `seq`'s blocks, in order; kFreedSlot for a block that no
+  // layer needs any more (out of every sliding window). A block restored
+  // for a prefix holds only the tensors that prefix needs (docs/pool.md,
+  // "Restores"). While a load is in flight, slots
   // past the prefix that WaitTokensLoaded reports hold no valid K/V yet, and
   // a load that falls short frees those past the blocks that landed: read
   // the table again after WaitLoaded.

@@ -108,7 +108,16 @@ Status PoolOptions::Validate() const {
 }
 
 Status DensePoolOptions::Validate() const {
-  KVTIER_RETURN_IF_ERROR(pool_internal::PoolGeometry::Create(layout).status());
+  KVTIER_ASSIGN_OR_RETURN(pool_internal::PoolGeometry geo,
+                          pool_internal::PoolGeometry::Create(layout));
+  for (uint32_t l = 0; l < geo.layers(); ++l) {
+    if (geo.kind(l) == pool_internal::LayerKind::kRecurrent) {
+      return Status::InvalidArgument(
+          "layout.layers[" + std::to_string(l) +
+          "] is recurrent: the dense pool keeps one live state per layer and no per-block "
+          "snapshots, so it could not roll the layer back; use BlockPool");
+    }
+  }
   if (dense_initial_tokens == 0) {
     return Status::InvalidArgument("dense_initial_tokens must be > 0");
   }

@@ -181,6 +181,20 @@ Result<std::shared_ptr<const PackedLayerView>> DensePoolImpl::PackedLayer(uint64
   return std::shared_ptr<const PackedLayerView>(std::move(view));
 }
 
+Status DensePoolImpl::WriteRecurrent(uint64_t, uint32_t layer, size_t,
+                                     std::span<const std::span<const std::byte>>) {
+  // Unreachable: Create refuses recurrent layers, so ValidateRecurrent
+  // refuses every layer first.
+  return Status::InvalidArgument("layer " + std::to_string(layer) +
+                                 ": the dense pool has no recurrent layers");
+}
+
+Result<std::shared_ptr<const PackedLayerView>> DensePoolImpl::RecurrentState(uint64_t,
+                                                                             uint32_t layer) {
+  return Status::InvalidArgument("layer " + std::to_string(layer) +
+                                 " is not recurrent: the dense pool has no recurrent layers");
+}
+
 PoolStats DensePoolImpl::GetStats() const {
   MutexLock lock(&mu_);
   PoolStats s;

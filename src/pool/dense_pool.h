@@ -35,6 +35,10 @@ class DensePoolImpl final : public PoolBase<DensePool> {
   bool HasSequence(uint64_t seq) const override;
   Result<size_t> Length(uint64_t seq) const override;
   Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq, uint32_t layer) override;
+  // A dense pool has no recurrent layer (Create refuses them): always
+  // kInvalidArgument.
+  Result<std::shared_ptr<const PackedLayerView>> RecurrentState(uint64_t seq,
+                                                                uint32_t layer) override;
   PoolStats GetStats() const override;
 
  private:
@@ -57,6 +61,8 @@ class DensePoolImpl final : public PoolBase<DensePool> {
   Result<Sequence*> FindLocked(uint64_t seq) REQUIRES(mu_);
   void TruncateLocked(Sequence& seq, size_t length) REQUIRES(mu_);
   Status WriteAppend(uint64_t seq, const AppendRequest& req) override;
+  Status WriteRecurrent(uint64_t seq, uint32_t layer, size_t pos,
+                        std::span<const std::span<const std::byte>> states) override;
 
   const DensePoolOptions options_;
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <string>
 
 #include "kvtier/env.h"
@@ -101,10 +102,88 @@ Status PagedPool::MakeWritableLocked(uint64_t seq_id, Sequence& seq, size_t bloc
   arena_.memory()->Copy(CopyDirection::kSlotToSlot,
                         Copy2D{arena_.Address(copy), 0, arena_.Address(slot), 0,
                                static_cast<size_t>(geo_.block_bytes()), 1});
+  slots_[copy].loaded = slots_[slot].loaded;
   ReleaseSlotLocked(slot, Release::kKeepCached);
   seq.slots[block] = copy;
   ++stats_.copy_on_write_blocks;
   return Status::Ok();
+}
+
+Status PagedPool::EnsureWritableLocked(uint64_t seq_id, Sequence& seq, size_t block) {
+  if (block < seq.slots.size()) return MakeWritableLocked(seq_id, seq, block);
+  while (seq.slots.size() <= block) {
+    KVTIER_ASSIGN_OR_RETURN(uint32_t slot, AllocateSlotLocked(seq_id));
+    seq.slots.push_back(slot);
+  }
+  return Status::Ok();
+}
+
+void PagedPool::ReleaseSlotsLocked(Sequence& seq) {
+  for (uint32_t slot : seq.slots) {
+    if (slot != kFreedSlot) ReleaseSlotLocked(slot, Release::kKeepCached);
+  }
+  seq.slots.clear();
+  seq.freed = 0;
+}
+
+Status PagedPool::CanHoldLocked(uint64_t id, const Sequence& seq, size_t length) const {
+  if (length == 0 || length == seq.tokens.size()) return Status::Ok();
+  const size_t t = geo_.block_tokens();
+  if (geo_.has_recurrent() && length % t != 0) {
+    return Status::FailedPrecondition(
+        SeqName(id) + " cannot hold " + std::to_string(length) +
+        " tokens: a recurrent layer's state is kept only after each full block (every " +
+        std::to_string(t) + " tokens) and after the last token");
+  }
+  const size_t blocks = (length + t - 1) / t;
+  for (size_t b = 0; b < blocks && b < seq.slots.size(); ++b) {
+    const uint32_t slot = seq.slots[b];
+    if (slot != kFreedSlot && slots_[slot].loaded.empty()) continue;  // whole
+    const TensorMask need = geo_.NeededTensors(b, length);
+    for (size_t i = 0; i < need.size(); ++i) {
+      if (!need[i]) continue;
+      if (slot == kFreedSlot) {
+        return Status::FailedPrecondition(SeqName(id) + " cannot hold " + std::to_string(length) +
+                                          " tokens: block " + std::to_string(b) +
+                                          " fell out of the sliding window and was freed");
+      }
+      if (!slots_[slot].loaded[i]) {
+        return Status::FailedPrecondition(
+            SeqName(id) + " cannot hold " + std::to_string(length) + " tokens: block " +
+            std::to_string(b) + " was restored without tensor " + std::to_string(i) +
+            (geo_.has_recurrent() ? " (a recurrent snapshot or a window)" : " (a window)"));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+size_t PagedPool::HoldableLengthLocked(uint64_t id, const Sequence& seq, size_t length) const {
+  if (CanHoldLocked(id, seq, length).ok()) return length;
+  const size_t t = geo_.block_tokens();
+  for (size_t l = length / t * t; l > 0; l -= t) {
+    if (l != length && CanHoldLocked(id, seq, l).ok()) return l;
+  }
+  return 0;
+}
+
+void PagedPool::FreeOutOfWindowLocked(Sequence& seq) {
+  // A loading sequence's slots may still be written by its load.
+  if (!geo_.all_per_token_sliding() || seq.loading) return;
+  const size_t t = geo_.block_tokens(), len = seq.tokens.size(), w = geo_.max_window();
+  // Blocks wholly before [len - w, len) of every sliding layer.
+  const size_t out = len > w ? (len - w) / t : 0;
+  for (; seq.freed < out && seq.freed < seq.slots.size(); ++seq.freed) {
+    const uint32_t slot = seq.slots[seq.freed];
+    if (slot == kFreedSlot) continue;
+    if (options_.store_policy == StorePolicy::kOnSequenceEnd && options_.store != nullptr &&
+        !slots_[slot].stored && seq.freed < seq.keys.size()) {
+      QueueStoreLocked(slot, seq.freed, seq.keys, std::nullopt, Hold::kPinSlot);
+    }
+    ReleaseSlotLocked(slot, Release::kKeepCached);
+    seq.slots[seq.freed] = kFreedSlot;
+    ++stats_.window_freed_blocks;
+  }
 }
 
 Status PagedPool::NotFoundLocked(uint64_t id) const {
@@ -127,10 +206,11 @@ void PagedPool::TruncateLocked(Sequence& seq, size_t length) {
   const size_t t = geo_.block_tokens();
   const size_t keep = (length + t - 1) / t;
   while (seq.slots.size() > keep) {
-    ReleaseSlotLocked(seq.slots.back(), Release::kDropEntry);
+    if (seq.slots.back() != kFreedSlot) ReleaseSlotLocked(seq.slots.back(), Release::kDropEntry);
     seq.slots.pop_back();
   }
-  if (length % t != 0) {
+  seq.freed = std::min(seq.freed, seq.slots.size());
+  if (length % t != 0 && keep <= seq.slots.size() && seq.slots[keep - 1] != kFreedSlot) {
     // The last block becomes partial. If no one else holds it, it will be
     // written again: it leaves the index. Shared, it is copied on write.
     const uint32_t slot = seq.slots[keep - 1];
@@ -139,6 +219,8 @@ void PagedPool::TruncateLocked(Sequence& seq, size_t length) {
   seq.tokens.resize(std::min(seq.tokens.size(), length));
   seq.keys.resize(std::min(seq.keys.size(), length / t));
   seq.written.assign(geo_.layers(), length);
+  seq.snapshots.clear();
+  for (RecurrentLive& r : seq.recurrent) r.pos = 0;  // pending states are discarded
   InvalidatePackedLocked(seq);
 }
 
@@ -223,6 +305,132 @@ Status PagedPool::WriteAppend(uint64_t id, const AppendRequest& req) {
 }
 
 // ---------------------------------------------------------------------------
+// Recurrent layers
+
+Status PagedPool::WriteRecurrent(uint64_t id, uint32_t layer, size_t pos,
+                                 std::span<const std::span<const std::byte>> states) {
+  MutexLock lock(&mu_);
+  KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+  if (pos <= seq->tokens.size()) {
+    return Status::InvalidArgument(SeqName(id) + " layer " + std::to_string(layer) +
+                                   ": a state after " + std::to_string(pos) +
+                                   " tokens is committed (length " +
+                                   std::to_string(seq->tokens.size()) + ")");
+  }
+  const size_t t = geo_.block_tokens();
+  const auto& g = geo_.layer(layer);
+  if (pos % t == 0) {
+    // The block's snapshot: into its slot now, since a later state of the
+    // same Advance replaces the live one.
+    const size_t block = pos / t - 1;
+    KVTIER_RETURN_IF_ERROR(EnsureWritableLocked(id, *seq, block));
+    std::byte* base = arena_.Address(seq->slots[block]);
+    for (size_t k = 0; k < g.size(); ++k) {
+      arena_.memory()->Copy(CopyDirection::kHostToSlot,
+                            Copy2D{base + g[k].offset, 0, states[k].data(), 0, g[k].bytes, 1});
+    }
+    if (seq->snapshots.size() <= block) seq->snapshots.resize(block + 1);
+    seq->snapshots[block].resize(geo_.layers(), false);
+    seq->snapshots[block][layer] = true;
+  }
+  if (seq->recurrent.size() != geo_.layers()) seq->recurrent.resize(geo_.layers());
+  RecurrentLive& live = seq->recurrent[layer];
+  if (live.state.size() < geo_.recurrent_bytes(layer)) {
+    KVTIER_ASSIGN_OR_RETURN(live.state, BlockBuffer::Allocate(geo_.recurrent_bytes(layer)));
+  }
+  uint64_t at = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    std::memcpy(live.state.data() + at, states[k].data(), g[k].bytes);
+    at += g[k].bytes;
+  }
+  live.pos = pos;
+  seq->written[layer] = std::max(seq->written[layer], pos);
+  seq->last_access = ++clock_;
+  return Status::Ok();
+}
+
+Status PagedPool::CheckRecurrentLocked(uint64_t id, const Sequence& seq, size_t new_len) const {
+  if (!geo_.has_recurrent()) return Status::Ok();
+  const size_t t = geo_.block_tokens(), len = seq.tokens.size();
+  for (uint32_t l = 0; l < geo_.layers(); ++l) {
+    if (geo_.kind(l) != LayerKind::kRecurrent) continue;
+    const size_t pos = l < seq.recurrent.size() ? seq.recurrent[l].pos : 0;
+    if (pos != new_len) {
+      return Status::FailedPrecondition(
+          SeqName(id) + " layer " + std::to_string(l) + ": Advance to " + std::to_string(new_len) +
+          " tokens needs the recurrent state after them (SetRecurrentState), have " +
+          (pos > len ? "one after " + std::to_string(pos) : std::string("none")));
+    }
+    for (size_t b = len / t; (b + 1) * t <= new_len; ++b) {
+      if (b >= seq.snapshots.size() || seq.snapshots[b].size() <= l || !seq.snapshots[b][l]) {
+        return Status::FailedPrecondition(
+            SeqName(id) + " layer " + std::to_string(l) + ": block " + std::to_string(b) +
+            " fills, but no recurrent state after its last token (" +
+            std::to_string((b + 1) * t) + ") was set: SetRecurrentState at every block boundary");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status PagedPool::CommitRecurrentLocked(uint64_t id, Sequence& seq, size_t new_len) {
+  const size_t t = geo_.block_tokens();
+  if (!geo_.has_recurrent() || new_len % t == 0) return Status::Ok();
+  const size_t block = new_len / t;
+  KVTIER_RETURN_IF_ERROR(EnsureWritableLocked(id, seq, block));
+  std::byte* base = arena_.Address(seq.slots[block]);
+  for (uint32_t l = 0; l < geo_.layers(); ++l) {
+    if (geo_.kind(l) != LayerKind::kRecurrent) continue;
+    const auto& g = geo_.layer(l);
+    uint64_t at = 0;
+    for (const StateGeometry& s : g) {
+      arena_.memory()->Copy(
+          CopyDirection::kHostToSlot,
+          Copy2D{base + s.offset, 0, seq.recurrent[l].state.data() + at, 0, s.bytes, 1});
+      at += s.bytes;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const PackedLayerView>> PagedPool::RecurrentState(uint64_t id,
+                                                                         uint32_t layer) {
+  if (layer >= geo_.layers() || geo_.kind(layer) != LayerKind::kRecurrent) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) + " is not recurrent");
+  }
+  MutexLock lock(&mu_);
+  KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
+  const size_t len = seq->tokens.size();
+  const bool pending = layer < seq->recurrent.size() && seq->recurrent[layer].pos > len;
+  if (!pending && len == 0) {
+    return Status::FailedPrecondition(SeqName(id) + " layer " + std::to_string(layer) +
+                                      " has no recurrent state yet");
+  }
+  std::shared_ptr<PackedLayerView> view(new PackedLayerView, [bin = packed_bin_](PackedLayerView* v) {
+    for (BlockBuffer& b : v->storage) bin->Give(std::move(b));
+    delete v;
+  });
+  view->layer = layer;
+  view->length = pending ? seq->recurrent[layer].pos : len;
+  const std::byte* slot =
+      pending ? nullptr : arena_.Address(seq->slots[(len - 1) / geo_.block_tokens()]);
+  uint64_t at = 0;
+  for (const StateGeometry& g : geo_.layer(layer)) {
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer buf, packed_bin_->Take(g.bytes));
+    if (pending) {
+      std::memcpy(buf.data(), seq->recurrent[layer].state.data() + at, g.bytes);
+    } else {
+      arena_.memory()->Copy(CopyDirection::kSlotToHost,
+                            Copy2D{buf.data(), 0, slot + g.offset, 0, g.bytes, 1});
+    }
+    at += g.bytes;
+    view->states.push_back(PackedTensor{g.dtype, g.shape, {buf.data(), g.bytes}});
+    view->storage.push_back(std::move(buf));
+  }
+  return std::shared_ptr<const PackedLayerView>(std::move(view));
+}
+
+// ---------------------------------------------------------------------------
 // Advance, Rollback, Remove
 
 Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
@@ -235,6 +443,7 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
     MutexLock lock(&mu_);
     KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
     if (tokens.empty()) return Status::Ok();
+    KVTIER_RETURN_IF_ERROR(CheckRecurrentLocked(id, *seq, seq->tokens.size() + tokens.size()));
     KVTIER_RETURN_IF_ERROR(CheckWritten(id, seq->written, seq->tokens.size() + tokens.size()));
     len = seq->tokens.size();
     parent = seq->keys.empty() ? chain_.ns() : seq->keys.back();
@@ -257,9 +466,13 @@ Status PagedPool::Advance(uint64_t id, std::span<const uint32_t> tokens) {
     if (seq->tokens.size() != len || seq->keys.size() != len / t) {
       return Status::FailedPrecondition(SeqName(id) + " changed during Advance");
     }
+    KVTIER_RETURN_IF_ERROR(CheckRecurrentLocked(id, *seq, len + tokens.size()));
     KVTIER_RETURN_IF_ERROR(CheckWritten(id, seq->written, len + tokens.size()));
+    KVTIER_RETURN_IF_ERROR(CommitRecurrentLocked(id, *seq, len + tokens.size()));
     seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
     for (size_t b = len / t, k = 0; k < filled.size(); ++b, ++k) PublishLocked(*seq, b, filled[k]);
+    seq->snapshots.clear();  // every block they were for is committed
+    FreeOutOfWindowLocked(*seq);
     InvalidatePackedLocked(*seq);
     seq->last_access = ++clock_;
     stores = TakePendingStoresLocked();
@@ -276,6 +489,7 @@ Status PagedPool::Rollback(uint64_t id, size_t length) {
                                    std::to_string(length) + " tokens: it has " +
                                    std::to_string(seq->tokens.size()));
   }
+  KVTIER_RETURN_IF_ERROR(CanHoldLocked(id, *seq, length));
   TruncateLocked(*seq, length);
   seq->last_access = ++clock_;
   return Status::Ok();
@@ -294,12 +508,12 @@ Status PagedPool::Remove(uint64_t id) {
       Sequence& seq = it->second;
       if (options_.store_policy == StorePolicy::kOnSequenceEnd && options_.store != nullptr) {
         for (size_t b = 0; b < seq.keys.size(); ++b) {
-          if (!slots_[seq.slots[b]].stored) {
+          if (seq.slots[b] != kFreedSlot && !slots_[seq.slots[b]].stored) {
             QueueStoreLocked(seq.slots[b], b, seq.keys, std::nullopt, Hold::kPinSlot);
           }
         }
       }
-      for (uint32_t slot : seq.slots) ReleaseSlotLocked(slot, Release::kKeepCached);
+      ReleaseSlotsLocked(seq);
       seqs_.erase(it);
     } else {
       auto rit = offloaded_.find(id);
@@ -403,6 +617,10 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
     return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
                                    std::to_string(geo_.layers()) + " layers)");
   }
+  if (geo_.kind(layer) == LayerKind::kRecurrent) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) +
+                                   " is recurrent: its state is RecurrentState");
+  }
   MutexLock lock(&mu_);
   KVTIER_ASSIGN_OR_RETURN(Sequence * seq, FindReadyLocked(id));
   if (seq->packed[layer] != nullptr) return seq->packed[layer];
@@ -413,9 +631,18 @@ Result<std::shared_ptr<const PackedLayerView>> PagedPool::PackedLayer(uint64_t i
   const auto& states = geo_.layer(layer);
   for (size_t b = 0; b * t < len; ++b) {
     const size_t n = std::min(t, len - b * t);
-    const std::byte* base = arena_.Address(seq->slots[b]);
+    const uint32_t slot = seq->slots[b];
+    const std::byte* base = slot == kFreedSlot ? nullptr : arena_.Address(slot);
     for (size_t k = 0; k < states.size(); ++k) {
       const StateGeometry& g = states[k];
+      if (base == nullptr || (!slots_[slot].loaded.empty() && !slots_[slot].loaded[g.tensor])) {
+        // Not held (out of the window): zeros, never another block's bytes.
+        for (uint64_t h = 0; h < g.a; ++h) {
+          std::memset(view->storage[k].data() + (h * len + b * t) * g.row_bytes, 0,
+                      n * g.row_bytes);
+        }
+        continue;
+      }
       mem->Copy(
           CopyDirection::kSlotToHost,
           Copy2D{view->storage[k].data() + b * t * g.row_bytes, len * g.row_bytes, base + g.offset,

@@ -11,6 +11,16 @@
 //     to 0 stays indexed ("cached") until the allocator reclaims it;
 //   - seqs_: live sequences; offloaded_: evicted ones awaiting restore.
 //
+// Layer kinds (docs/pool.md): a recurrent layer's latest state lives in
+// the sequence (Sequence::recurrent) until Advance commits it into the slot
+// of the block holding the new last token; a state set at a block boundary
+// goes into that block's slot at once (its snapshot). A restore asks the
+// store only for the tensors its prefix needs (PoolGeometry::NeededTensors);
+// a slot so loaded records which (SlotInfo::loaded), is never indexed or
+// stored, and bounds how far the sequence can roll back (CanHoldLocked).
+// When every per-token layer is sliding, blocks out of every window leave
+// the block table (kFreedSlot).
+//
 // Lower-tier calls, block encoding and key hashing never run under mu_:
 // operations collect blocks to store in pending_stores_ (pinning their
 // slot with a reference, or, when a sequence is evicted to free its slots,
@@ -55,7 +65,7 @@ class PagedPool final : public PoolBase<BlockPool> {
   Status PrefaultSlots();
   // Bytes of bookkeeping per slot, besides the slot itself (for the size
   // check before construction).
-  static constexpr uint64_t kBookkeepingBytesPerSlot = 64;
+  static constexpr uint64_t kBookkeepingBytesPerSlot = 96;
 
   Result<size_t> Allocate(uint64_t seq, std::span<const uint32_t> tokens) override;
   Result<AllocateInfo> AllocateAsync(uint64_t seq, std::span<const uint32_t> tokens) override;
@@ -74,6 +84,8 @@ class PagedPool final : public PoolBase<BlockPool> {
   Result<std::byte*> SlotAddress(uint32_t slot) const override;
   SlotTensorGeometry TensorGeometry(uint32_t layer, uint32_t state) const override;
   Result<std::shared_ptr<const PackedLayerView>> PackedLayer(uint64_t seq, uint32_t layer) override;
+  Result<std::shared_ptr<const PackedLayerView>> RecurrentState(uint64_t seq,
+                                                                uint32_t layer) override;
   uint32_t RefCount(uint32_t slot) const override;
   size_t FreeCount() const override;
   PoolStats GetStats() const override;
@@ -81,9 +93,22 @@ class PagedPool final : public PoolBase<BlockPool> {
  private:
   struct LoadJob;
 
+  // A recurrent layer's latest state, when it is past the committed
+  // length (pos > tokens.size()); else the committed state is in the slot
+  // of block (length - 1) / T.
+  struct RecurrentLive {
+    BlockBuffer state;  // the layer's states, concatenated in order
+    size_t pos = 0;
+  };
+
   struct Sequence {
     std::vector<uint32_t> tokens;  // committed token ids; size() is the length
-    std::vector<uint32_t> slots;   // block table
+    std::vector<uint32_t> slots;   // block table; kFreedSlot past every window
+    size_t freed = 0;              // leading blocks freed (all kFreedSlot)
+    std::vector<RecurrentLive> recurrent;  // per layer (used by recurrent ones)
+    // Per uncommitted block, per layer: SetRecurrentState wrote the state
+    // after the block's last token into its slot.
+    std::vector<std::vector<bool>> snapshots;
     std::vector<BlockKey> keys;    // keys of the committed full blocks
     std::vector<size_t> written;   // per layer: K/V present for [0, written)
     std::vector<std::shared_ptr<const PackedLayerView>> packed;  // per layer
@@ -99,6 +124,9 @@ class PagedPool final : public PoolBase<BlockPool> {
     bool indexed = false;  // index_[key] == this slot
     bool stored = false;   // handed to the store (or loaded from it)
     BlockKey key;
+    // Empty: every tensor holds the block. Else (a restore's masked load)
+    // which tensors do; such a slot is never indexed or stored.
+    TensorMask loaded;
   };
 
   // An evicted sequence.
@@ -132,8 +160,10 @@ class PagedPool final : public PoolBase<BlockPool> {
     uint64_t seq = 0;
     size_t first_block = 0;  // block index of keys[0] in the sequence
     std::vector<BlockKey> keys;
-    std::vector<uint32_t> slots;
+    std::vector<uint32_t> slots;  // kFreedSlot: nothing needed, not loaded
     std::vector<std::byte*> dst;
+    std::vector<TensorMask> masks;     // per block: what is asked for (empty = all)
+    std::vector<size_t> load_index;    // per Load key: its block in `keys`
     // Guarded by the pool's mu_ (not annotated: another object's mutex).
     std::vector<uint8_t> arrived;      // per block: 0 not yet, 1 in its slot, 2 missing or bad
     std::vector<uint64_t> file_bytes;  // per block: its file's size, once in its slot
@@ -154,6 +184,11 @@ class PagedPool final : public PoolBase<BlockPool> {
 
   // Appends (paged_pool.cc).
   Status WriteAppend(uint64_t seq, const AppendRequest& req) override;
+  Status WriteRecurrent(uint64_t seq, uint32_t layer, size_t pos,
+                        std::span<const std::span<const std::byte>> states) override;
+  // Gives `seq` slots for blocks [slots.size(), block] and makes `block`
+  // writable.
+  Status EnsureWritableLocked(uint64_t seq_id, Sequence& seq, size_t block) REQUIRES(mu_);
   Status MakeWritableLocked(uint64_t seq_id, Sequence& seq, size_t block) REQUIRES(mu_);
 
   // Slots (paged_pool.cc).
@@ -164,7 +199,27 @@ class PagedPool final : public PoolBase<BlockPool> {
   void IndexLocked(uint32_t slot, const BlockKey& key) REQUIRES(mu_);
   Status NotFoundLocked(uint64_t seq) const REQUIRES(mu_);
   Result<Sequence*> FindReadyLocked(uint64_t seq) REQUIRES(mu_);
+  // REQUIRES CanHoldLocked(seq, length).ok().
   void TruncateLocked(Sequence& seq, size_t length) REQUIRES(mu_);
+  // OK if `seq` holds what a length of `length` needs: every tensor
+  // NeededTensors names for its blocks (a recurrent layer's snapshot at a
+  // block boundary, a sliding window's blocks). kFailedPrecondition naming
+  // what is missing.
+  Status CanHoldLocked(uint64_t id, const Sequence& seq, size_t length) const REQUIRES(mu_);
+  // The longest length <= `length` that CanHoldLocked accepts (0 always is).
+  size_t HoldableLengthLocked(uint64_t id, const Sequence& seq, size_t length) const
+      REQUIRES(mu_);
+  // kFailedPrecondition unless every recurrent layer has its state after
+  // `new_len` tokens and after each block boundary in (length, new_len].
+  Status CheckRecurrentLocked(uint64_t id, const Sequence& seq, size_t new_len) const
+      REQUIRES(mu_);
+  // Writes each recurrent layer's live state into the slot of the block
+  // holding token new_len - 1 (a boundary's is there already).
+  Status CommitRecurrentLocked(uint64_t id, Sequence& seq, size_t new_len) REQUIRES(mu_);
+  // Releases the blocks of `seq` that are out of every sliding window
+  // (when every per-token layer is sliding).
+  void FreeOutOfWindowLocked(Sequence& seq) REQUIRES(mu_);
+  void ReleaseSlotsLocked(Sequence& seq) REQUIRES(mu_);
   // Publishes full block `block` of `seq` under `key` (hashed by the caller).
   void PublishLocked(Sequence& seq, size_t block, const BlockKey& key) REQUIRES(mu_);
   // Tokens of `seq` whose K/V are in its slots (all of them unless loading).
@@ -182,7 +237,9 @@ class PagedPool final : public PoolBase<BlockPool> {
   // Copies a block file's data section into `slot_addr`, after checking its
   // header (key, signature, size; the store verified the checksum). False
   // if the file is not the block `key`.
-  bool DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std::byte* slot_addr);
+  // Copies only the tensors `mask` selects (empty = all).
+  bool DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, const TensorMask& mask,
+                      std::byte* slot_addr);
   void QueueStoreLocked(uint32_t slot, size_t block_index, const std::vector<BlockKey>& keys,
                         std::optional<uint64_t> offloaded_seq, Hold hold) REQUIRES(mu_);
   std::vector<PendingStore> TakePendingStoresLocked() REQUIRES(mu_);

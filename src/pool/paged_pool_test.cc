@@ -83,11 +83,14 @@ TEST_F(PagedPoolTest, CreateRejectsBadOptions) {
   EXPECT_THAT(BlockPool::Create(o),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("chunk_blocks")));
 
-  // A state whose shape does not depend on the block size (Mamba-like).
+  // A layer mixing a per-token state with one of constant size (a whole
+  // recurrent layer is accepted: pool_layers_test.cc).
   o = TestOptions(layout_, 8);
   o.layout.layers[1].states[1].shape = {2, 16};
+  o.layout.layers[1].states[1].token_dim = -1;
   EXPECT_THAT(BlockPool::Create(o),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("layers[1].states[1].shape")));
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("layers[1].states[1] has no token axis")));
 
   o = TestOptions(layout_, 8);
   o.layout.block_tokens = 0;

@@ -25,7 +25,9 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
   const size_t cap = tokens.empty() ? 0 : tokens.size() - 1;
   // Only blocks that hold some of the first `cap` tokens are worth reusing.
   std::vector<BlockKey> keys = chain_.KeysFor(tokens);
-  keys.resize(std::min(keys.size(), (cap + t - 1) / t));
+  // A recurrent layer resumes only from a block's snapshot: only whole
+  // blocks within the cap count.
+  keys.resize(std::min(keys.size(), geo_.has_recurrent() ? cap / t : (cap + t - 1) / t));
 
   AllocateInfo info;
   std::optional<Offloaded> rec;
@@ -41,10 +43,18 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
                                           " has a load in flight; call WaitLoaded");
       }
       const size_t target = std::min(CommonPrefix(seq.tokens, tokens), cap);
-      if (target < seq.tokens.size()) TruncateLocked(seq, target);
-      seq.last_access = ++clock_;
-      info.matched_tokens = target;
-      return info;
+      const size_t held = HoldableLengthLocked(id, seq, target);
+      if (held == target) {
+        if (target < seq.tokens.size()) TruncateLocked(seq, target);
+        seq.last_access = ++clock_;
+        info.matched_tokens = target;
+        return info;
+      }
+      // It no longer holds what `target` needs (a recurrent state between
+      // snapshots, a freed window): start it again from the pool and the
+      // tiers, which may hold more.
+      ReleaseSlotsLocked(seq);
+      seqs_.erase(it);
     }
     auto rit = offloaded_.find(id);
     if (rit != offloaded_.end()) {
@@ -93,24 +103,54 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
   }
 
   std::vector<uint32_t> tier_slots;
+  std::vector<TensorMask> masks;
   std::shared_ptr<LoadJob> job;
   {
     MutexLock lock(&mu_);
     Sequence& seq = seqs_.at(id);
-    while (tier_slots.size() < tier_n) {
-      Result<uint32_t> slot = AllocateSlotLocked(id);
-      if (!slot.ok()) break;
-      tier_slots.push_back(*slot);
+    // Slots for the tier blocks that hold a tensor the prefix needs; when
+    // slots run out, fewer blocks (whose needs differ) are tried again.
+    while (tier_n > 0) {
+      const size_t len0 = std::min((walked + tier_n) * t, cap);
+      masks.clear();
+      for (size_t j = 0; j < tier_n; ++j) {
+        TensorMask m = geo_.NeededTensors(walked + j, len0);
+        if (std::all_of(m.begin(), m.end(), [](bool b) { return b; })) m.clear();
+        masks.push_back(std::move(m));
+      }
+      size_t got = 0;
+      bool out = false;
+      for (size_t j = 0; j < tier_n; ++j) {
+        const TensorMask& m = masks[j];
+        if (!m.empty() && std::none_of(m.begin(), m.end(), [](bool b) { return b; })) {
+          tier_slots.push_back(kFreedSlot);  // nothing of it is needed
+          continue;
+        }
+        Result<uint32_t> slot = AllocateSlotLocked(id);
+        if (!slot.ok()) {
+          out = true;
+          break;
+        }
+        tier_slots.push_back(*slot);
+        ++got;
+      }
+      if (!out) break;
+      for (uint32_t slot : tier_slots) {
+        if (slot != kFreedSlot) ReleaseSlotLocked(slot, Release::kDropEntry);
+      }
+      tier_slots.clear();
+      tier_n = std::min(tier_n - 1, got);
     }
-    tier_n = tier_slots.size();
+    if (tier_n == 0) masks.clear();
     seq.slots.insert(seq.slots.end(), tier_slots.begin(), tier_slots.end());
     const size_t full = walked + tier_n;
     size_t cover = full * t;
     if (rec.has_value() && !rec->partial.empty() && full == rec->keys.size()) {
-      // The evicted sequence's partial last block, from host memory.
+      // The evicted sequence's partial last block, from host memory. With a
+      // recurrent layer, only whole: its state is the one after its end.
       const size_t partial_len =
           std::min({rec->tokens.size(), CommonPrefix(rec->tokens, tokens), cap});
-      if (partial_len > cover) {
+      if (partial_len > cover && (!geo_.has_recurrent() || partial_len == rec->tokens.size())) {
         Result<uint32_t> slot = AllocateSlotLocked(id);
         if (slot.ok()) {
           arena_.memory()->Copy(
@@ -139,21 +179,50 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
       job->first_block = walked;
       job->keys.assign(keys.begin() + walked, keys.begin() + walked + tier_n);
       job->slots = std::move(tier_slots);
-      // Chunks never move: the addresses stay valid without the lock.
-      for (uint32_t slot : job->slots) job->dst.push_back(arena_.Address(slot));
+      job->masks = std::move(masks);
       job->arrived.assign(tier_n, 0);
       job->file_bytes.assign(tier_n, 0);
+      // Chunks never move: the addresses stay valid without the lock.
+      for (size_t j = 0; j < tier_n; ++j) {
+        const uint32_t slot = job->slots[j];
+        job->dst.push_back(slot == kFreedSlot ? nullptr : arena_.Address(slot));
+        if (slot == kFreedSlot) {
+          job->arrived[j] = 1;  // nothing to load: in place
+          ++job->arrivals;
+          continue;
+        }
+        job->load_index.push_back(j);
+        stats_.load_tensor_bytes += geo_.MaskBytes(job->masks[j]);
+      }
+      while (job->ready < tier_n && job->arrived[job->ready] == 1) ++job->ready;
       seq.load = job;
       ++loads_in_flight_;
+      if (job->load_index.empty()) {  // nothing needed from any of them
+        FinishLoadLocked(*job);
+        info.load_pending = false;
+        job = nullptr;
+        loaded_cv_.SignalAll();
+      }
     }
+    FreeOutOfWindowLocked(seq);
     auto more = TakePendingStoresLocked();
     stores.insert(stores.end(), std::make_move_iterator(more.begin()),
                   std::make_move_iterator(more.end()));
   }
 
   if (job != nullptr) {
-    // Blocks may arrive before Load returns, on this thread.
-    options_.store->Load(job->keys, [this, job](size_t i, SharedBlock file) {
+    // Blocks may arrive before LoadTensors returns, on this thread. Only
+    // the blocks with a needed tensor are asked for, each with its mask.
+    std::vector<BlockKey> load_keys;
+    std::vector<TensorMask> load_masks;
+    bool any_mask = false;
+    for (size_t j : job->load_index) {
+      load_keys.push_back(job->keys[j]);
+      load_masks.push_back(job->masks[j]);
+      any_mask |= !job->masks[j].empty();
+    }
+    if (!any_mask) load_masks.clear();  // whole blocks
+    options_.store->LoadTensors(load_keys, load_masks, [this, job](size_t i, SharedBlock file) {
       OnBlockArrived(job, i, std::move(file));
     });
   }
@@ -186,11 +255,13 @@ Result<size_t> PagedPool::WaitTokensLoaded(uint64_t id, size_t tokens) {
 // ---------------------------------------------------------------------------
 // Loads
 
-void PagedPool::OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t i, SharedBlock file) {
-  if (i >= job->keys.size()) return;  // a store bug: no such block
+void PagedPool::OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t j, SharedBlock file) {
+  if (j >= job->load_index.size()) return;  // a store bug: no such block
+  const size_t i = job->load_index[j];
   // The slot is the loading sequence's alone: copy without the lock, on
   // whichever thread the block arrived on.
-  const bool ok = file != nullptr && DecodeIntoSlot(*file, job->keys[i], job->dst[i]);
+  const bool ok =
+      file != nullptr && DecodeIntoSlot(*file, job->keys[i], job->masks[i], job->dst[i]);
   const uint64_t n = ok ? file->size() : 0;
   file.reset();  // unlocked: the buffer may go back to the store's pool
   MutexLock lock(&mu_);
@@ -208,33 +279,44 @@ void PagedPool::FinishLoadLocked(LoadJob& job) {
   assert(it != seqs_.end());
   Sequence& seq = it->second;
   const size_t good = job.ready;
+  size_t loaded = 0;
   for (size_t i = 0; i < good; ++i) {
     const uint32_t slot = job.slots[i];
-    if (index_.count(job.keys[i]) == 0) {
+    if (slot == kFreedSlot) continue;
+    ++loaded;
+    if (job.masks[i].empty() && index_.count(job.keys[i]) == 0) {
       IndexLocked(slot, job.keys[i]);
     } else {
+      // Held elsewhere already, or only some tensors: not indexed.
       slots_[slot].keyed = true;
       slots_[slot].key = job.keys[i];
+      slots_[slot].loaded = job.masks[i];
     }
     slots_[slot].stored = true;  // it came from the store
   }
   // Blocks after the first gap landed in vain: they do not count.
   uint64_t good_bytes = 0;
   for (size_t i = 0; i < good; ++i) good_bytes += job.file_bytes[i];
-  stats_.loaded_blocks += good;
+  stats_.loaded_blocks += loaded;
   if (good < job.keys.size()) {
     stats_.load_misses += job.keys.size() - good;
     stats_.prefix_hit_blocks_tier -= job.keys.size() - good;
-    const size_t keep_tokens = (job.first_block + good) * geo_.block_tokens();
-    if (keep_tokens < seq.tokens.size()) TruncateLocked(seq, keep_tokens);
+    // The longest prefix of what landed that it can hold: a shorter one
+    // needs other tensors (an earlier snapshot, an earlier window).
+    const size_t keep_tokens =
+        std::min(seq.tokens.size(), (job.first_block + good) * geo_.block_tokens());
+    const size_t keep = HoldableLengthLocked(job.seq, seq, keep_tokens);
+    if (keep < seq.tokens.size()) TruncateLocked(seq, keep);
   }
   stats_.loaded_bytes += good_bytes;
   seq.loading = false;
+  FreeOutOfWindowLocked(seq);
   seq.load.reset();
   --loads_in_flight_;
 }
 
-bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std::byte* slot_addr) {
+bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key,
+                               const TensorMask& mask, std::byte* slot_addr) {
   DecodeOptions opts;
   opts.expected_key = &key;
   opts.expected_signature = &signature_;
@@ -248,8 +330,20 @@ bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, std
       block->data.size() != geo_.block_bytes()) {
     return false;
   }
-  arena_memory_->Copy(CopyDirection::kHostToSlot,
-                      Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
+  if (mask.empty()) {
+    arena_memory_->Copy(CopyDirection::kHostToSlot,
+                        Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
+    return true;
+  }
+  // Only what was asked for: the other tensors' bytes are unspecified.
+  for (uint32_t l = 0; l < geo_.layers(); ++l) {
+    for (const StateGeometry& g : geo_.layer(l)) {
+      if (!mask[g.tensor]) continue;
+      arena_memory_->Copy(CopyDirection::kHostToSlot,
+                          Copy2D{slot_addr + g.offset, 0, block->data.data() + g.offset, 0,
+                                 static_cast<size_t>(g.bytes), 1});
+    }
+  }
   return true;
 }
 
@@ -401,6 +495,7 @@ void PagedPool::OffloadLocked(uint64_t id, Sequence& seq) {
   rec.priority = seq.priority;
   for (size_t b = 0; b < seq.keys.size(); ++b) {
     const uint32_t slot = seq.slots[b];
+    if (slot == kFreedSlot) continue;  // out of every window: stored or dropped
     if (options_.store == nullptr) {
       // No tiers: the bytes wait here, raw, for the restore.
       Result<std::shared_ptr<const BlockBuffer>> raw = CopySlotLocked(slot);
@@ -420,8 +515,8 @@ void PagedPool::OffloadLocked(uint64_t id, Sequence& seq) {
                           Copy2D{rec.partial.data(), 0, arena_.Address(seq.slots[len / t]), 0,
                                  rec.partial.size(), 1});
   }
-  for (uint32_t slot : seq.slots) ReleaseSlotLocked(slot, Release::kKeepCached);
-  stats_.evicted_blocks += seq.slots.size();
+  for (uint32_t slot : seq.slots) stats_.evicted_blocks += slot != kFreedSlot ? 1 : 0;
+  ReleaseSlotsLocked(seq);
   ++stats_.evicted_sequences;
   ++stats_.offloaded_sequences;
   stats_.offloaded_blocks += rec.keys.size() + (rec.partial.empty() ? 0 : 1);

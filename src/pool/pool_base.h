@@ -1,6 +1,6 @@
 // PoolBase: what the paged and dense pools share below their interfaces.
 //
-// The three append calls become one AppendRequest, checked against the
+// The three append calls (and SetRecurrentState) become one AppendRequest, checked against the
 // geometry, here and only here; each pool writes the checked request
 // (WriteAppend) into its own storage. The checks on an append's position
 // and on Advance, which both pools make under their own lock, are the
@@ -40,12 +40,20 @@ class PoolBase : public Interface {
                      std::span<const std::span<const std::byte>> states) final {
     return Append(seq, AppendRequest{AppendKind::kLayer, layer, 0, pos, count, states});
   }
+  Status SetRecurrentState(uint64_t seq, uint32_t layer, size_t pos,
+                           std::span<const std::span<const std::byte>> states) final {
+    KVTIER_RETURN_IF_ERROR(ValidateRecurrent(geo_, layer, states));
+    return WriteRecurrent(seq, layer, pos, states);
+  }
 
  protected:
   explicit PoolBase(PoolGeometry geo) : geo_(std::move(geo)) {}
 
   // Writes `req` (layer, head and sizes checked, count filled) into `seq`.
   virtual Status WriteAppend(uint64_t seq, const AppendRequest& req) = 0;
+  // Writes a recurrent layer's state (layer and sizes checked).
+  virtual Status WriteRecurrent(uint64_t seq, uint32_t layer, size_t pos,
+                                std::span<const std::span<const std::byte>> states) = 0;
 
   const PoolGeometry geo_;
 

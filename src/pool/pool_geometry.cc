@@ -18,37 +18,135 @@ Result<PoolGeometry> PoolGeometry::Create(const ModelLayout& layout) {
   PoolGeometry geo;
   geo.block_tokens_ = layout.block_tokens;
   uint64_t offset = 0;
+  bool any_full = false, any_sliding = false;
   for (size_t l = 0; l < layout.layers.size(); ++l) {
+    const LayerSpec& spec_l = layout.layers[l];
+    const bool recurrent = spec_l.IsRecurrent();
     std::vector<StateGeometry> states;
-    const auto& specs = layout.layers[l].states;
+    uint64_t recurrent_bytes = 0;
+    const auto& specs = spec_l.states;
     for (size_t k = 0; k < specs.size(); ++k) {
       const TensorSpec& spec = specs[k];
-      if (spec.shape.size() != 3 || spec.shape[1] != layout.block_tokens) {
+      if (!recurrent && spec.token_dim < 0) {
         return Status::InvalidArgument(
             "layout." + StateName(static_cast<uint32_t>(l), static_cast<uint32_t>(k)) +
-            ".shape must be [A, block_tokens, B] for the block pool");
+            " has no token axis but the layer's other states do: the pool needs a layer to be "
+            "per-token (every state has a token_dim) or recurrent (none has)");
       }
       StateGeometry g;
       g.offset = offset;
       g.bytes = spec.ByteSize();
       g.dtype = spec.dtype;
-      g.a = spec.shape[0];
-      g.b = spec.shape[2];
-      g.row_bytes = g.b * DTypeSize(spec.dtype);
+      g.shape = spec.shape;
+      g.token_dim = recurrent ? -1 : spec.token_dim;
+      g.tensor = geo.tensor_count_;
+      if (recurrent) {
+        g.a = 1;
+        g.b = g.bytes / DTypeSize(spec.dtype);
+        g.row_bytes = g.bytes;
+        recurrent_bytes += g.bytes;
+      } else {
+        // Row-major [before..., T, after...] is [A, T, B].
+        const size_t d = static_cast<size_t>(spec.token_dim);
+        g.a = 1;
+        g.b = 1;
+        for (size_t i = 0; i < d; ++i) g.a *= spec.shape[i];
+        for (size_t i = d + 1; i < spec.shape.size(); ++i) g.b *= spec.shape[i];
+        g.row_bytes = g.b * DTypeSize(spec.dtype);
+      }
       offset += g.bytes;
-      states.push_back(g);
+      states.push_back(std::move(g));
       ++geo.tensor_count_;
     }
+    if (recurrent && spec_l.window != 0) {
+      return Status::InvalidArgument("layout.layers[" + std::to_string(l) +
+                                     "] is recurrent and has a window: a window applies to "
+                                     "per-token (attention) states only");
+    }
+    LayerKind kind = recurrent ? LayerKind::kRecurrent
+                               : (spec_l.window > 0 ? LayerKind::kSliding : LayerKind::kFull);
+    any_full |= kind == LayerKind::kFull;
+    any_sliding |= kind == LayerKind::kSliding;
+    geo.has_recurrent_ |= recurrent;
+    if (kind == LayerKind::kSliding) geo.max_window_ = std::max(geo.max_window_, spec_l.window);
+    geo.kinds_.push_back(kind);
+    geo.windows_.push_back(kind == LayerKind::kSliding ? spec_l.window : 0);
+    geo.recurrent_bytes_.push_back(recurrent_bytes);
     geo.layers_.push_back(std::move(states));
   }
+  geo.all_sliding_ = any_sliding && !any_full;
   geo.block_bytes_ = offset;
   return geo;
+}
+
+TensorMask PoolGeometry::NeededTensors(size_t block, size_t length) const {
+  const size_t t = block_tokens_;
+  TensorMask mask(tensor_count_, false);
+  const size_t block_end = (block + 1) * t;
+  for (uint32_t l = 0; l < layers(); ++l) {
+    bool need = false;
+    switch (kinds_[l]) {
+      case LayerKind::kFull:
+        need = true;
+        break;
+      case LayerKind::kSliding:
+        // Overlaps [length - window, length).
+        need = length <= windows_[l] || block_end > length - windows_[l];
+        break;
+      case LayerKind::kRecurrent:
+        need = block_end == length;
+        break;
+    }
+    if (!need) continue;
+    for (const StateGeometry& g : layers_[l]) mask[g.tensor] = true;
+  }
+  return mask;
+}
+
+uint64_t PoolGeometry::MaskBytes(const TensorMask& mask) const {
+  if (mask.empty()) return block_bytes_;
+  uint64_t n = 0;
+  for (const auto& states : layers_) {
+    for (const StateGeometry& g : states) n += mask[g.tensor] ? g.bytes : 0;
+  }
+  return n;
+}
+
+Status ValidateRecurrent(const PoolGeometry& geo, uint32_t layer,
+                         std::span<const std::span<const std::byte>> states) {
+  if (layer >= geo.layers()) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (" +
+                                   std::to_string(geo.layers()) + " layers)");
+  }
+  if (geo.kind(layer) != LayerKind::kRecurrent) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) +
+                                   " is not recurrent: its K/V go through the Append calls");
+  }
+  const auto& g = geo.layer(layer);
+  if (states.size() != g.size()) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) + " has " +
+                                   std::to_string(g.size()) + " state tensors, got " +
+                                   std::to_string(states.size()) + " buffers");
+  }
+  for (size_t k = 0; k < g.size(); ++k) {
+    if (states[k].size() != g[k].bytes) {
+      return Status::InvalidArgument("layer " + std::to_string(layer) + " state " +
+                                     std::to_string(k) + ": a recurrent state is " +
+                                     std::to_string(g[k].bytes) + " bytes, got " +
+                                     std::to_string(states[k].size()));
+    }
+  }
+  return Status::Ok();
 }
 
 Status ValidateAppend(const PoolGeometry& geo, AppendRequest* req) {
   if (req->layer >= geo.layers()) {
     return Status::InvalidArgument("layer " + std::to_string(req->layer) + " out of range (" +
                                    std::to_string(geo.layers()) + " layers)");
+  }
+  if (geo.kind(req->layer) == LayerKind::kRecurrent) {
+    return Status::InvalidArgument("layer " + std::to_string(req->layer) +
+                                   " is recurrent: its state goes through SetRecurrentState");
   }
   const auto& states = geo.layer(req->layer);
   if (req->states.size() != states.size()) {
@@ -181,7 +279,8 @@ Result<std::shared_ptr<PackedLayerView>> NewPackedView(
     KVTIER_ASSIGN_OR_RETURN(BlockBuffer buf, bin->Take(bytes));
     PackedTensor t;
     t.dtype = g.dtype;
-    t.shape = {g.a, length, g.b};
+    t.shape = g.shape;  // the layout's shape with `length` on the token axis
+    t.shape[static_cast<size_t>(g.token_dim)] = length;
     t.data = std::span<const std::byte>(buf.data(), bytes);
     view->states.push_back(std::move(t));
     view->storage.push_back(std::move(buf));

@@ -36,7 +36,10 @@ TEST(PoolStatsTest, NamesAreThoseOfBeforeTheTable) {
                           "packed_layers", "offloaded_blocks", "offloaded_sequences",
                           "restored_sequences", "prefix_hit_blocks_pool", "prefix_hit_blocks_tier",
                           "copy_on_write_blocks", "stored_blocks", "stored_bytes", "store_errors",
-                          "loaded_blocks", "loaded_bytes", "load_misses"));
+                          "loaded_blocks", "loaded_bytes", "load_misses",
+                          // issue 21: restores that read only what a prefix needs, and
+                          // sliding-window blocks freed as a sequence grows
+                          "load_tensor_bytes", "window_freed_blocks"));
 }
 
 TEST(PoolStatsTest, GaugesAreTheCurrentValues) {
@@ -80,9 +83,9 @@ TEST(PoolStatsTest, ForEachMetricWalksTheTable) {
                                                 m.name == "offloaded_sequences")
         << m.name;
   });
-  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.size(), 23u);
   EXPECT_EQ(names.front(), "bytes_used");
-  EXPECT_EQ(names.back(), "load_misses");
+  EXPECT_EQ(names.back(), "window_freed_blocks");
   EXPECT_EQ(sum, 10u);
 }
 

@@ -54,10 +54,34 @@ class KvOracle {
  public:
   explicit KvOracle(const ModelLayout& layout) : layout_(layout) {}
 
-  size_t a(uint32_t l, uint32_t k) const { return layout_.layers[l].states[k].shape[0]; }
+  // Write() sets recurrent layers' states too (tests of missing ones turn
+  // it off).
+  bool write_recurrent = true;
+
+  // A per-token state as [A, T, B] around its token axis (a recurrent
+  // state: A = 1, its whole bytes one "row").
+  size_t a(uint32_t l, uint32_t k) const {
+    const TensorSpec& s = layout_.layers[l].states[k];
+    size_t n = 1;
+    for (int32_t i = 0; i < s.token_dim; ++i) n *= s.shape[static_cast<size_t>(i)];
+    return n;
+  }
   size_t row(uint32_t l, uint32_t k) const {
     const TensorSpec& s = layout_.layers[l].states[k];
-    return s.shape[2] * DTypeSize(s.dtype);
+    if (s.token_dim < 0) return s.ByteSize();
+    size_t n = DTypeSize(s.dtype);
+    for (size_t i = static_cast<size_t>(s.token_dim) + 1; i < s.shape.size(); ++i) n *= s.shape[i];
+    return n;
+  }
+  bool recurrent(uint32_t l) const { return layout_.layers[l].IsRecurrent(); }
+  uint32_t window(uint32_t l) const { return layout_.layers[l].window; }
+  // Recurrent state k of layer l after tokens [0, p), p > 0.
+  std::vector<std::byte> State(std::span<const uint32_t> tokens, size_t p, uint32_t l,
+                               uint32_t k) const {
+    std::vector<uint64_t> ph = PrefixHashes(tokens.first(p));
+    std::vector<std::byte> out(row(l, k));
+    FillHeadRow(ph[p - 1] ^ 0x5eed, l, k, 0, out.data());
+    return out;
   }
   uint32_t layers() const { return static_cast<uint32_t>(layout_.layers.size()); }
   uint32_t states(uint32_t l) const {
@@ -102,8 +126,19 @@ class KvOracle {
   Status Write(KvPool* pool, uint64_t seq, std::span<const uint32_t> tokens, size_t from, size_t to,
                AppendMode mode, Commit commit = Commit::kAdvance) const {
     std::vector<uint64_t> ph = PrefixHashes(tokens.first(to));
+    const size_t t = layout_.block_tokens;
     for (uint32_t l = 0; l < layers(); ++l) {
       const uint32_t ns = states(l);
+      if (recurrent(l)) {
+        if (!write_recurrent) continue;
+        // The state after each block boundary on the way, then after `to`.
+        for (size_t p = (from / t + 1) * t; p <= to; p += t) {
+          if (p == to) break;
+          KVTIER_RETURN_IF_ERROR(SetState(pool, seq, tokens, p, l));
+        }
+        if (to > from) KVTIER_RETURN_IF_ERROR(SetState(pool, seq, tokens, to, l));
+        continue;
+      }
       std::vector<std::vector<std::byte>> bufs(ns);
       std::vector<std::span<const std::byte>> spans(ns);
       auto emit = [&]() {
@@ -154,8 +189,18 @@ class KvOracle {
     return pool->Advance(seq, tokens.subspan(from, to - from));
   }
 
+  Status SetState(KvPool* pool, uint64_t seq, std::span<const uint32_t> tokens, size_t p,
+                  uint32_t l) const {
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<std::span<const std::byte>> spans;
+    for (uint32_t k = 0; k < states(l); ++k) bufs.push_back(State(tokens, p, l, k));
+    for (const auto& b : bufs) spans.emplace_back(b);
+    return pool->SetRecurrentState(seq, l, p, spans);
+  }
+
   // Checks every layer's packed view of `seq` against the oracle for
-  // `tokens` (the sequence's committed tokens).
+  // `tokens` (the sequence's committed tokens): a sliding layer's window
+  // [length - window, length) only, a recurrent layer's RecurrentState.
   ::testing::AssertionResult Check(KvPool* pool, uint64_t seq,
                                    std::span<const uint32_t> tokens) const {
     Result<size_t> len = pool->Length(seq);
@@ -165,6 +210,24 @@ class KvOracle {
              << "sequence " << seq << " length " << *len << ", expected " << tokens.size();
     }
     for (uint32_t l = 0; l < layers(); ++l) {
+      if (recurrent(l)) {
+        auto view = pool->RecurrentState(seq, l);
+        if (tokens.empty()) continue;
+        if (!view.ok()) return ::testing::AssertionFailure() << view.status().ToString();
+        if ((*view)->length != tokens.size()) {
+          return ::testing::AssertionFailure()
+                 << "layer " << l << " state after " << (*view)->length << " tokens";
+        }
+        for (uint32_t k = 0; k < states(l); ++k) {
+          std::vector<std::byte> want = State(tokens, tokens.size(), l, k);
+          std::span<const std::byte> got = (*view)->states[k].data;
+          if (got.size() != want.size() || std::memcmp(got.data(), want.data(), want.size()) != 0) {
+            return ::testing::AssertionFailure()
+                   << "sequence " << seq << " layer " << l << " recurrent state " << k << " differs";
+          }
+        }
+        continue;
+      }
       auto view = pool->PackedLayer(seq, l);
       if (!view.ok()) return ::testing::AssertionFailure() << view.status().ToString();
       if ((*view)->length != tokens.size() || (*view)->states.size() != states(l)) {
@@ -173,10 +236,18 @@ class KvOracle {
       for (uint32_t k = 0; k < states(l); ++k) {
         std::vector<std::byte> want = Packed(tokens, tokens.size(), l, k);
         std::span<const std::byte> got = (*view)->states[k].data;
-        if (got.size() != want.size() ||
-            (!want.empty() && std::memcmp(got.data(), want.data(), want.size()) != 0)) {
+        if (got.size() != want.size()) {
           return ::testing::AssertionFailure()
-                 << "sequence " << seq << " layer " << l << " state " << k << " differs";
+                 << "sequence " << seq << " layer " << l << " state " << k << " size differs";
+        }
+        const size_t len = tokens.size(), r = row(l, k);
+        const size_t from = window(l) > 0 && len > window(l) ? len - window(l) : 0;
+        for (size_t h = 0; h < a(l, k); ++h) {
+          const size_t at = (h * len + from) * r, n = (len - from) * r;
+          if (n != 0 && std::memcmp(got.data() + at, want.data() + at, n) != 0) {
+            return ::testing::AssertionFailure() << "sequence " << seq << " layer " << l
+                                                 << " state " << k << " head " << h << " differs";
+          }
         }
       }
     }
@@ -196,6 +267,14 @@ class KvOracle {
     for (uint32_t l = 0; l < layers(); ++l) {
       for (uint32_t k = 0; k < states(l); ++k) {
         const SlotTensorGeometry g = pool->TensorGeometry(l, k);
+        if (recurrent(l)) {  // the snapshot: the state after the block
+          std::vector<std::byte> want = State(tokens, (block + 1) * t, l, k);
+          if (std::memcmp(*base + g.offset, want.data(), want.size()) != 0) {
+            return ::testing::AssertionFailure()
+                   << "slot " << slot << " layer " << l << " snapshot " << k << " differs";
+          }
+          continue;
+        }
         const size_t r = row(l, k);
         std::vector<std::byte> want(r);
         for (size_t h = 0; h < a(l, k); ++h) {
