@@ -25,7 +25,7 @@ std::string ShapeText(const TensorSpec& spec, bool per_token) {
   for (size_t i = 0; i < spec.shape.size(); ++i) {
     if (i > 0) out += ", ";
     out += per_token && static_cast<int32_t>(i) == spec.token_dim ? std::string("T")
-                                                                   : std::to_string(spec.shape[i]);
+                                                                  : std::to_string(spec.shape[i]);
   }
   return out + "]";
 }
@@ -55,11 +55,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model* model, BlockPool* po
   }
   if (g0.dtype != row_dtype || g0.a != c.kv_heads || g0.b != c.head_dim ||
       g0.bytes % (g0.a * row) != 0) {
-    return Status::InvalidArgument("pool layer " + std::to_string(first) + " state 0 is " +
-                                   ShapeText(g0) + "; the model needs " +
-                                   std::string(DTypeName(row_dtype)) + "[" +
-                                   std::to_string(c.kv_heads) + ", T, " +
-                                   std::to_string(c.head_dim) + "]");
+    return Status::InvalidArgument(
+        "pool layer " + std::to_string(first) + " state 0 is " + ShapeText(g0) +
+        "; the model needs " + std::string(DTypeName(row_dtype)) + "[" +
+        std::to_string(c.kv_heads) + ", T, " + std::to_string(c.head_dim) + "]");
   }
   const uint32_t block_tokens = static_cast<uint32_t>(g0.bytes / (g0.a * row));
   const ModelLayout want = c.KvLayout(block_tokens);
@@ -192,9 +191,8 @@ Status Engine::Forward(uint64_t seq, size_t start, std::span<const uint32_t> tok
         for (size_t i = 0; i < n; ++i) {
           RmsNorm(s.x.data() + i * hid, w.attn_norm.data(), hid, c.norm_eps, s.h.data() + i * hid);
         }
-        KVTIER_RETURN_IF_ERROR(c.mixer(l) == MixerKind::kLinear
-                                   ? LinearMixer(seq, l, pos0, n)
-                                   : AttentionMixer(seq, l, pos0, n));
+        KVTIER_RETURN_IF_ERROR(c.mixer(l) == MixerKind::kLinear ? LinearMixer(seq, l, pos0, n)
+                                                                : AttentionMixer(seq, l, pos0, n));
         MatMul(w.wo.data(), hid, qw, s.attn.data(), n, s.proj.data());
         for (size_t i = 0; i < n * hid; ++i) s.x[i] += s.proj[i];
         for (size_t i = 0; i < n; ++i) {

@@ -131,7 +131,9 @@ Status Engine::AttentionMixer(uint64_t seq, uint32_t l, size_t pos0, size_t n) {
   // position, or for a sliding layer only the window of its first token on.
   const size_t len = pos0 + n;
   const size_t window = c.mixer(l) == MixerKind::kSliding ? c.window : 0;
-  auto first_of = [window](size_t p) { return window == 0 || p + 1 <= window ? 0 : p + 1 - window; };
+  auto first_of = [window](size_t p) {
+    return window == 0 || p + 1 <= window ? 0 : p + 1 - window;
+  };
   KVTIER_RETURN_IF_ERROR(GatherKv(seq, l, first_of(pos0), len));
   for (size_t i = 0; i < n; ++i) {
     const size_t p = pos0 + i;
@@ -169,13 +171,12 @@ Status Engine::LinearMixer(uint64_t seq, uint32_t l, size_t pos0, size_t n) {
                             pool_->RecurrentState(seq, l));
     if (view->length != pos0 || view->states.size() != 1 ||
         view->states[0].data.size() != state_bytes) {
-      return Status::Internal("layer " + std::to_string(l) + " of sequence " +
-                              std::to_string(seq) + ": the pool's recurrent state is after " +
-                              std::to_string(view->length) + " tokens (" +
-                              std::to_string(view->states.empty() ? 0
-                                                                  : view->states[0].data.size()) +
-                              " bytes), need after " + std::to_string(pos0) + " (" +
-                              std::to_string(state_bytes) + " bytes)");
+      return Status::Internal(
+          "layer " + std::to_string(l) + " of sequence " + std::to_string(seq) +
+          ": the pool's recurrent state is after " + std::to_string(view->length) + " tokens (" +
+          std::to_string(view->states.empty() ? 0 : view->states[0].data.size()) +
+          " bytes), need after " + std::to_string(pos0) + " (" + std::to_string(state_bytes) +
+          " bytes)");
     }
     std::memcpy(s.state.data(), view->states[0].data.data(), state_bytes);
   }

@@ -84,8 +84,7 @@ float DecayGate(float x);
 
 // One token's update of a linear-attention state S [dk, dv] (row-major):
 // S[i][j] = g · S[i][j] + k[i] · v[j].
-void LinearStateUpdate(float* state, const float* k, const float* v, float g, size_t dk,
-                       size_t dv);
+void LinearStateUpdate(float* state, const float* k, const float* v, float g, size_t dk, size_t dv);
 
 // out[j] = Σ_i q[i] · S[i][j] for j < dv, summed over i in index order.
 void LinearStateRead(const float* q, const float* state, size_t dk, size_t dv, float* out);

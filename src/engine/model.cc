@@ -176,8 +176,8 @@ ModelLayout ModelConfig::KvLayout(uint32_t block_tokens, std::string name) const
       continue;
     }
     const bool sliding = m == MixerKind::kSliding;
-    spec.cache_type = std::string(kv_bits != 0 ? "quantized_" : "") +
-                      (sliding ? "sliding_window" : "attention");
+    spec.cache_type =
+        std::string(kv_bits != 0 ? "quantized_" : "") + (sliding ? "sliding_window" : "attention");
     if (sliding) {
       spec.window = window;
       spec.meta_state.push_back("window=" + std::to_string(window));
