@@ -60,13 +60,34 @@ bool ModelConfig::IsPlainAttention() const {
   return true;
 }
 
+std::vector<MixerKind> HybridMixers(uint32_t layers) {
+  static constexpr MixerKind kCycle[3] = {MixerKind::kAttention, MixerKind::kSliding,
+                                          MixerKind::kLinear};
+  std::vector<MixerKind> out(layers);
+  for (uint32_t l = 0; l < layers; ++l) out[l] = kCycle[l % 3];
+  return out;
+}
+
 ModelConfig HybridConfig() {
   ModelConfig c;
   c.layers = 6;
-  c.mixers = {MixerKind::kAttention, MixerKind::kSliding, MixerKind::kLinear,
-              MixerKind::kAttention, MixerKind::kSliding, MixerKind::kLinear};
+  c.mixers = HybridMixers(c.layers);
   c.window = 48;
   return c;
+}
+
+std::string DescribeMixers(const ModelConfig& c) {
+  std::string out;
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    if (l > 0) out += ", ";
+    out += MixerKindName(c.mixer(l));
+    if (c.mixer(l) == MixerKind::kSliding) out += " " + std::to_string(c.window);
+  }
+  if (c.mixers.empty()) out = "attention";
+  out += c.kv_bits != 0 ? "; K/V " + std::to_string(c.kv_bits) + "-bit affine, groups of " +
+                              std::to_string(c.kv_group)
+                        : "; K/V " + std::string(DTypeName(c.kv_dtype));
+  return out;
 }
 
 Status ModelConfig::Validate() const {

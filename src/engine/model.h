@@ -112,9 +112,18 @@ struct ModelConfig {
   uint64_t ParameterCount() const;
 };
 
-// The demo's hybrid model: 6 layers (attention, sliding window of 48
-// tokens, linear; twice), otherwise ModelConfig's defaults.
+// `layers` mixers repeating attention, sliding, linear (Gemma 3's and
+// Qwen3-Next's interleaving, in miniature).
+std::vector<MixerKind> HybridMixers(uint32_t layers);
+
+// The demo's hybrid model: 6 layers (HybridMixers: attention, sliding
+// window of 48 tokens, linear; twice), otherwise ModelConfig's defaults.
 ModelConfig HybridConfig();
+
+// "attention", or the layers' mixers and the K/V storage in words, e.g.
+// "attention, sliding 48, linear, attention, sliding 48, linear; K/V F16"
+// ("K/V 8-bit affine, groups of 32" when quantized).
+std::string DescribeMixers(const ModelConfig& config);
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // [hidden]
