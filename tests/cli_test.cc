@@ -188,5 +188,41 @@ TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
   EXPECT_THAT(r.err, HasSubstr("less than one block"));
 }
 
+// --synthetic-layout: the pool asks for exactly what the prefix needs
+// (counted here by hand), and a hybrid layout's restore one state per
+// recurrent layer.
+TEST_F(CliTest, BenchPoolSyntheticLayoutsAskForWhatThePrefixNeeds) {
+  Ran r = Run("bench pool --synthetic-layout sliding --block-tokens 16 --tokens 2048 --repeats 1 "
+              "--json --dir '" + tmp_.path() + "/sliding'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  // 12 layers of K/V [2, 16, 64] BF16 (4096 bytes each); 128 blocks. Full
+  // attention (layers 5, 11): every block; a 1024-token window ending at
+  // 2048: blocks 64..127 of the 10 others.
+  const uint64_t kv = 8192;  // one layer's K and V in one block
+  EXPECT_EQ(j["full_bytes"], 128 * 12 * kv);
+  EXPECT_EQ(j["needed_bytes"], 128 * 2 * kv + 64 * 10 * kv);
+  EXPECT_EQ(j["requested_bytes"], j["needed_bytes"]);
+  EXPECT_EQ(j["pool_load_tensor_bytes"], j["needed_bytes"]);
+  EXPECT_EQ(j["disk_hits"]["needed"], 128);
+  EXPECT_EQ(j["disk_hits"]["whole"], 128);
+  EXPECT_EQ(j["recurrent_states_requested"], 0);
+
+  r = Run("bench pool --synthetic-layout hybrid --block-tokens 16 --tokens 2048 --repeats 1 "
+          "--json --dir '" + tmp_.path() + "/hybrid'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  // 3 full-attention layers in every block, the 9 recurrent layers'
+  // states (F32 [4, 64, 64] + BF16 [3, 512]) of the last block only.
+  EXPECT_EQ(j["needed_bytes"], 128 * 3 * kv + 9 * (65536 + 3072));
+  EXPECT_EQ(j["requested_bytes"], j["needed_bytes"]);
+  EXPECT_EQ(j["recurrent_layers"], 9);
+  EXPECT_EQ(j["recurrent_states_requested"], 9);
+
+  r = Run("bench pool --synthetic-layout other");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--synthetic-layout must be sliding or hybrid"));
+}
+
 }  // namespace
 }  // namespace kvtier

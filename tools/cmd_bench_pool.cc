@@ -15,6 +15,10 @@
 //                      limit); with --drop-caches both it and every disk
 //                      restore start from a cold page cache (root only).
 //
+// With --synthetic-layout sliding|hybrid (bench_pool_layers.h) it runs
+// instead cold restores of a prefix that needs less than whole blocks,
+// against whole-block restores of the same prefix.
+//
 // Pools for the timed restores are created with prefault_slots, as an
 // engine allocates its KV memory at startup: the timing is the restore, not
 // the kernel zeroing fresh slot pages.
@@ -35,6 +39,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_pool_layers.h"
 #include "bench_util.h"
 #include "command.h"
 #include "config_flag.h"
@@ -54,6 +59,7 @@ constexpr uint64_t kHeaderRoom = 64 << 10;
 
 struct BenchPoolArgs {
   std::string layout;
+  std::string synthetic_layout;
   uint32_t block_tokens = 0;
   uint64_t tokens = 32768;
   std::string dir;
@@ -389,7 +395,11 @@ Status RunBench(Bench& b, nlohmann::json* out) {
 
 std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
   auto args = std::make_shared<BenchPoolArgs>();
-  app->add_option("--layout", args->layout, "Layout preset or FILE.json")->required();
+  CLI::Option* layout_opt = app->add_option("--layout", args->layout, "Layout preset or FILE.json");
+  app->add_option("--synthetic-layout", args->synthetic_layout,
+                  "sliding or hybrid: cold disk restores of what the prefix needs vs whole "
+                  "blocks (instead of the --layout bench)")
+      ->excludes(layout_opt);
   args->config.Add(app);
   app->add_option("--block-tokens", args->block_tokens, "Tokens per block (0: the layout's)")
       ->check(CLI::Range(0, 1 << 20));
@@ -417,7 +427,14 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
     Bench b;
     b.args = *args;
     if (Status s = args->config.ApplyTo({}); !s.ok()) return ReportError(*flags, s);
-    Result<ModelLayout> layout = ModelLayout::Resolve(b.env, args->layout, args->block_tokens);
+    if (args->layout.empty() == args->synthetic_layout.empty()) {
+      return ReportError(*flags,
+                         Status::InvalidArgument("give one of --layout and --synthetic-layout"));
+    }
+    Result<ModelLayout> layout =
+        args->synthetic_layout.empty()
+            ? ModelLayout::Resolve(b.env, args->layout, args->block_tokens)
+            : SyntheticLayout(args->synthetic_layout, args->block_tokens);
     if (!layout.ok()) return ReportError(*flags, layout.status());
     b.layout = *std::move(layout);
     const size_t bt = b.layout.block_tokens;
@@ -454,7 +471,24 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
       b.cache_dir = args->dir;
     }
     nlohmann::json out = nlohmann::json::object();
-    Status s = RunBench(b, &out);
+    Status s;
+    if (args->synthetic_layout.empty()) {
+      s = RunBench(b, &out);
+    } else {
+      LayerBenchSetup setup;
+      setup.layout = b.layout;
+      setup.prompt = b.prompt;
+      setup.prefix = b.prefix;
+      setup.blocks = b.blocks;
+      setup.repeats = b.args.repeats;
+      setup.drop_caches = b.args.drop_caches;
+      setup.env = b.env;
+      setup.open_cache = [&b] { return b.OpenCache(); };
+      setup.new_pool = [&b](BlockBackingStore* store, uint32_t slots, bool prefault) {
+        return b.NewPool(store, slots, prefault);
+      };
+      s = RunLayerBench(setup, &out);
+    }
     if (!temp.empty()) {
       Status rm = RemoveTree(b.env, temp);
       if (!rm.ok())
@@ -463,6 +497,8 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
     if (!s.ok()) return ReportError(*flags, s, kExitFailure);
     if (flags->json) {
       PrintJson(out);
+    } else if (!args->synthetic_layout.empty()) {
+      PrintLayerBench(out);
     } else {
       std::printf("layout %s: %zu-token prefix = %zu blocks of %llu bytes\n", b.layout.name.c_str(),
                   b.prefix, b.blocks, static_cast<unsigned long long>(b.layout.BlockBytes()));

@@ -128,6 +128,9 @@ void PagedPool::ReleaseSlotsLocked(Sequence& seq) {
 
 Status PagedPool::CanHoldLocked(uint64_t id, const Sequence& seq, size_t length) const {
   if (length == 0 || length == seq.tokens.size()) return Status::Ok();
+  // Only windows and recurrent layers make a length need less than every
+  // tensor of its blocks (and make restores partial).
+  if (!geo_.has_recurrent() && geo_.max_window() == 0) return Status::Ok();
   const size_t t = geo_.block_tokens();
   if (geo_.has_recurrent() && length % t != 0) {
     return Status::FailedPrecondition(

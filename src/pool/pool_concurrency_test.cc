@@ -26,9 +26,8 @@ using ::kvtier::pool_testing::TestLayout;
 using ::kvtier::pool_testing::TestOptions;
 using ::kvtier::testing::IsOk;
 
-TEST(PoolConcurrencyTest, ThreadsShareAPoolSafely) {
+void RunThreads(const ModelLayout& layout) {
   constexpr int kThreads = 4, kIterations = 30;
-  const ModelLayout layout = TestLayout();
   const KvOracle kv(layout);
   MapBackingStore store;
   PoolOptions o = TestOptions(layout, 40);
@@ -112,6 +111,21 @@ TEST(PoolConcurrencyTest, ThreadsShareAPoolSafely) {
   uint64_t held = 0;
   for (uint32_t slot = 0; slot < 40; ++slot) held += pool->RefCount(slot) != 0 ? 1 : 0;
   EXPECT_EQ(pool->FreeCount(), 40 - held);
+}
+
+TEST(PoolConcurrencyTest, ThreadsShareAPoolSafely) { RunThreads(TestLayout()); }
+
+// The same with a full-attention, a sliding-window (6 tokens) and a
+// recurrent layer: snapshots, partial restores and their bounds under
+// threads.
+TEST(PoolConcurrencyTest, ThreadsShareAHybridPoolSafely) {
+  ModelLayout layout = TestLayout(2);
+  layout.layers[1].window = 6;
+  LayerSpec rec;
+  rec.cache_type = "mamba";
+  rec.states = {TensorSpec{"ssm", DType::kF32, {2, 8}, -1}};
+  layout.layers.push_back(rec);
+  RunThreads(layout);
 }
 
 }  // namespace

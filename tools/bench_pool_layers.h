@@ -1,0 +1,58 @@
+// `kvtier bench pool --synthetic-layout sliding|hybrid` (issue 21): cold
+// restores from disk of a prefix in a layout whose restores need less than
+// whole blocks (sliding windows, recurrent layers), against a restore that
+// asks for whole blocks, in the same run. Reports what the prefix needs,
+// what the pool asked the tiers for, and what the disk tier read.
+//
+// The layouts are built in code (SyntheticLayout) because the layout JSON
+// has no `window` field yet.
+#ifndef KVTIER_TOOLS_BENCH_POOL_LAYERS_H_
+#define KVTIER_TOOLS_BENCH_POOL_LAYERS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvtier/block_pool.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+#include "kvtier/tiered_cache.h"
+
+namespace kvtier::cli {
+
+// "sliding": 12 layers, K/V BF16 [2, T, 64]; every sixth layer full
+// attention, the others a 1024-token window (Gemma 3's 5:1 pattern).
+// "hybrid": 12 layers; every fourth full attention (K/V BF16 [2, T, 64]),
+// the others recurrent (linear attention: state F32 [4, 64, 64], conv BF16
+// [3, 512]), as Qwen3-Next's 3:1. `block_tokens` 0: 256.
+Result<ModelLayout> SyntheticLayout(std::string_view name, uint32_t block_tokens);
+
+struct LayerBenchSetup {
+  ModelLayout layout;
+  std::vector<uint32_t> prompt;  // the prefix and one more token
+  size_t prefix = 0;             // tokens, whole blocks
+  size_t blocks = 0;
+  uint32_t repeats = 3;
+  bool drop_caches = false;
+  Env* env = nullptr;
+  // A cache over the bench's disk folder (the same one each call).
+  std::function<Result<std::unique_ptr<TieredCache>>()> open_cache;
+  // A pool over `store` with `slots` slots, prefaulted or not.
+  std::function<Result<std::unique_ptr<BlockPool>>(BlockBackingStore*, uint32_t, bool)> new_pool;
+};
+
+// Writes the prefix through a pool into the cache (closed: on disk), then
+// `repeats` times restores it cold into a fresh pool twice: asking for what
+// it needs, and asking for whole blocks. Fills `out`.
+Status RunLayerBench(const LayerBenchSetup& setup, nlohmann::json* out);
+
+// The human-readable lines of RunLayerBench's `out`.
+void PrintLayerBench(const nlohmann::json& out);
+
+}  // namespace kvtier::cli
+
+#endif  // KVTIER_TOOLS_BENCH_POOL_LAYERS_H_
