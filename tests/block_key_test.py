@@ -36,7 +36,8 @@ PRESETS = {  # name: (layers, kv_heads, head_dim, dtype, default block_tokens)
 
 def preset_layers(name, bt):
     layers, heads, dim, dtype, _ = PRESETS[name]
-    layer = ("attention", [("keys", dtype, [heads, bt, dim]), ("values", dtype, [heads, bt, dim])])
+    layer = ("attention", "",
+             [("keys", dtype, [heads, bt, dim]), ("values", dtype, [heads, bt, dim])])
     return [layer] * layers
 
 
@@ -48,14 +49,23 @@ def json_layers(path, bt_override):
     for entry in doc["layers"]:
         states = [(s["role"], s["dtype"], [bt if d == "T" else d for d in s["shape"]])
                   for s in entry["states"]]
-        layers += [(entry["cache_type"], states)] * entry.get("repeat", 1)
+        # The optional window and quantization, written as the grammar's
+        # `features` only when present.
+        features = []
+        if "window" in entry:
+            features.append("window=%d" % entry["window"])
+        if "quantization" in entry:
+            q = entry["quantization"]
+            features.append("quant=%s,bits=%d,group=%d" % (q["mode"], q["bits"], q["group_size"]))
+        feat = "{%s}" % ",".join(features) if features else ""
+        layers += [(entry["cache_type"], feat, states)] * entry.get("repeat", 1)
     return bt, layers
 
 
 def signature(bt, layers):
     def body(layer):
-        cache_type, states = layer
-        return cache_type + ":" + ",".join(
+        cache_type, features, states = layer
+        return cache_type + features + ":" + ",".join(
             "%s:%s[%s]" % (role, dtype, ",".join(str(d) for d in shape))
             for role, dtype, shape in states)
 
@@ -99,7 +109,10 @@ def rand_layers(rng, bt):
         states = [(name(), rng.choice(DTYPES),
                    [rng.choice([bt, rng.randint(1, 300)]) for _ in range(rng.randint(1, 3))])
                   for _ in range(rng.randint(1, 3))]
-        kinds.append((name(), states))
+        features = rng.choice(["", "", "{window=%d}" % rng.randint(1, 5000),
+                               "{quant=affine,bits=%d,group=64}" % rng.randint(1, 8),
+                               "{window=128,quant=mxfp4,bits=4,group=32}"])
+        kinds.append((name(), features, states))
     layers = []
     for _ in range(rng.randint(1, 6)):
         layers += [rng.choice(kinds)] * rng.randint(1, 4)
@@ -214,7 +227,7 @@ def random_cases(runner, rng, count, tmp):
                 args += ["--layout", preset, "--block-tokens", str(bt)]
             sig = signature(bt, preset_layers(preset, bt))
         else:
-            name = rng.choice(["hybrid", "quantized", "sliding_window", "mamba"])
+            name = rng.choice(["hybrid", "quantized", "sliding_window", "mamba", "features"])
             path = "docs/examples/%s.json" % name
             override = rng.choice([0, bt])
             bt, layers = json_layers(os.path.join(REPO, path), override)

@@ -1,6 +1,8 @@
 // A recursive-descent check of the signature grammar of docs/layouts.md:
 //   signature  = "kvtier-layout-v1" ";bt=" uint 1*layer-run
-//   layer-run  = ";L" uint [ "-" uint ] "=" name ":" tensor *( "," tensor )
+//   layer-run  = ";L" uint [ "-" uint ] "=" name [ features ] ":" tensor *( "," tensor )
+//   features   = "{" ( window [ "," quant ] / quant ) "}"
+//   window     = "window=" uint ; quant = "quant=" name ",bits=" uint ",group=" uint
 //   tensor     = name ":" dtype "[" uint *( "," uint ) "]"
 #include "signature_form.h"
 
@@ -47,6 +49,7 @@ class Parser {
       if (!Eat('=')) return Bad(pos_, "expected '=' after the layer numbers");
       const size_t body_start = pos_;
       KVTIER_RETURN_IF_ERROR(Name("cache type"));
+      if (Eat('{')) KVTIER_RETURN_IF_ERROR(Features());
       if (!Eat(':')) return Bad(pos_, "expected ':' after the cache type");
       do {
         KVTIER_RETURN_IF_ERROR(Tensor());
@@ -64,6 +67,38 @@ class Parser {
   }
 
  private:
+  // After "{": a window and/or a quantization, in that order, then "}".
+  Status Features() {
+    bool any = false;
+    if (Lit("window=")) {
+      uint64_t window = 0;
+      KVTIER_RETURN_IF_ERROR(Uint(&window, "window"));
+      if (window == 0 || window > UINT32_MAX) return Bad(pos_, "window must be 1..4294967295");
+      any = true;
+    }
+    if ((!any || Eat(',')) && Lit("quant=")) {
+      KVTIER_RETURN_IF_ERROR(Name("quantization mode"));
+      uint64_t bits = 0;
+      uint64_t group = 0;
+      if (!Lit(",bits=")) return Bad(pos_, "expected \",bits=\"");
+      KVTIER_RETURN_IF_ERROR(Uint(&bits, "bits"));
+      if (bits == 0 || bits > 8) return Bad(pos_, "bits must be 1..8");
+      if (!Lit(",group=")) return Bad(pos_, "expected \",group=\"");
+      KVTIER_RETURN_IF_ERROR(Uint(&group, "group"));
+      if (group == 0 || group > 65536) return Bad(pos_, "group must be 1..65536");
+      any = true;
+    }
+    if (!any) return Bad(pos_, "expected \"window=\" or \"quant=\" after '{'");
+    if (!Eat('}')) return Bad(pos_, "expected '}' after the layer's features");
+    return Status::Ok();
+  }
+
+  bool Lit(std::string_view s) {
+    if (text_.substr(pos_, s.size()) != s) return false;
+    pos_ += s.size();
+    return true;
+  }
+
   Status Tensor() {
     KVTIER_RETURN_IF_ERROR(Name("role"));
     if (!Eat(':')) return Bad(pos_, "expected ':' after the role");

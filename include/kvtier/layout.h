@@ -70,6 +70,21 @@ struct TensorSpec {
   bool operator==(const TensorSpec&) const = default;
 };
 
+// How a quantized layer's per-token states were quantized (MLX-style
+// QuantizedKVCache: packed integer data plus per-group scales and biases).
+// Part of the signature: two schemes whose tensors have equal shapes (the
+// same bits packed differently, another mode) must never read each other's
+// blocks. bits = 0 means not quantized, and then group_size and mode are
+// empty too.
+struct Quantization {
+  uint32_t bits = 0;        // 1..8 bits per element
+  uint32_t group_size = 0;  // elements sharing one scale/bias, 1..65536
+  std::string mode;         // a name: "affine", "mxfp4", ...
+
+  bool enabled() const { return bits != 0; }
+  bool operator==(const Quantization&) const = default;
+};
+
 struct LayerSpec {
   // Free-form kind recorded in block metadata (`layer_cache_types`):
   // "attention", "quantized_attention", "sliding_window", "mamba", ...
@@ -82,11 +97,18 @@ struct LayerSpec {
   // current one included) its attention sees; 0 = every token. A reader
   // resuming after position p needs only the blocks overlapping
   // [p - window, p) of such a layer (DESIGN.md §4).
+  // Part of the signature when non-zero; only on a layer with a per-token
+  // state (a recurrent layer has no window).
   uint32_t window = 0;
+  // How the layer's K/V are quantized; part of the signature when enabled.
+  Quantization quantization;
 
   // True when every state has token_dim = -1: a recurrent state of constant
   // size per sequence (SSM, linear attention, convolution window), stored
-  // per block as the state after the block's last token.
+  // per block as the state after the block's last token. A layer may mix
+  // per-token and constant-size states (e.g. K/V beside a per-block scalar);
+  // it is then a per-token layer whose constant states travel with each of
+  // its blocks (docs/layouts.md, "Recurrent states").
   bool IsRecurrent() const;
 
   bool operator==(const LayerSpec&) const = default;
@@ -105,6 +127,8 @@ struct ModelLayout {
   // Canonical, deterministic signature (grammar in docs/layouts.md), e.g.
   //   kvtier-layout-v1;bt=16;L0-1=attention:keys:F16[2,16,16],values:F16[2,16,16]
   // where a run of consecutive equal layers is written once as L<first>-<last>.
+  // A window or a quantization adds `{window=N}` / `{quant=MODE,bits=B,group=G}`
+  // after the cache type; layouts without them keep their signature.
   // Independent of `name`, token_dim and meta_state defaults.
   std::string Signature() const;
 
@@ -115,7 +139,9 @@ struct ModelLayout {
   // [A-Za-z0-9_.-] strings of at most 64 bytes, roles are unique within a
   // layer, shapes have 1 to 8 dimensions, a token_dim names a dimension equal
   // to block_tokens, meta states are UTF-8 of at most 1024 bytes, and there
-  // are at most 4096 layers and 4096 state tensors.
+  // are at most 4096 layers and 4096 state tensors; a window needs a
+  // per-token state; a quantization has bits 1..8, group_size 1..65536 and
+  // a mode name (or is all zero/empty).
   Status Validate() const;
 
   // A copy with block_tokens = `block_tokens` and every token dimension
@@ -125,7 +151,10 @@ struct ModelLayout {
 
   bool operator==(const ModelLayout&) const = default;
 
-  // Built-in presets (DESIGN.md §6): "tiny", "qwen2.5-0.5b", "llama3-8b".
+  // Built-in presets (DESIGN.md §6): "tiny", "qwen2.5-0.5b", "llama3-8b",
+  // and real models of the other layer kinds (docs/layouts.md cites their
+  // configs): "gpt-oss-20b" (sliding windows), "qwen3-next-80b" (Gated
+  // DeltaNet beside attention), "llama3-8b-q4" (4-bit quantized K/V).
   // block_tokens = 0 uses the preset's default.
   static Result<ModelLayout> Preset(std::string_view name, uint32_t block_tokens = 0);
   // Names of the built-in presets.

@@ -56,8 +56,8 @@ const std::vector<Row>& Table() {
   static const std::vector<Row>* rows = new std::vector<Row>{
       // --- Layout and cache -------------------------------------------------
       {"layout", Kind::kString, "(required)",
-       "A layout preset (`tiny`, `qwen2.5-0.5b`, `llama3-8b`) or a layout JSON file "
-       "(docs/layouts.md).",
+       "A layout preset (`tiny`, `qwen2.5-0.5b`, `llama3-8b`, `gpt-oss-20b`, `qwen3-next-80b`, "
+       "`llama3-8b-q4`) or a layout JSON file (docs/layouts.md).",
        "layout", KVTIER_SET(s.layout = v.s)},
       {"block_tokens", Kind::kCount, "the layout's", "Tokens per block; 0 keeps the layout's own.",
        "block_tokens", KVTIER_SET(s.block_tokens = static_cast<uint32_t>(v.u)), kU32},

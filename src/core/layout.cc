@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 
 #include "core/layout_internal.h"
@@ -108,6 +109,27 @@ Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_
                                      "block limit");
     }
   }
+  if (layer.window != 0 && layer.IsRecurrent()) {
+    return Status::InvalidArgument(p + ".window needs a per-token state (a shape with \"T\"); "
+                                       "a recurrent layer has no window");
+  }
+  const Quantization& q = layer.quantization;
+  if (q.enabled() || q.group_size != 0 || !q.mode.empty()) {
+    if (q.bits < 1 || q.bits > kMaxQuantBits) {
+      return Status::InvalidArgument(p + ".quantization.bits must be in 1.." +
+                                     std::to_string(kMaxQuantBits) + ", got " +
+                                     std::to_string(q.bits));
+    }
+    if (q.group_size < 1 || q.group_size > kMaxQuantGroup) {
+      return Status::InvalidArgument(p + ".quantization.group_size must be in 1.." +
+                                     std::to_string(kMaxQuantGroup) + ", got " +
+                                     std::to_string(q.group_size));
+    }
+    if (!IsValidName(q.mode)) {
+      return Status::InvalidArgument(p + ".quantization.mode must be " + NameRule() + ", got " +
+                                     Quote(q.mode));
+    }
+  }
   for (size_t m = 0; m < layer.meta_state.size(); ++m) {
     const std::string& s = layer.meta_state[m];
     if (s.size() > kMaxMetaStateBytes || !IsStrictUtf8(s)) {
@@ -152,9 +174,11 @@ size_t ModelLayout::TensorCount() const {
 
 namespace {
 
-// The part of a layer the signature covers: cache type, roles, dtypes, shapes.
+// The part of a layer the signature covers: cache type, window,
+// quantization, roles, dtypes, shapes.
 bool SameSignedContent(const LayerSpec& a, const LayerSpec& b) {
   if (a.cache_type != b.cache_type || a.states.size() != b.states.size()) return false;
+  if (a.window != b.window || a.quantization != b.quantization) return false;
   for (size_t k = 0; k < a.states.size(); ++k) {
     const TensorSpec& x = a.states[k];
     const TensorSpec& y = b.states[k];
@@ -165,6 +189,27 @@ bool SameSignedContent(const LayerSpec& a, const LayerSpec& b) {
 
 void AppendLayerBody(const LayerSpec& layer, std::string* out) {
   out->append(layer.cache_type);
+  // Only written when set, so that the signatures of layouts without these
+  // features (and the keys and stored blocks derived from them) stay as they
+  // were. '{' cannot occur in a cache type, so the form is unambiguous.
+  const Quantization& q = layer.quantization;
+  if (layer.window != 0 || q.enabled()) {
+    out->push_back('{');
+    if (layer.window != 0) {
+      out->append("window=");
+      out->append(std::to_string(layer.window));
+    }
+    if (q.enabled()) {
+      if (layer.window != 0) out->push_back(',');
+      out->append("quant=");
+      out->append(q.mode);
+      out->append(",bits=");
+      out->append(std::to_string(q.bits));
+      out->append(",group=");
+      out->append(std::to_string(q.group_size));
+    }
+    out->push_back('}');
+  }
   out->push_back(':');
   for (size_t k = 0; k < layer.states.size(); ++k) {
     const TensorSpec& t = layer.states[k];
@@ -287,27 +332,119 @@ constexpr std::array<PresetInfo, 3> kPresets = {{
     {"llama3-8b", 32, 8, 128, DType::kBF16, 256},
 }};
 
+TensorSpec PerToken(const char* role, DType dtype, uint64_t heads, uint32_t block_tokens,
+                    uint64_t width) {
+  return TensorSpec{role, dtype, {heads, block_tokens, width}, 1};
+}
+
+LayerSpec AttentionLayer(uint32_t kv_heads, uint32_t head_dim, DType dtype, uint32_t bt) {
+  LayerSpec layer;
+  layer.cache_type = "attention";
+  layer.states = {PerToken("keys", dtype, kv_heads, bt, head_dim),
+                  PerToken("values", dtype, kv_heads, bt, head_dim)};
+  return layer;
+}
+
+// openai/gpt-oss-20b config.json: num_hidden_layers 24, num_key_value_heads 8,
+// head_dim 64, sliding_window 128, layer_types alternating
+// sliding_attention (even layers) and full_attention (odd), bfloat16.
+ModelLayout GptOss20b(uint32_t bt) {
+  ModelLayout out;
+  out.name = "gpt-oss-20b";
+  out.block_tokens = bt;
+  LayerSpec sliding = AttentionLayer(8, 64, DType::kBF16, bt);
+  sliding.cache_type = "sliding_window";
+  sliding.window = 128;
+  const LayerSpec full = AttentionLayer(8, 64, DType::kBF16, bt);
+  for (uint32_t i = 0; i < 24; ++i) out.layers.push_back(i % 2 == 0 ? sliding : full);
+  return out;
+}
+
+// Qwen/Qwen3-Next-80B-A3B-Instruct config.json: num_hidden_layers 48,
+// full_attention_interval 4 (layers 3, 7, ... are full attention), full
+// attention with num_key_value_heads 2 and head_dim 256; Gated DeltaNet
+// elsewhere with linear_num_key_heads 16, linear_key_head_dim 128,
+// linear_num_value_heads 32, linear_value_head_dim 128 and
+// linear_conv_kernel_dim 4; bfloat16. A Gated DeltaNet layer's state is its
+// causal convolution's last kernel-1 inputs over the q, k and v channels
+// (conv_dim = 2·16·128 + 32·128 = 8192) and the delta rule's state, one
+// [key_head_dim, value_head_dim] matrix per value head.
+ModelLayout Qwen3Next80b(uint32_t bt) {
+  ModelLayout out;
+  out.name = "qwen3-next-80b";
+  out.block_tokens = bt;
+  LayerSpec linear;
+  linear.cache_type = "linear_attention";
+  linear.states = {TensorSpec{"conv", DType::kBF16, {2 * 16 * 128 + 32 * 128, 4 - 1}, -1},
+                   TensorSpec{"recurrent", DType::kBF16, {32, 128, 128}, -1}};
+  const LayerSpec full = AttentionLayer(2, 256, DType::kBF16, bt);
+  for (uint32_t i = 0; i < 48; ++i) out.layers.push_back(i % 4 == 3 ? full : linear);
+  return out;
+}
+
+// meta-llama/Meta-Llama-3-8B config.json (num_hidden_layers 32,
+// num_key_value_heads 8, head_dim 4096/32 = 128, bfloat16) with MLX's
+// QuantizedKVCache at 4 bits, group size 64 (mlx-lm --kv-bits 4
+// --kv-group-size 64, affine mode): per token and head, the K (and V) data
+// packed into head_dim·bits/32 = 16 U32 words plus head_dim/group = 2 scales
+// and 2 biases of the model's dtype.
+ModelLayout Llama3_8bQ4(uint32_t bt) {
+  ModelLayout out;
+  out.name = "llama3-8b-q4";
+  out.block_tokens = bt;
+  LayerSpec layer;
+  layer.cache_type = "quantized_attention";
+  layer.quantization = Quantization{4, 64, "affine"};
+  layer.states = {PerToken("keys", DType::kU32, 8, bt, 128 * 4 / 32),
+                  PerToken("key_scales", DType::kBF16, 8, bt, 128 / 64),
+                  PerToken("key_biases", DType::kBF16, 8, bt, 128 / 64),
+                  PerToken("values", DType::kU32, 8, bt, 128 * 4 / 32),
+                  PerToken("value_scales", DType::kBF16, 8, bt, 128 / 64),
+                  PerToken("value_biases", DType::kBF16, 8, bt, 128 / 64)};
+  out.layers.assign(32, layer);
+  return out;
+}
+
+struct MixedPreset {
+  const char* name;
+  ModelLayout (*make)(uint32_t block_tokens);
+  uint32_t block_tokens;  // default
+};
+
+constexpr std::array<MixedPreset, 3> kMixedPresets = {{
+    {"gpt-oss-20b", &GptOss20b, 256},
+    {"qwen3-next-80b", &Qwen3Next80b, 256},
+    {"llama3-8b-q4", &Llama3_8bQ4, 256},
+}};
+
 }  // namespace
 
 std::vector<std::string> ModelLayout::PresetNames() {
   std::vector<std::string> names;
   for (const PresetInfo& p : kPresets) names.emplace_back(p.name);
+  for (const MixedPreset& p : kMixedPresets) names.emplace_back(p.name);
   return names;
 }
 
 Result<ModelLayout> ModelLayout::Preset(std::string_view name, uint32_t block_tokens) {
+  std::optional<ModelLayout> layout;
   for (const PresetInfo& p : kPresets) {
     if (name != p.name) continue;
-    ModelLayout layout = Attention(p.name, p.layers, p.kv_heads, p.head_dim, p.dtype,
-                                   block_tokens != 0 ? block_tokens : p.block_tokens);
-    Status s = layout.Validate();
+    layout = Attention(p.name, p.layers, p.kv_heads, p.head_dim, p.dtype,
+                       block_tokens != 0 ? block_tokens : p.block_tokens);
+  }
+  for (const MixedPreset& p : kMixedPresets) {
+    if (name == p.name) layout = p.make(block_tokens != 0 ? block_tokens : p.block_tokens);
+  }
+  if (layout) {
+    Status s = layout->Validate();
     if (!s.ok()) return s.WithContext("layout preset '" + std::string(name) + "'");
-    return layout;
+    return *std::move(layout);
   }
   std::string known;
-  for (const PresetInfo& p : kPresets) {
+  for (const std::string& n : PresetNames()) {
     if (!known.empty()) known += ", ";
-    known += p.name;
+    known += n;
   }
   std::string shown(name.substr(0, 80));
   return Status::InvalidArgument("unknown layout preset '" + shown + "' (known: " + known +

@@ -18,6 +18,8 @@ inline constexpr size_t kMaxTensors = 4096;
 inline constexpr size_t kMaxRank = 8;
 inline constexpr size_t kMaxNameBytes = 64;
 inline constexpr size_t kMaxMetaStateBytes = 1024;
+inline constexpr uint32_t kMaxQuantBits = 8;
+inline constexpr uint32_t kMaxQuantGroup = 65536;
 inline constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 32;  // 4 GiB
 
 // True for a non-empty [A-Za-z0-9_.-] string of at most kMaxNameBytes.

@@ -182,10 +182,28 @@ Result<TensorSpec> ParseTensor(const json& j, const std::string& path, uint32_t 
   return t;
 }
 
+Result<Quantization> ParseQuantization(const json& j, const std::string& path) {
+  if (!j.is_object()) return JsonError(path, "must be an object, got " + TypeName(j));
+  KVTIER_RETURN_IF_ERROR(CheckFields(j, path, {"mode", "bits", "group_size"}));
+  for (const char* f : {"mode", "bits", "group_size"}) {
+    KVTIER_RETURN_IF_ERROR(RequireField(j, path, f));
+  }
+  Quantization q;
+  KVTIER_ASSIGN_OR_RETURN(q.mode, ParseString(j["mode"], Child(path, "mode")));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t bits, ParseUnsigned(j["bits"], Child(path, "bits"), 1,
+                                                       internal::kMaxQuantBits));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t group, ParseUnsigned(j["group_size"], Child(path, "group_size"),
+                                                        1, internal::kMaxQuantGroup));
+  q.bits = static_cast<uint32_t>(bits);
+  q.group_size = static_cast<uint32_t>(group);
+  return q;
+}
+
 Result<LayerSpec> ParseLayer(const json& j, const std::string& path, uint32_t block_tokens,
                              uint64_t* repeat) {
   if (!j.is_object()) return JsonError(path, "must be an object, got " + TypeName(j));
-  KVTIER_RETURN_IF_ERROR(CheckFields(j, path, {"cache_type", "states", "meta_state", "repeat"}));
+  KVTIER_RETURN_IF_ERROR(CheckFields(
+      j, path, {"cache_type", "states", "meta_state", "repeat", "window", "quantization"}));
   for (const char* f : {"cache_type", "states"}) KVTIER_RETURN_IF_ERROR(RequireField(j, path, f));
   LayerSpec layer;
   KVTIER_ASSIGN_OR_RETURN(layer.cache_type,
@@ -194,6 +212,15 @@ Result<LayerSpec> ParseLayer(const json& j, const std::string& path, uint32_t bl
   if (j.contains("repeat")) {
     KVTIER_ASSIGN_OR_RETURN(
         *repeat, ParseUnsigned(j["repeat"], Child(path, "repeat"), 1, internal::kMaxLayers));
+  }
+  if (j.contains("window")) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t window,
+                            ParseUnsigned(j["window"], Child(path, "window"), 1, UINT32_MAX));
+    layer.window = static_cast<uint32_t>(window);
+  }
+  if (j.contains("quantization")) {
+    KVTIER_ASSIGN_OR_RETURN(layer.quantization,
+                            ParseQuantization(j["quantization"], Child(path, "quantization")));
   }
   const std::string sp = Child(path, "states");
   const json& states = j["states"];
@@ -297,6 +324,13 @@ std::string ModelLayout::ToJson() const {
     out += i == 0 ? "\n    {" : ",\n    {";
     if (n > 1) out += "\"repeat\": " + std::to_string(n) + ", ";
     out += "\"cache_type\": " + Quoted(layer.cache_type);
+    if (layer.window != 0) out += ", \"window\": " + std::to_string(layer.window);
+    if (layer.quantization.enabled()) {
+      const Quantization& q = layer.quantization;
+      out += ", \"quantization\": {\"mode\": " + Quoted(q.mode) +
+             ", \"bits\": " + std::to_string(q.bits) +
+             ", \"group_size\": " + std::to_string(q.group_size) + "}";
+    }
     if (!layer.meta_state.empty()) {
       out += ", \"meta_state\": [";
       for (size_t m = 0; m < layer.meta_state.size(); ++m) {

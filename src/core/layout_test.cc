@@ -53,8 +53,12 @@ TEST(LayoutPresetTest, BlockBytesExactly) {
     size_t tensors;
     uint32_t block_tokens;
   };
+  // gpt-oss-20b: 24 × 2 × 8·256·64·2; qwen3-next-80b: 12 × 2 × 2·256·256·2 +
+  // 36 × (8192·3·2 + 32·128·128·2); llama3-8b-q4: 32 × 2 × (8·256·16·4 + 2 · 8·256·2·2).
   for (const Row& r : {Row{"tiny", 4096, 4, 16}, Row{"qwen2.5-0.5b", 3145728, 48, 256},
-                       Row{"llama3-8b", 33554432, 64, 256}}) {
+                       Row{"llama3-8b", 33554432, 64, 256}, Row{"gpt-oss-20b", 12582912, 48, 256},
+                       Row{"qwen3-next-80b", 45809664, 96, 256},
+                       Row{"llama3-8b-q4", 9437184, 192, 256}}) {
     Result<ModelLayout> l = ModelLayout::Preset(r.name);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
     EXPECT_EQ(l->BlockBytes(), r.bytes) << r.name;
@@ -64,7 +68,56 @@ TEST(LayoutPresetTest, BlockBytesExactly) {
     EXPECT_TRUE(l->Validate().ok());
   }
   EXPECT_THAT(ModelLayout::PresetNames(),
-              ::testing::ElementsAre("tiny", "qwen2.5-0.5b", "llama3-8b"));
+              ::testing::ElementsAre("tiny", "qwen2.5-0.5b", "llama3-8b", "gpt-oss-20b",
+                                     "qwen3-next-80b", "llama3-8b-q4"));
+}
+
+TEST(LayoutPresetTest, MixedKindsExactSignatures) {
+  EXPECT_EQ(ModelLayout::Preset("gpt-oss-20b", 16)->Signature(),
+            "kvtier-layout-v1;bt=16;"
+            "L0=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L1=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L2=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L3=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L4=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L5=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L6=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L7=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L8=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L9=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L10=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L11=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L12=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L13=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L14=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L15=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L16=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L17=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L18=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L19=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L20=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L21=attention:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L22=sliding_window{window=128}:keys:BF16[8,16,64],values:BF16[8,16,64];"
+            "L23=attention:keys:BF16[8,16,64],values:BF16[8,16,64]");
+  EXPECT_EQ(ModelLayout::Preset("llama3-8b-q4")->Signature(),
+            "kvtier-layout-v1;bt=256;L0-31=quantized_attention{quant=affine,bits=4,group=64}:"
+            "keys:U32[8,256,16],key_scales:BF16[8,256,2],key_biases:BF16[8,256,2],"
+            "values:U32[8,256,16],value_scales:BF16[8,256,2],value_biases:BF16[8,256,2]");
+  ModelLayout next = *ModelLayout::Preset("qwen3-next-80b", 64);
+  ASSERT_EQ(next.layers.size(), 48u);
+  for (size_t i = 0; i < next.layers.size(); ++i) {
+    EXPECT_EQ(next.layers[i].IsRecurrent(), i % 4 != 3) << i;
+  }
+  EXPECT_EQ(next.layers[0].states[0].shape, (std::vector<uint64_t>{8192, 3}));
+  EXPECT_EQ(next.layers[0].states[1].shape, (std::vector<uint64_t>{32, 128, 128}));
+  EXPECT_EQ(next.layers[3].states[0].shape, (std::vector<uint64_t>{2, 64, 256}));
+  EXPECT_THAT(next.Signature(),
+              StartsWith("kvtier-layout-v1;bt=64;L0-2=linear_attention:conv:BF16[8192,3],"
+                         "recurrent:BF16[32,128,128];L3=attention:keys:BF16[2,64,256],"
+                         "values:BF16[2,64,256];L4-6=linear_attention:"));
+  // The recurrent state does not grow with block_tokens; K/V do.
+  EXPECT_EQ(ModelLayout::Preset("qwen3-next-80b", 512)->BlockBytes() - next.BlockBytes(),
+            12u * 2 * 2 * (512 - 64) * 256 * 2);
 }
 
 TEST(LayoutPresetTest, ShapesAreHeadsTokensHeadDim) {
@@ -194,6 +247,131 @@ TEST(LayoutSignatureTest, EveryChangeToBytesChangesIt) {
             "L2=attention:keys:F16[1,2,2],values:F16[1,2,2]");
 }
 
+TEST(LayoutSignatureTest, WindowAndQuantizationAreSigned) {
+  const ModelLayout base = Hybrid();
+  ModelLayout w = base;
+  w.layers[1].window = 512;
+  ModelLayout w2 = base;
+  w2.layers[1].window = 1024;
+  EXPECT_NE(w.Signature(), base.Signature());
+  EXPECT_NE(w.Signature(), w2.Signature());
+  EXPECT_THAT(w.Signature(), HasSubstr(";L1=sliding_window{window=512}:keys:F16[2,4,8],"));
+  // Two quantization schemes with equal tensor shapes: 4-bit affine and
+  // 4-bit mxfp4 with group 32 (same packed width), and the bits alone.
+  ModelLayout q = base;
+  q.layers[2].quantization = Quantization{4, 64, "affine"};
+  ModelLayout q_mode = base;
+  q_mode.layers[2].quantization = Quantization{4, 64, "mxfp4"};
+  ModelLayout q_group = base;
+  q_group.layers[2].quantization = Quantization{4, 32, "affine"};
+  ModelLayout q_bits = base;
+  q_bits.layers[2].quantization = Quantization{8, 64, "affine"};
+  std::set<std::string> seen;
+  const std::vector<const ModelLayout*> all = {&base, &w, &w2, &q, &q_mode, &q_group, &q_bits};
+  for (const ModelLayout* l : all) {
+    EXPECT_EQ(l->BlockBytes(), base.BlockBytes());
+    EXPECT_TRUE(l->Validate().ok()) << l->Validate().ToString();
+    EXPECT_TRUE(seen.insert(l->Signature()).second) << l->Signature();
+  }
+  EXPECT_THAT(q.Signature(), HasSubstr(";L2=attention{quant=affine,bits=4,group=64}:keys:"));
+  ModelLayout both = w;
+  both.layers[1].quantization = Quantization{2, 16, "affine"};
+  EXPECT_THAT(both.Signature(),
+              HasSubstr(";L1=sliding_window{window=512,quant=affine,bits=2,group=16}:keys:"));
+  // A run of layers only merges when windows and quantizations are equal.
+  ModelLayout run = ModelLayout::Attention("r", 2, 1, 2, DType::kF16, 2);
+  run.layers[1].window = 8;
+  EXPECT_EQ(run.Signature(),
+            "kvtier-layout-v1;bt=2;L0=attention:keys:F16[1,2,2],values:F16[1,2,2];"
+            "L1=attention{window=8}:keys:F16[1,2,2],values:F16[1,2,2]");
+}
+
+TEST(LayoutValidateTest, WindowAndQuantizationRules) {
+  struct Case {
+    const char* message;
+    std::function<void(ModelLayout*)> mutate;
+  };
+  const Case cases[] = {
+      {"layers[3].window needs a per-token state",
+       [](ModelLayout* l) { l->layers[3].window = 16; }},
+      {"layers[0].quantization.bits must be in 1..8, got 0",
+       [](ModelLayout* l) { l->layers[0].quantization.mode = "affine"; }},
+      {"layers[0].quantization.bits must be in 1..8, got 9",
+       [](ModelLayout* l) { l->layers[0].quantization = Quantization{9, 64, "affine"}; }},
+      {"layers[0].quantization.group_size must be in 1..65536, got 0",
+       [](ModelLayout* l) { l->layers[0].quantization = Quantization{4, 0, "affine"}; }},
+      {"layers[0].quantization.mode must be a non-empty string",
+       [](ModelLayout* l) { l->layers[0].quantization = Quantization{4, 64, "af fine"}; }},
+  };
+  for (const Case& c : cases) {
+    ModelLayout l = Hybrid();
+    c.mutate(&l);
+    Status s = l.Validate();
+    EXPECT_TRUE(s.IsInvalidArgument()) << c.message;
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+  }
+  // A layer mixing per-token and constant-size states is a per-token layer,
+  // so it may have a window.
+  ModelLayout mixed = Hybrid();
+  mixed.layers[0].states.push_back(TensorSpec{"offset", DType::kI32, {1}, -1});
+  mixed.layers[0].window = 4;
+  EXPECT_TRUE(mixed.Validate().ok()) << mixed.Validate().ToString();
+  EXPECT_FALSE(mixed.layers[0].IsRecurrent());
+  EXPECT_TRUE(Hybrid().layers[3].IsRecurrent());
+}
+
+TEST(LayoutJsonTest, WindowAndQuantizationFields) {
+  Result<ModelLayout> l = ModelLayout::FromJson(R"({"block_tokens": 2, "layers": [
+      {"cache_type": "sliding_window", "window": 4096,
+       "states": [{"role": "keys", "dtype": "F16", "shape": [1, "T", 2]}]},
+      {"cache_type": "quantized_attention",
+       "quantization": {"mode": "affine", "bits": 4, "group_size": 64},
+       "states": [{"role": "keys", "dtype": "U32", "shape": [1, "T", 2]}]}]})");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->layers[0].window, 4096u);
+  EXPECT_EQ(l->layers[1].quantization, (Quantization{4, 64, "affine"}));
+  EXPECT_EQ(l->Signature(),
+            "kvtier-layout-v1;bt=2;L0=sliding_window{window=4096}:keys:F16[1,2,2];"
+            "L1=quantized_attention{quant=affine,bits=4,group=64}:keys:U32[1,2,2]");
+  EXPECT_THAT(l->ToJson(), HasSubstr("{\"cache_type\": \"sliding_window\", \"window\": 4096, "
+                                     "\"states\": ["));
+  EXPECT_THAT(l->ToJson(), HasSubstr("\"quantization\": {\"mode\": \"affine\", \"bits\": 4, "
+                                     "\"group_size\": 64}"));
+  EXPECT_EQ(*ModelLayout::FromJson(l->ToJson()), *l);
+  const std::string kState = R"("states": [{"role": "k", "dtype": "F16", "shape": [1, "T"]}])";
+  struct Bad {
+    std::string layer;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {R"("window": 0, )", "layers[0].window: must be an integer in 1..4294967295, got 0"},
+      {R"("window": "128", )", "layers[0].window: must be an integer"},
+      {R"("quantization": 4, )", "layers[0].quantization: must be an object"},
+      {R"("quantization": {"mode": "affine", "bits": 4}, )",
+       "layers[0].quantization: missing required field 'group_size'"},
+      {R"("quantization": {"mode": "affine", "bits": 16, "group_size": 64}, )",
+       "layers[0].quantization.bits: must be an integer in 1..8, got 16"},
+      {R"("quantization": {"mode": "affine", "bits": 4, "group_size": 64, "x": 1}, )",
+       "layers[0].quantization: unknown field 'x'"},
+      {R"("quantization": {"mode": "", "bits": 4, "group_size": 64}, )",
+       "layers[0].quantization.mode must be a non-empty string"},
+  };
+  for (const Bad& b : bad) {
+    const std::string doc =
+        R"({"block_tokens": 2, "layers": [{"cache_type": "a", )" + b.layer + kState + "}]}";
+    Result<ModelLayout> r = ModelLayout::FromJson(doc);
+    ASSERT_FALSE(r.ok()) << doc;
+    EXPECT_TRUE(r.status().IsInvalidArgument());
+    EXPECT_THAT(r.status().message(), HasSubstr(b.message)) << doc;
+  }
+  // A window on a recurrent layer.
+  Result<ModelLayout> r = ModelLayout::FromJson(
+      R"({"block_tokens": 2, "layers": [{"cache_type": "mamba", "window": 8,
+          "states": [{"role": "ssm", "dtype": "F32", "shape": [2, 3]}]}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("layers[0].window needs a per-token state"));
+}
+
 TEST(LayoutValidateTest, NamesTheBadField) {
   struct Case {
     const char* message;
@@ -291,6 +469,9 @@ TEST(LayoutJsonTest, RoundTrip) {
   std::vector<ModelLayout> layouts = {Hybrid(), *ModelLayout::Preset("tiny"),
                                       *ModelLayout::Preset("qwen2.5-0.5b"),
                                       *ModelLayout::Preset("llama3-8b", 64)};
+  for (const char* name : {"gpt-oss-20b", "qwen3-next-80b", "llama3-8b-q4"}) {
+    layouts.push_back(*ModelLayout::Preset(name, 32));
+  }
   ModelLayout odd = Hybrid();
   odd.name = "na\"me\n\xC3\xA9";
   odd.layers[2].meta_state = {"", "a\\b", "\xE2\x82\xAC"};
@@ -385,7 +566,7 @@ TEST(LayoutJsonTest, MalformedIsInvalidArgumentNamingTheField) {
        "layout JSON: layers[0]: missing required field 'cache_type'"},
       {doc("\"cache_type\": \"attention\""), "layers[0]: missing required field 'states'"},
       {doc("\"cache_type\": \"attention\", \"states\": [" + kState + "], \"kind\": 1"),
-       "layers[0]: unknown field 'kind' (allowed: cache_type, states, meta_state, repeat)"},
+       "layers[0]: unknown field 'kind' (allowed: cache_type, states, meta_state, repeat, window, quantization)"},
       {doc("\"cache_type\": 3, \"states\": []"), "layers[0].cache_type: must be a string"},
       {doc("\"cache_type\": \"a b\", \"states\": [" + kState + "]"),
        "layout JSON: layers[0].cache_type must be a non-empty string of [A-Za-z0-9_.-]"},
@@ -500,6 +681,8 @@ TEST(LayoutExamplesTest, DocsExamplesLoad) {
       {"mamba.json", "mamba2-like", 3182592, 4, 8},
       // 2 × 2·4·64·64·2 + 2·4·64·64·2 + 2 × (4·64·8·4 + 2 · 4·64·2·2) + 2 × (3·1024·2 + 16·64·16·4)
       {"hybrid.json", "hybrid-example", 360448, 6, 16},
+      // 3 × 2·4·32·64·2 + 2 × (4·32·8·4 + 2 · 4·32·1·2) + 256·3·2 + 4·32·32·4
+      {"features.json", "features-example", 125440, 5, 14},
   };
   for (const Row& r : rows) {
     const std::string text = ReadSourceFile(std::string("docs/examples/") + r.file);

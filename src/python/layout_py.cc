@@ -99,7 +99,8 @@ void RegisterLayout(py::module_& m) {
              return LayoutFromPy(layout, "layout", BlockTokensFromPy(block_tokens));
            }),
            py::arg("layout"), py::arg("block_tokens") = 0,
-           "A preset ('tiny', 'qwen2.5-0.5b', 'llama3-8b') or a layout JSON path; "
+           "A preset ('tiny', 'qwen2.5-0.5b', 'llama3-8b', 'gpt-oss-20b', 'qwen3-next-80b', "
+           "'llama3-8b-q4') or a layout JSON path; "
            "block_tokens > 0 overrides the layout's tokens per block.")
       .def_static(
           "from_json",
