@@ -125,6 +125,13 @@ TEST(HybridModelTest, LayoutHasEachLayerKind) {
   EXPECT_EQ(ql.layers[0].states[1].shape, (std::vector<uint64_t>{2, kBlockTokens, 2}));
   EXPECT_EQ(ql.layers[0].states[5].role, "value_biases");
   EXPECT_NE(ql.Signature(), SmallConfig().KvLayout(kBlockTokens).Signature());
+  EXPECT_EQ(ql.layers[0].quantization, (Quantization{8, 4, "affine"}));
+  EXPECT_THAT(ql.Signature(), HasSubstr("quant=affine,bits=8,group=4"));
+  // Another group size with the same shapes in bytes is another signature.
+  ModelConfig q2 = q;
+  q2.kv_group = 2;
+  EXPECT_NE(q2.KvLayout(kBlockTokens).Signature(), ql.Signature());
+  EXPECT_THAT(layout.Signature(), HasSubstr("window=48"));
   // 2 layers × K and V × 2 heads × 8 tokens × (8 data + 2 scales × 2 + 2 biases × 2).
   EXPECT_EQ(ql.BlockBytes(), 2u * 2 * 2 * 8 * 16);
 }

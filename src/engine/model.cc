@@ -212,6 +212,9 @@ ModelLayout ModelConfig::KvLayout(uint32_t block_tokens, std::string name) const
         spec.states.push_back(per_token(std::string(kv) + "_scales", DType::kF16, d / kv_group));
         spec.states.push_back(per_token(std::string(kv) + "_biases", DType::kF16, d / kv_group));
       }
+      // In the signature: another scheme with the same tensor shapes (other
+      // bits packed alike, another mode) never reads these blocks.
+      spec.quantization = Quantization{kv_bits, kv_group, "affine"};
       spec.meta_state.push_back("bits=" + std::to_string(kv_bits));
       spec.meta_state.push_back("group_size=" + std::to_string(kv_group));
       spec.meta_state.push_back("mode=affine");

@@ -103,7 +103,8 @@ struct ModelConfig {
   // "sliding_window" with LayerSpec::window), or when quantized keys,
   // key_scales, key_biases, values, value_scales, value_biases (U8 [kv_heads,
   // T, head_dim], F16 [kv_heads, T, head_dim / kv_group]; cache type
-  // "quantized_attention" or "quantized_sliding_window"); linear layers one
+  // "quantized_attention" or "quantized_sliding_window"; LayerSpec::
+  // quantization {kv_bits, kv_group, "affine"}); linear layers one
   // F32 state [kv_heads, head_dim, head_dim] with token_dim −1
   // ("linear_attention").
   ModelLayout KvLayout(uint32_t block_tokens, std::string name = "kvtier-demo-engine") const;
