@@ -93,7 +93,8 @@ class Model:
             entry = {"cache_type": "attention" if mixer == ATTENTION else "sliding_window",
                      "states": [{"role": "keys", "dtype": "F16", "shape": kv_shape},
                                 {"role": "values", "dtype": "F16", "shape": kv_shape}]}
-            if mixer == SLIDING:
+            if mixer == SLIDING:  # in the signature: another window never reads these blocks
+                entry["window"] = self.window
                 entry["meta_state"] = ["window=%d" % self.window]
             layers.append(entry)
         return kvtier.Layout.from_json(json.dumps(
