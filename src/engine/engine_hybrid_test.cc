@@ -175,6 +175,40 @@ TEST(HybridModelTest, EngineRefusesAnotherKindsPool) {
   EXPECT_THAT(Engine::Create(hybrid.get(), hybrid_pool.get()), IsOk());
 }
 
+// One sliding layer: the logits after position p depend only on the tokens
+// in its window (p − window, p], so prompts that differ only before it give
+// the same bits, and one that differs inside it does not. Every per-token
+// layer is sliding, so the pool also frees blocks that fall out of the
+// window as the sequence grows; the engine never reads them.
+TEST(HybridModelTest, ASlidingLayerSeesOnlyItsWindow) {
+  ModelConfig c = SmallConfig();
+  c.layers = 1;
+  c.mixers = {MixerKind::kSliding};
+  c.window = kWindow;
+  auto model = MakeModel(c);
+  std::vector<uint32_t> a = Tokens(40, 64, 5);
+  std::vector<uint32_t> b = a, inside = a;
+  b[0] = (b[0] + 1) % 64;
+  b[40 - kWindow - 1] = (b[40 - kWindow - 1] + 7) % 64;    // just before the window
+  inside[40 - kWindow] = (inside[40 - kWindow] + 7) % 64;  // its first token
+  const auto want = Reference(*model, a)[0];
+  EXPECT_TRUE(BitIdentical(Reference(*model, b)[0], want));
+  EXPECT_FALSE(BitIdentical(Reference(*model, inside)[0], want));
+  auto pool = NoCachePool(c.KvLayout(kBlockTokens));
+  auto engine = Engine::Create(model.get(), pool.get());
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_THAT((*engine)->Prefill(1, a), IsOk());
+  EXPECT_GT(pool->GetStats().window_freed_blocks, 0u);
+  std::vector<uint32_t> decode = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<uint32_t> all = a;
+  for (uint32_t t : decode) {
+    auto d = (*engine)->Decode(1, t);
+    ASSERT_THAT(d, IsOk());
+    all.push_back(t);
+    EXPECT_TRUE(BitIdentical(*d, Reference(*model, all)[0])) << all.size();
+  }
+}
+
 // B shares A's first 37 tokens: four full blocks (32 tokens) reusable from A.
 struct Prompts {
   std::vector<uint32_t> a = Tokens(45, 64, 3);
