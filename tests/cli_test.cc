@@ -96,6 +96,26 @@ TEST_F(CliTest, DemoTextEndsWithTheSummary) {
   EXPECT_TRUE(std::filesystem::exists(tmp_.path() + "/demo/kvtier-demo.marker"));
 }
 
+// --model hybrid (attention, sliding window, gated linear attention) and
+// --kv-bits 8 (8-bit affine K/V): bit-exact in every request, the disk
+// serving after the restart.
+TEST_F(CliTest, DemoHybridAndQuantizedModelsAreBitExact) {
+  Ran r = Run("demo --quick --json --model hybrid --kv-bits 8 --dir '" + tmp_.path() + "/demo'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["bit_exact"], true);
+  EXPECT_EQ(j["model"]["mixers"], nlohmann::json::parse(R"(["attention","sliding","linear"])"));
+  EXPECT_EQ(j["model"]["kv_bits"], 8);
+  EXPECT_EQ(j["model"]["kv_group"], 16);  // QuickDemoOptions' head_dim
+  EXPECT_EQ(j["requests"][6]["source"], "disk");
+  EXPECT_THAT(r.err, HasSubstr("attention, sliding 24, linear; K/V 8-bit affine, groups of 16"));
+  for (const char* bad : {"--model mamba", "--kv-bits 4"}) {
+    Ran b = Run("demo --quick " + std::string(bad) + " --dir '" + tmp_.path() + "/bad'");
+    EXPECT_EQ(b.exit_code, 2) << bad;
+    EXPECT_EQ(Lines(b.err), 1u) << b.err;
+  }
+}
+
 TEST_F(CliTest, DemoBadInputIsAOneLineErrorWithExitTwo) {
   Ran r = Run("demo --quick --kv-dtype I8 --dir '" + tmp_.path() + "/demo'");
   EXPECT_EQ(r.exit_code, 2);

@@ -3,7 +3,8 @@
 
 Against the single server and the 3-master cluster, each under a key prefix
 of its own (an empty keyspace), `kvtier demo --quick --remote URL --json`
-must exit 0 and report, exactly:
+must exit 0 and report, exactly (for the default model, `--model hybrid`
+and `--model hybrid --kv-bits 8`):
   - every request bit-exact (the first host's against a recomputation, the
     second host's against the first host's logits);
   - one second-host request per conversation, each with its reused prefix
@@ -31,7 +32,7 @@ from remote_test_util import Runner, Servers, unique_prefix
 QUICK_CONVERSATIONS = 3  # QuickDemoOptions
 
 
-def check_json(r, j, url, folder):
+def check_json(r, j, url, folder, hybrid=False):
     what = "demo --remote %s" % url
     reqs = j.get("requests", [])
     first = [q for q in reqs if q.get("host") == 1]
@@ -44,10 +45,16 @@ def check_json(r, j, url, folder):
             "%s: second-host requests %r" % (what, second))
     for i, q in enumerate(second):
         # The first finds nothing local; later ones share the system
-        # prompt's blocks with it in the pool.
-        r.check(q["remote_blocks"] > 0 and q["host_blocks"] == 0 and q["disk_blocks"] == 0 and
-                q["reused_tokens"] == (q["pool_blocks"] + q["remote_blocks"]) * bt and
-                q["source"] == ("remote" if i == 0 else "pool+remote") and q["bit_exact"] and
+        # prompt's blocks with it in the pool. A hybrid model's blocks
+        # restored for a prefix hold only what that prefix needs (the
+        # window, the last block's recurrent state), so the pool does not
+        # share them: later ones read the system prompt's blocks from the
+        # host tier, which the first one's Redis load filled.
+        shared = "host" if hybrid else "pool"
+        r.check(q["remote_blocks"] > 0 and q["disk_blocks"] == 0 and
+                q["host_blocks" if shared == "pool" else "pool_blocks"] == 0 and
+                q["reused_tokens"] == (q[shared + "_blocks"] + q["remote_blocks"]) * bt and
+                q["source"] == ("remote" if i == 0 else shared + "+remote") and q["bit_exact"] and
                 q["logits_compared"] == j["requests"][0]["logits_compared"],
                 "%s: second-host request %r" % (what, q))
     # It serves each conversation's last prompt again: same prompt lengths.
@@ -72,11 +79,21 @@ def main():
     args = ap.parse_args()
     r = Runner(args.cli)
     with tempfile.TemporaryDirectory() as tmp, Servers(os.path.join(tmp, "redis")) as servers:
-        for n, url in enumerate((servers.single, servers.cluster)):
+        # The default model, the hybrid one (attention, sliding window, gated
+        # linear attention: the second host resumes the recurrent state from
+        # Redis) and the hybrid with 8-bit quantized K/V.
+        runs = [(servers.single, []), (servers.cluster, []),
+                (servers.single, ["--model", "hybrid"]), (servers.cluster, ["--model", "hybrid"]),
+                (servers.single, ["--model", "hybrid", "--kv-bits", "8"])]
+        for n, (url, model) in enumerate(runs):
             folder = os.path.join(tmp, "demo%d" % n)
             j = r.json("demo", "--quick", "--quiet", "--dir", folder, "--remote", url,
-                       "--remote-prefix", unique_prefix("demo"))
-            check_json(r, j, url, folder)
+                       "--remote-prefix", unique_prefix("demo"), *model)
+            check_json(r, j, "%s %s" % (url, " ".join(model)), folder, hybrid=bool(model))
+            if model:
+                r.check(j.get("model", {}).get("mixers") == ["attention", "sliding", "linear"] and
+                        j["model"].get("kv_bits") == (8 if "--kv-bits" in model else 0),
+                        "demo %s: model %r" % (model, j.get("model")))
 
         folder = os.path.join(tmp, "text")
         p = r.run("demo", "--quick", "--dir", folder, "--remote", servers.single,

@@ -1,6 +1,9 @@
 // kvtier demo: the reference engine serving a scripted session through the
 // pool and the tiers, with a restart in the middle; with --remote URL also a
-// second host that shares only Redis (src/engine/demo.h).
+// second host that shares only Redis (src/engine/demo.h). --model hybrid
+// serves a model mixing full attention, sliding-window attention and gated
+// linear attention; --kv-bits 8 stores K/V 8-bit quantized.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -20,6 +23,8 @@ struct DemoArgs {
   bool quiet = false;
   bool quick = false;
   std::string kv_dtype = "F16";
+  std::string model = "default";
+  uint32_t kv_bits = 0;
   uint32_t block_tokens = 16;
   uint32_t conversations = 4;
   uint32_t decode_tokens = 8;
@@ -62,6 +67,16 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
   app->add_flag("--quiet", args->quiet, "No progress lines");
   app->add_flag("--quick", args->quick,
                 "A much smaller model and script (smoke tests; seconds even in debug builds)");
+  app->add_option("--model", args->model,
+                  "default: every layer full attention; hybrid: attention, sliding-window "
+                  "attention and gated linear attention (a recurrent state) interleaved")
+      ->check(CLI::IsMember({"default", "hybrid"}))
+      ->capture_default_str();
+  app->add_option("--kv-bits", args->kv_bits,
+                  "0: K/V stored as --kv-dtype; 8: 8-bit affine-quantized K/V (U8 data, F16 "
+                  "scales and biases per group of 32 elements, or of head_dim if smaller)")
+      ->check(CLI::IsMember({0, 8}))
+      ->capture_default_str();
   app->add_option("--kv-dtype", args->kv_dtype, "K/V dtype in the pool and the tiers")
       ->check(CLI::IsMember({"F16", "BF16", "F32"}))
       ->capture_default_str();
@@ -109,6 +124,9 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     o.info_log = StderrLog();
     o.pool_blocks = args->pool_blocks;
     o.model.kv_dtype = *DTypeFromName(args->kv_dtype);
+    if (args->model == "hybrid") engine::UseHybridModel(&o);
+    o.model.kv_bits = args->kv_bits;
+    o.model.kv_group = std::min<uint32_t>(32, o.model.head_dim);
     CacheOptions host;
     host.host.capacity_bytes = o.host_bytes;
     RemoteTierOptions r;

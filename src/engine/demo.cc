@@ -74,6 +74,14 @@ PoolOptions ServingPoolOptions(const DemoOptions& o, const ModelLayout& layout,
   PoolOptions po;
   po.layout = layout;
   po.key_namespace.model_id = "kvtier-demo-engine/seed-" + std::to_string(o.model.seed);
+  // The layout signature tells most models apart; the window and the
+  // quantization are spelled out too, so no other variant's blocks are ever
+  // served to this one.
+  if (!o.model.IsPlainAttention()) {
+    po.key_namespace.model_id += "/window-" + std::to_string(o.model.window) + "/kv-bits-" +
+                                 std::to_string(o.model.kv_bits) + "-group-" +
+                                 std::to_string(o.model.kv_group);
+  }
   po.total_blocks = pool_blocks;
   po.chunk_blocks = std::min<uint32_t>(pool_blocks, 64);
   po.eviction = EvictionPolicy::kLru;
@@ -342,6 +350,12 @@ Status DemoOptions::Validate() const {
   return Status::Ok();
 }
 
+void UseHybridModel(DemoOptions* o) {
+  o->model.layers = o->model.layers >= 4 ? 6 : 3;
+  o->model.mixers = HybridMixers(o->model.layers);
+  o->model.window = 3 * o->block_tokens;
+}
+
 DemoOptions QuickDemoOptions(std::string dir) {
   DemoOptions o;
   o.dir = std::move(dir);
@@ -427,17 +441,17 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
     DemoEvent e;
     e.kind = DemoEvent::Kind::kStart;
     e.total_requests = total;
-    e.message = "model: " + std::to_string(o.model.layers) + " layers, hidden " +
-                std::to_string(o.model.hidden) + ", " + std::to_string(o.model.heads) +
-                " heads / " + std::to_string(o.model.kv_heads) + " KV heads of " +
-                std::to_string(o.model.head_dim) + ", " + std::to_string(report.parameters) +
-                " weights (seed " + std::to_string(o.model.seed) + "), K/V " +
-                std::string(DTypeName(o.model.kv_dtype)) + "; blocks of " +
-                std::to_string(o.block_tokens) + " tokens (" + std::to_string(report.block_bytes) +
-                " bytes); pool " + std::to_string(report.pool_blocks) + " blocks; cache " +
-                report.cache_dir + "; " + std::to_string(o.conversations) +
-                " conversations sharing a " + std::to_string(system.size()) +
-                "-token system prompt, " + std::to_string(total) + " requests";
+    e.message = "model: " + std::to_string(o.model.layers) + " layers (" + DescribeMixers(o.model) +
+                "), hidden " + std::to_string(o.model.hidden) + ", " +
+                std::to_string(o.model.heads) + " heads / " + std::to_string(o.model.kv_heads) +
+                " KV heads of " + std::to_string(o.model.head_dim) + ", " +
+                std::to_string(report.parameters) + " weights (seed " +
+                std::to_string(o.model.seed) + "); blocks of " + std::to_string(o.block_tokens) +
+                " tokens (" + std::to_string(report.block_bytes) + " bytes); pool " +
+                std::to_string(report.pool_blocks) + " blocks; cache " + report.cache_dir + "; " +
+                std::to_string(o.conversations) + " conversations sharing a " +
+                std::to_string(system.size()) + "-token system prompt, " + std::to_string(total) +
+                " requests";
     emit(e);
   }
 

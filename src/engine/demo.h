@@ -103,6 +103,12 @@ struct DemoOptions {
 // for smoke tests of the demo and its CLI.
 DemoOptions QuickDemoOptions(std::string dir);
 
+// Makes o's model the hybrid one (`kvtier demo --model hybrid`): 6 layers
+// (3 when o's model has fewer than 4, as QuickDemoOptions' does) mixing
+// full attention, sliding-window attention over 3 blocks' worth of tokens
+// and gated linear attention (HybridMixers), other sizes kept.
+void UseHybridModel(DemoOptions* o);
+
 // One request of the session.
 struct DemoRequest {
   uint32_t index = 0;  // 0-based, in serving order

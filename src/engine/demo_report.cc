@@ -27,6 +27,8 @@ double Speedup(double cached, double recompute) { return cached > 0 ? recompute 
 
 std::string DemoReport::ToJson() const {
   using nlohmann::json;
+  json mixers = json::array();
+  for (uint32_t l = 0; l < model.layers; ++l) mixers.push_back(MixerKindName(model.mixer(l)));
   json reqs = json::array();
   for (const DemoRequest& r : requests) {
     reqs.push_back({{"index", r.index},
@@ -64,6 +66,10 @@ std::string DemoReport::ToJson() const {
         {"vocab", model.vocab},
         {"seed", model.seed},
         {"kv_dtype", std::string(DTypeName(model.kv_dtype))},
+        {"mixers", mixers},
+        {"window", model.window},
+        {"kv_bits", model.kv_bits},
+        {"kv_group", model.kv_group},
         {"parameters", parameters}}},
       {"block_tokens", block_tokens},
       {"block_bytes", block_bytes},

@@ -134,6 +134,71 @@ TEST(DemoTest, RunsEndToEndWithDiskHitsAfterTheRestart) {
   EXPECT_THAT(table, HasSubstr("identical, bit for bit"));
 }
 
+// `kvtier demo --model hybrid`: full attention, a sliding window and gated
+// linear attention; every request bit-exact, the disk serving after the
+// restart (the recurrent state from the last block's snapshot alone), and a
+// small pool whose evicted conversations come back from the host tier.
+TEST(DemoTest, HybridModelIsBitExactInEveryRequest) {
+  TempDir tmp;
+  DemoOptions o = SmallDemo(tmp.path() + "/demo");
+  UseHybridModel(&o);
+  ASSERT_EQ(o.model.layers, 3u);
+  EXPECT_EQ(o.model.mixers, (std::vector<MixerKind>{MixerKind::kAttention, MixerKind::kSliding,
+                                                    MixerKind::kLinear}));
+  EXPECT_EQ(o.model.window, 3 * kBt);
+  std::string start;
+  auto rep = RunDemo(o, [&](const DemoEvent& e) {
+    if (e.kind == DemoEvent::Kind::kStart) start = e.message;
+  });
+  ASSERT_THAT(rep, IsOk());
+  EXPECT_THAT(start, HasSubstr("attention, sliding 24, linear; K/V F16"));
+  ASSERT_EQ(rep->requests.size(), 9u);
+  EXPECT_TRUE(rep->bit_exact);
+  for (const DemoRequest& r : rep->requests) {
+    EXPECT_EQ(r.logits_compared, 4u) << r.index;
+    EXPECT_EQ(r.logits_mismatched, 0u) << r.index << ": " << r.mismatch;
+  }
+  EXPECT_EQ(rep->requests[1].source, "pool");
+  const DemoRequest& r6 = rep->requests[6];
+  const size_t before = rep->requests[3].prompt_tokens + o.decode_tokens;
+  EXPECT_EQ(r6.source, "disk");
+  EXPECT_EQ(r6.reused_tokens, before / kBt * kBt);
+  EXPECT_GT(rep->disk_blocks_after_restart, r6.disk_blocks);
+  const nlohmann::json j = nlohmann::json::parse(rep->ToJson());
+  EXPECT_EQ(j["model"]["mixers"], nlohmann::json::parse(R"(["attention","sliding","linear"])"));
+  EXPECT_EQ(j["model"]["window"], 24);
+
+  // Evictions: the offloaded conversations (blocks in the host tier, the
+  // partial last block and live recurrent state in host memory) resume
+  // bit-exact.
+  DemoOptions small = SmallDemo(tmp.path() + "/demo2");
+  UseHybridModel(&small);
+  small.turns_after_restart = 0;
+  small.pool_blocks = 28;
+  auto evicting = RunDemo(small);
+  ASSERT_THAT(evicting, IsOk());
+  EXPECT_TRUE(evicting->bit_exact);
+  EXPECT_GT(evicting->pool_evicted_sequences, 0u);
+  EXPECT_GT(evicting->host_blocks_hit, 0u);
+}
+
+// 8-bit affine quantized K/V (U8 data, F16 scales and biases per group of
+// 8): the same bit-exact check, the restart included.
+TEST(DemoTest, QuantizedKvIsBitExactInEveryRequest) {
+  TempDir tmp;
+  DemoOptions o = SmallDemo(tmp.path() + "/demo");
+  o.model.kv_bits = 8;
+  o.model.kv_group = 8;
+  auto rep = RunDemo(o);
+  ASSERT_THAT(rep, IsOk());
+  EXPECT_TRUE(rep->bit_exact);
+  ASSERT_EQ(rep->requests.size(), 9u);
+  for (const DemoRequest& r : rep->requests) EXPECT_EQ(r.logits_mismatched, 0u) << r.index;
+  EXPECT_EQ(rep->requests[6].source, "disk");
+  // K and V: 16 data bytes and 2 × (2 scales + 2 biases) F16 bytes per token and head.
+  EXPECT_EQ(rep->block_bytes, 2u * 2 * 1 * kBt * (16 + 8));
+}
+
 TEST(DemoTest, SmallPoolEvictsIdleConversationsAndTheHostTierServesThem) {
   TempDir tmp;
   DemoOptions o = SmallDemo(tmp.path() + "/demo");

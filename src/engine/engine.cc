@@ -7,25 +7,27 @@
 #include <string>
 #include <utility>
 
+#include "engine/engine_scratch.h"
 #include "engine/kernels.h"
 #include "kvtier/env.h"
 
 namespace kvtier::engine {
 
-// Buffers reused across calls (resized, never shrunk).
-struct Engine::Scratch {
-  std::vector<float> x, h, q, k, v, attn, proj, gate, up, act;
-  std::vector<float> cos, sin, scores;
-  std::vector<float> k_all, v_all;  // [kv_heads, len, head_dim]
-  std::vector<std::byte> k_bytes, v_bytes;
-  std::vector<float> row;  // one [n, head_dim] head slice before conversion
-};
-
 namespace {
 
-template <typename T>
-void Fit(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
+std::string ShapeText(const SlotTensorGeometry& g) {
+  return std::string(DTypeName(g.dtype)) + "[" + std::to_string(g.a) + ", T, " +
+         std::to_string(g.b) + "]";
+}
+
+std::string ShapeText(const TensorSpec& spec, bool per_token) {
+  std::string out = std::string(DTypeName(spec.dtype)) + "[";
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += per_token && static_cast<int32_t>(i) == spec.token_dim ? std::string("T")
+                                                                  : std::to_string(spec.shape[i]);
+  }
+  return out + "]";
 }
 
 }  // namespace
@@ -39,33 +41,56 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model* model, BlockPool* po
     return Status::InvalidArgument("prefill_chunk must be > 0");
   }
   const ModelConfig& c = model->config();
-  std::vector<StateAt> states;
-  uint32_t block_tokens = 0;
+  // The block size, from the first per-token layer's first state: its rows
+  // are head_dim elements of the K/V dtype (U8 when quantized).
+  uint32_t first = 0;
+  while (first < c.layers && c.mixer(first) == MixerKind::kLinear) ++first;
+  const DType row_dtype = c.kv_bits != 0 ? DType::kU8 : c.kv_dtype;
+  const uint64_t row = uint64_t{c.head_dim} * DTypeSize(row_dtype);
+  const SlotTensorGeometry g0 = pool->TensorGeometry(first, 0);
+  if (g0.bytes == 0) {
+    return Status::InvalidArgument("pool layer " + std::to_string(first) +
+                                   " state 0 does not exist: the pool's layout is not the "
+                                   "model's layout");
+  }
+  if (g0.dtype != row_dtype || g0.a != c.kv_heads || g0.b != c.head_dim ||
+      g0.bytes % (g0.a * row) != 0) {
+    return Status::InvalidArgument(
+        "pool layer " + std::to_string(first) + " state 0 is " + ShapeText(g0) +
+        "; the model needs " + std::string(DTypeName(row_dtype)) + "[" +
+        std::to_string(c.kv_heads) + ", T, " + std::to_string(c.head_dim) + "]");
+  }
+  const uint32_t block_tokens = static_cast<uint32_t>(g0.bytes / (g0.a * row));
+  const ModelLayout want = c.KvLayout(block_tokens);
+  std::vector<std::vector<StateAt>> states(c.layers);
   for (uint32_t l = 0; l < c.layers; ++l) {
-    for (uint32_t s = 0; s < 2; ++s) {
+    const LayerSpec& spec = want.layers[l];
+    const bool per_token = c.mixer(l) != MixerKind::kLinear;
+    for (uint32_t s = 0; s <= spec.states.size(); ++s) {
       const SlotTensorGeometry g = pool->TensorGeometry(l, s);
-      const uint64_t row = uint64_t{c.head_dim} * DTypeSize(c.kv_dtype);
       const std::string what = "pool layer " + std::to_string(l) + " state " + std::to_string(s);
+      if (s == spec.states.size()) {
+        if (g.bytes != 0) {
+          return Status::InvalidArgument("pool layer " + std::to_string(l) + " has more than " +
+                                         std::to_string(spec.states.size()) + " states");
+        }
+        break;
+      }
+      const TensorSpec& ts = spec.states[s];
       if (g.bytes == 0) {
         return Status::InvalidArgument(what +
                                        " does not exist: the pool's layout is not the "
-                                       "model's attention layout");
+                                       "model's layout");
       }
-      if (g.dtype != c.kv_dtype || g.a != c.kv_heads || g.b != c.head_dim ||
-          g.bytes % (g.a * row) != 0) {
+      const bool shape_ok = per_token ? g.a == ts.shape[0] && g.b == ts.shape[2] : true;
+      if (g.dtype != ts.dtype || g.bytes != ts.ByteSize() || !shape_ok) {
         return Status::InvalidArgument(
-            what + " is " + std::string(DTypeName(g.dtype)) + "[" + std::to_string(g.a) + ", T, " +
-            std::to_string(g.b) + "]; the model needs " + std::string(DTypeName(c.kv_dtype)) + "[" +
-            std::to_string(c.kv_heads) + ", T, " + std::to_string(c.head_dim) + "]");
+            what + " is " + (per_token ? ShapeText(g) : std::string(DTypeName(g.dtype))) + " (" +
+            std::to_string(g.bytes) + " bytes); the model needs " + ShapeText(ts, per_token) +
+            " (" + std::to_string(ts.ByteSize()) + " bytes)" +
+            (per_token ? " with T = " + std::to_string(block_tokens) : std::string()));
       }
-      const uint64_t t = g.bytes / (g.a * row);
-      if (block_tokens == 0) block_tokens = static_cast<uint32_t>(t);
-      if (t != block_tokens) return Status::InvalidArgument(what + " has another block size");
-      states.push_back(StateAt{g.offset, g.dtype});
-    }
-    if (pool->TensorGeometry(l, 2).bytes != 0) {
-      return Status::InvalidArgument("pool layer " + std::to_string(l) +
-                                     " has more than K and V states");
+      states[l].push_back(StateAt{g.offset, g.bytes, g.dtype});
     }
   }
   if (pool->TensorGeometry(c.layers, 0).bytes != 0) {
@@ -76,7 +101,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model* model, BlockPool* po
 }
 
 Engine::Engine(const Model* model, BlockPool* pool, EngineOptions options, uint32_t block_tokens,
-               std::vector<StateAt> states)
+               std::vector<std::vector<StateAt>> states)
     : model_(model),
       pool_(pool),
       options_(options),
@@ -131,40 +156,11 @@ Result<std::vector<float>> Engine::Decode(uint64_t seq, uint32_t token) {
   return logits;
 }
 
-Status Engine::GatherKv(uint64_t seq, uint32_t layer, size_t len) {
-  const ModelConfig& c = model_->config();
-  const size_t a_n = c.kv_heads, d = c.head_dim, t = block_tokens_;
-  Scratch& s = *scratch_;
-  Fit(s.k_all, a_n * len * d);
-  Fit(s.v_all, a_n * len * d);
-  KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> table, pool_->BlockTable(seq));
-  if (table.size() * t < len) {
-    return Status::Internal("block table of sequence " + std::to_string(seq) + " covers " +
-                            std::to_string(table.size() * t) + " tokens, need " +
-                            std::to_string(len));
-  }
-  for (size_t b = 0; b * t < len; ++b) {
-    KVTIER_ASSIGN_OR_RETURN(std::byte * slot, pool_->SlotAddress(table[b]));
-    const size_t rows = std::min(t, len - b * t);
-    for (uint32_t st = 0; st < 2; ++st) {
-      const StateAt& at = states_[layer * 2 + st];
-      const size_t esize = DTypeSize(at.dtype);
-      float* dst_base = st == 0 ? s.k_all.data() : s.v_all.data();
-      for (size_t a = 0; a < a_n; ++a) {
-        const std::byte* src = slot + at.offset + (a * t) * d * esize;
-        LoadFrom(at.dtype, src, std::span<float>(dst_base + (a * len + b * t) * d, rows * d));
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 Status Engine::Forward(uint64_t seq, size_t start, std::span<const uint32_t> tokens,
                        std::vector<float>* logits) {
   const ModelConfig& c = model_->config();
   const size_t hid = c.hidden, d = c.head_dim, nh = c.heads, nkv = c.kv_heads, f = c.ffn;
-  const size_t qw = nh * d, kvw = nkv * d, group = nh / nkv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const size_t qw = nh * d, kvw = nkv * d;
   Scratch& s = *scratch_;
   try {
     for (size_t done = 0; done < tokens.size();) {
@@ -184,7 +180,6 @@ Status Engine::Forward(uint64_t seq, size_t start, std::span<const uint32_t> tok
       Fit(s.cos, n * (d / 2));
       Fit(s.sin, n * (d / 2));
       Fit(s.scores, len);
-      Fit(s.row, n * d);
       for (size_t i = 0; i < n; ++i) {
         const float* e = model_->embedding().data() + size_t{tokens[done + i]} * hid;
         std::memcpy(s.x.data() + i * hid, e, hid * sizeof(float));
@@ -196,55 +191,8 @@ Status Engine::Forward(uint64_t seq, size_t start, std::span<const uint32_t> tok
         for (size_t i = 0; i < n; ++i) {
           RmsNorm(s.x.data() + i * hid, w.attn_norm.data(), hid, c.norm_eps, s.h.data() + i * hid);
         }
-        MatMul(w.wq.data(), qw, hid, s.h.data(), n, s.q.data());
-        MatMul(w.wk.data(), kvw, hid, s.h.data(), n, s.k.data());
-        MatMul(w.wv.data(), kvw, hid, s.h.data(), n, s.v.data());
-        for (size_t i = 0; i < n; ++i) {
-          const float* cs = s.cos.data() + i * (d / 2);
-          const float* sn = s.sin.data() + i * (d / 2);
-          for (size_t hh = 0; hh < nh; ++hh) ApplyRope(s.q.data() + i * qw + hh * d, d, cs, sn);
-          for (size_t a = 0; a < nkv; ++a) ApplyRope(s.k.data() + i * kvw + a * d, d, cs, sn);
-        }
-        // New K/V into the pool as [kv_heads, n, head_dim] of the layout's dtype.
-        const DType kdt = states_[l * 2].dtype, vdt = states_[l * 2 + 1].dtype;
-        Fit(s.k_bytes, nkv * n * d * DTypeSize(kdt));
-        Fit(s.v_bytes, nkv * n * d * DTypeSize(vdt));
-        for (int st = 0; st < 2; ++st) {
-          const std::vector<float>& src = st == 0 ? s.k : s.v;
-          const DType dt = st == 0 ? kdt : vdt;
-          std::byte* out = st == 0 ? s.k_bytes.data() : s.v_bytes.data();
-          for (size_t a = 0; a < nkv; ++a) {
-            for (size_t i = 0; i < n; ++i) {
-              std::memcpy(s.row.data() + i * d, src.data() + i * kvw + a * d, d * sizeof(float));
-            }
-            StoreAs(dt, std::span<const float>(s.row.data(), n * d),
-                    out + a * n * d * DTypeSize(dt));
-          }
-        }
-        const std::span<const std::byte> kv_states[2] = {
-            {s.k_bytes.data(), nkv * n * d * DTypeSize(kdt)},
-            {s.v_bytes.data(), nkv * n * d * DTypeSize(vdt)}};
-        KVTIER_RETURN_IF_ERROR(pool_->AppendLayer(seq, l, pos0, n, kv_states));
-        // All K/V of the sequence, old and new, read back the same way.
-        KVTIER_RETURN_IF_ERROR(GatherKv(seq, l, len));
-        for (size_t i = 0; i < n; ++i) {
-          const size_t p = pos0 + i;
-          for (size_t hh = 0; hh < nh; ++hh) {
-            const size_t g = hh / group;
-            const float* qv = s.q.data() + i * qw + hh * d;
-            const float* kg = s.k_all.data() + g * len * d;
-            const float* vg = s.v_all.data() + g * len * d;
-            for (size_t j = 0; j <= p; ++j) s.scores[j] = Dot(qv, kg + j * d, d) * scale;
-            SoftmaxInPlace(s.scores.data(), p + 1);
-            float* out = s.attn.data() + i * qw + hh * d;
-            std::fill(out, out + d, 0.0f);
-            for (size_t j = 0; j <= p; ++j) {
-              const float wj = s.scores[j];
-              const float* vj = vg + j * d;
-              for (size_t e = 0; e < d; ++e) out[e] += wj * vj[e];
-            }
-          }
-        }
+        KVTIER_RETURN_IF_ERROR(c.mixer(l) == MixerKind::kLinear ? LinearMixer(seq, l, pos0, n)
+                                                                : AttentionMixer(seq, l, pos0, n));
         MatMul(w.wo.data(), hid, qw, s.attn.data(), n, s.proj.data());
         for (size_t i = 0; i < n * hid; ++i) s.x[i] += s.proj[i];
         for (size_t i = 0; i < n; ++i) {

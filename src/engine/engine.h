@@ -4,16 +4,20 @@
 // (BlockPool::AllocateAsync: the sequence's own earlier tokens, shared pool
 // blocks, blocks loaded from the lower tiers), computes only the rest in
 // chunks, and returns the logits after the last token. Decode(seq, token)
-// feeds one more token. For every layer the engine writes the new tokens'
-// K/V into the pool (AppendLayer, rounded to the layout's dtype) and then
-// reads the K/V of all positions back through the sequence's block table
-// (BlockTable, SlotAddress, TensorGeometry) — fresh and cached K/V take the
-// same path, in the same order, through the same kernels (kernels.h), so the
-// logits are bit for bit the same with and without a cached prefix.
+// feeds one more token. For every attention or sliding layer the engine
+// writes the new tokens' K/V into the pool (AppendLayer, rounded to the
+// layout's dtype or quantized) and then reads the K/V it attends to back
+// through the sequence's block table (BlockTable, SlotAddress,
+// TensorGeometry): every position for full attention, only the window for a
+// sliding layer. A linear layer resumes from the pool's recurrent state
+// (RecurrentState), runs its recurrence token by token and hands the pool
+// the state after every block boundary it crosses and after the chunk
+// (SetRecurrentState). Fresh and cached values take the same path, in the
+// same order, through the same kernels (kernels.h), so the logits are bit
+// for bit the same with and without a cached prefix.
 //
-// The pool must be in paged mode with the model's attention layout
-// (ModelConfig::KvLayout with any block_tokens): layer l holds K as state 0
-// and V as state 1, each [kv_heads, block_tokens, head_dim].
+// The pool must be in paged mode with the model's layout
+// (ModelConfig::KvLayout with any block_tokens).
 //
 // Ownership: the Model and the BlockPool are not owned and must outlive the
 // engine. Thread safety: an Engine is used by one thread at a time; its math
@@ -66,8 +70,8 @@ struct PrefillResult {
 
 class Engine {
  public:
-  // InvalidArgument if the pool's geometry is not the model's attention
-  // layout, or for bad options.
+  // InvalidArgument if the pool's geometry is not the model's layout, or
+  // for bad options.
   static Result<std::unique_ptr<Engine>> Create(const Model* model, BlockPool* pool,
                                                 EngineOptions options = {});
   ~Engine();
@@ -87,14 +91,16 @@ class Engine {
   const Model& model() const { return *model_; }
 
  private:
+  // Where one state tensor lies in a slot.
   struct StateAt {
-    uint64_t offset = 0;  // in a slot
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
     DType dtype = DType::kF16;
   };
   struct Scratch;
 
   Engine(const Model* model, BlockPool* pool, EngineOptions options, uint32_t block_tokens,
-         std::vector<StateAt> states);
+         std::vector<std::vector<StateAt>> states);
 
   Status CheckTokens(std::span<const uint32_t> tokens) const;
   // Computes tokens at positions [start, start + tokens.size()) of `seq`,
@@ -102,17 +108,25 @@ class Engine {
   // the last one.
   Status Forward(uint64_t seq, size_t start, std::span<const uint32_t> tokens,
                  std::vector<float>* logits);
-  // Reads K (state 0) and V (state 1) of positions [0, len) of `layer`
-  // through the block table into scratch_->k_all / v_all as f32
-  // [kv_heads, len, head_dim].
-  Status GatherKv(uint64_t seq, uint32_t layer, size_t len);
+  // Layer `l`'s token mixer for the chunk's n tokens at positions
+  // [pos0, pos0 + n): normed input in scratch h, queries etc. computed here,
+  // output (before the output projection) in scratch attn.
+  Status AttentionMixer(uint64_t seq, uint32_t l, size_t pos0, size_t n);
+  Status LinearMixer(uint64_t seq, uint32_t l, size_t pos0, size_t n);
+  // Writes scratch k/v (n tokens, [n, kv_heads × head_dim]) into the pool
+  // as layer l's states.
+  Status AppendKv(uint64_t seq, uint32_t l, size_t pos0, size_t n);
+  // Reads K and V of positions [first, len) of `layer` through the block
+  // table into scratch k_all / v_all as f32 [kv_heads, len, head_dim]
+  // (positions before `first` are left as they are).
+  Status GatherKv(uint64_t seq, uint32_t layer, size_t first, size_t len);
 
   const Model* model_;
   BlockPool* pool_;
   const EngineOptions options_;
   Env* const env_;
   const uint32_t block_tokens_;
-  const std::vector<StateAt> states_;  // [layer * 2 + state]
+  const std::vector<std::vector<StateAt>> states_;  // [layer][state]
   std::unique_ptr<Scratch> scratch_;
 };
 

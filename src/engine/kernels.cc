@@ -172,4 +172,66 @@ void SoftmaxInPlace(float* x, size_t n) {
 
 float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+void AttendHead(const float* q, const float* keys, const float* values, size_t first, size_t last,
+                size_t d, float scale, float* scores, float* out) {
+  const size_t n = last + 1 - first;
+  for (size_t j = 0; j < n; ++j) scores[j] = Dot(q, keys + (first + j) * d, d) * scale;
+  SoftmaxInPlace(scores, n);
+  std::fill(out, out + d, 0.0f);
+  for (size_t j = 0; j < n; ++j) {
+    const float wj = scores[j];
+    const float* vj = values + (first + j) * d;
+    for (size_t e = 0; e < d; ++e) out[e] += wj * vj[e];
+  }
+}
+
+float DecayGate(float x) { return 0.75f + 0.2f * (x / (1.0f + std::fabs(x))); }
+
+void LinearStateUpdate(float* state, const float* k, const float* v, float g, size_t dk,
+                       size_t dv) {
+  for (size_t i = 0; i < dk; ++i) {
+    float* row = state + i * dv;
+    const float ki = k[i];
+    for (size_t j = 0; j < dv; ++j) row[j] = g * row[j] + ki * v[j];
+  }
+}
+
+void LinearStateRead(const float* q, const float* state, size_t dk, size_t dv, float* out) {
+  std::fill(out, out + dv, 0.0f);
+  for (size_t i = 0; i < dk; ++i) {
+    const float qi = q[i];
+    const float* row = state + i * dv;
+    for (size_t j = 0; j < dv; ++j) out[j] += qi * row[j];
+  }
+}
+
+void QuantizeAffine8(const float* x, size_t n, size_t group, uint8_t* q, uint16_t* scales,
+                     uint16_t* biases) {
+  for (size_t g0 = 0, gi = 0; g0 < n; g0 += group, ++gi) {
+    float mn = x[g0], mx = x[g0];
+    for (size_t i = g0 + 1; i < g0 + group; ++i) {
+      mn = std::min(mn, x[i]);
+      mx = std::max(mx, x[i]);
+    }
+    biases[gi] = FloatToHalf(mn);
+    const float bias = HalfToFloat(biases[gi]);
+    scales[gi] = FloatToHalf((mx - bias) / 255.0f);
+    const float scale = HalfToFloat(scales[gi]);
+    for (size_t i = g0; i < g0 + group; ++i) {
+      float r = 0.0f;
+      if (scale > 0.0f && std::isfinite(scale)) r = std::floor((x[i] - bias) / scale + 0.5f);
+      // NaN compares false both ways and lands on 0.
+      q[i] = static_cast<uint8_t>(r >= 255.0f ? 255.0f : (r > 0.0f ? r : 0.0f));
+    }
+  }
+}
+
+void DequantizeAffine8(const uint8_t* q, const uint16_t* scales, const uint16_t* biases, size_t n,
+                       size_t group, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const size_t gi = i / group;
+    out[i] = HalfToFloat(biases[gi]) + HalfToFloat(scales[gi]) * static_cast<float>(q[i]);
+  }
+}
+
 }  // namespace kvtier::engine

@@ -1,6 +1,8 @@
 // Numeric kernels of the reference engine: dot products, row-major matrix
-// times a batch of vectors, RMSNorm, rotary embeddings, softmax, SiLU, and
-// conversions between f32 and the K/V storage dtypes (F16, BF16, F32).
+// times a batch of vectors, RMSNorm, rotary embeddings, softmax, SiLU,
+// causal attention of one head (full or over a sliding window), gated linear
+// attention steps, conversions between f32 and the K/V storage dtypes (F16,
+// BF16, F32) and 8-bit affine quantization of K/V.
 //
 // Determinism is the point. Every reduction runs in one fixed order that
 // does not depend on the batch size, the position of a row in the batch or
@@ -65,6 +67,38 @@ void SoftmaxInPlace(float* x, size_t n);
 
 // x · sigmoid(x).
 float Silu(float x);
+
+// One query head's causal attention over positions [first, last] (both
+// included): out[0..d) = Σ_j softmax_j(Dot(q, k_j) · scale) · v_j, with k_j
+// at keys + j·d and v_j at values + j·d (absolute positions). Scores are
+// written to scores[0..last − first]; the sum runs in position order. Full
+// attention is first = 0; a sliding window of w tokens is first =
+// max(0, last + 1 − w).
+void AttendHead(const float* q, const float* keys, const float* values, size_t first, size_t last,
+                size_t d, float scale, float* scores, float* out);
+
+// The decay gate of gated linear attention, in (0.55, 0.95) for every
+// finite x: 0.75 + 0.2 · x / (1 + |x|). Rational, so correctly rounded basic
+// operations give the same bits everywhere (no exp as in a sigmoid).
+float DecayGate(float x);
+
+// One token's update of a linear-attention state S [dk, dv] (row-major):
+// S[i][j] = g · S[i][j] + k[i] · v[j].
+void LinearStateUpdate(float* state, const float* k, const float* v, float g, size_t dk, size_t dv);
+
+// out[j] = Σ_i q[i] · S[i][j] for j < dv, summed over i in index order.
+void LinearStateRead(const float* q, const float* state, size_t dk, size_t dv, float* out);
+
+// 8-bit affine quantization in groups of `group` elements (MLX's affine
+// mode with bits = 8): per group, bias = its minimum and scale = (max −
+// bias) / 255, both rounded to F16 (the stored bits); q = round((x − bias) /
+// scale) clamped to 0..255 (0 when scale is 0). n is a multiple of group;
+// scales and biases hold n / group F16 bit patterns.
+void QuantizeAffine8(const float* x, size_t n, size_t group, uint8_t* q, uint16_t* scales,
+                     uint16_t* biases);
+// out[i] = bias + scale · q[i] of i's group.
+void DequantizeAffine8(const uint8_t* q, const uint16_t* scales, const uint16_t* biases, size_t n,
+                       size_t group, float* out);
 
 }  // namespace kvtier::engine
 

@@ -40,6 +40,56 @@ float InitScale(uint64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fa
 
 }  // namespace
 
+std::string_view MixerKindName(MixerKind kind) {
+  switch (kind) {
+    case MixerKind::kAttention:
+      return "attention";
+    case MixerKind::kSliding:
+      return "sliding";
+    case MixerKind::kLinear:
+      return "linear";
+  }
+  return "unknown";
+}
+
+bool ModelConfig::IsPlainAttention() const {
+  if (kv_bits != 0) return false;
+  for (MixerKind m : mixers) {
+    if (m != MixerKind::kAttention) return false;
+  }
+  return true;
+}
+
+std::vector<MixerKind> HybridMixers(uint32_t layers) {
+  static constexpr MixerKind kCycle[3] = {MixerKind::kAttention, MixerKind::kSliding,
+                                          MixerKind::kLinear};
+  std::vector<MixerKind> out(layers);
+  for (uint32_t l = 0; l < layers; ++l) out[l] = kCycle[l % 3];
+  return out;
+}
+
+ModelConfig HybridConfig() {
+  ModelConfig c;
+  c.layers = 6;
+  c.mixers = HybridMixers(c.layers);
+  c.window = 48;
+  return c;
+}
+
+std::string DescribeMixers(const ModelConfig& c) {
+  std::string out;
+  for (uint32_t l = 0; l < c.layers; ++l) {
+    if (l > 0) out += ", ";
+    out += MixerKindName(c.mixer(l));
+    if (c.mixer(l) == MixerKind::kSliding) out += " " + std::to_string(c.window);
+  }
+  if (c.mixers.empty()) out = "attention";
+  out += c.kv_bits != 0 ? "; K/V " + std::to_string(c.kv_bits) + "-bit affine, groups of " +
+                              std::to_string(c.kv_group)
+                        : "; K/V " + std::string(DTypeName(c.kv_dtype));
+  return out;
+}
+
 Status ModelConfig::Validate() const {
   auto dim = [](const char* name, uint64_t v) -> Status {
     if (v == 0 || v > kMaxDim) {
@@ -74,6 +124,38 @@ Status ModelConfig::Validate() const {
     return Status::InvalidArgument("kv_dtype must be F16, BF16 or F32, got " +
                                    std::string(DTypeName(kv_dtype)));
   }
+  if (!mixers.empty()) {
+    if (mixers.size() != layers) {
+      return Status::InvalidArgument("mixers has " + std::to_string(mixers.size()) +
+                                     " entries for " + std::to_string(layers) + " layers");
+    }
+    bool per_token = false, sliding = false;
+    for (MixerKind m : mixers) {
+      if (m != MixerKind::kAttention && m != MixerKind::kSliding && m != MixerKind::kLinear) {
+        return Status::InvalidArgument("mixers holds an unknown kind");
+      }
+      per_token |= m != MixerKind::kLinear;
+      sliding |= m == MixerKind::kSliding;
+    }
+    if (!per_token) {
+      return Status::InvalidArgument(
+          "at least one layer must be attention or sliding (the pool's block size comes from "
+          "a per-token state)");
+    }
+    if (sliding && (window == 0 || window > kMaxDim)) {
+      return Status::InvalidArgument("window must be in 1.." + std::to_string(kMaxDim) +
+                                     " with a sliding layer, got " + std::to_string(window));
+    }
+  }
+  if (kv_bits != 0) {
+    if (kv_bits != 8) {
+      return Status::InvalidArgument("kv_bits must be 0 or 8, got " + std::to_string(kv_bits));
+    }
+    if (kv_group == 0 || head_dim % kv_group != 0) {
+      return Status::InvalidArgument("kv_group (" + std::to_string(kv_group) +
+                                     ") must divide head_dim (" + std::to_string(head_dim) + ")");
+    }
+  }
   // Checked in 64 bits: every factor is at most 2^16.
   if (ParameterCount() > kMaxParameters) {
     return Status::InvalidArgument("the model has " + std::to_string(ParameterCount()) +
@@ -84,14 +166,72 @@ Status ModelConfig::Validate() const {
 }
 
 ModelLayout ModelConfig::KvLayout(uint32_t block_tokens, std::string name) const {
-  return ModelLayout::Attention(std::move(name), layers, kv_heads, head_dim, kv_dtype,
-                                block_tokens);
+  if (IsPlainAttention()) {
+    return ModelLayout::Attention(std::move(name), layers, kv_heads, head_dim, kv_dtype,
+                                  block_tokens);
+  }
+  ModelLayout out;
+  out.name = std::move(name);
+  out.block_tokens = block_tokens;
+  const uint64_t a = kv_heads, t = block_tokens, d = head_dim;
+  auto per_token = [&](std::string role, DType dtype, uint64_t b) {
+    TensorSpec s;
+    s.role = std::move(role);
+    s.dtype = dtype;
+    s.shape = {a, t, b};
+    s.token_dim = 1;
+    return s;
+  };
+  for (uint32_t l = 0; l < layers; ++l) {
+    LayerSpec spec;
+    const MixerKind m = mixer(l);
+    if (m == MixerKind::kLinear) {
+      spec.cache_type = "linear_attention";
+      TensorSpec s;
+      s.role = "state";
+      s.dtype = DType::kF32;  // exact: a resumed state is the computed one
+      s.shape = {a, d, d};
+      s.token_dim = -1;
+      spec.states.push_back(std::move(s));
+      out.layers.push_back(std::move(spec));
+      continue;
+    }
+    const bool sliding = m == MixerKind::kSliding;
+    spec.cache_type =
+        std::string(kv_bits != 0 ? "quantized_" : "") + (sliding ? "sliding_window" : "attention");
+    if (sliding) {
+      spec.window = window;
+      spec.meta_state.push_back("window=" + std::to_string(window));
+    }
+    if (kv_bits == 0) {
+      spec.states.push_back(per_token("keys", kv_dtype, d));
+      spec.states.push_back(per_token("values", kv_dtype, d));
+    } else {
+      for (const char* kv : {"key", "value"}) {
+        spec.states.push_back(per_token(std::string(kv) + "s", DType::kU8, d));
+        spec.states.push_back(per_token(std::string(kv) + "_scales", DType::kF16, d / kv_group));
+        spec.states.push_back(per_token(std::string(kv) + "_biases", DType::kF16, d / kv_group));
+      }
+      // In the signature: another scheme with the same tensor shapes (other
+      // bits packed alike, another mode) never reads these blocks.
+      spec.quantization = Quantization{kv_bits, kv_group, "affine"};
+      spec.meta_state.push_back("bits=" + std::to_string(kv_bits));
+      spec.meta_state.push_back("group_size=" + std::to_string(kv_group));
+      spec.meta_state.push_back("mode=affine");
+    }
+    out.layers.push_back(std::move(spec));
+  }
+  return out;
 }
 
 uint64_t ModelConfig::ParameterCount() const {
   const uint64_t h = hidden, q = uint64_t{heads} * head_dim, kv = uint64_t{kv_heads} * head_dim;
   const uint64_t per_layer = 2 * h + 2 * q * h + 2 * kv * h + 3 * uint64_t{ffn} * h;
-  return uint64_t{vocab} * h + h + uint64_t{layers} * per_layer;
+  uint64_t linear = 0;
+  for (uint32_t l = 0; l < mixers.size() && l < layers; ++l) {
+    if (mixers[l] == MixerKind::kLinear) ++linear;
+  }
+  return uint64_t{vocab} * h + h + uint64_t{layers} * per_layer + linear * kv_heads * h;
 }
 
 Result<std::unique_ptr<const Model>> Model::Create(const ModelConfig& config) {
@@ -117,6 +257,9 @@ Result<std::unique_ptr<const Model>> Model::Create(const ModelConfig& config) {
       w.w_gate = Draw(seed, id + 6, f * h, InitScale(h), 0.0f);
       w.w_up = Draw(seed, id + 7, f * h, InitScale(h), 0.0f);
       w.w_down = Draw(seed, id + 8, h * f, InitScale(f), 0.0f);
+      if (config.mixer(static_cast<uint32_t>(l)) == MixerKind::kLinear) {
+        w.w_decay = Draw(seed, id + 9, config.kv_heads * h, InitScale(h), 0.0f);
+      }
     }
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("no memory for " + std::to_string(config.ParameterCount()) +

@@ -1,15 +1,22 @@
 """examples/python/chat_engine.py: a numpy engine serving chats through kvtier,
-with a restart in the middle; every request's logits equal the no-cache ones."""
+with a restart in the middle; every request's logits equal the no-cache ones,
+for the default model and for --model hybrid."""
 
 import os
 import re
 import subprocess
 import sys
 
+import pytest
 
-def test_chat_engine_example(source_dir, tmp_path):
+
+@pytest.mark.parametrize("model", ["default", "hybrid"])
+def test_chat_engine_example(source_dir, tmp_path, model):
+    # hybrid: attention, sliding-window and gated linear attention layers;
+    # a linear layer resumes from the last cached block's recurrent state.
     script = os.path.join(source_dir, "examples", "python", "chat_engine.py")
-    out = subprocess.run([sys.executable, script, "--dir", str(tmp_path / "cache")],
+    out = subprocess.run([sys.executable, script, "--dir", str(tmp_path / "cache"),
+                          "--model", model],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
