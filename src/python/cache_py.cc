@@ -373,6 +373,9 @@ class PyCache {
       s = cache->Close();
       cache.reset();
     }
+    // The lines the cache logged until now (from its threads too) reach
+    // logging before close() returns.
+    DrainPythonLog();
     ThrowIfError(s);
   }
 

@@ -1,9 +1,13 @@
 #include "python/logger_py.h"
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace py = pybind11;
 
@@ -33,30 +37,89 @@ bool Finalizing() {
 #endif
 }
 
+// Lines waiting for the delivery thread, at most: the events are
+// rate-limited per kind (a few dozen kinds), so a full queue means Python
+// is not taking the GIL back; later lines are counted and dropped.
+constexpr size_t kMaxQueuedLines = 256;
+
 class PythonLogger final : public Logger {
  public:
+  // Queues the line and returns: taking the GIL and running logging's
+  // handlers (a stream write, a formatter) on the thread that logged would
+  // put them on the request path (a match() that opens a breaker) and on
+  // kvtier's own threads.
   void Log(LogLevel level, std::string_view message) override {
-    // Counted before the check, so that Stop() sees every line that got
-    // past it.
-    in_flight_.fetch_add(1);
-    if (enabled_.load() && Py_IsInitialized() != 0 && !Finalizing()) Forward(level, message);
-    in_flight_.fetch_sub(1);
-  }
-
-  // REQUIRES: the GIL held. Later lines are dropped; the ones in flight
-  // finish first (they need the GIL, released meanwhile).
-  void Stop() {
-    enabled_.store(false);
-    py::gil_scoped_release release;
-    // Bounded: a handler that never returns must not hang the exit.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+      if (queue_.size() >= kMaxQueuedLines) {
+        ++dropped_;
+        return;
+      }
+      queue_.emplace_back(level, std::string(message));
+      if (!started_) {
+        started_ = true;
+        std::thread([this] { DeliveryLoop(); }).detach();
+      }
+      wake_.notify_one();
+    } catch (...) {
+      // No memory for the line or no thread: the line is lost; nothing
+      // unwinds into the caller.
     }
   }
 
+  // Waits, with the GIL released, until every line queued so far has been
+  // handed to logging (bounded: a handler that never returns must not hang
+  // the caller). Cache.close() calls it, so that a caller who closes a
+  // cache sees all of its lines.
+  void Drain() {
+    py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t target = queued_total_locked();
+    drained_.wait_for(lock, std::chrono::seconds(5),
+                      [&] { return delivered_ >= target || stopped_; });
+  }
+
+  // REQUIRES: the GIL held (atexit). Later lines are dropped; the queued
+  // ones are delivered first, bounded by the same 5 s.
+  void Stop() {
+    Drain();
+    py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(mu_);
+    stopped_ = true;
+    queue_.clear();
+    wake_.notify_all();
+    // A line that got in after the drain may be in Forward(): it needs the
+    // GIL (released here) and must be done before finalization starts.
+    drained_.wait_for(lock, std::chrono::seconds(5), [&] { return in_delivery_ == 0; });
+  }
+
  private:
-  static void Forward(LogLevel level, std::string_view message) {
+  uint64_t queued_total_locked() const { return delivered_ + in_delivery_ + queue_.size(); }
+
+  void DeliveryLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      wake_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
+      if (stopped_) return;
+      std::pair<LogLevel, std::string> line = std::move(queue_.front());
+      queue_.pop_front();
+      const uint64_t dropped = std::exchange(dropped_, 0);
+      in_delivery_ = 1;
+      lock.unlock();
+      if (dropped > 0) {
+        line.second += " (" + std::to_string(dropped) +
+                       " more lines dropped: Python did not take them in time)";
+      }
+      if (Py_IsInitialized() != 0 && !Finalizing()) Forward(line.first, line.second);
+      lock.lock();
+      in_delivery_ = 0;
+      ++delivered_;
+      drained_.notify_all();
+    }
+  }
+
+  static void Forward(LogLevel level, const std::string& message) {
     try {
       py::gil_scoped_acquire gil;
       try {
@@ -67,12 +130,19 @@ class PythonLogger final : public Logger {
       }
     } catch (...) {
       // Out of memory building the line, or no interpreter: the line is
-      // lost; nothing unwinds into a kvtier thread.
+      // lost; nothing unwinds into the delivery thread.
     }
   }
 
-  std::atomic<bool> enabled_{true};
-  std::atomic<int> in_flight_{0};
+  std::mutex mu_;
+  std::condition_variable wake_;     // a line queued, or stopped
+  std::condition_variable drained_;  // a line delivered
+  std::deque<std::pair<LogLevel, std::string>> queue_;
+  uint64_t delivered_ = 0;
+  uint64_t in_delivery_ = 0;
+  uint64_t dropped_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
 };
 
 PythonLogger* TheLogger() {
@@ -83,6 +153,8 @@ PythonLogger* TheLogger() {
 }  // namespace
 
 Logger* PythonLog() { return TheLogger(); }
+
+void DrainPythonLog() { TheLogger()->Drain(); }
 
 void RegisterLogger(py::module_& m) {
   (void)m;

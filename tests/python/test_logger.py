@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import kvtier
 from conftest import make_blocks
@@ -89,3 +90,39 @@ def test_exit_with_an_open_cache_does_not_hang(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "loaded" in out.stdout
     assert "WARNING:kvtier:disk:" in out.stderr and "quarantine" in out.stderr
+
+
+class Blocking(logging.Handler):
+    """Holds the line until the test releases it (or 10 s pass)."""
+    def __init__(self):
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.released_in_time = []
+
+    def emit(self, record):
+        self.entered.set()
+        self.released_in_time.append(self.release.wait(10))
+
+
+def test_logging_is_off_the_callers_thread(tmp_path):
+    # A handler that blocks (a slow stream, a lock) must not hold up the
+    # call that logged: load() returns while the handler still waits, and
+    # the test, not the 10 s timeout, releases it. Logged synchronously,
+    # load() would wait the 10 s inside the handler.
+    folder, key, _ = damaged_block_on_disk(tmp_path)
+    log = logging.getLogger("kvtier")
+    handler = Blocking()
+    log.addHandler(handler)
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    try:
+        cache = kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder)
+        assert cache.load(key) is None  # the quarantine line is logged here
+        handler.release.set()
+        cache.close()  # waits for the line to reach logging
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+    assert handler.entered.is_set()
+    assert handler.released_in_time == [True]
