@@ -189,11 +189,11 @@ struct RemoteTierOptions {
   X(misses, kCounter, "lookups that served nothing (any reason)")                                 \
   X(misses_unavailable, kCounter, "... because the node was down, timed out or its breaker open") \
   X(bad_values, kCounter, "values that failed verification (bad, partial, foreign, wrong type)")  \
-  X(bad_values_deleted, kCounter, "... deleted from the server (and mac_failures)")                \
-  X(mac_failures, kCounter, "values not signed by one of mac_keys (deleted too)")                  \
+  X(bad_values_deleted, kCounter, "... deleted from the server (and mac_failures)")               \
+  X(mac_failures, kCounter, "values not signed by one of mac_keys (deleted too)")                 \
   X(too_small, kCounter, "GetInto() calls whose buffer was too small")                            \
   X(alloc_failures, kCounter, "LoadBuffers() values whose allocator failed")                      \
-  X(bytes_read, kCounter, "block bytes served (partial reads: bytes read)")                      \
+  X(bytes_read, kCounter, "block bytes served (partial reads: bytes read)")                       \
   /* Writes */                                                                                    \
   X(puts, kCounter, "blocks accepted by Put() (queued)")                                          \
   X(puts_deduplicated, kCounter, "Put() of a key already queued")                                 \
@@ -306,8 +306,8 @@ class RemoteTier {
   // the bytes the server sent. An InvalidArgument result for a mask whose
   // size is not the block's tensor count. Callbacks once per key, in key
   // order, after the batch.
-  virtual void LoadTensorBuffers(std::span<const BlockKey> keys,
-                                 std::span<const TensorMask> masks, const BufferAllocator& alloc,
+  virtual void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                                 const BufferAllocator& alloc,
                                  const LoadedBufferCallback& done) = 0;
   // Reads `key`'s block into the front of `dst` and verifies it there.
   // Returns its size, or nullopt on a miss (dst's contents then
