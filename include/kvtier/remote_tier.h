@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kvtier/block_buffer.h"
+#include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/latency_histogram.h"
@@ -188,11 +189,11 @@ struct RemoteTierOptions {
   X(misses, kCounter, "lookups that served nothing (any reason)")                                 \
   X(misses_unavailable, kCounter, "... because the node was down, timed out or its breaker open") \
   X(bad_values, kCounter, "values that failed verification (bad, partial, foreign, wrong type)")  \
-  X(bad_values_deleted, kCounter, "... deleted from the server (and mac_failures)")                \
-  X(mac_failures, kCounter, "values not signed by one of mac_keys (deleted too)")                  \
+  X(bad_values_deleted, kCounter, "... deleted from the server (and mac_failures)")               \
+  X(mac_failures, kCounter, "values not signed by one of mac_keys (deleted too)")                 \
   X(too_small, kCounter, "GetInto() calls whose buffer was too small")                            \
   X(alloc_failures, kCounter, "LoadBuffers() values whose allocator failed")                      \
-  X(bytes_read, kCounter, "block bytes served")                                                   \
+  X(bytes_read, kCounter, "block bytes served (partial reads: bytes read)")                       \
   /* Writes */                                                                                    \
   X(puts, kCounter, "blocks accepted by Put() (queued)")                                          \
   X(puts_deduplicated, kCounter, "Put() of a key already queued")                                 \
@@ -289,6 +290,25 @@ class RemoteTier {
   // must not call back into the tier. Returns after every callback.
   virtual void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                            const LoadedBufferCallback& done) = 0;
+  // LoadBuffers() reading only the tensors masks[i] selects of keys[i]
+  // (block_file.h TensorMask; masks shorter than keys, or an empty mask,
+  // mean whole blocks), the Redis side of DiskTier::LoadTensorBuffers: a
+  // GETRANGE of part 0's head for the header (a second one when the header
+  // is longer than that head), then a GETRANGE of each selected range on
+  // the part(s) holding it, each round pipelined per node. The buffer is
+  // the whole file's size with the header and the selected tensors'
+  // bytes verified (meta_checksum, each one's tensor_checksums entry) and
+  // the rest unspecified; a value that fails (bad header, a checksum, a
+  // short or missing part) is a miss, counted in bad_values, and deleted,
+  // as a whole read's. Values without tensor_checksums, and every value of
+  // a tier with mac_keys (the tag covers the whole file, so a part of it
+  // cannot be checked), are read and verified whole. `bytes_read` counts
+  // the bytes the server sent. An InvalidArgument result for a mask whose
+  // size is not the block's tensor count. Callbacks once per key, in key
+  // order, after the batch.
+  virtual void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                                 const BufferAllocator& alloc,
+                                 const LoadedBufferCallback& done) = 0;
   // Reads `key`'s block into the front of `dst` and verifies it there.
   // Returns its size, or nullopt on a miss (dst's contents then
   // unspecified). InvalidArgument if `dst` is smaller than the block (the

@@ -84,8 +84,11 @@ class CacheCore {
   // load_threads is 0).
   void RunLowerPart(const std::shared_ptr<LoadState>& st);
   // Reads positions `todo` of `st` from the remote tier (one pipelined
-  // batch per node), hands out and promotes the hits.
+  // batch per node), hands out and promotes the hits; positions whose mask
+  // selects a subset are read partially and never promoted.
   void RunRemotePart(LoadState& st, const std::vector<size_t>& todo);
+  // Whether position i of `st` has a mask that selects a strict subset.
+  static bool IsPartial(const LoadState& st, size_t i);
   // One part of `st` is done; the last one records the latency and
   // publishes the result.
   void FinishPart(LoadState& st);

@@ -257,11 +257,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   // buffer is only partly valid).
   std::vector<size_t> whole_todo;
   std::vector<size_t> partial_todo;
-  for (size_t i : todo) {
-    const bool partial = i < st->masks.size() && !st->masks[i].empty() &&
-                         !MaskSelectsAll(st->masks[i], st->masks[i].size());
-    (partial ? partial_todo : whole_todo).push_back(i);
-  }
+  for (size_t i : todo) (IsPartial(*st, i) ? partial_todo : whole_todo).push_back(i);
   if (!partial_todo.empty()) {
     std::vector<BlockKey> pkeys;
     std::vector<TensorMask> pmasks;
@@ -350,16 +346,54 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   RunRemotePart(*st, rest);
 }
 
-void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& todo) {
-  if (todo.empty()) return;
+bool CacheCore::IsPartial(const LoadState& st, size_t i) {
+  return i < st.masks.size() && !st.masks[i].empty() &&
+         !MaskSelectsAll(st.masks[i], st.masks[i].size());
+}
+
+void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& all) {
+  if (all.empty()) return;
   if (st.cancelled.load()) {
-    for (size_t i : todo) HandOutMiss(st, i);
+    for (size_t i : all) HandOutMiss(st, i);
     return;
+  }
+  CacheCounters::Add(counters_.remote_lookups, all.size());
+  // Misses are handed out after the remote calls return: the remote tier
+  // deletes bad values after its callbacks, and a caller that hears of a
+  // miss recomputes and stores the block, whose Put must not race with
+  // that delete (skip_existing would see the bad value, or the delete
+  // would remove the good one).
+  std::vector<size_t> misses;
+  std::vector<size_t> todo;
+  std::vector<size_t> partial;
+  for (size_t i : all) (IsPartial(st, i) ? partial : todo).push_back(i);
+  if (!partial.empty()) {
+    // Only the selected tensors' ranges are read (and verified); the
+    // buffer is only partly valid, so it is never promoted.
+    std::vector<BlockKey> pkeys;
+    std::vector<TensorMask> pmasks;
+    for (size_t i : partial) {
+      pkeys.push_back(st.keys[i]);
+      pmasks.push_back(st.masks[i]);
+    }
+    RemoteTier::BufferAllocator palloc = [&](size_t bytes) -> Result<BlockBuffer> {
+      if (st.cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
+      return buffers_->Take(bytes);
+    };
+    RemoteTier::LoadedBufferCallback pdone = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+      const size_t i = partial[j];
+      if (!r.ok() || !r->has_value()) {
+        CacheCounters::Add(counters_.remote_misses);
+        misses.push_back(i);
+        return;
+      }
+      HandOut(st, i, CacheTier::kRemote, std::make_shared<const BlockBuffer>(std::move(**r)));
+    };
+    remote_->LoadTensorBuffers(pkeys, pmasks, palloc, pdone);
   }
   std::vector<BlockKey> keys;
   keys.reserve(todo.size());
   for (size_t i : todo) keys.push_back(st.keys[i]);
-  CacheCounters::Add(counters_.remote_lookups, keys.size());
   const bool promote = options_.promote_remote_hits;
   ReservationBank bank;
   // As on disk: budget first (the reply's length is known before its
@@ -377,12 +411,6 @@ void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& todo) {
     }
     return buffers_->Take(bytes);
   };
-  // Misses are handed out after LoadBuffers returns: the remote tier
-  // deletes bad values after its callbacks, and a caller that hears of a
-  // miss recomputes and stores the block, whose Put must not race with
-  // that delete (skip_existing would see the bad value, or the delete
-  // would remove the good one).
-  std::vector<size_t> misses;
   RemoteTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
     const size_t i = todo[j];
     if (!r.ok() || !r->has_value()) {
@@ -397,7 +425,8 @@ void CacheCore::RunRemotePart(LoadState& st, const std::vector<size_t>& todo) {
     }
     HandOut(st, i, CacheTier::kRemote, block);
   };
-  remote_->LoadBuffers(keys, alloc, done);
+  if (!keys.empty()) remote_->LoadBuffers(keys, alloc, done);
+  std::sort(misses.begin(), misses.end());
   for (size_t i : misses) HandOutMiss(st, i);
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cache/cache_test_util.h"
+#include "kvtier/block_file.h"
 #include "kvtier/block_pool.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
@@ -214,6 +215,57 @@ TEST_P(CacheRemoteTest, CopyLoadFromRemoteInHostOnlyCache) {
   EXPECT_EQ(s.remote_lookups, keys.size() + 1);
   EXPECT_EQ(s.remote_misses, 1u);
   EXPECT_DOUBLE_EQ(s.hit_ratio, static_cast<double>(keys.size()) / (keys.size() + 1));
+}
+
+// A load with a tensor mask that the local tiers miss reads only the
+// header and the selected tensor from Redis (the remote tier's bytes_read
+// exact), hands out verified bytes and never promotes the partly valid
+// buffer; a whole block of the same load is promoted. With a disk tier (the
+// partial disk miss falls through) and without one.
+TEST_P(CacheRemoteTest, PartialLoadReadsSelectedTensorsFromRemoteNotPromoted) {
+  uint64_t base = 300;
+  for (const bool with_disk : {false, true}) {
+    base += 10;
+    const std::vector<BlockKey> keys = Keys(base, 2);
+    const std::vector<SharedBlock> blocks = Blocks(keys);
+    std::unique_ptr<TieredCache> a = OpenCache(HostWithRemote("", url_, prefix_));
+    ASSERT_NE(a, nullptr);
+    ASSERT_TRUE(a->Store(keys, blocks).ok());
+    ASSERT_TRUE(a->Flush().ok());
+
+    TempDir dir("cache_remote_partial");
+    std::unique_ptr<TieredCache> b =
+        OpenCache(HostWithRemote(with_disk ? dir.path() : "", url_, prefix_));
+    ASSERT_NE(b, nullptr);
+    Result<DecodedBlock> d = DecodeBlock(blocks[0]->span(), {});
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    const uint64_t header = 8 + d->header_bytes;
+    ASSERT_EQ(d->tensors.size(), 4u);  // tiny: 2 layers x K, V of 1024 bytes
+    SharedLoadOptions options;
+    options.tensor_masks = {{false, false, true, false}, {}};  // key 1: whole
+    Result<LoadFuture> f = b->LoadShared(keys, std::move(options));
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    Result<std::vector<LoadedBlock>> r = f->Get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ((*r)[0].tier, CacheTier::kRemote);
+    ASSERT_EQ((*r)[1].tier, CacheTier::kRemote);
+    const SharedBlock& part = (*r)[0].block;
+    ASSERT_NE(part, nullptr);
+    ASSERT_EQ(part->size(), blocks[0]->size());
+    EXPECT_EQ(std::memcmp(part->data(), blocks[0]->data(), header), 0);
+    const uint64_t at = header + d->tensors[2].begin;
+    EXPECT_EQ(std::memcmp(part->data() + at, blocks[0]->data() + at, 1024), 0);
+    EXPECT_TRUE(SameBytes((*r)[1].block, blocks[1]));
+    const CacheStats s = b->Stats();
+    ASSERT_TRUE(s.remote.has_value());
+    EXPECT_EQ(s.remote->bytes_read, header + 1024 + blocks[1]->size()) << with_disk;
+    EXPECT_EQ(s.remote->bad_values, 0u);
+    EXPECT_EQ(s.hits_remote, 2u);
+    EXPECT_EQ(s.promotions, 1u);  // the whole block only
+    EXPECT_EQ(s.remote_promotions, 1u);
+    EXPECT_NE(b->Contains(keys[0]), CacheTier::kHost);
+    EXPECT_EQ(b->Contains(keys[1]), CacheTier::kHost);
+  }
 }
 
 // Match takes local blocks first and asks Redis only about the others:

@@ -14,6 +14,15 @@
 // unsigned value says a writer lacks a key, not that the node is failing).
 // Without keys `:mac` is neither asked for nor checked.
 //
+// LoadTensorBuffers() reads only what a TensorMask selects (DESIGN.md §4,
+// tensor_checksums): a GETRANGE of part 0's head (as many bytes as the last
+// verified header had, so one round trip usually holds the whole header),
+// a second one for the rest of a longer header, then one GETRANGE per
+// (selected range x part holding it): three round trips at most, each
+// pipelined per node. What it serves is verified (meta_checksum and each
+// selected tensor's entry); a failure is a bad value like a whole read's.
+// A reader with MAC keys reads whole values: the tag covers the whole file.
+//
 // Exists() ends by the lookup budget: what is not answered by then is
 // absent for this call, counted in exists_late.
 //
@@ -22,7 +31,9 @@
 #ifndef KVTIER_REMOTE_BLOCK_READER_H_
 #define KVTIER_REMOTE_BLOCK_READER_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -54,6 +65,16 @@ class BlockReader {
   void LoadBuffers(std::span<const BlockKey> keys, const ValueAllocator* alloc,
                    const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done);
   std::vector<SharedBlock> GetMany(std::span<const BlockKey> keys);
+  // RemoteTier::LoadTensorBuffers(): LoadBuffers() of only the tensors
+  // masks[i] selects of keys[i] (an empty or missing mask, or one that
+  // selects every tensor: the whole value). The buffer is the whole file's
+  // size, its header and selected tensors read and verified, the rest
+  // unspecified. Values without tensor_checksums, and every value of a reader
+  // with MAC keys, are read whole.
+  void LoadTensorBuffers(
+      std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+      const ValueAllocator* alloc,
+      const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done);
   Result<std::optional<size_t>> GetInto(const BlockKey& key, std::span<std::byte> dst);
   // True if anything was deleted; Unavailable without an answer.
   Result<bool> Erase(const BlockKey& key);
@@ -73,6 +94,11 @@ class BlockReader {
   // toward their node's breaker.
   void DeleteBad(const std::vector<BlockKey>& keys, bool bad = true);
 
+  // One partial read per key of `keys` (every mask a strict subset).
+  void LoadPartial(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                   const ValueAllocator* alloc,
+                   const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done);
+
   const ValueLayout* const values_;
   const ModelLayout* const layout_;
   const std::string signature_;
@@ -81,6 +107,14 @@ class BlockReader {
   BatchRunner* const runner_;
   Env* const env_;
   RemoteCounters* const counters_;
+  // Bytes of part 0 a partial read asks for first: the header length
+  // (8 + N) of the last header it verified (headers of one layout differ
+  // by a few bytes at most). A shorter guess costs a second round trip, a
+  // longer one reads a few data bytes. The first guess is below any real
+  // layout's header (a 2-layer one's is over 1 KiB): one extra round trip
+  // once, rather than data bytes read on every call of a tier whose reads
+  // fail.
+  std::atomic<uint64_t> head_hint_{512};
 };
 
 }  // namespace kvtier::remote

@@ -65,6 +65,8 @@ class RemoteTierImpl final : public RemoteTier {
   std::vector<SharedBlock> GetMany(std::span<const BlockKey> keys) override;
   void LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                    const LoadedBufferCallback& done) override;
+  void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
+                         const BufferAllocator& alloc, const LoadedBufferCallback& done) override;
   Result<std::optional<size_t>> GetInto(const BlockKey& key, std::span<std::byte> dst) override;
   Status Put(const BlockKey& key, SharedBlock block) override;
   Status PutSync(const BlockKey& key, std::span<const std::byte> block) override;
@@ -232,6 +234,35 @@ void RemoteTierImpl::LoadBuffers(std::span<const BlockKey> keys, const BufferAll
   std::vector<bool> answered(keys.size(), false);
   try {
     reader_.LoadBuffers(keys, a, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+      answered[i] = true;
+      done(i, std::move(r));
+    });
+  } catch (const std::bad_alloc&) {
+    // Every key still gets its one callback.
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!answered[i]) done(i, Status::ResourceExhausted("remote: out of memory"));
+    }
+  }
+  counters_.get_latency.Record(env_->NowMicros() - start);
+}
+
+void RemoteTierImpl::LoadTensorBuffers(std::span<const BlockKey> keys,
+                                       std::span<const TensorMask> masks,
+                                       const BufferAllocator& alloc,
+                                       const LoadedBufferCallback& done) {
+  const uint64_t start = env_->NowMicros();
+  if (closed_.load()) {
+    C::Add(counters_.lookups, keys.size());
+    C::Add(counters_.misses, keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      done(i, Status::FailedPrecondition("remote tier closed"));
+    }
+    return;
+  }
+  const remote::ValueAllocator* a = alloc ? &alloc : nullptr;
+  std::vector<bool> answered(keys.size(), false);
+  try {
+    reader_.LoadTensorBuffers(keys, masks, a, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
       answered[i] = true;
       done(i, std::move(r));
     });
