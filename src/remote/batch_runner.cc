@@ -184,6 +184,7 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
     KeyOp& op = *ops[i];
     const uint64_t op_bytes = handler.TransferBytes(op);
     conn->SetDeadline(std::min(call_deadline, DeadlineFor(op_bytes)));
+    conn->WatchReplyRate(options_.min_reply_rate, options_.reply_rate_grace_micros);
     if (op.ask) {
       Result<ReplyHead> h = ReadReplyHead(*conn, ReplyLimits{0, 0});
       if (!h.ok()) {
