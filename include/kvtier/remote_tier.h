@@ -92,10 +92,10 @@ struct RemoteTierOptions {
   // timeout ("reply trickles at N B/s"), counted in `timeouts`, its
   // connection dropped and a failure toward the node's breaker. A node
   // sending valid replies one byte at a time is then given up like a node
-  // that is down, instead of costing a command timeout per call. Replies
-  // under 100 KB at this rate never trip it (they end within the grace);
-  // the default is under the 100 MiB/s command_timeout_ms already assumes
-  // for large values (docs/remote-tier.md, "When things fail"). 0 = off.
+  // that is down, instead of costing a command timeout per call. A reply
+  // of B bytes has max(100 ms, B / rate) from its first byte; the default
+  // is far under the 100 MiB/s command_timeout_ms already assumes for
+  // large values (docs/remote-tier.md, "When things fail"). 0 = off.
   // Default 1 MiB/s.
   uint64_t min_reply_rate = uint64_t{1} << 20;
   // Consecutive failed round trips or connects to one node that open its
