@@ -182,6 +182,7 @@ Status Connection::SlowReply() {
   const uint64_t rate =
       elapsed == 0 ? rate_bytes_ : static_cast<uint64_t>(rate_bytes_ * 1e6 / elapsed);
   C::Add(counters_->timeouts);
+  slow_reply_ = true;
   return Fail(Status::Unavailable("redis " + address_.ToString() + ": reply trickles at " +
                                   std::to_string(rate) + " B/s (under remote_min_reply_rate, " +
                                   std::to_string(rate_floor_) + " B/s)"));

@@ -94,6 +94,8 @@ class Connection : public ReplySource {
   Status Skip(uint64_t n) override;
 
   bool healthy() const { return healthy_; }
+  // It broke because a reply fell under the WatchReplyRate() floor.
+  bool slow_reply() const { return slow_reply_; }
   // Marks the connection unusable (e.g. a reply did not match the request).
   void MarkBroken() { healthy_ = false; }
   const NodeAddress& address() const { return address_; }
@@ -140,6 +142,7 @@ class Connection : public ReplySource {
   uint64_t rate_start_ = 0;
   uint64_t rate_bytes_ = 0;  // bytes of the reply since then
   bool healthy_ = true;
+  bool slow_reply_ = false;
   std::unique_ptr<TlsSession> tls_;  // null: plaintext
   std::unique_ptr<char[]> buf_;
   size_t begin_ = 0;  // unread bytes are [begin_, end_)
