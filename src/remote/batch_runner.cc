@@ -184,6 +184,7 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
     KeyOp& op = *ops[i];
     const uint64_t op_bytes = handler.TransferBytes(op);
     conn->SetDeadline(std::min(call_deadline, DeadlineFor(op_bytes)));
+    conn->WatchReplyRate(options_.min_reply_rate, options_.reply_rate_grace_micros);
     if (op.ask) {
       Result<ReplyHead> h = ReadReplyHead(*conn, ReplyLimits{0, 0});
       if (!h.ok()) {
@@ -233,13 +234,19 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
     conn->MarkBroken();
   }
   const bool healthy = conn->healthy();
+  const bool slow = conn->slow_reply();
   node.pool.Release(std::move(conn));
   if (healthy && !misbehaved) {
     node.breaker.OnSuccess();
   } else if (healthy) {
     if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
   } else {
-    if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
+    // A slow reply counts in the breaker's slow window too: the node's
+    // quick answers to small requests in between must not hide it.
+    const uint64_t now = env_->NowMicros();
+    if (slow ? node.breaker.OnSlowFailure(now) : node.breaker.OnFailure(now)) {
+      C::Add(counters_->breaker_opens);
+    }
     fail_from(i, OpFailure::kUnavailable);
   }
 }

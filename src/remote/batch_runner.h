@@ -21,7 +21,13 @@
 // (kUnavailable). A server trickling valid replies or answering LOADING
 // for ever costs one call's timeout, not one per key.
 //
-// Any failure of a connection (connect, timeout, I/O, protocol error)
+// A reply whose bytes trickle in slower than min_reply_rate (after a grace
+// from its first byte) fails like a timeout: a node that answers far
+// slower than any healthy Redis must reach its breaker, not cost each call
+// its whole deadline (each such call would otherwise succeed, late, and
+// close the breaker again).
+//
+// Any failure of a connection (connect, timeout, slow reply, I/O, protocol error)
 // fails every key of that node not answered yet (kUnavailable), drops the
 // connection and counts against the node's breaker; so does a round trip
 // answered with a retry or a redirect to the node itself (the node is up
@@ -106,6 +112,11 @@ struct RunnerOptions {
   uint64_t connect_timeout_micros = 500'000;
   uint64_t command_timeout_micros = 2'000'000;
   uint64_t pipeline_max_bytes = uint64_t{8} << 20;
+  // Each reply's bytes must keep arriving at this many bytes per second on
+  // average, once reply_rate_grace_micros have passed since its first byte
+  // (Connection::WatchReplyRate); 0 = off.
+  uint64_t min_reply_rate = uint64_t{1} << 20;
+  uint64_t reply_rate_grace_micros = 100'000;
 };
 
 class BatchRunner {

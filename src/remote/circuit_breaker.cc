@@ -45,16 +45,29 @@ bool CircuitBreaker::OpenLocked(uint64_t now_micros) {
   return !was_open;
 }
 
-bool CircuitBreaker::OnFailure(uint64_t now_micros) {
+bool CircuitBreaker::OnFailure(uint64_t now_micros) { return Fail(now_micros, false); }
+
+bool CircuitBreaker::OnSlowFailure(uint64_t now_micros) { return Fail(now_micros, true); }
+
+bool CircuitBreaker::Fail(uint64_t now_micros, bool slow) {
   BreakerChange change;
   uint64_t open_micros;
   {
     MutexLock lock(&mu_);
     ++failures_;
+    if (slow) {
+      if (slow_failures_ == 0 || now_micros - slow_since_ > options_.slow_window_micros) {
+        slow_failures_ = 0;
+        slow_since_ = now_micros;
+      }
+      ++slow_failures_;
+    }
     if (state_ == State::kHalfOpen) {
       change = BreakerChange::kReopened;
-    } else if (state_ == State::kClosed && failures_ >= options_.failure_threshold) {
+    } else if (state_ == State::kClosed && (failures_ >= options_.failure_threshold ||
+                                            slow_failures_ >= options_.failure_threshold)) {
       change = BreakerChange::kOpened;
+      slow_failures_ = 0;
     } else {
       return false;
     }

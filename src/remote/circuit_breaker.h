@@ -8,7 +8,12 @@
 //              (at most `max_open_micros`).
 //
 // Failures are failed connects and round trips (timeouts, resets, protocol
-// errors), not error replies: a server that answers -OOM is up. The open
+// errors), not error replies: a server that answers -OOM is up. Slow
+// failures (OnSlowFailure: a reply under the reply-rate floor) also count
+// on their own: `failure_threshold` of them within `slow_window_micros`
+// open the breaker even with successes in between, because a node that
+// trickles its large replies still answers small ones (a writer's EXISTS)
+// at once, and those successes would otherwise reset the count for ever. The open
 // time is also the reconnect backoff: no connection is attempted while the
 // breaker is open.
 //
@@ -39,6 +44,7 @@ struct BreakerOptions {
   uint32_t failure_threshold = 3;
   uint64_t open_micros = 1'000'000;
   uint64_t max_open_micros = 30'000'000;
+  uint64_t slow_window_micros = 10'000'000;
   // Called on each change above with the open time now in force (0 for
   // kClosed), on the thread that caused it, with no lock held. Optional.
   std::function<void(BreakerChange change, uint64_t open_micros)> on_change;
@@ -60,6 +66,9 @@ class CircuitBreaker {
   void OnSuccess();
   // True if this failure opened the breaker.
   bool OnFailure(uint64_t now_micros);
+  // A failure that was a slow reply: OnFailure(), and also counted in a
+  // window that successes do not reset. True if it opened the breaker.
+  bool OnSlowFailure(uint64_t now_micros);
   // Opens the breaker now (e.g. the server did not answer at Open()).
   // True if it was not open already.
   bool Trip(uint64_t now_micros);
@@ -69,12 +78,15 @@ class CircuitBreaker {
  private:
   enum class State : uint8_t { kClosed, kOpen, kHalfOpen };
   bool OpenLocked(uint64_t now_micros) REQUIRES(mu_);
+  bool Fail(uint64_t now_micros, bool slow) EXCLUDES(mu_);
   void Notify(BreakerChange change, uint64_t open_micros) const;
 
   const BreakerOptions options_;
   Mutex mu_;
   State state_ GUARDED_BY(mu_) = State::kClosed;
   uint32_t failures_ GUARDED_BY(mu_) = 0;
+  uint32_t slow_failures_ GUARDED_BY(mu_) = 0;  // since slow_since_
+  uint64_t slow_since_ GUARDED_BY(mu_) = 0;
   uint64_t open_until_ GUARDED_BY(mu_) = 0;
   uint64_t open_micros_ GUARDED_BY(mu_) = 0;  // the current open period; 0 = first
 };

@@ -32,6 +32,41 @@ TEST(CircuitBreaker, OpensAfterConsecutiveFailures) {
   EXPECT_EQ(b.Allow(1009), Admit::kNo);
 }
 
+// A node that trickles its values but answers a writer's small EXISTS at
+// once: successes come between the slow failures, and must not hide them.
+TEST(CircuitBreaker, SlowFailuresOpenItDespiteSuccessesInBetween) {
+  BreakerOptions o = Opts();
+  o.slow_window_micros = 10'000;
+  CircuitBreaker b(o);
+  EXPECT_FALSE(b.OnSlowFailure(100));
+  b.OnSuccess();
+  EXPECT_FALSE(b.OnSlowFailure(200));
+  b.OnSuccess();
+  EXPECT_TRUE(b.OnSlowFailure(300));
+  EXPECT_TRUE(b.IsOpen(300));
+  EXPECT_EQ(b.Allow(400), Admit::kNo);
+  // A probe that succeeds closes it with a fresh slow count.
+  EXPECT_EQ(b.Allow(1300), Admit::kProbe);
+  b.OnSuccess();
+  EXPECT_FALSE(b.OnSlowFailure(1400));
+  b.OnSuccess();
+  EXPECT_FALSE(b.OnSlowFailure(1500));
+  // Slow failures further apart than the window do not add up.
+  b.OnSuccess();
+  EXPECT_FALSE(b.OnSlowFailure(20'000));
+  b.OnSuccess();
+  EXPECT_FALSE(b.OnSlowFailure(40'000));
+  b.OnSuccess();
+  EXPECT_FALSE(b.OnSlowFailure(60'000));
+  EXPECT_FALSE(b.IsOpen(60'000));
+  // Plain failures with successes in between never open it.
+  for (uint64_t t = 61'000; t < 61'010; ++t) {
+    EXPECT_FALSE(b.OnFailure(t));
+    b.OnSuccess();
+  }
+  EXPECT_FALSE(b.IsOpen(61'010));
+}
+
 TEST(CircuitBreaker, ReportsEachChangeOfState) {
   std::vector<std::pair<BreakerChange, uint64_t>> seen;
   BreakerOptions o = Opts();

@@ -177,19 +177,59 @@ Status Connection::Timeout() {
   return Fail(Status::Unavailable("redis " + address_.ToString() + ": timed out"));
 }
 
-Status Connection::Wait(short events) {
+Status Connection::SlowReply() {
+  const uint64_t elapsed = env_->NowMicros() - rate_start_;
+  const uint64_t rate =
+      elapsed == 0 ? rate_bytes_ : static_cast<uint64_t>(rate_bytes_ * 1e6 / elapsed);
+  C::Add(counters_->timeouts);
+  slow_reply_ = true;
+  return Fail(Status::Unavailable("redis " + address_.ToString() + ": reply trickles at " +
+                                  std::to_string(rate) + " B/s (under remote_min_reply_rate, " +
+                                  std::to_string(rate_floor_) + " B/s)"));
+}
+
+Result<bool> Connection::Poll(short events, uint64_t until) {
   while (true) {
     const uint64_t now = env_->NowMicros();
-    if (now >= deadline_) return Timeout();
-    const uint64_t ms = std::min<uint64_t>((deadline_ - now + 999) / 1000, INT_MAX);
+    if (now >= until) return false;
+    const uint64_t ms = std::min<uint64_t>((until - now + 999) / 1000, INT_MAX);
     pollfd p{fd_, events, 0};
     const int r = ::poll(&p, 1, static_cast<int>(ms));
-    if (r > 0) return Status::Ok();  // an error or hang-up shows in the next send/recv
-    if (r == 0) continue;            // re-check the deadline on the Env's clock
+    if (r > 0) return true;  // an error or hang-up shows in the next send/recv
+    if (r == 0) continue;    // re-check the time on the Env's clock
     if (errno == EINTR) continue;
     C::Add(counters_->io_errors);
     return Fail(Status::IOError("poll on redis " + address_.ToString(), errno));
   }
+}
+
+Status Connection::Wait(short events) {
+  KVTIER_ASSIGN_OR_RETURN(const bool ready, Poll(events, deadline_));
+  return ready ? Status::Ok() : Timeout();
+}
+
+uint64_t Connection::RateFloorMicros() const {
+  if (rate_floor_ == 0 || !rate_started_) return UINT64_MAX;
+  // The time rate_bytes_ may take at the floor (a double: no overflow).
+  const double at_floor = static_cast<double>(rate_bytes_) * 1e6 / static_cast<double>(rate_floor_);
+  const double allowed = std::max(static_cast<double>(rate_grace_), at_floor);
+  const double end = static_cast<double>(rate_start_) + allowed;
+  return end >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(end);
+}
+
+void Connection::CountReplyBytes(size_t n) {
+  if (!rate_started_) {
+    rate_started_ = true;
+    rate_start_ = env_->NowMicros();
+  }
+  rate_bytes_ += n;
+}
+
+Status Connection::WaitForReply(short events) {
+  const uint64_t floor = RateFloorMicros();
+  if (floor >= deadline_) return Wait(events);
+  KVTIER_ASSIGN_OR_RETURN(const bool ready, Poll(events, floor));
+  return ready ? Status::Ok() : SlowReply();
 }
 
 Result<size_t> Connection::Receive(void* buf, size_t cap) {
@@ -203,19 +243,25 @@ Result<size_t> Connection::Receive(void* buf, size_t cap) {
       return Fail(Status(e.code(), "redis " + address_.ToString() + ": " + e.message(),
                          e.sys_errno()));
     }
-    if (*r > 0) return *r;
-    KVTIER_RETURN_IF_ERROR(WaitTls(wait));
+    if (*r > 0) {
+      CountReplyBytes(*r);
+      return *r;
+    }
+    KVTIER_RETURN_IF_ERROR(WaitForReply(wait == TlsWait::kRead ? POLLIN : POLLOUT));
   }
   while (true) {
     const ssize_t r = ::recv(fd_, buf, cap, 0);
-    if (r > 0) return static_cast<size_t>(r);
+    if (r > 0) {
+      CountReplyBytes(static_cast<size_t>(r));
+      return static_cast<size_t>(r);
+    }
     if (r == 0) {
       C::Add(counters_->io_errors);
       return Fail(Status::IOError("redis " + address_.ToString() + " closed the connection", 0));
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      KVTIER_RETURN_IF_ERROR(Wait(POLLIN));
+      KVTIER_RETURN_IF_ERROR(WaitForReply(POLLIN));
       continue;
     }
     C::Add(counters_->io_errors);

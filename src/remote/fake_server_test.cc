@@ -264,7 +264,10 @@ TEST(FakeServer, TricklingServerCostsOneCallDeadlineNotOnePerKey) {
       return Reply{"$-1\r\n"};
     }
     return std::nullopt;
-  }, [](RemoteTierOptions* o) { o->command_timeout_ms = 1000; });
+  }, [](RemoteTierOptions* o) {
+    o->command_timeout_ms = 1000;
+    o->min_reply_rate = 0;  // the call deadline alone (SlowRepliesOpenTheBreaker: the floor)
+  });
   Stopwatch w;
   const std::vector<SharedBlock> got = f.tier->GetMany(keys);
   EXPECT_LT(w.Seconds(), 1.0 + kMarginSeconds);
@@ -280,6 +283,58 @@ TEST(FakeServer, TricklingServerCostsOneCallDeadlineNotOnePerKey) {
   EXPECT_EQ(s.timeouts, 1u);
   EXPECT_EQ(s.misses_unavailable, keys.size() - hits);
   EXPECT_EQ(s.bad_values, 0u);
+}
+
+// Valid values trickled at about 10 KB/s (one byte per >= 100 us: a 5 KB
+// value takes 0.5 s or more), each well within its 2 s deadline: without a
+// floor on the reply rate every call succeeds, late, and keeps the breaker
+// closed, so each single-key load costs half a second for ever. Under
+// min_reply_rate each trickled reply fails as a timeout once the grace has
+// passed, with its connection dropped (a half-read reply is never reused:
+// each failed call connected afresh), and after breaker_failure_threshold
+// of them the rest are immediate misses that never reach the server.
+TEST(FakeServer, SlowRepliesOpenTheBreaker) {
+  const ModelLayout layout = TinyLayout();
+  constexpr uint64_t kLoads = 8;
+  auto values = std::make_shared<std::map<std::string, std::string>>();
+  for (uint64_t i = 0; i < kLoads; ++i) {
+    SharedBlock b = TestBlock(layout, i);
+    (*values)["t:{" + TestBlockKey(i).Hex() + "}"] =
+        FakeRedisServer::Bulk(std::string_view(reinterpret_cast<const char*>(b->data()), b->size()));
+  }
+  ASSERT_GT(values->begin()->second.size(), 4000u);
+  Fixture f = Start(
+      [values](const FakeRedisServer::Command& c) -> std::optional<Reply> {
+        if (Is(c, "GET") && c.size() == 2) {
+          auto it = values->find(c[1]);
+          if (it != values->end()) return Reply{it->second, Then::kContinue, 100};
+          return Reply{"$-1\r\n"};
+        }
+        return std::nullopt;
+      },
+      [](RemoteTierOptions* o) {
+        o->command_timeout_ms = 2000;
+        o->breaker_failure_threshold = 3;
+        o->breaker_open_ms = 60'000;
+        o->breaker_max_open_ms = 60'000;
+        ASSERT_EQ(o->min_reply_rate, uint64_t{1} << 20);  // the default
+      });
+  const uint64_t connections_at_open = f.server->connections();
+  for (uint64_t i = 0; i < kLoads; ++i) EXPECT_EQ(f.tier->Get(TestBlockKey(i)), nullptr) << i;
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.lookups, kLoads);
+  EXPECT_EQ(s.hits, 0u);
+  EXPECT_EQ(s.misses_unavailable, kLoads);
+  EXPECT_EQ(s.timeouts, 3u);
+  EXPECT_EQ(s.breaker_opens, 1u);
+  EXPECT_EQ(s.breaker_rejections, kLoads - 3);
+  EXPECT_EQ(s.bad_values, 0u);
+  EXPECT_EQ(s.nodes_down, 1u);
+  EXPECT_EQ(CountGets(*f.server), 3u);
+  // The connection Open() made served the first load; the second and the
+  // third each needed a new one, the others none.
+  EXPECT_EQ(connections_at_open, 1u);
+  EXPECT_EQ(f.server->connections(), 3u);
 }
 
 // Values that fail verification count toward the breaker of the node that

@@ -136,6 +136,7 @@ remote::RunnerOptions RemoteTierImpl::MakeRunnerOptions() const {
   r.connect_timeout_micros = uint64_t{options_.connect_timeout_ms} * 1000;
   r.command_timeout_micros = uint64_t{options_.command_timeout_ms} * 1000;
   r.pipeline_max_bytes = options_.pipeline_max_bytes;
+  r.min_reply_rate = options_.min_reply_rate;
   return r;
 }
 
