@@ -213,8 +213,10 @@ TEST_F(PoolLayersTest, CreateAcceptsEveryLayerKind) {
                        HasSubstr("layout.layers[2] is recurrent: the dense pool")));
   ModelLayout bad = hybrid_;
   bad.layers[2].window = 8;
+  // The layout's own validation refuses it first (layout.h), naming the layer.
   EXPECT_THAT(BlockPool::Create(TestOptions(bad, 8)),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("recurrent and has a window")));
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("layers[2].window needs a per-token state")));
 }
 
 TEST_F(PoolLayersTest, GeometryFollowsTheTokenAxis) {
