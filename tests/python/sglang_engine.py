@@ -56,6 +56,7 @@ class SglangServer:
 
     def __init__(self, ce, folder, monkeypatch=None):
         self.ce, self.model = ce, ce.Model()
+        self.bt = PAGE  # what chat_engine's logits_without_cache reads (with max_tokens)
         m = self.model
         self.pool = fakes.MHAPool(pages=128, page_size=PAGE, layers=m.layers, heads=m.kv_heads,
                                   head_dim=m.head_dim, dtype=torch.float16, layout="page_first")
@@ -85,7 +86,7 @@ class SglangServer:
 
     def serve(self, prompt, new_tokens=4):
         ce, b = self.ce, self.backend
-        kv = ce.KV(self.model, 4096)
+        kv = ce.KV(self.model, 4096, PAGE)
         keys = page_hashes(prompt)
         reusable = (len(prompt) - 1) // PAGE  # the last token is always computed
         hit = b.batch_exists(keys[:reusable], self.storage.HiCacheStorageExtraInfo())

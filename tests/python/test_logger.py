@@ -97,12 +97,12 @@ class Blocking(logging.Handler):
     def __init__(self):
         super().__init__()
         self.entered = threading.Event()
-        self.release = threading.Event()
+        self.go = threading.Event()
         self.released_in_time = []
 
     def emit(self, record):
         self.entered.set()
-        self.released_in_time.append(self.release.wait(10))
+        self.released_in_time.append(self.go.wait(10))
 
 
 def test_logging_is_off_the_callers_thread(tmp_path):
@@ -119,7 +119,7 @@ def test_logging_is_off_the_callers_thread(tmp_path):
     try:
         cache = kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder)
         assert cache.load(key) is None  # the quarantine line is logged here
-        handler.release.set()
+        handler.go.set()
         cache.close()  # waits for the line to reach logging
     finally:
         log.removeHandler(handler)

@@ -266,7 +266,7 @@ def test_tp_ranks_dtypes_and_models_do_not_share(sglang, tmp_path):
     same.close()
     # MLA: the same pages on every tp rank.
     mla0 = open_backend(sglang, tmp_path, fakes.MLAPool(seed=4), tp_rank=0, tp_size=2,
-                        is_mla_model=True, extra={"write_policy": "write_through"})
+                        is_mla_model=True, extra={"write_policy": "write_through", "disk_writer_threads": 0})
     assert all(mla0.batch_set_v1(keys, indices(4, 4)))
     mla1 = open_backend(sglang, tmp_path, fakes.MLAPool(), tp_rank=1, tp_size=2,
                         is_mla_model=True)
@@ -281,13 +281,13 @@ def test_split_heads_share_pages_across_tp_sizes(sglang, tmp_path):
     keys = page_keys(3)
     whole = fakes.MHAPool(pages=4, heads=4, layout="page_head", seed=7)
     one = open_backend(sglang, tmp_path, whole, extra={"tp_lcm_size": 2,
-                                                        "write_policy": "write_through"})
+                                                        "write_policy": "write_through", "disk_writer_threads": 0})
     assert one.config.should_split_heads and one._stores["kv"].pages.split == 2
     assert one.batch_set_v1(keys, indices(3, 4)) == [True] * 3
     for rank in (0, 1):
         half = fakes.MHAPool(pages=4, heads=2, layout="page_head")
         two = open_backend(sglang, tmp_path, half, tp_rank=rank, tp_size=2,
-                           extra={"tp_lcm_size": 2, "write_policy": "write_through"})
+                           extra={"tp_lcm_size": 2, "write_policy": "write_through", "disk_writer_threads": 0})
         assert not two.config.should_split_heads
         assert two.batch_exists(keys) == 3
         assert two.batch_get_v1(keys, indices(3, 4, 1)) == [True] * 3
@@ -363,7 +363,7 @@ def test_v2_mamba_and_sidecar_pools(sglang, tmp_path):
 
 def test_clear_erases_this_backends_pages_in_every_tier(sglang, tmp_path):
     kv = fakes.MHAPool(pages=8, seed=21)
-    backend = open_backend(sglang, tmp_path, kv, extra={"write_policy": "write_through"})
+    backend = open_backend(sglang, tmp_path, kv, extra={"write_policy": "write_through", "disk_writer_threads": 0})
     mamba = fakes.MambaPool(seed=22)
     backend.register_mem_host_pool_v2(mamba, sglang.PoolName.MAMBA)
     other = open_backend(sglang, tmp_path, fakes.MHAPool(pages=8, dtype=torch.float32, seed=23))
@@ -504,7 +504,7 @@ def test_dead_redis_is_misses_not_errors(sglang, tmp_path):
 
 def test_full_disk_drops_pages_never_raises(sglang, tmp_path):
     pool = fakes.MHAPool(pages=16, seed=61)
-    probe = open_backend(sglang, tmp_path / "probe", pool, extra={"write_policy": "write_through"})
+    probe = open_backend(sglang, tmp_path / "probe", pool, extra={"write_policy": "write_through", "disk_writer_threads": 0})
     assert probe.batch_set_v1(page_keys(1, "p"), indices(1, 4)) == [True]
     probe.close()
     block = max(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp_path / "probe")
@@ -512,7 +512,7 @@ def test_full_disk_drops_pages_never_raises(sglang, tmp_path):
     # Room for 3 block files on disk and about as many in RAM.
     backend = open_backend(sglang, tmp_path, pool, extra={
         "disk_max_bytes": 3 * block + block // 2, "host_bytes": 3 * block + block // 2,
-        "write_policy": "write_through"})
+        "write_policy": "write_through", "disk_writer_threads": 0})
     keys = page_keys(12)
     results = backend.batch_set_v1(keys, indices(12, 4))
     assert len(results) == 12 and all(isinstance(r, bool) for r in results)
@@ -532,7 +532,7 @@ def test_full_disk_drops_pages_never_raises(sglang, tmp_path):
 
 def test_damaged_block_is_a_miss(sglang, tmp_path):
     pool = fakes.MHAPool(pages=8, seed=71)
-    backend = open_backend(sglang, tmp_path, pool, extra={"write_policy": "write_through"})
+    backend = open_backend(sglang, tmp_path, pool, extra={"write_policy": "write_through", "disk_writer_threads": 0})
     keys = page_keys(4)
     assert all(backend.batch_set_v1(keys, indices(4, 4)))
     victim = backend.kvtier_key(keys[1]).hex()
@@ -617,7 +617,7 @@ def test_extra_config_goes_through_kvtier_options(sglang, tmp_path, monkeypatch)
     pool = fakes.MHAPool(pages=4, seed=3)
     keys = page_keys(4)
     backend = open_backend(sglang, tmp_path, pool, extra={
-        "write_policy": "write_through", "disk_durability": "fsync", "disk_max_bytes": "64MiB",
+        "write_policy": "write_through", "disk_writer_threads": 0, "disk_durability": "fsync", "disk_max_bytes": "64MiB",
         "key_model_id": "other-model", "key_extra": "x", "host_bytes": "1MiB"})
     assert backend.model_id == "other-model"
     assert all(backend.batch_set_v1(keys, indices(4, 4)))

@@ -63,7 +63,7 @@ class VllmStyleEngine:
 
     def serve(self, prompt, new_tokens):
         m = self.model
-        kv = chat_engine.KV(m, 4096)
+        kv = chat_engine.KV(m, 4096, BLOCK)
         reusable = (len(prompt) - 1) // BLOCK  # the last prompt token is always computed
         hashes = vh.block_hashes(prompt, BLOCK)[:reusable]
         block_ids = list(range(NUM_BLOCKS))  # one request at a time: all blocks are its
@@ -89,7 +89,7 @@ class VllmStyleEngine:
                     identical=bool(same))
 
     def _plain_logits(self, prompt):
-        kv = chat_engine.KV(self.model, 4096)
+        kv = chat_engine.KV(self.model, 4096, BLOCK)
         for pos, token in enumerate(prompt):
             logits = self.model.step(kv, token, pos)
         return logits.view(np.uint32)
