@@ -89,12 +89,12 @@ struct RemoteTierOptions {
   uint32_t lookup_budget_ms = 20;
   // Bytes per second below which a reply counts as a failed round trip:
   // once a reply's first byte has arrived, its bytes must keep coming at
-  // this average rate after a grace of 20 ms, or the call fails as a
+  // this average rate after a grace of 100 ms, or the call fails as a
   // timeout ("reply trickles at N B/s"), counted in `timeouts`, its
   // connection dropped and a failure toward the node's breaker. A node
   // sending valid replies one byte at a time is then given up like a node
   // that is down, instead of costing a command timeout per call. A reply
-  // of B bytes has max(20 ms, B / rate) from its first byte; the default
+  // of B bytes has max(100 ms, B / rate) from its first byte; the default
   // is far under the 100 MiB/s command_timeout_ms already assumes for
   // large values (docs/remote-tier.md, "When things fail"). 0 = off.
   // Default 1 MiB/s.

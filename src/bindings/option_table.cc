@@ -286,7 +286,7 @@ const std::vector<Row>& Table() {
        "remote.lookup_budget_ms",
        KVTIER_SET(s.remote_tier.lookup_budget_ms = static_cast<uint32_t>(v.u)), kU32},
       {"remote_min_reply_rate", Kind::kSize, "1 MiB",
-       "Bytes per second a reply must keep arriving at, after a 20 ms grace from its first "
+       "Bytes per second a reply must keep arriving at, after a 100 ms grace from its first "
        "byte; a slower one fails as a timeout that counts toward the node's breaker. 0 = off.",
        "remote.min_reply_rate", KVTIER_SET(s.remote_tier.min_reply_rate = v.u)},
       {"remote_mac_keys", Kind::kPathList, "none (values unsigned)",

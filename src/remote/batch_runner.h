@@ -116,7 +116,7 @@ struct RunnerOptions {
   // average, once reply_rate_grace_micros have passed since its first byte
   // (Connection::WatchReplyRate); 0 = off.
   uint64_t min_reply_rate = uint64_t{1} << 20;
-  uint64_t reply_rate_grace_micros = 20'000;
+  uint64_t reply_rate_grace_micros = 100'000;
 };
 
 class BatchRunner {
