@@ -253,6 +253,17 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   // them, possibly at once).
   Mutex remote_mu;
   std::vector<size_t> remote_todo;
+  // A disk miss goes on to Redis, or out as a miss without one (whole and
+  // partial reads alike).
+  auto disk_miss = [&](size_t i, const BlockKey& key) {
+    if (!st->cancelled.load()) NoteDiskMiss(key);
+    if (remote_ != nullptr) {
+      MutexLock lock(&remote_mu);
+      remote_todo.push_back(i);
+    } else {
+      HandOutMiss(*st, i);
+    }
+  };
   // Keys whose mask selects a subset: read partially, never promoted (the
   // buffer is only partly valid).
   std::vector<size_t> whole_todo;
@@ -272,13 +283,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
     DiskTier::LoadedBufferCallback pdone = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
       const size_t i = partial_todo[j];
       if (!r.ok() || !r->has_value()) {
-        if (!st->cancelled.load()) NoteDiskMiss(pkeys[j]);
-        if (remote_ != nullptr) {
-          MutexLock lock(&remote_mu);
-          remote_todo.push_back(i);
-        } else {
-          HandOutMiss(*st, i);
-        }
+        disk_miss(i, pkeys[j]);
         return;
       }
       index_.MarkPresent(pkeys[j], IndexTier::kDisk);
@@ -315,13 +320,7 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   DiskTier::LoadedBufferCallback done = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
     const size_t i = whole[j];
     if (!r.ok() || !r->has_value()) {
-      if (!st->cancelled.load()) NoteDiskMiss(keys[j]);
-      if (remote_ != nullptr) {
-        MutexLock lock(&remote_mu);
-        remote_todo.push_back(i);
-      } else {
-        HandOutMiss(*st, i);
-      }
+      disk_miss(i, keys[j]);
       return;
     }
     auto block = std::make_shared<const BlockBuffer>(std::move(**r));
