@@ -193,7 +193,10 @@ KVTIER_C_API int kvtier_cache_prometheus(kvtier_cache* cache, char* out, size_t 
 KVTIER_C_API int kvtier_cache_flush(kvtier_cache* cache);
 
 /* The cache's counters as one JSON object (CacheStats::ToJson) into
- * out[0..cap), NUL-terminated, like kvtier_layout_signature(). */
+ * out[0..cap), NUL-terminated, like kvtier_layout_signature(). The
+ * counters move while the cache runs, so the text may grow between a size
+ * query and the copy: leave room to spare, or call again with the new *len
+ * on KVTIER_E_BUFFER_TOO_SMALL (also for kvtier_cache_prometheus()). */
 KVTIER_C_API int kvtier_cache_stats_json(kvtier_cache* cache, char* out, size_t cap, size_t* len);
 
 /* Levels of kvtier_cache_set_logger()'s messages (kvtier/logger.h). */
