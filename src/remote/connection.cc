@@ -226,6 +226,18 @@ void Connection::CountReplyBytes(size_t n) {
 }
 
 Status Connection::WaitForReply(short events) {
+  if ((events & POLLIN) != 0) {
+    // Acknowledge what the server sent before waiting for more. Linux
+    // delays an ACK up to 40 ms when it has nothing to send back, and a
+    // sender with Nagle's algorithm on (a proxy, a server without
+    // TCP_NODELAY) holds its next small write until that ACK comes: each
+    // piece of a reply, or each reply of a pipeline, would then cost 40 ms.
+    // Setting TCP_QUICKACK sends a pending ACK now and leaves delayed-ACK
+    // mode for a while; it is not sticky, so it is set before every wait.
+    // A failure only loses that speed-up.
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+  }
   const uint64_t floor = RateFloorMicros();
   if (floor >= deadline_) return Wait(events);
   KVTIER_ASSIGN_OR_RETURN(const bool ready, Poll(events, floor));

@@ -61,12 +61,13 @@ std::string Upper(std::string s) {
 }
 
 // Sends `bytes`; with a pause, one byte at a time with that pause before
-// each (a server that trickles a reply), until `stop` is set.
-void SendAll(int fd, const std::string& bytes, uint32_t byte_pause_micros,
+// each (a server that trickles a reply), until `stop` is set; with
+// byte_writes, one byte per send().
+void SendAll(int fd, const std::string& bytes, uint32_t byte_pause_micros, bool byte_writes,
              const std::atomic<bool>& stop) {
   size_t off = 0;
   while (off < bytes.size()) {
-    size_t len = bytes.size() - off;
+    size_t len = byte_writes ? 1 : bytes.size() - off;
     if (byte_pause_micros > 0) {
       if (stop.load()) return;
       std::this_thread::sleep_for(std::chrono::microseconds(byte_pause_micros));
@@ -169,7 +170,7 @@ void FakeRedisServer::Serve(int fd) {
         }
         r = d;
       }
-      SendAll(fd, r->bytes, r->byte_pause_micros, stop_);
+      SendAll(fd, r->bytes, r->byte_pause_micros, r->byte_writes, stop_);
       close = r->then == Reply::Then::kClose;
       stalled = r->then == Reply::Then::kStall;
     }

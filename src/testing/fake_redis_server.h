@@ -5,7 +5,8 @@
 // arrays of bulk strings) and asks the handler what to answer: some bytes
 // (sent as they are, so anything from garbage to a 4 GiB bulk header),
 // then carry on, close the connection, or stall (keep it open and answer
-// nothing more); the bytes may also be trickled out one at a time. A handler returning nullopt gets the default answers:
+// nothing more); the bytes may also be trickled out one at a time, or
+// written one per send(). A handler returning nullopt gets the default answers:
 // PING → +PONG; AUTH, SELECT, ASKING → +OK; anything else → -ERR.
 //
 // Thread safety: the handler runs on the connection threads, one call at a
@@ -38,6 +39,11 @@ class FakeRedisServer {
     // > 0: `bytes` go out one at a time, this many microseconds apart (a
     // server that trickles valid replies).
     uint32_t byte_pause_micros = 0;
+    // `bytes` go out one per send(), back to back, on this socket with
+    // Nagle's algorithm on (as every socket here: no TCP_NODELAY): a server
+    // or proxy that writes a reply in small pieces. The kernel sends the
+    // first piece and holds the rest until the client acknowledges it.
+    bool byte_writes = false;
   };
   using Command = std::vector<std::string>;
   using Handler = std::function<std::optional<Reply>(const Command& command)>;
