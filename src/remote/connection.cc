@@ -19,6 +19,9 @@
 namespace kvtier::remote {
 namespace {
 
+// A read smaller than this may be a piece a Nagling server wrote.
+constexpr size_t kQuickAckBelow = size_t{16} << 10;
+
 using C = RemoteCounters;
 
 bool IsTimeoutText(const char* errstr) {
@@ -218,6 +221,7 @@ uint64_t Connection::RateFloorMicros() const {
 }
 
 void Connection::CountReplyBytes(size_t n) {
+  small_reads_ = n < kQuickAckBelow;
   if (!rate_started_) {
     rate_started_ = true;
     rate_start_ = env_->NowMicros();
@@ -233,10 +237,14 @@ Status Connection::WaitForReply(short events) {
     // TCP_NODELAY) holds its next small write until that ACK comes: each
     // piece of a reply, or each reply of a pipeline, would then cost 40 ms.
     // Setting TCP_QUICKACK sends a pending ACK now and leaves delayed-ACK
-    // mode for a while; it is not sticky, so it is set before every wait.
-    // A failure only loses that speed-up.
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    // mode for a while; it is not sticky, so it is set before each wait
+    // that follows a small read (a large reply comes in full segments,
+    // which Nagle never holds: no syscall per wait there). A failure only
+    // loses that speed-up.
+    if (small_reads_) {
+      const int one = 1;
+      ::setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    }
   }
   const uint64_t floor = RateFloorMicros();
   if (floor >= deadline_) return Wait(events);
@@ -283,6 +291,7 @@ Result<size_t> Connection::Receive(void* buf, size_t cap) {
 
 Status Connection::Write(std::span<const iovec> iov_in) {
   if (!healthy_) return Status::Unavailable("redis " + address_.ToString() + ": connection broken");
+  small_reads_ = true;  // a reply's first piece may be held behind the last one's tail
   if (tls_ != nullptr) {
     // Small pieces (command headers, names, trailers) are gathered into
     // records of up to kTlsRecordBytes; a large value is handed over as is

@@ -141,6 +141,9 @@ class Connection : public ReplySource {
   bool rate_started_ = false;  // the reply's first byte came, at rate_start_
   uint64_t rate_start_ = 0;
   uint64_t rate_bytes_ = 0;  // bytes of the reply since then
+  // The last read brought less than kQuickAckBelow bytes (or none yet):
+  // the server may be writing small pieces (see WaitForReply).
+  bool small_reads_ = true;
   bool healthy_ = true;
   bool slow_reply_ = false;
   std::unique_ptr<TlsSession> tls_;  // null: plaintext
