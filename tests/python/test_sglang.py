@@ -530,6 +530,63 @@ def test_full_disk_drops_pages_never_raises(sglang, tmp_path):
     again.close()
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail("a full-disk test needs a 1 MiB tmpfs (mount, as root): " + r.stderr)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def fill_up(folder):
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"x" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    assert os.statvfs(folder).f_bavail == 0
+
+
+def test_real_enospc_drops_pages_never_raises(sglang, tmp_path, small_disk, caplog):
+    """A disk that is really full (ENOSPC from the file system, not a
+    configured limit): the backup thread's batch_set_v1 still returns a
+    bool per page, the disk tier says why in the log, a restarted server
+    finds none of those pages (SGLang recomputes), and with room again the
+    same pages are stored and read back byte for byte."""
+    caplog.set_level(logging.WARNING, logger="kvtier")
+    pool = fakes.MHAPool(pages=16, seed=67)
+    extra = {"disk_dir": str(small_disk / "kv"), "write_policy": "write_through",
+             "disk_writer_threads": 0, "host_bytes": 1 << 16}
+    backend = open_backend(sglang, tmp_path, pool, extra=extra)
+    fill_up(small_disk)
+    keys = page_keys(8, "f")
+    results = backend.batch_set_v1(keys, indices(8, 4))
+    assert len(results) == 8 and all(isinstance(r, bool) for r in results)
+    backend.close()
+    assert any("no space left for a block file" in r.getMessage()
+               or "exceeds the disk tier's effective limit" in r.getMessage()
+               for r in caplog.records)
+    os.remove(small_disk / "filler")  # room again
+    again = open_backend(sglang, tmp_path, pool, extra=extra)
+    assert again.batch_exists(keys) == 0  # none reached the disk: SGLang recomputes
+    assert again.batch_set_v1(keys, indices(8, 4)) == [True] * 8
+    again.close()
+    dst = fakes.MHAPool(pages=16)
+    third = open_backend(sglang, tmp_path, dst, extra=extra)
+    assert third.batch_exists(keys) == 8  # on disk now
+    assert third.batch_get_v1(keys, indices(8, 4, first=8)) == [True] * 8
+    assert fakes.raw(dst.kv_buffer[:, 32:64]) == fakes.raw(pool.kv_buffer[:, :32])
+    assert not dst.kv_buffer[:, :32].any()
+    third.close()
+
+
 def test_damaged_block_is_a_miss(sglang, tmp_path):
     pool = fakes.MHAPool(pages=8, seed=71)
     backend = open_backend(sglang, tmp_path, pool, extra={"write_policy": "write_through", "disk_writer_threads": 0})
