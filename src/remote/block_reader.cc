@@ -10,11 +10,12 @@ using State = GetResult::State;
 
 BlockReader::BlockReader(const ValueLayout* values, const ModelLayout* layout,
                          const ValueMac* mac, uint64_t lookup_budget_micros, BatchRunner* runner,
-                         Env* env, RemoteCounters* counters)
+                         Env* env, RemoteCounters* counters, VerifyPool* pool)
     : values_(values),
       layout_(layout),
       signature_(layout->Signature()),
       mac_(mac),
+      pool_(pool),
       lookup_budget_micros_(lookup_budget_micros),
       runner_(runner),
       env_(env),
@@ -113,8 +114,9 @@ void BlockReader::LoadBuffers(
     const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done) {
   C::Add(counters_->lookups, keys.size());
   std::vector<KeyOp> ops = MakeOps(keys);
-  GetOps get(*values_, keys.size(), alloc, counters_, mac_);
+  GetOps get(*values_, keys.size(), alloc, counters_, mac_, pool_);
   runner_->Run(ops, get);
+  get.WaitChecks();
   std::vector<BlockKey> bad, unsigned_values;
   for (size_t i = 0; i < keys.size(); ++i) {
     GetResult& r = get.results()[i];
@@ -156,8 +158,9 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
   C::Add(counters_->lookups);
   std::vector<KeyOp> ops = MakeOps(std::span(&key, 1));
   const std::span<std::byte> dsts[1] = {dst};
-  GetOps get(*values_, dsts, counters_, mac_);
+  GetOps get(*values_, dsts, counters_, mac_, pool_);
   runner_->Run(ops, get);
+  get.WaitChecks();
   GetResult& r = get.results()[0];
   bool is_unsigned = false;
   if (r.state == State::kRead) {

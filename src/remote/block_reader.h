@@ -49,16 +49,18 @@
 #include "remote/read_ops.h"
 #include "remote/value_layout.h"
 #include "remote/value_mac.h"
+#include "remote/verify_pool.h"
 
 namespace kvtier::remote {
 
 class BlockReader {
  public:
-  // `mac` null: values are not checked for signatures. REQUIRES: every
-  // pointer outlives the reader.
+  // `mac` null: values are not checked for signatures. `pool` (null: none)
+  // hashes signed values on other cores while the socket thread reads the
+  // next (GetOps). REQUIRES: every pointer outlives the reader.
   BlockReader(const ValueLayout* values, const ModelLayout* layout, const ValueMac* mac,
               uint64_t lookup_budget_micros, BatchRunner* runner, Env* env,
-              RemoteCounters* counters);
+              RemoteCounters* counters, VerifyPool* pool = nullptr);
 
   std::vector<bool> Exists(std::span<const BlockKey> keys);
   // RemoteTier::LoadBuffers(); `alloc` null = the heap.
@@ -103,6 +105,7 @@ class BlockReader {
   const ModelLayout* const layout_;
   const std::string signature_;
   const ValueMac* const mac_;
+  VerifyPool* const pool_;
   const uint64_t lookup_budget_micros_;
   BatchRunner* const runner_;
   Env* const env_;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <new>
 
 namespace kvtier::remote {
 namespace {
@@ -66,23 +67,27 @@ void ExistsOps::Fail(const KeyOp& op, OpFailure why) {
 // --- GET / MGET -----------------------------------------------------------------
 
 GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-               RemoteCounters* counters, const ValueMac* mac)
+               RemoteCounters* counters, const ValueMac* mac, VerifyPool* pool)
     : layout_(layout),
       allocate_(true),
       alloc_(alloc),
       results_(n),
       counters_(counters),
-      mac_(mac) {}
+      mac_(mac),
+      pool_(mac != nullptr ? pool : nullptr),
+      checks_(pool_ != nullptr ? std::make_shared<VerifyGroup>() : nullptr) {}
 
 GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-               RemoteCounters* counters, const ValueMac* mac)
+               RemoteCounters* counters, const ValueMac* mac, VerifyPool* pool)
     : layout_(layout),
       dsts_(dsts),
       allocate_(false),
       alloc_(nullptr),
       results_(dsts.size()),
       counters_(counters),
-      mac_(mac) {}
+      mac_(mac),
+      pool_(mac != nullptr ? pool : nullptr),
+      checks_(pool_ != nullptr ? std::make_shared<VerifyGroup>() : nullptr) {}
 
 void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
   if (layout_.single_part() && mac_ == nullptr) {
@@ -199,11 +204,12 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
     KVTIER_RETURN_IF_ERROR(ReadMac(r, conn));
     check = mac_->Begin(op.key, r.mac);
   }
-  // Reads `dst` from the socket in chunks, hashing each while the next
-  // arrives.
+  // Without a pool: reads `dst` from the socket in chunks, hashing each
+  // while the next arrives. With one, the whole value is hashed once read.
+  const bool inline_check = check != nullptr && pool_ == nullptr;
   auto read_data = [&](std::span<std::byte> dst) -> Status {
     constexpr size_t kChunk = size_t{256} << 10;
-    if (check == nullptr) return conn->ReadExact(dst);
+    if (!inline_check) return conn->ReadExact(dst);
     for (size_t off = 0; off < dst.size(); off += kChunk) {
       const std::span<std::byte> piece = dst.subspan(off, std::min(kChunk, dst.size() - off));
       KVTIER_RETURN_IF_ERROR(conn->ReadExact(piece));
@@ -257,7 +263,7 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
         continue;
       }
       std::memcpy(dst.data(), prefix.data(), prefix.size());
-      if (check) check->Update(prefix);
+      if (inline_check) check->Update(prefix);
       KVTIER_RETURN_IF_ERROR(read_data(dst.subspan(prefix.size(), len - prefix.size())));
       KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
       continue;
@@ -273,10 +279,40 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
   }
   if (r.state == State::kPending) {
     r.state = State::kRead;
-    if (check) r.mac_verdict = check->Finish();
+    if (inline_check) {
+      r.mac_verdict = check->Finish();
+    } else if (check) {
+      CheckLater(r, std::move(check), dst);
+    }
   }
   if (r.state != State::kRead) r.buffer = BlockBuffer();
   return OpOutcome{};
+}
+
+void GetOps::CheckLater(GetResult& r, std::unique_ptr<ValueMac::Checker> check,
+                        std::span<const std::byte> bytes) {
+  // results_ never grows, and r.buffer (whose heap bytes `bytes` are) is
+  // not touched again before WaitChecks(): the task's pointers stay valid.
+  std::shared_ptr<ValueMac::Checker> c(std::move(check));
+  GetResult* const out = &r;
+  std::atomic<bool>* const no_memory = &checks_no_memory_;
+  checks_->Add([c, out, bytes, no_memory] {
+    // OpenSSL out of memory: the caller's thread throws it (WaitChecks), as
+    // a check made while reading would have.
+    try {
+      c->Update(bytes);
+      out->mac_verdict = c->Finish();
+    } catch (const std::bad_alloc&) {
+      no_memory->store(true);
+    }
+  });
+  pool_->Post(checks_);
+}
+
+void GetOps::WaitChecks() {
+  if (checks_ == nullptr) return;
+  checks_->Wait();
+  if (checks_no_memory_.exchange(false)) throw std::bad_alloc();
 }
 
 Status GetOps::ReadMac(GetResult& r, Connection* conn) {

@@ -9,7 +9,10 @@
 //              signature comes in the same (atomic) reply as the value and
 //              ahead of it, so that the value is hashed as it is read
 //              (chunk by chunk, while the socket fills with the next),
-//              not in a second pass.
+//              not in a second pass. With a VerifyPool the value is
+//              read plainly and hashed whole by a worker (or by Wait())
+//              while the socket thread reads the next value: the hash, the
+//              costlier per byte, then runs on another core.
 //   DeleteOps  DEL <every possible part> <:mac>
 //
 // A GET reply is checked before a byte of its data is read: a bulk longer
@@ -22,13 +25,17 @@
 // bad (the rest of the reply is still consumed so the connection stays in
 // sync).
 //
-// Thread safety: one handler per batch, used by one thread.
+// Thread safety: one handler per batch, used by one thread (its VerifyPool
+// tasks write only the GetResult of a value already read, which nothing
+// reads before WaitChecks()).
 #ifndef KVTIER_REMOTE_READ_OPS_H_
 #define KVTIER_REMOTE_READ_OPS_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,6 +46,7 @@
 #include "remote/counters.h"
 #include "remote/value_layout.h"
 #include "remote/value_mac.h"
+#include "remote/verify_pool.h"
 
 namespace kvtier::remote {
 
@@ -94,17 +102,27 @@ class GetOps : public OpHandler {
   // Allocating mode: each value gets its own exact-size BlockBuffer from
   // `alloc` (the heap when null; it must outlive the handler).
   // `mac` (null: none): also fetch each value's `:mac` and check the value
-  // against it as it is read (GetResult::mac_verdict).
+  // against it (GetResult::mac_verdict, set once WaitChecks() returns):
+  // with `pool` null as it is read, else by the pool once it is read.
   GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-         RemoteCounters* counters, const ValueMac* mac = nullptr);
+         RemoteCounters* counters, const ValueMac* mac = nullptr, VerifyPool* pool = nullptr);
   // Into mode: op i's value goes to the front of dsts[i].
   GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-         RemoteCounters* counters, const ValueMac* mac = nullptr);
+         RemoteCounters* counters, const ValueMac* mac = nullptr, VerifyPool* pool = nullptr);
+  ~GetOps() override {
+    if (checks_) checks_->Wait();
+  }
 
   void AppendRequest(const KeyOp& op, RequestBuffer* out) override;
   uint64_t TransferBytes(const KeyOp& op) override;
   Result<OpOutcome> ReadReply(const KeyOp& op, Connection* conn) override;
   void Fail(const KeyOp& op, OpFailure why) override;
+
+  // Waits for the checks handed to the pool (no-op without one). Call it
+  // after BatchRunner::Run() and before reading results(). Throws
+  // std::bad_alloc, on this thread, if OpenSSL ran out of memory in a check
+  // (as a check made while reading throws it).
+  void WaitChecks();
 
   std::vector<GetResult>& results() { return results_; }
 
@@ -117,6 +135,9 @@ class GetOps : public OpHandler {
   std::span<std::byte> Destination(GetResult& r, size_t index, uint64_t size);
   // The outcome of an error reply in place of a value.
   OpOutcome OnError(GetResult& r, std::string_view line);
+  // Hands `check` of the value read whole into `bytes` to the pool.
+  void CheckLater(GetResult& r, std::unique_ptr<ValueMac::Checker> check,
+                  std::span<const std::byte> bytes);
 
   const ValueLayout& layout_;
   const std::span<const std::span<std::byte>> dsts_;  // empty in allocating mode
@@ -125,6 +146,9 @@ class GetOps : public OpHandler {
   std::vector<GetResult> results_;
   RemoteCounters* counters_;
   const ValueMac* const mac_;
+  VerifyPool* const pool_;                // null: checked as read
+  std::shared_ptr<VerifyGroup> checks_;  // with pool_: this batch's checks
+  std::atomic<bool> checks_no_memory_{false};
 };
 
 class DeleteOps : public OpHandler {

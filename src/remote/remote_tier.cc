@@ -19,6 +19,7 @@
 #include "remote/tls.h"
 #include "remote/value_layout.h"
 #include "remote/value_mac.h"
+#include "remote/verify_pool.h"
 #include "remote/write_queue.h"
 
 namespace kvtier {
@@ -43,11 +44,15 @@ class RemoteTierImpl final : public RemoteTier {
         env_(env),
         values_(options.key_prefix, options.part_bytes, options.layout.BlockBytes()),
         mac_(std::move(mac)),
+        // Only a signed reader has hashing to hand off.
+        verify_pool_(mac_ != nullptr ? std::make_unique<remote::VerifyPool>(
+                                           remote::VerifyPool::DefaultThreads(), env)
+                                     : nullptr),
         table_([this](const remote::NodeAddress& a) { return MakeNode(a); }),
         router_(MakeRouterOptions(), &table_, env, &counters_),
         runner_(MakeRunnerOptions(), &router_, env, &counters_),
         reader_(&values_, &options_.layout, mac_.get(), uint64_t{options.lookup_budget_ms} * 1000,
-                &runner_, env, &counters_),
+                &runner_, env, &counters_, verify_pool_.get()),
         writer_({options.ttl_seconds, options.skip_existing}, &values_, mac_.get(), &runner_, env,
                 &counters_),
         queue_(options.queue_max_bytes, env) {
@@ -90,6 +95,7 @@ class RemoteTierImpl final : public RemoteTier {
   RemoteCounters counters_;  // and its events, where the nodes' breakers report
   const remote::ValueLayout values_;
   const std::unique_ptr<const remote::ValueMac> mac_;  // null: values unsigned
+  const std::unique_ptr<remote::VerifyPool> verify_pool_;  // with mac_: hashes reads
   remote::NodeTable table_;
   remote::Router router_;
   remote::BatchRunner runner_;
@@ -412,6 +418,8 @@ Status RemoteTierImpl::Close() {
   for (std::thread& t : writers_) t.join();
   writers_.clear();
   for (const std::shared_ptr<remote::Node>& n : table_.All()) n->pool.Close();
+  // A read still running does its own hashing from here on.
+  if (verify_pool_) verify_pool_->Close();
   if (dropped > 0) {
     return Status::Unavailable("remote: Close() dropped " + std::to_string(dropped) +
                                " queued blocks after " + std::to_string(options_.close_timeout_ms) +
