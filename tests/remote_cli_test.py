@@ -21,7 +21,12 @@ from remote_test_util import Runner, Servers
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACE = os.path.join(ROOT, "tests", "data", "mooncake", "synthetic_trace.jsonl")
 BENCH_KEYS = {"set_GBps", "get_GBps", "raw_set_GBps", "raw_get_GBps", "exists_us_per_key"}
-TLS_KEYS = {"tls_set_GBps", "tls_get_GBps", "tls_set_ratio", "tls_get_ratio"}
+TLS_KEYS = {"tls_set_GBps", "tls_get_GBps", "tls_set_ratio", "tls_get_ratio", "raw_tls_set_GBps",
+            "raw_tls_get_GBps", "tls_set_raw_ratio", "tls_get_raw_ratio"}
+SIGNED_KEYS = {"signed_set_GBps", "signed_get_GBps", "signed_set_ratio", "signed_get_ratio",
+               "hmac_GBps", "cores", "set_cpu_s_per_GB", "get_cpu_s_per_GB",
+               "signed_set_bound_GBps", "signed_get_bound_GBps", "signed_set_bound_ratio",
+               "signed_get_bound_ratio"}
 
 
 def main():
@@ -54,6 +59,20 @@ def main():
             r.check(all(j.get(k, 0) > 0 for k in TLS_KEYS), "bench remote --tls: %r" % j)
             r.one_line_error("bench", "remote", "--remote", single, "--tls", single,
                              "--layout", "tiny", "--blocks", "2", expect_rc=2)
+            # Its raw loop needs one TLS server, not a cluster.
+            r.one_line_error("bench", "remote", "--remote", single, "--tls",
+                             srv.tls.replace("rediss://", "rediss-cluster://"),
+                             "--config", config, "--layout", "tiny", "--blocks", "2",
+                             expect_rc=2)
+            # --signed: signed against unsigned, and against the bound that
+            # HMAC-SHA256 on this machine's cores sets (never above the
+            # unsigned phase).
+            j = r.json("bench", "remote", "--remote", single, "--signed", "--layout", "tiny",
+                       "--blocks", "20", "--rounds", "1")
+            r.check(all(j.get(k, 0) > 0 for k in SIGNED_KEYS), "bench remote --signed: %r" % j)
+            r.check(j.get("signed_get_bound_GBps", 1e9) <= j.get("get_GBps", 0) and
+                    j.get("signed_set_bound_GBps", 1e9) <= j.get("set_GBps", 0),
+                    "bench remote --signed bounds: %r" % j)
             j = r.json("bench", "remote", "--remote", single, "--block-bytes", "20000",
                        "--blocks", "4", "--rounds", "1")
             r.check(j.get("block_bytes", 0) > 20000, "bench remote --block-bytes: %r" % j)

@@ -246,6 +246,75 @@ TEST_P(RemoteMacTest, ForgedOrMissingMacIsAMissCountedAndDeleted) {
   EXPECT_FALSE(Present(names.PartName(key, 0)));
 }
 
+// One batch with good and forged tags interleaved: each value's verdict is
+// its own (the reader hashes values on its VerifyPool's workers while it
+// reads the next; a verdict given to the wrong key would serve a forged
+// value or drop a good one).
+TEST_P(RemoteMacTest, OneBatchOfGoodAndForgedTagsGetsEachVerdictRight) {
+  const std::string k1 = KeyFile("k1", KeyBytes(1));
+  for (const ModelLayout& layout : {TinyLayout(), MultiPartLayout()}) {
+    SCOPED_TRACE(layout.BlockBytes());
+    RemoteTierOptions o = Options(layout, {k1});
+    o.part_bytes = 4096;
+    o.key_prefix += std::to_string(layout.BlockBytes()) + ":";
+    std::unique_ptr<RemoteTier> tier = Open(o);
+    ASSERT_NE(tier, nullptr);
+    const ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
+    constexpr int kBlocks = 24;
+    std::vector<BlockKey> keys;
+    for (int i = 0; i < kBlocks; ++i) {
+      keys.push_back(TestBlockKey(500 + i));
+      ASSERT_TRUE(tier->PutSync(keys[i], TestBlock(layout, 500 + i)->span()).ok());
+    }
+    auto forged = [](int i) { return i % 3 == 1; };
+    for (int i = 0; i < kBlocks; ++i) {
+      if (!forged(i)) continue;
+      std::string m = Raw(names.MacName(keys[i]));
+      ASSERT_EQ(m.size(), kMacValueBytes);
+      m.back() = m.back() == '0' ? '1' : '0';
+      ASSERT_EQ(raw_.Run({"SET", names.MacName(keys[i]), m}), "status:OK");
+    }
+    std::vector<SharedBlock> got = tier->GetMany(keys);
+    uint64_t good = 0;
+    for (int i = 0; i < kBlocks; ++i) {
+      if (forged(i)) {
+        EXPECT_EQ(got[i], nullptr) << i;
+        EXPECT_FALSE(Present(names.PartName(keys[i], 0))) << i;
+        continue;
+      }
+      ++good;
+      ASSERT_NE(got[i], nullptr) << i;
+      const SharedBlock want = TestBlock(layout, 500 + i);
+      EXPECT_TRUE(std::equal(got[i]->span().begin(), got[i]->span().end(), want->span().begin(),
+                             want->span().end()))
+          << i;
+    }
+    RemoteTierStats s = tier->Stats();
+    EXPECT_EQ(s.hits, good);
+    EXPECT_EQ(s.mac_failures, kBlocks - good);
+    EXPECT_EQ(s.bad_values_deleted, kBlocks - good);
+    EXPECT_EQ(s.bad_values, 0u);
+    // The good ones again, through LoadBuffers: every one served.
+    std::vector<BlockKey> again;
+    std::vector<int> from;
+    for (int i = 0; i < kBlocks; ++i) {
+      if (forged(i)) continue;
+      again.push_back(keys[i]);
+      from.push_back(i);
+    }
+    uint64_t served = 0;
+    tier->LoadBuffers(again, nullptr, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+      if (!r.ok() || !r->has_value()) return;
+      const SharedBlock want = TestBlock(layout, 500 + from[i]);
+      const BlockBuffer& b = **r;
+      served += std::equal(b.span().begin(), b.span().end(), want->span().begin(),
+                           want->span().end());
+    });
+    EXPECT_EQ(served, good);
+    EXPECT_EQ(tier->Stats().mac_failures, kBlocks - good);
+  }
+}
+
 // A host without keys stores blocks; a host with keys is not fooled by
 // them: every one is a miss, counted and deleted, and once it stores its
 // own (signed) copy, a hit. Its writer's probe sees the unsigned copy as
