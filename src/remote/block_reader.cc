@@ -16,6 +16,9 @@ BlockReader::BlockReader(const ValueLayout* values, const ModelLayout* layout,
       signature_(layout->Signature()),
       mac_(mac),
       pool_(pool),
+      decode_([this](const BlockKey& key, std::span<const std::byte> bytes) {
+        return Decodes(key, bytes);
+      }),
       lookup_budget_micros_(lookup_budget_micros),
       runner_(runner),
       env_(env),
@@ -42,12 +45,18 @@ BlockReader::Check BlockReader::Verify(const BlockKey& key, std::span<const std:
       return Check::kUnsigned;
     }
   }
+  // Decoded on the pool already, or here.
+  const bool ok = r.value_ok.has_value() ? *r.value_ok : Decodes(key, bytes);
+  return ok ? Check::kGood : Check::kBad;
+}
+
+bool BlockReader::Decodes(const BlockKey& key, std::span<const std::byte> bytes) const {
   DecodeOptions o;
   o.expected_key = &key;
   o.expected_signature = &signature_;
   o.expected_layout = layout_;
   o.verify_checksum = true;
-  return DecodeBlock(bytes, o).ok() ? Check::kGood : Check::kBad;
+  return DecodeBlock(bytes, o).ok();
 }
 
 void BlockReader::CountMacFailure(const BlockKey& key, ValueMac::Verdict v) {
@@ -114,7 +123,7 @@ void BlockReader::LoadBuffers(
     const std::function<void(size_t, Result<std::optional<BlockBuffer>>)>& done) {
   C::Add(counters_->lookups, keys.size());
   std::vector<KeyOp> ops = MakeOps(keys);
-  GetOps get(*values_, keys.size(), alloc, counters_, mac_, pool_);
+  GetOps get(*values_, keys.size(), alloc, counters_, mac_, pool_, &decode_);
   runner_->Run(ops, get);
   get.WaitChecks();
   std::vector<BlockKey> bad, unsigned_values;
@@ -158,7 +167,7 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
   C::Add(counters_->lookups);
   std::vector<KeyOp> ops = MakeOps(std::span(&key, 1));
   const std::span<std::byte> dsts[1] = {dst};
-  GetOps get(*values_, dsts, counters_, mac_, pool_);
+  GetOps get(*values_, dsts, counters_, mac_, pool_, &decode_);
   runner_->Run(ops, get);
   get.WaitChecks();
   GetResult& r = get.results()[0];

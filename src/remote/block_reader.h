@@ -56,8 +56,8 @@ namespace kvtier::remote {
 class BlockReader {
  public:
   // `mac` null: values are not checked for signatures. `pool` (null: none)
-  // hashes signed values on other cores while the socket thread reads the
-  // next (GetOps). REQUIRES: every pointer outlives the reader.
+  // hashes signed values, and decodes those whose tag verified, on other
+  // cores while the socket thread reads the next (GetOps). REQUIRES: every pointer outlives the reader.
   BlockReader(const ValueLayout* values, const ModelLayout* layout, const ValueMac* mac,
               uint64_t lookup_budget_micros, BatchRunner* runner, Env* env,
               RemoteCounters* counters, VerifyPool* pool = nullptr);
@@ -88,6 +88,8 @@ class BlockReader {
   // What a value read as `bytes` (with its `:mac`, if fetched) is.
   enum class Check : uint8_t { kGood, kBad, kUnsigned };
   Check Verify(const BlockKey& key, std::span<const std::byte> bytes, const GetResult& r);
+  // DecodeBlock's verdict (structure, key, layout, signature, checksums).
+  bool Decodes(const BlockKey& key, std::span<const std::byte> bytes) const;
   // Counts (and reports) one value that is not signed by our keys.
   void CountMacFailure(const BlockKey& key, ValueMac::Verdict v);
   // Counts one GET result that is not a verified hit.
@@ -106,6 +108,7 @@ class BlockReader {
   const std::string signature_;
   const ValueMac* const mac_;
   VerifyPool* const pool_;
+  const ValueCheck decode_;  // Decodes(), for GetOps to run on pool_
   const uint64_t lookup_budget_micros_;
   BatchRunner* const runner_;
   Env* const env_;

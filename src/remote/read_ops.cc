@@ -67,7 +67,8 @@ void ExistsOps::Fail(const KeyOp& op, OpFailure why) {
 // --- GET / MGET -----------------------------------------------------------------
 
 GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-               RemoteCounters* counters, const ValueMac* mac, VerifyPool* pool)
+               RemoteCounters* counters, const ValueMac* mac, VerifyPool* pool,
+               const ValueCheck* value_check)
     : layout_(layout),
       allocate_(true),
       alloc_(alloc),
@@ -75,10 +76,12 @@ GetOps::GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
       counters_(counters),
       mac_(mac),
       pool_(mac != nullptr ? pool : nullptr),
+      value_check_(pool_ != nullptr ? value_check : nullptr),
       checks_(pool_ != nullptr ? std::make_shared<VerifyGroup>() : nullptr) {}
 
 GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-               RemoteCounters* counters, const ValueMac* mac, VerifyPool* pool)
+               RemoteCounters* counters, const ValueMac* mac, VerifyPool* pool,
+               const ValueCheck* value_check)
     : layout_(layout),
       dsts_(dsts),
       allocate_(false),
@@ -87,6 +90,7 @@ GetOps::GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> 
       counters_(counters),
       mac_(mac),
       pool_(mac != nullptr ? pool : nullptr),
+      value_check_(pool_ != nullptr ? value_check : nullptr),
       checks_(pool_ != nullptr ? std::make_shared<VerifyGroup>() : nullptr) {}
 
 void GetOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
@@ -282,26 +286,31 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
     if (inline_check) {
       r.mac_verdict = check->Finish();
     } else if (check) {
-      CheckLater(r, std::move(check), dst);
+      CheckLater(r, op.key, std::move(check), dst);
     }
   }
   if (r.state != State::kRead) r.buffer = BlockBuffer();
   return OpOutcome{};
 }
 
-void GetOps::CheckLater(GetResult& r, std::unique_ptr<ValueMac::Checker> check,
+void GetOps::CheckLater(GetResult& r, const BlockKey& key,
+                        std::unique_ptr<ValueMac::Checker> check,
                         std::span<const std::byte> bytes) {
   // results_ never grows, and r.buffer (whose heap bytes `bytes` are) is
   // not touched again before WaitChecks(): the task's pointers stay valid.
   std::shared_ptr<ValueMac::Checker> c(std::move(check));
   GetResult* const out = &r;
   std::atomic<bool>* const no_memory = &checks_no_memory_;
-  checks_->Add([c, out, bytes, no_memory] {
-    // OpenSSL out of memory: the caller's thread throws it (WaitChecks), as
-    // a check made while reading would have.
+  const ValueCheck* const then = value_check_;
+  checks_->Add([c, out, key, bytes, no_memory, then] {
+    // Out of memory: the caller's thread throws it (WaitChecks), as a check
+    // made while reading would have.
     try {
       c->Update(bytes);
       out->mac_verdict = c->Finish();
+      if (then != nullptr && out->mac_verdict == ValueMac::Verdict::kOk) {
+        out->value_ok = (*then)(key, bytes);
+      }
     } catch (const std::bad_alloc&) {
       no_memory->store(true);
     }

@@ -92,7 +92,15 @@ struct GetResult {
   // long to be one), and for a value read whole (kRead), its verdict.
   std::optional<std::string> mac;
   std::optional<ValueMac::Verdict> mac_verdict;
+  // With a VerifyPool and a ValueCheck: the ValueCheck's verdict on a
+  // value whose tag verified, given on the pool's thread (nullopt: not run).
+  std::optional<bool> value_ok;
 };
+
+// The rest of a value's verification (structure, key, checksums: DecodeBlock),
+// run on the pool right after its tag verified; true = good. Must be
+// callable from any thread.
+using ValueCheck = std::function<bool(const BlockKey& key, std::span<const std::byte> value)>;
 
 // Supplies an exact-size buffer for a value (RemoteTier::BufferAllocator).
 using ValueAllocator = std::function<Result<BlockBuffer>(size_t bytes)>;
@@ -104,11 +112,15 @@ class GetOps : public OpHandler {
   // `mac` (null: none): also fetch each value's `:mac` and check the value
   // against it (GetResult::mac_verdict, set once WaitChecks() returns):
   // with `pool` null as it is read, else by the pool once it is read.
+  // `value_check` (null: none; it must outlive the handler) runs on the
+  // pool too, after a tag that verified (GetResult::value_ok).
   GetOps(const ValueLayout& layout, size_t n, const ValueAllocator* alloc,
-         RemoteCounters* counters, const ValueMac* mac = nullptr, VerifyPool* pool = nullptr);
+         RemoteCounters* counters, const ValueMac* mac = nullptr, VerifyPool* pool = nullptr,
+         const ValueCheck* value_check = nullptr);
   // Into mode: op i's value goes to the front of dsts[i].
   GetOps(const ValueLayout& layout, std::span<const std::span<std::byte>> dsts,
-         RemoteCounters* counters, const ValueMac* mac = nullptr, VerifyPool* pool = nullptr);
+         RemoteCounters* counters, const ValueMac* mac = nullptr, VerifyPool* pool = nullptr,
+         const ValueCheck* value_check = nullptr);
   ~GetOps() override {
     if (checks_) checks_->Wait();
   }
@@ -136,7 +148,7 @@ class GetOps : public OpHandler {
   // The outcome of an error reply in place of a value.
   OpOutcome OnError(GetResult& r, std::string_view line);
   // Hands `check` of the value read whole into `bytes` to the pool.
-  void CheckLater(GetResult& r, std::unique_ptr<ValueMac::Checker> check,
+  void CheckLater(GetResult& r, const BlockKey& key, std::unique_ptr<ValueMac::Checker> check,
                   std::span<const std::byte> bytes);
 
   const ValueLayout& layout_;
@@ -147,6 +159,7 @@ class GetOps : public OpHandler {
   RemoteCounters* counters_;
   const ValueMac* const mac_;
   VerifyPool* const pool_;                // null: checked as read
+  const ValueCheck* const value_check_;   // with pool_; null: none
   std::shared_ptr<VerifyGroup> checks_;  // with pool_: this batch's checks
   std::atomic<bool> checks_no_memory_{false};
 };

@@ -246,17 +246,18 @@ TEST_P(RemoteMacTest, ForgedOrMissingMacIsAMissCountedAndDeleted) {
   EXPECT_FALSE(Present(names.PartName(key, 0)));
 }
 
-// One batch with good and forged tags interleaved: each value's verdict is
-// its own (the reader hashes values on its VerifyPool's workers while it
-// reads the next; a verdict given to the wrong key would serve a forged
-// value or drop a good one).
-TEST_P(RemoteMacTest, OneBatchOfGoodAndForgedTagsGetsEachVerdictRight) {
+// One batch with good values, forged tags and damaged values signed by our
+// key interleaved: each value's verdict is its own (the reader hashes and
+// decodes values on its VerifyPool's workers while it reads the next; a
+// verdict given to the wrong key would serve a bad value or drop a good one).
+TEST_P(RemoteMacTest, OneBatchOfGoodForgedAndDamagedValuesGetsEachVerdictRight) {
   const std::string k1 = KeyFile("k1", KeyBytes(1));
   for (const ModelLayout& layout : {TinyLayout(), MultiPartLayout()}) {
     SCOPED_TRACE(layout.BlockBytes());
     RemoteTierOptions o = Options(layout, {k1});
     o.part_bytes = 4096;
     o.key_prefix += std::to_string(layout.BlockBytes()) + ":";
+    o.breaker_failure_threshold = 1000;  // the damaged values count toward it
     std::unique_ptr<RemoteTier> tier = Open(o);
     ASSERT_NE(tier, nullptr);
     const ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
@@ -267,17 +268,33 @@ TEST_P(RemoteMacTest, OneBatchOfGoodAndForgedTagsGetsEachVerdictRight) {
       ASSERT_TRUE(tier->PutSync(keys[i], TestBlock(layout, 500 + i)->span()).ok());
     }
     auto forged = [](int i) { return i % 3 == 1; };
+    auto damaged = [](int i) { return i % 3 == 2; };
+    std::unique_ptr<ValueMac> signer = ValueMac::FromKeys({KeyBytes(1)}).value();
     for (int i = 0; i < kBlocks; ++i) {
-      if (!forged(i)) continue;
-      std::string m = Raw(names.MacName(keys[i]));
-      ASSERT_EQ(m.size(), kMacValueBytes);
-      m.back() = m.back() == '0' ? '1' : '0';
-      ASSERT_EQ(raw_.Run({"SET", names.MacName(keys[i]), m}), "status:OK");
+      if (forged(i)) {
+        std::string m = Raw(names.MacName(keys[i]));
+        ASSERT_EQ(m.size(), kMacValueBytes);
+        m.back() = m.back() == '0' ? '1' : '0';
+        ASSERT_EQ(raw_.Run({"SET", names.MacName(keys[i]), m}), "status:OK");
+      }
+      if (damaged(i)) {
+        // A byte of part 0 flipped, and the result signed with our key:
+        // the tag verifies, the checksums do not.
+        const SharedBlock b = TestBlock(layout, 500 + i);
+        std::string file(reinterpret_cast<const char*>(b->span().data()), b->size());
+        const size_t part0 = std::min<size_t>(file.size(), o.part_bytes);
+        file[part0 - 1] = static_cast<char>(file[part0 - 1] ^ 0x5a);
+        ASSERT_EQ(raw_.Run({"SET", names.PartName(keys[i], 0), file.substr(0, part0)}),
+                  "status:OK");
+        ASSERT_EQ(raw_.Run({"SET", names.MacName(keys[i]),
+                            signer->Sign(keys[i], std::as_bytes(std::span(file)))}),
+                  "status:OK");
+      }
     }
     std::vector<SharedBlock> got = tier->GetMany(keys);
     uint64_t good = 0;
     for (int i = 0; i < kBlocks; ++i) {
-      if (forged(i)) {
+      if (forged(i) || damaged(i)) {
         EXPECT_EQ(got[i], nullptr) << i;
         EXPECT_FALSE(Present(names.PartName(keys[i], 0))) << i;
         continue;
@@ -291,14 +308,14 @@ TEST_P(RemoteMacTest, OneBatchOfGoodAndForgedTagsGetsEachVerdictRight) {
     }
     RemoteTierStats s = tier->Stats();
     EXPECT_EQ(s.hits, good);
-    EXPECT_EQ(s.mac_failures, kBlocks - good);
+    EXPECT_EQ(s.mac_failures, uint64_t{kBlocks / 3});
+    EXPECT_EQ(s.bad_values, uint64_t{kBlocks / 3});
     EXPECT_EQ(s.bad_values_deleted, kBlocks - good);
-    EXPECT_EQ(s.bad_values, 0u);
     // The good ones again, through LoadBuffers: every one served.
     std::vector<BlockKey> again;
     std::vector<int> from;
     for (int i = 0; i < kBlocks; ++i) {
-      if (forged(i)) continue;
+      if (forged(i) || damaged(i)) continue;
       again.push_back(keys[i]);
       from.push_back(i);
     }
@@ -311,7 +328,8 @@ TEST_P(RemoteMacTest, OneBatchOfGoodAndForgedTagsGetsEachVerdictRight) {
                            want->span().end());
     });
     EXPECT_EQ(served, good);
-    EXPECT_EQ(tier->Stats().mac_failures, kBlocks - good);
+    EXPECT_EQ(tier->Stats().mac_failures, uint64_t{kBlocks / 3});
+    EXPECT_EQ(tier->Stats().bad_values, uint64_t{kBlocks / 3});
   }
 }
 
