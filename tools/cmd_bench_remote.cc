@@ -27,7 +27,8 @@
 // cost (this process's getrusage, plus the server's INFO cpu when it runs
 // on this machine: 127.0.0.1, localhost, ::1). A signed phase needs that
 // CPU plus one hash pass per byte, on `cores` cores, and cannot beat its
-// unsigned self: bound = min(unsigned, cores / (cpu_s_per_GB + 1/hmac)).
+// unsigned self: bound = min(unsigned, cores / (cpu_s_per_GB + 1/hmac)),
+// `cores` being those this process may run on (taskset counts).
 // The phases run --rounds times (default 2), alternating which side goes
 // first; each side's best round is reported. Keys are fresh per round and
 // deleted afterwards. Needs one server (redis://): the raw loop has one
@@ -47,6 +48,7 @@
 //   "tls_set_GBps","tls_get_GBps","tls_set_ratio","tls_get_ratio" (TLS over
 //   plaintext), "raw_tls_set_GBps","raw_tls_get_GBps","tls_set_raw_ratio",
 //   "tls_get_raw_ratio" (the tier over the raw TLS loop).
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,6 +115,17 @@ class TempKeyFile {
  private:
   std::string path_;
 };
+
+// The cores this process may run on (its affinity mask: `taskset` counts),
+// which a local server shares.
+double UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+    return CPU_COUNT(&set);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   auto fail = [&](const Status& s) { return ReportError(flags, s, kExitFailure); };
@@ -397,7 +410,7 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   // spending what the unsigned phase cost them (client, and a local
   // server) plus one HMAC pass per byte; nor can the phase beat its
   // unsigned self.
-  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double cores = UsableCores();
   const double set_cpu_per_gb = best.set_cpu / gb, get_cpu_per_gb = best.get_cpu / gb;
   auto signed_bound = [&](double cpu_per_gb, double unsigned_gbps) {
     return std::min(unsigned_gbps, cores / (cpu_per_gb + 1 / hmac_gbps));
