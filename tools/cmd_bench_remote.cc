@@ -44,7 +44,10 @@
 //   and with --signed "signed_set_GBps","signed_get_GBps","signed_set_ratio",
 //   "signed_get_ratio","hmac_GBps","cores","set_cpu_s_per_GB",
 //   "get_cpu_s_per_GB","signed_set_bound_GBps","signed_get_bound_GBps",
-//   "signed_set_bound_ratio","signed_get_bound_ratio"; with --tls:
+//   "signed_set_bound_ratio","signed_get_bound_ratio","signed_set_cores_busy",
+//   "signed_get_cores_busy" (the signed phase's least core-seconds over its
+//   least seconds, client and local server: 2.0 on 2 cores is the machine
+//   full); with --tls:
 //   "tls_set_GBps","tls_get_GBps","tls_set_ratio","tls_get_ratio" (TLS over
 //   plaintext), "raw_tls_set_GBps","raw_tls_get_GBps","tls_set_raw_ratio",
 //   "tls_get_raw_ratio" (the tier over the raw TLS loop).
@@ -317,7 +320,8 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     double set = 1e30, get = 1e30, raw_set = 1e30, raw_get = 1e30, exists = 1e30;
     double signed_set = 1e30, signed_get = 1e30;
     double tls_set = 1e30, tls_get = 1e30, raw_tls_set = 1e30, raw_tls_get = 1e30;
-    double set_cpu = 1e30, get_cpu = 1e30;  // core-seconds of the unsigned set, get
+    // Core-seconds of the unsigned and the signed set and get.
+    double set_cpu = 1e30, get_cpu = 1e30, signed_set_cpu = 1e30, signed_get_cpu = 1e30;
   } best;
   auto keep_best = [](double* slot, const Result<double>& r) -> Status {
     if (!r.ok()) return r.status();
@@ -359,26 +363,32 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     auto get_plain = [&] {
       return with_cpu(&best.get_cpu, [&] { return our_get(t); });
     };
+    auto signed_set = [&] {
+      return with_cpu(&best.signed_set_cpu, [&] { return our_set(st); });
+    };
+    auto signed_get = [&] {
+      return with_cpu(&best.signed_get_cpu, [&] { return our_get(st); });
+    };
     if (round_no % 2 == 0) {
       if (s.ok()) s = keep_best(&best.raw_set, plain_raw_set()).WithContext("raw set");
       if (s.ok()) s = keep_best(&best.set, set_plain()).WithContext("set");
-      if (s.ok() && st) s = keep_best(&best.signed_set, our_set(st)).WithContext("signed set");
+      if (s.ok() && st) s = keep_best(&best.signed_set, signed_set()).WithContext("signed set");
       if (s.ok()) s = tls_set();
       if (s.ok()) s = raw_tls_set();
       if (s.ok()) s = keep_best(&best.raw_get, plain_raw_get()).WithContext("raw get");
       if (s.ok()) s = keep_best(&best.get, get_plain()).WithContext("get");
-      if (s.ok() && st) s = keep_best(&best.signed_get, our_get(st)).WithContext("signed get");
+      if (s.ok() && st) s = keep_best(&best.signed_get, signed_get()).WithContext("signed get");
       if (s.ok()) s = tls_get();
       if (s.ok()) s = raw_tls_get();
     } else {
       if (s.ok()) s = raw_tls_set();
       if (s.ok()) s = tls_set();
-      if (s.ok() && st) s = keep_best(&best.signed_set, our_set(st)).WithContext("signed set");
+      if (s.ok() && st) s = keep_best(&best.signed_set, signed_set()).WithContext("signed set");
       if (s.ok()) s = keep_best(&best.set, set_plain()).WithContext("set");
       if (s.ok()) s = keep_best(&best.raw_set, plain_raw_set()).WithContext("raw set");
       if (s.ok()) s = raw_tls_get();
       if (s.ok()) s = tls_get();
-      if (s.ok() && st) s = keep_best(&best.signed_get, our_get(st)).WithContext("signed get");
+      if (s.ok() && st) s = keep_best(&best.signed_get, signed_get()).WithContext("signed get");
       if (s.ok()) s = keep_best(&best.get, get_plain()).WithContext("get");
       if (s.ok()) s = keep_best(&best.raw_get, plain_raw_get()).WithContext("raw get");
     }
@@ -412,6 +422,10 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   // unsigned self.
   const double cores = UsableCores();
   const double set_cpu_per_gb = best.set_cpu / gb, get_cpu_per_gb = best.get_cpu / gb;
+  // How many cores the signed phases kept busy (client and a local
+  // server; `cores` = the machine full).
+  const double signed_set_busy = best.signed_set_cpu / best.signed_set;
+  const double signed_get_busy = best.signed_get_cpu / best.signed_get;
   auto signed_bound = [&](double cpu_per_gb, double unsigned_gbps) {
     return std::min(unsigned_gbps, cores / (cpu_per_gb + 1 / hmac_gbps));
   };
@@ -441,6 +455,8 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
       j["signed_get_bound_GBps"] = signed_get_bound;
       j["signed_set_bound_ratio"] = signed_set / signed_set_bound;
       j["signed_get_bound_ratio"] = signed_get / signed_get_bound;
+      j["signed_set_cores_busy"] = signed_set_busy;
+      j["signed_get_cores_busy"] = signed_get_busy;
     }
     if (tls_tier) {
       j["tls_set_GBps"] = tls_set;
@@ -470,9 +486,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
                 << (local_server ? "client + server" : "client") << "), " << cores
                 << " cores\n";
       std::cout << "signed set bound  " << signed_set_bound << " GB/s  (ratio "
-                << signed_set / signed_set_bound << ")\n";
+                << signed_set / signed_set_bound << "; " << signed_set_busy << " cores busy)\n";
       std::cout << "signed get bound  " << signed_get_bound << " GB/s  (ratio "
-                << signed_get / signed_get_bound << ")\n";
+                << signed_get / signed_get_bound << "; " << signed_get_busy << " cores busy)\n";
     }
     std::cout << "exists " << exists_us << " us per key\n";
     if (tls_tier) {
