@@ -22,11 +22,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACE = os.path.join(ROOT, "tests", "data", "mooncake", "synthetic_trace.jsonl")
 BENCH_KEYS = {"set_GBps", "get_GBps", "raw_set_GBps", "raw_get_GBps", "exists_us_per_key"}
 TLS_KEYS = {"tls_set_GBps", "tls_get_GBps", "tls_set_ratio", "tls_get_ratio", "raw_tls_set_GBps",
-            "raw_tls_get_GBps", "tls_set_raw_ratio", "tls_get_raw_ratio"}
+            "raw_tls_get_GBps", "tls_set_raw_ratio", "tls_get_raw_ratio",
+            "raw_server_set_cpu_s_per_GB", "raw_server_get_cpu_s_per_GB",
+            "raw_tls_server_set_cpu_s_per_GB", "raw_tls_server_get_cpu_s_per_GB",
+            "server_tls_set_ratio", "server_tls_get_ratio"}
 SIGNED_KEYS = {"signed_set_GBps", "signed_get_GBps", "signed_set_ratio", "signed_get_ratio",
                "hmac_GBps", "cores", "set_cpu_s_per_GB", "get_cpu_s_per_GB",
                "signed_set_bound_GBps", "signed_get_bound_GBps", "signed_set_bound_ratio",
-               "signed_get_bound_ratio"}
+               "signed_get_bound_ratio", "signed_set_cores_busy", "signed_get_cores_busy"}
 
 
 def main():

@@ -50,7 +50,12 @@
 //   full); with --tls:
 //   "tls_set_GBps","tls_get_GBps","tls_set_ratio","tls_get_ratio" (TLS over
 //   plaintext), "raw_tls_set_GBps","raw_tls_get_GBps","tls_set_raw_ratio",
-//   "tls_get_raw_ratio" (the tier over the raw TLS loop).
+//   "tls_get_raw_ratio" (the tier over the raw TLS loop),
+//   "raw_server_set_cpu_s_per_GB","raw_server_get_cpu_s_per_GB",
+//   "raw_tls_server_set_cpu_s_per_GB","raw_tls_server_get_cpu_s_per_GB" (the
+//   server's INFO cpu over the raw loops) and "server_tls_set_ratio",
+//   "server_tls_get_ratio" (plaintext over TLS of those: the TLS / plaintext
+//   ratio of a server that has a core of its own and is the bottleneck).
 #include <sched.h>
 #include <unistd.h>
 
@@ -275,6 +280,14 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     *cpu = std::min(*cpu, ProcessCpuSeconds() - c0 + (s1 - s0));
     return secs;
   };
+  // The server's own core-seconds (INFO cpu on `sock`'s server) for `phase`.
+  auto server_cpu = [&](RawSocket* sock, double* cpu, const auto& phase) -> Result<double> {
+    KVTIER_ASSIGN_OR_RETURN(const double s0, sock->ServerCpuSeconds());
+    KVTIER_ASSIGN_OR_RETURN(const double secs, phase());
+    KVTIER_ASSIGN_OR_RETURN(const double s1, sock->ServerCpuSeconds());
+    *cpu = std::min(*cpu, s1 - s0);
+    return secs;
+  };
   auto our_set = [&](RemoteTier* target) -> Result<double> {
     const auto t0 = Clock::now();
     for (size_t i = 0; i < keys.size(); ++i) KVTIER_RETURN_IF_ERROR(target->Put(keys[i], blocks[i]));
@@ -322,6 +335,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     double tls_set = 1e30, tls_get = 1e30, raw_tls_set = 1e30, raw_tls_get = 1e30;
     // Core-seconds of the unsigned and the signed set and get.
     double set_cpu = 1e30, get_cpu = 1e30, signed_set_cpu = 1e30, signed_get_cpu = 1e30;
+    // The server's core-seconds in the raw loops, plaintext and TLS.
+    double raw_set_server = 1e30, raw_get_server = 1e30;
+    double raw_tls_set_server = 1e30, raw_tls_get_server = 1e30;
   } best;
   auto keep_best = [](double* slot, const Result<double>& r) -> Status {
     if (!r.ok()) return r.status();
@@ -346,17 +362,25 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
                       : Status::Ok();
     };
     auto raw_tls_set = [&]() -> Status {
-      return tls_url ? keep_best(&best.raw_tls_set, raw_set(&raw_tls, raw_tls_name))
+      return tls_url ? keep_best(&best.raw_tls_set,
+                                 server_cpu(&raw_tls, &best.raw_tls_set_server,
+                                            [&] { return raw_set(&raw_tls, raw_tls_name); }))
                            .WithContext("raw tls set")
                      : Status::Ok();
     };
     auto raw_tls_get = [&]() -> Status {
-      return tls_url ? keep_best(&best.raw_tls_get, raw_get(&raw_tls, raw_tls_name))
+      return tls_url ? keep_best(&best.raw_tls_get,
+                                 server_cpu(&raw_tls, &best.raw_tls_get_server,
+                                            [&] { return raw_get(&raw_tls, raw_tls_name); }))
                            .WithContext("raw tls get")
                      : Status::Ok();
     };
-    auto plain_raw_set = [&] { return raw_set(&raw, raw_name); };
-    auto plain_raw_get = [&] { return raw_get(&raw, raw_name); };
+    auto plain_raw_set = [&] {
+      return server_cpu(&raw, &best.raw_set_server, [&] { return raw_set(&raw, raw_name); });
+    };
+    auto plain_raw_get = [&] {
+      return server_cpu(&raw, &best.raw_get_server, [&] { return raw_get(&raw, raw_name); });
+    };
     auto set_plain = [&] {
       return with_cpu(&best.set_cpu, [&] { return our_set(t); });
     };
@@ -416,6 +440,10 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   const double signed_set = gb / best.signed_set, signed_get = gb / best.signed_get;
   const double tls_set = gb / best.tls_set, tls_get = gb / best.tls_get;
   const double raw_tls_set = gb / best.raw_tls_set, raw_tls_get = gb / best.raw_tls_get;
+  // What TLS costs the server per byte: with a core of its own as the
+  // bottleneck on both sides, TLS / plaintext would be this.
+  const double server_tls_set_ratio = best.raw_set_server / best.raw_tls_set_server;
+  const double server_tls_get_ratio = best.raw_get_server / best.raw_tls_get_server;
   // The signed values' bound: the hash cannot go faster than every core
   // spending what the unsigned phase cost them (client, and a local
   // server) plus one HMAC pass per byte; nor can the phase beat its
@@ -467,6 +495,12 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
       j["raw_tls_get_GBps"] = raw_tls_get;
       j["tls_set_raw_ratio"] = tls_set / raw_tls_set;
       j["tls_get_raw_ratio"] = tls_get / raw_tls_get;
+      j["raw_server_set_cpu_s_per_GB"] = best.raw_set_server / gb;
+      j["raw_server_get_cpu_s_per_GB"] = best.raw_get_server / gb;
+      j["raw_tls_server_set_cpu_s_per_GB"] = best.raw_tls_set_server / gb;
+      j["raw_tls_server_get_cpu_s_per_GB"] = best.raw_tls_get_server / gb;
+      j["server_tls_set_ratio"] = server_tls_set_ratio;
+      j["server_tls_get_ratio"] = server_tls_get_ratio;
     }
     PrintJson(j);
   } else {
@@ -500,6 +534,11 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
                 << tls_set / raw_tls_set << ")\n";
       std::cout << "tls get  " << tls_get << " GB/s  (raw tls " << raw_tls_get << " GB/s, ratio "
                 << tls_get / raw_tls_get << ")\n";
+      std::cout << "server core-s/GB in the raw loops: set " << best.raw_set_server / gb
+                << " plaintext, " << best.raw_tls_set_server / gb << " tls (ratio "
+                << server_tls_set_ratio << "); get " << best.raw_get_server / gb << " plaintext, "
+                << best.raw_tls_get_server / gb << " tls (ratio " << server_tls_get_ratio
+                << ")\n";
     }
   }
   std::cout.flush();
