@@ -1,7 +1,7 @@
 #include "remote/batch_runner.h"
 
 #include <algorithm>
-#include <map>
+#include <unordered_map>
 
 namespace kvtier::remote {
 namespace {
@@ -87,21 +87,24 @@ void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler, uint64_t deadlin
       if (env_->NowMicros() >= deadline) return fail_pending();
       router_->RefreshIfStale();
     }
-    // Group by node, keeping the caller's order within a node.
-    std::map<Node*, std::pair<std::shared_ptr<Node>, std::vector<KeyOp*>>> groups;
+    // Group by node, keeping the caller's order within a node and running
+    // the nodes in the order their first key comes (not by address: the
+    // same call reads the same way every time).
+    std::vector<std::pair<std::shared_ptr<Node>, std::vector<KeyOp*>>> groups;
+    std::unordered_map<Node*, size_t> group_of;
     for (KeyOp* op : pending) {
       std::shared_ptr<Node> node = op->ask ? router_->NodeAt(*op->ask) : router_->Route(op->slot);
       if (!node) {
         handler.Fail(*op, OpFailure::kUnavailable);
         continue;
       }
-      auto& g = groups[node.get()];
-      g.first = std::move(node);
-      g.second.push_back(op);
+      auto [it, added] = group_of.try_emplace(node.get(), groups.size());
+      if (added) groups.emplace_back(std::move(node), std::vector<KeyOp*>());
+      groups[it->second].second.push_back(op);
     }
     std::vector<KeyOp*> again;
-    for (auto& [raw, group] : groups) {
-      RunOnNode(*group.first, group.second, deadline, handler, &again);
+    for (auto& [node, group] : groups) {
+      RunOnNode(*node, group, deadline, handler, &again);
     }
     pending.clear();
     bool backoff = false;
