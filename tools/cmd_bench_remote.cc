@@ -2,7 +2,7 @@
 // server (DESIGN.md §6).
 //
 //   kvtier bench remote --remote URL (--layout P | --block-bytes N) --blocks M
-//                       [--batch B] [--rounds R] [--tls URL] [--json]
+//                       [--batch B] [--rounds R] [--tls URL] [--signed] [--json]
 //
 // In one run, with the same M block files (generated in RAM first):
 //   raw set   one socket, a minimal loop: SET <name> <value> (header, value
@@ -557,14 +557,15 @@ std::function<int()> SetupBenchRemote(CLI::App* app, const CommonFlags* flags) {
   app->add_option("--blocks", a->blocks, "Number of blocks")->required();
   app->add_option("--tls", a->tls,
                   "Also the tier over TLS: rediss://host:tls-port of the same server (CA: "
-                  "--config's remote_tls_ca_file)");
+                  "--config's remote_tls_ca_file), and a raw loop over OpenSSL on that port");
   app->add_option("--batch", a->batch, "Keys per GetMany() call (default 16)")
       ->check(CLI::Range(1, 100000));
   app->add_option("--rounds", a->rounds,
                   "Rounds, alternating which side goes first; best of each (default 2)")
       ->check(CLI::Range(1, 100));
   app->add_flag("--signed", a->signed_values,
-                "Also set/get through a tier with a MAC key (remote_mac_keys), against unsigned");
+                "Also set/get through a tier with a MAC key (remote_mac_keys), against unsigned "
+                "and against the bound HMAC-SHA256 on this machine's cores sets");
   return [a, flags] { return Run(*a, *flags); };
 }
 
