@@ -4,8 +4,8 @@
 // asks for whole blocks, in the same run. Reports what the prefix needs,
 // what the pool asked the tiers for, and what the disk tier read.
 //
-// The layouts are built in code (SyntheticLayout) because the layout JSON
-// has no `window` field yet.
+// The layouts are built in code (SyntheticLayout), from before the layout
+// JSON had a `window` field.
 #ifndef KVTIER_TOOLS_BENCH_POOL_LAYERS_H_
 #define KVTIER_TOOLS_BENCH_POOL_LAYERS_H_
 

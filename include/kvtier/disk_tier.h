@@ -356,14 +356,22 @@ class DiskTier {
                            const LoadedBufferCallback& done) = 0;
   // LoadBuffers() reading only the tensors masks[i] selects of keys[i]
   // (block_file.h TensorMask; masks shorter than keys, or an empty mask,
-  // mean whole blocks): a pread of the header, then one of each run of
-  // selected tensors. The buffer is the whole file's size with the header
-  // and the selected tensors' bytes verified (meta_checksum, the row's
-  // header hash, each one's tensor_checksums entry) and the rest
-  // unspecified; a selected tensor that fails is a miss and the file is
-  // quarantined; the unselected tensors are never read. A file without
-  // tensor_checksums is read and verified whole. `bytes_read` counts what
-  // was read. The default reads whole blocks (a valid superset).
+  // mean whole blocks): the file opened for random access (no kernel
+  // readahead), a pread of the header (one, once a header of that length
+  // has been read), then one of each run of selected tensors, runs less
+  // than 64 KiB apart joined while the gaps add up to at most 1/32 of the
+  // selected bytes. The reads of a batch run in lanes (one per read thread
+  // and the caller) that ask the device for their next two blocks' header
+  // and ranges (RandomAccessFile::Prefetch, at the offsets the last read of
+  // that mask found) before they read the one they have. The buffer is the
+  // whole file's size with the header and the selected tensors' bytes
+  // verified (meta_checksum, the row's header hash, each one's
+  // tensor_checksums entry) and the rest unspecified; a selected tensor that
+  // fails is a miss and the file is quarantined; the unselected tensors are
+  // never read (but for a joined gap). A file without tensor_checksums is
+  // read and verified whole. `bytes_read` counts what was read, gaps and
+  // prefetched bytes no read used included. The default reads whole blocks
+  // (a valid superset).
   virtual void LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const TensorMask> masks,
                                  const BufferAllocator& alloc, const LoadedBufferCallback& done) {
     (void)masks;

@@ -36,6 +36,15 @@ class RandomAccessFile {
   // Reads up to dst.size() bytes at `offset`. Returns the number read, which
   // is smaller than dst.size() only at end of file. Retries EINTR.
   virtual Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) = 0;
+  // Starts reading [offset, offset + length) into the page cache in the
+  // background (posix_fadvise POSIX_FADV_WILLNEED) and returns without
+  // waiting for it: a reader that needs several ranges of a file asks for
+  // all of them first, so the device works on them at once, then reads each
+  // (ReadAt) as it lands. Advice only: what ReadAt returns is the same with
+  // or without it, and a file without a page cache (O_DIRECT, the in-memory
+  // Env) does nothing. An error is the advice's own (the reads may still
+  // work).
+  virtual Status Prefetch(uint64_t offset, uint64_t length) = 0;
   // The size of the file when it was opened (fstat).
   virtual uint64_t size() const = 0;
 };
@@ -79,6 +88,13 @@ struct ReadFileOptions {
   // open file holds a conflicting lock; kIOError (sys_errno ENOLCK) where
   // the file system has no advisory locks.
   FileLock lock = FileLock::kNone;
+  // The reads will be scattered (a partial read of a block's tensors):
+  // posix_fadvise(POSIX_FADV_RANDOM) on this open file, so the kernel reads
+  // what each ReadAt asks for and no readahead beyond it (a readahead of
+  // megabytes after every small read would pull in the tensors a partial
+  // read skips). Only this open file is affected. Envs without a page cache
+  // ignore it.
+  bool random_access = false;
 };
 
 struct WriteFileOptions {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "cache/cache_core.h"
@@ -269,27 +271,46 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
   std::vector<size_t> whole_todo;
   std::vector<size_t> partial_todo;
   for (size_t i : todo) (IsPartial(*st, i) ? partial_todo : whole_todo).push_back(i);
-  if (!partial_todo.empty()) {
-    std::vector<BlockKey> pkeys;
-    std::vector<TensorMask> pmasks;
-    for (size_t i : partial_todo) {
-      pkeys.push_back(st->keys[i]);
-      pmasks.push_back(st->masks[i]);
+  std::vector<BlockKey> pkeys;
+  std::vector<TensorMask> pmasks;
+  for (size_t i : partial_todo) {
+    pkeys.push_back(st->keys[i]);
+    pmasks.push_back(st->masks[i]);
+  }
+  DiskTier::BufferAllocator palloc = [&](size_t bytes) -> Result<BlockBuffer> {
+    if (st->cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
+    return buffers_->Take(bytes);
+  };
+  DiskTier::LoadedBufferCallback pdone = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
+    const size_t i = partial_todo[j];
+    if (!r.ok() || !r->has_value()) {
+      disk_miss(i, pkeys[j]);
+      return;
     }
-    DiskTier::BufferAllocator palloc = [&](size_t bytes) -> Result<BlockBuffer> {
-      if (st->cancelled.load()) return Status::Unavailable("TieredCache: the load was cancelled");
-      return buffers_->Take(bytes);
-    };
-    DiskTier::LoadedBufferCallback pdone = [&](size_t j, Result<std::optional<BlockBuffer>> r) {
-      const size_t i = partial_todo[j];
-      if (!r.ok() || !r->has_value()) {
-        disk_miss(i, pkeys[j]);
-        return;
-      }
-      index_.MarkPresent(pkeys[j], IndexTier::kDisk);
-      HandOut(*st, i, CacheTier::kDisk, std::make_shared<const BlockBuffer>(std::move(**r)));
-    };
-    disk_->LoadTensorBuffers(pkeys, pmasks, palloc, pdone);
+    index_.MarkPresent(pkeys[j], IndexTier::kDisk);
+    HandOut(*st, i, CacheTier::kDisk, std::make_shared<const BlockBuffer>(std::move(**r)));
+  };
+  auto run_partial = [&] { disk_->LoadTensorBuffers(pkeys, pmasks, palloc, pdone); };
+  // A load with both (a restore: the blocks a sliding window or a recurrent
+  // state needs whole after the many it reads in part) reads both at once on
+  // the disk's read threads, the partial part from a thread of its own:
+  // one after the other, the few whole blocks would wait for the last
+  // partial read and then leave the read threads half idle.
+  std::thread partial_thread;
+  struct Joiner {  // also when what follows throws (its lambdas' captures die with this frame)
+    std::thread* t;
+    ~Joiner() {
+      if (t->joinable()) t->join();
+    }
+  } joiner{&partial_thread};
+  if (!partial_todo.empty() && !whole_todo.empty()) {
+    try {
+      partial_thread = env_->StartThread(run_partial);
+    } catch (const std::system_error&) {
+      run_partial();  // no thread to be had: one after the other
+    }
+  } else if (!partial_todo.empty()) {
+    run_partial();
   }
   const std::vector<size_t>& whole = whole_todo;
   std::vector<BlockKey> keys;
@@ -334,8 +355,10 @@ void CacheCore::RunLowerPart(const std::shared_ptr<LoadState>& st) {
     HandOut(*st, i, CacheTier::kDisk, block);
   };
   if (!keys.empty()) disk_->LoadBuffers(keys, alloc, done);
+  if (partial_thread.joinable()) partial_thread.join();
   if (remote_ == nullptr) return;
-  // LoadBuffers has returned: no read thread touches remote_todo any more.
+  // Both disk calls have returned: no read thread touches remote_todo any
+  // more.
   std::vector<size_t> rest;
   {
     MutexLock lock(&remote_mu);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -109,6 +110,36 @@ TEST(CacheLoad, ReservationIsReleasedWhenTheFutureIsDroppedEarly) {
   EXPECT_EQ(s.promotions, 0u);
   EXPECT_EQ(s.host.entries, 0u);
   EXPECT_EQ(s.hits_disk, 1u);  // the read itself completed
+}
+
+// A load with keys read in part and keys read whole (a restore: the blocks a
+// window or a recurrent state needs whole after many read in part) reads
+// both parts at once: with every disk read held at the gate, one read of
+// each part waits there. One part after the other, only one ever would (the
+// wait below is bounded so that a failure cannot hang; it checks no speed).
+TEST(CacheLoad, PartialAndWholeDiskReadsOfOneLoadRunAtOnce) {
+  TempDir dir;
+  const auto keys = Keys(0, 2);
+  Seed(dir.path(), keys);
+  GateEnv env(Env::Default());
+  auto cache = OpenCache(DiskOptions(dir.path(), 4), &env);
+  env.reads.Close();
+  SharedLoadOptions lo;
+  lo.tensor_masks = {{false, true, false, false}, {}};  // key 1: whole
+  auto f = cache->LoadShared(keys, std::move(lo));
+  ASSERT_THAT(f, IsOk());
+  for (int i = 0; i < 20000 && env.reads.waiting() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(env.reads.waiting(), 2);
+  env.reads.Open();
+  auto got = f->Get();
+  ASSERT_THAT(got, IsOk());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].tier, CacheTier::kDisk);
+  EXPECT_EQ((*got)[1].tier, CacheTier::kDisk);
+  EXPECT_EQ(cache->Stats().hits_disk, 2u);
+  EXPECT_EQ(cache->Stats().promotions, 1u);  // the whole block only
 }
 
 // A load queued behind another, cancelled and dropped before it started: it reserves

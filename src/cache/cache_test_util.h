@@ -94,6 +94,10 @@ class GatedFile final : public RandomAccessFile {
     gate_->Pass();
     return base_->ReadAt(offset, dst);
   }
+  // Not gated: the read that follows is.
+  Status Prefetch(uint64_t offset, uint64_t length) override {
+    return base_->Prefetch(offset, length);
+  }
   uint64_t size() const override { return base_->size(); }
 
  private:

@@ -63,6 +63,16 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     return done;
   }
 
+  Status Prefetch(uint64_t offset, uint64_t length) override {
+    // O_DIRECT reads bypass the page cache: a prefetch would only be
+    // read twice.
+    if (direct_ || length == 0) return Status::Ok();
+    const int rc = ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                                   POSIX_FADV_WILLNEED);
+    if (rc != 0) return PathError("posix_fadvise", path_, rc);  // returns the errno, not -1
+    return Status::Ok();
+  }
+
   uint64_t size() const override { return size_; }
 
  private:
@@ -171,6 +181,9 @@ class PosixEnv final : public Env {
         return Status(StatusCode::kIOError, "lock " + path + ": " + std::strerror(err), ENOLCK);
       }
     }
+    // Advice only: a file system that ignores it reads as before, so its
+    // failure is not the caller's.
+    if (opts.random_access) (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     return std::unique_ptr<RandomAccessFile>(std::make_unique<PosixRandomAccessFile>(
         fd, static_cast<uint64_t>(st.st_size), direct, path));
   }

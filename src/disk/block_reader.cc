@@ -1,9 +1,11 @@
 #include "disk/block_reader.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "disk/header_hash.h"
+#include "disk/range_plan.h"
 #include "kvtier/block_file.h"
 
 namespace kvtier::disk {
@@ -80,13 +82,53 @@ ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Sta
   return ReadOutcome::kOk;
 }
 
+namespace {
+
+// The header and the ranges of `plan` (what a prefetch of it asks for).
+std::vector<BlockFileRange> PlanRanges(const ReadPlanMemo::Plan& plan, uint64_t size) {
+  std::vector<BlockFileRange> out;
+  out.push_back({0, std::min(plan.header_bytes, size)});
+  for (const BlockFileRange& r : plan.ranges) {
+    if (r.begin >= out.back().end) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<ReadPlanMemo::Plan> BlockReader::PrefetchTensors(const IndexRow& row,
+                                                               const TensorMask& mask) const {
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  ro.random_access = true;
+  Status error;
+  std::unique_ptr<RandomAccessFile> file;
+  if (Open(layout_->BlockPath(row.key), ro, &file, &error) != ReadOutcome::kOk) return std::nullopt;
+  if (file->size() != row.size || row.size < 8) return std::nullopt;
+  ReadPlanMemo::Plan plan;
+  if (std::optional<ReadPlanMemo::Plan> last = plans_.Find(mask)) {
+    plan = std::move(*last);
+  } else {
+    plan.header_bytes = header_guess_.load(std::memory_order_relaxed);
+  }
+  plan.header_bytes = std::clamp<uint64_t>(plan.header_bytes, 8, row.size);
+  // Advice: a failure leaves the reads to do it all (and then nothing was
+  // read in vain, which ReadTensors over-counts at worst).
+  for (const BlockFileRange& r : PlanRanges(plan, row.size)) {
+    (void)file->Prefetch(r.begin, r.end - r.begin);
+  }
+  return plan;
+}
+
 ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask,
                                      std::span<std::byte> dst, uint64_t* bytes_read,
-                                     Status* error) const {
+                                     Status* error,
+                                     const ReadPlanMemo::Plan* prefetched) const {
   *bytes_read = 0;
   const uint64_t size = row.size;
   ReadFileOptions ro;
   ro.follow_symlinks = false;  // ranges are not page-aligned: buffered reads
+  ro.random_access = true;     // no readahead into the tensors it skips
   std::unique_ptr<RandomAccessFile> file;
   if (ReadOutcome o = Open(layout_->BlockPath(row.key), ro, &file, error); o != ReadOutcome::kOk) {
     return o;
@@ -102,10 +144,32 @@ ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask
     *bytes_read += *n;
     return *n == end - begin ? ReadOutcome::kOk : ReadOutcome::kBad;
   };
-  if (ReadOutcome o = read_range(0, 8); o != ReadOutcome::kOk) return o;
+  // The header in one pread: its length is the last one's (blocks of a
+  // layout have headers of one length), and only a longer one needs a
+  // second pread for the rest. With a plan of the last read of this mask,
+  // the device gets the header and the tensors at once.
+  std::optional<ReadPlanMemo::Plan> plan;
+  if (prefetched != nullptr) {
+    plan = *prefetched;  // asked for already (PrefetchTensors)
+  } else {
+    plan = plans_.Find(mask);
+    if (plan) {
+      plan->header_bytes = std::clamp<uint64_t>(plan->header_bytes, 8, size);
+      // Advice: a failure leaves the preads to do it all.
+      for (const BlockFileRange& r : PlanRanges(*plan, size)) {
+        (void)file->Prefetch(r.begin, r.end - r.begin);
+      }
+    }
+  }
+  const uint64_t guess = std::clamp<uint64_t>(
+      plan ? plan->header_bytes : header_guess_.load(std::memory_order_relaxed), 8, size);
+  if (ReadOutcome o = read_range(0, guess); o != ReadOutcome::kOk) return o;
   Result<uint64_t> need = BlockHeaderPrefixBytes(dst.first(8), size);
   if (!need.ok()) return ReadOutcome::kBad;
-  if (ReadOutcome o = read_range(8, *need); o != ReadOutcome::kOk) return o;
+  if (*need > guess) {
+    if (ReadOutcome o = read_range(guess, *need); o != ReadOutcome::kOk) return o;
+  }
+  header_guess_.store(*need, std::memory_order_relaxed);
   if (row.header_hash != 0 && HeaderHash(dst.first(*need)) != row.header_hash) {
     return ReadOutcome::kBad;
   }
@@ -122,12 +186,43 @@ ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask
     *bytes_read = size;
     return Read(row, dst, error);
   }
-  Result<std::vector<BlockFileRange>> ranges = SelectedTensorRanges(*header, mask);
-  if (!ranges.ok()) return ReadOutcome::kBad;
-  for (const BlockFileRange& r : *ranges) {
+  Result<std::vector<BlockFileRange>> selected = SelectedTensorRanges(*header, mask);
+  if (!selected.ok()) return ReadOutcome::kBad;
+  const std::vector<BlockFileRange> ranges =
+      CoalesceRanges(*selected, kMaxGapBytes, RangeBytes(*selected) / kGapBudgetDivisor);
+  const uint64_t have = std::max(guess, *need);  // the header's pread may have read on
+  std::vector<BlockFileRange> todo;
+  for (const BlockFileRange& r : ranges) {
+    const uint64_t begin = std::max(r.begin, have);
+    if (begin < r.end) todo.push_back({begin, r.end});
+  }
+  if (plan) {
+    // The device read what the plan asked for: what these reads do not use
+    // was read in vain, and is counted as read.
+    std::vector<BlockFileRange> used = {{0, have}};
+    used.insert(used.end(), todo.begin(), todo.end());
+    *bytes_read += BytesOutside(PlanRanges(*plan, size), used);
+  } else if (todo.size() > 1) {
+    // All ranges asked of the device at once, not one round trip after
+    // another.
+    for (const BlockFileRange& r : todo) (void)file->Prefetch(r.begin, r.end - r.begin);
+  }
+  plans_.Remember(mask, {*need, todo});
+  for (const BlockFileRange& r : todo) {
     if (ReadOutcome o = read_range(r.begin, r.end); o != ReadOutcome::kOk) return o;
   }
-  if (!DecodeBlockTensors(dst.first(size), mask, opts).ok()) return ReadOutcome::kBad;
+  // DecodeBlockTensors' verdict without parsing the header again (a JSON
+  // parse per block is a good part of a partial read's CPU): the header has
+  // passed DecodeBlockHeader (meta_checksum covers tensor_checksums), so
+  // what is left is each selected tensor's hash against its entry.
+  for (size_t t = 0; t < mask.size(); ++t) {
+    if (!mask[t]) continue;
+    const TensorView& v = header->tensors[t];
+    if (BlockChecksum(dst.subspan(*need + v.begin, v.end - v.begin)) !=
+        header->meta.tensor_checksums[t]) {
+      return ReadOutcome::kBad;
+    }
+  }
   return ReadOutcome::kOk;
 }
 

@@ -9,19 +9,24 @@
 // skips the JSON parse of a header shape it has seen) plus the header hash
 // the row records.
 //
-// Thread safety: Read() may be called from any number of threads at once.
+// Thread safety: every method may be called from any number of threads at
+// once (no mutex of its own: the verifier and the plan memo are
+// thread-safe, the header guess is an atomic).
 #ifndef KVTIER_DISK_BLOCK_READER_H_
 #define KVTIER_DISK_BLOCK_READER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "core/block_verifier.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
+#include "disk/range_plan.h"
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "kvtier/status.h"
@@ -60,15 +65,35 @@ class BlockReader {
   ReadOutcome Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const;
 
   // A partial read of the file of `row` into `dst` (REQUIRES: dst.size() ==
-  // row.size): the header (two preads: its length, then its JSON), then
-  // only the byte ranges of the tensors `mask` selects, each into its own
-  // place in `dst`; the rest of `dst` is left as it was. kOk when the header
+  // row.size), opened for random access (no readahead): the header (one
+  // pread of the last header's length, a second only for a longer one),
+  // then only the byte ranges of the tensors `mask` selects, each into its
+  // own place in `dst`, small gaps between them read through
+  // (CoalesceRanges: at most 1/32 more than selected); the rest of `dst` is
+  // left as it was. The ranges are asked of the device at once (Prefetch),
+  // together with the header when the last read of this mask left a plan
+  // (ReadPlanMemo); bytes a plan prefetched that the read did not use count
+  // in `*bytes_read`. kOk when the header
   // verifies (structure, key, signature, meta_checksum, the row's header
   // hash) and so does every selected tensor's tensor_checksums entry. A file
   // without tensor_checksums is read whole (Read). `*bytes_read` is what it
   // read from the file.
+  // `prefetched`: what PrefetchTensors asked the device for this file (then
+  // this asks for nothing more ahead; what it asked and this did not use
+  // counts in `*bytes_read`).
   ReadOutcome ReadTensors(const IndexRow& row, const TensorMask& mask, std::span<std::byte> dst,
-                          uint64_t* bytes_read, Status* error) const;
+                          uint64_t* bytes_read, Status* error,
+                          const ReadPlanMemo::Plan* prefetched = nullptr) const;
+
+  // Asks the device, without waiting, for what ReadTensors(row, mask) will
+  // read: the header, and the tensors at the offsets of the last read of
+  // this mask. A reader that starts this for its next block before it reads
+  // the current one keeps the device busy while it waits and verifies (the
+  // open moves ahead too: a cold one reads the file system's metadata).
+  // Returns what it asked for (nullopt: nothing, e.g. no such file), to be
+  // passed to ReadTensors.
+  std::optional<ReadPlanMemo::Plan> PrefetchTensors(const IndexRow& row,
+                                                    const TensorMask& mask) const;
 
   // Gives the buffer a block of `size` bytes is read into: exactly `size`
   // bytes, or the reason there is none.
@@ -105,6 +130,13 @@ class BlockReader {
   // Remembers the header shapes it has parsed (thread-safe): a block of a
   // known shape is checked without a JSON parse.
   mutable BlockVerifier verifier_;
+  // ReadTensors' first pread: the header length of the last partial read
+  // (the blocks of a layout have headers of one length); before any, the
+  // 8-byte length alone (no guess reads past a header: what it reads counts).
+  // A hint only (relaxed).
+  mutable std::atomic<uint64_t> header_guess_{8};
+  // What the last partial read of each mask read (thread-safe).
+  mutable ReadPlanMemo plans_;
 };
 
 }  // namespace kvtier::disk

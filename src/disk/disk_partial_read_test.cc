@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "kvtier/block_file.h"
 #include "kvtier/disk_tier.h"
 #include "synth/block_generator.h"
+#include "testing/fault_env.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -157,6 +159,62 @@ TEST_F(PartialReadTest, FlipInTheHeaderIsCaughtByAPartialRead) {
   std::vector<Got> got = Load({TestBlockKey(1)}, {mask});
   EXPECT_FALSE(got[0].hit);
   EXPECT_EQ(tier_->Stats().quarantined, 1u);
+}
+
+// A batch of partial reads runs in lanes that ask the device for their next
+// blocks ahead: every block still arrives once, verified, with exactly the
+// header and its selected tensors counted, prefetches failing or not.
+TEST(PartialReadLanesTest, ABatchReadsEachBlockOnceAndCountsExactly) {
+  for (bool fail_prefetch : {false, true}) {
+    SCOPED_TRACE(fail_prefetch ? "prefetch fails" : "prefetch works");
+    TempDir dir;
+    FaultInjectionEnv env(Env::Default());
+    if (fail_prefetch) env.FailAll(OpKind::kPrefetch, EIO);
+    auto t = DiskTier::Open(TestOptions(dir.path(), Layout()), &env);
+    ASSERT_THAT(t, IsOk());
+    std::unique_ptr<DiskTier> tier = std::move(t).value();
+    constexpr uint64_t kBlocks = 24;
+    std::vector<BlockKey> keys;
+    std::vector<SharedBlock> blocks;
+    for (uint64_t i = 1; i <= kBlocks; ++i) {
+      keys.push_back(TestBlockKey(i));
+      blocks.push_back(MakeTestBlock(Layout(), keys.back()));
+      ASSERT_THAT(tier->Store(keys.back(), blocks.back()), IsOk());
+    }
+    ASSERT_THAT(tier->Flush(), IsOk());
+    Result<DecodedBlock> d = DecodeBlock(blocks[0]->span(), {});
+    ASSERT_TRUE(d.ok());
+    const uint64_t header = 8 + d->header_bytes;
+    const TensorMask mask = {true, false, false, false, false, true, false, false};
+    const std::vector<TensorMask> masks(kBlocks, mask);
+    std::mutex mu;
+    std::vector<int> calls(kBlocks, 0);
+    std::vector<bool> right(kBlocks, false);
+    const uint64_t before = tier->Stats().bytes_read;
+    tier->LoadTensorBuffers(
+        keys, masks, [](size_t n) { return BlockBuffer::Allocate(n); },
+        [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++calls[i];
+          if (!r.ok() || !r->has_value()) return;
+          const std::byte* got = (*r)->data();
+          const std::byte* want = blocks[i]->data();
+          bool same = std::memcmp(got, want, header) == 0;
+          for (size_t k : {size_t{0}, size_t{5}}) {
+            const uint64_t at = header + d->tensors[k].begin;
+            same = same && std::memcmp(got + at, want + at, 1024) == 0;
+          }
+          right[i] = same;
+        });
+    for (uint64_t i = 0; i < kBlocks; ++i) {
+      EXPECT_EQ(calls[i], 1) << i;
+      EXPECT_TRUE(right[i]) << i;
+    }
+    EXPECT_EQ(tier->Stats().hits, kBlocks);
+    EXPECT_EQ(tier->Stats().bytes_read - before, kBlocks * (header + 2 * 1024));
+    EXPECT_GT(env.Calls(OpKind::kPrefetch), 0);
+    ASSERT_THAT(tier->Close(), IsOk());
+  }
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ class ParallelRunner {
 
   // Calls fn(i) once for every i in [0, n).
   void Run(size_t n, const std::function<void(size_t)>& fn);
+  // How many calls of fn one Run() makes at once at most: the threads and
+  // the caller.
+  size_t lanes() const { return threads_.size() + 1; }
 
  private:
   struct Job {

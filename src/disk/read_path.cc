@@ -1,6 +1,7 @@
 #include "disk/read_path.h"
 
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <new>
 #include <string>
@@ -13,6 +14,10 @@ namespace {
 
 // Access times buffered before the maintenance thread is woken to flush them.
 constexpr size_t kTouchFlushThreshold = 4096;
+
+// Blocks a lane of partial reads asks the device for ahead of the one it
+// reads (ReadPath::LoadTensorBuffers).
+constexpr size_t kPartialLookahead = 2;
 
 }  // namespace
 
@@ -35,7 +40,8 @@ bool ReadPath::Expired(const IndexRow& row) {
 
 Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexRow row,
                                                      const DstFn& dst, const TensorMask* mask,
-                                                     uint64_t* bytes_read) {
+                                                     uint64_t* bytes_read,
+                                                     const ReadPlanMemo::Plan* prefetched) {
   const std::optional<size_t> miss;
   for (int attempt = 0;; ++attempt) {
     if (row.sig_id != p_.sig_id) {
@@ -54,9 +60,11 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
     KVTIER_ASSIGN_OR_RETURN(std::span<std::byte> buf, dst(row.size));
     Status error;
     uint64_t read = row.size;
-    const ReadOutcome outcome = mask != nullptr
-                                    ? p_.reader->ReadTensors(row, *mask, buf, &read, &error)
-                                    : p_.reader->Read(row, buf, &error);
+    // A prefetch was of the first row's file.
+    const ReadOutcome outcome =
+        mask != nullptr ? p_.reader->ReadTensors(row, *mask, buf, &read, &error,
+                                                 attempt == 0 ? prefetched : nullptr)
+                        : p_.reader->Read(row, buf, &error);
     if (outcome == ReadOutcome::kOk) {
       NoteTouch(key);
       if (bytes_read != nullptr) *bytes_read = read;
@@ -126,6 +134,19 @@ Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const
   return ReadFromDisk(key, **row, dst);
 }
 
+std::optional<ReadPlanMemo::Plan> ReadPath::PrefetchAhead(const Located& where,
+                                                          const TensorMask* mask) {
+  // Only a partial read of a row's file that ReadFromDisk will read.
+  if (mask == nullptr || where.pending != nullptr || !where.row.has_value()) return std::nullopt;
+  const IndexRow& row = *where.row;
+  if (row.sig_id != p_.sig_id || Expired(row)) return std::nullopt;
+  try {
+    return p_.reader->PrefetchTensors(row, *mask);
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;  // advice only: the read itself reports what it lacks
+  }
+}
+
 std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys, bool need_rows) {
   std::vector<Located> where(keys.size());
   std::vector<BlockKey> on_disk;
@@ -154,7 +175,8 @@ std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys, 
 }
 
 Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located where,
-                                                    const DstFn& dst, const TensorMask* mask) {
+                                                    const DstFn& dst, const TensorMask* mask,
+                                                    const ReadPlanMemo::Plan* prefetched) {
   DiskCounters::Add(p_.counters->loads);
   const uint64_t t0 = p_.env->NowMicros();
   Result<std::optional<size_t>> r = std::optional<size_t>();
@@ -169,7 +191,7 @@ Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located
     r = ReadFileFirst(key, dst);
   } else if (where.row.has_value()) {
     uint64_t n = 0;
-    r = ReadFromDisk(key, *where.row, dst, mask, &n);
+    r = ReadFromDisk(key, *where.row, dst, mask, &n, prefetched);
     if (mask != nullptr) read = n;
   }
   if (!r.ok()) return r;
@@ -256,7 +278,7 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
   try {
     reported = std::make_unique<std::atomic<bool>[]>(keys.size());
     std::vector<Located> where = Locate(keys, partial);
-    p_.runner->Run(keys.size(), [&](size_t i) {
+    auto load = [&](size_t i, const ReadPlanMemo::Plan* prefetched) {
       Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
       try {
         std::optional<BlockBuffer> buf;
@@ -273,7 +295,7 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
               buf = std::move(b);
               return buf->mutable_span();
             },
-            mask_of(i));
+            mask_of(i), prefetched);
         if (!r.ok()) {
           out = r.status();
         } else if (r->has_value()) {
@@ -285,6 +307,33 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
       }
       reported[i].store(true, std::memory_order_relaxed);
       done(i, std::move(out));
+    };
+    if (!partial) {
+      p_.runner->Run(keys.size(), [&](size_t i) { load(i, nullptr); });
+      return;
+    }
+    // Partial reads are a few small preads per block, each waiting on the
+    // device: a lane asks for its next block (PrefetchAhead) before it reads
+    // the one it has, so the device always holds a block's requests more
+    // per lane than whole reads would give it.
+    std::atomic<size_t> next{0};
+    const size_t lanes = std::min(keys.size(), p_.runner->lanes());
+    p_.runner->Run(lanes, [&](size_t) {
+      // The lane's blocks in order: the first is read next, the others
+      // were asked for.
+      std::deque<std::pair<size_t, std::optional<ReadPlanMemo::Plan>>> mine;
+      while (true) {
+        while (mine.size() <= kPartialLookahead) {
+          const size_t j = next.fetch_add(1, std::memory_order_relaxed);
+          if (j >= keys.size()) break;
+          // The lane's first block is read at once: nothing to ask ahead.
+          mine.emplace_back(j, mine.empty() ? std::nullopt : PrefetchAhead(where[j], mask_of(j)));
+        }
+        if (mine.empty()) break;
+        auto& [i, ahead] = mine.front();
+        load(i, ahead ? &*ahead : nullptr);
+        mine.pop_front();
+      }
     });
   } catch (const std::bad_alloc&) {
     for (size_t i = 0; i < keys.size(); ++i) {

@@ -13,7 +13,9 @@
 //      that is gone, and quarantines a damaged one;
 //   4. counts each load (hit, miss, bytes, latency) and notes each hit's
 //      access time in the touch buffer.
-// LoadMany and LoadBuffers read on the ParallelRunner's threads.
+// LoadMany and LoadBuffers read on the ParallelRunner's threads; a batch with
+// partial reads runs in lanes (one per thread and the caller) that each ask
+// the device for their next block before they read the one they have.
 //
 // The parts belong to the DiskTierImpl; this class only borrows them and
 // holds no state of its own, so it has no mutex.
@@ -97,8 +99,16 @@ class ReadPath {
   // Serves `key` from where Locate() found it into the buffer `dst` gives,
   // counting the load. Its size, nullopt on a miss, or dst's error.
   // `mask` (null = whole): a partial read of the tensors it selects.
+  // `prefetched`: what PrefetchAhead asked the device for (BlockReader::
+  // ReadTensors).
   Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst,
-                                            const TensorMask* mask = nullptr);
+                                            const TensorMask* mask = nullptr,
+                                            const ReadPlanMemo::Plan* prefetched = nullptr);
+  // For a partial read of a row's file that LoadLocated will read: asks the
+  // device for it now (BlockReader::PrefetchTensors). nullopt: nothing
+  // asked (no mask, a pending block, no row, an incompatible or expired
+  // one, no file).
+  std::optional<ReadPlanMemo::Plan> PrefetchAhead(const Located& where, const TensorMask* mask);
   // Reads and verifies the file `row` describes. A file found gone or bad
   // makes it look at the row again first: if another process replaced the
   // block meanwhile it reads the new one (once); only a file that disagrees
@@ -107,7 +117,8 @@ class ReadPath {
   // `*bytes_read` (else the row's size).
   Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst,
                                              const TensorMask* mask = nullptr,
-                                             uint64_t* bytes_read = nullptr);
+                                             uint64_t* bytes_read = nullptr,
+                                             const ReadPlanMemo::Plan* prefetched = nullptr);
   // The small-block hit without an index lookup: a file that verifies on its
   // own (BlockReader::ReadUnindexed) is served; anything else — no file, a
   // bad one, a large one — is judged by its row as ReadFromDisk does (a stale

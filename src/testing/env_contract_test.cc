@@ -144,6 +144,29 @@ TEST_P(EnvContractTest, WriteThenReadBackShortOnlyAtTheEnd) {
   EXPECT_EQ(info->size, 11u);
 }
 
+// Prefetch and random_access are advice: the bytes read are the same with
+// them, and a prefetch of any range (past the end too) succeeds.
+TEST_P(EnvContractTest, PrefetchAndRandomAccessLeaveTheBytesAsTheyAre) {
+  Write(P("a"), "0123456789abcdef");
+  ReadFileOptions ro;
+  ro.random_access = true;
+  auto r = env_->OpenForRead(P("a"), ro);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->size(), 16u);
+  EXPECT_TRUE((*r)->Prefetch(10, 4).ok());
+  EXPECT_TRUE((*r)->Prefetch(0, 0).ok());
+  EXPECT_TRUE((*r)->Prefetch(12, 1000).ok());
+  EXPECT_TRUE((*r)->Prefetch(1000, 10).ok());
+  std::vector<std::byte> part(4);
+  auto n = (*r)->ReadAt(10, part);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 4u);
+  EXPECT_EQ(Str(part), "abcd");
+  n = (*r)->ReadAt(0, part);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(Str(part), "0123");
+}
+
 TEST_P(EnvContractTest, ExclusiveCreateRefusesAnExistingFileAndTruncateReplaces) {
   Write(P("a"), "old content");
   auto f = env_->CreateFile(P("a"), WriteFileOptions{});

@@ -42,6 +42,8 @@ std::string_view OpKindName(OpKind kind) {
       return "rmdir";
     case OpKind::kSyncFileSystem:
       return "syncfs";
+    case OpKind::kPrefetch:
+      return "posix_fadvise";
   }
   return "unknown op";
 }
@@ -57,6 +59,12 @@ class FaultRandomAccessFile final : public RandomAccessFile {
       return FaultInjectionEnv::InjectedError(OpKind::kRead, path_, *err);
     }
     return base_->ReadAt(offset, dst);
+  }
+  Status Prefetch(uint64_t offset, uint64_t length) override {
+    if (auto err = env_->Check(OpKind::kPrefetch)) {
+      return FaultInjectionEnv::InjectedError(OpKind::kPrefetch, path_, *err);
+    }
+    return base_->Prefetch(offset, length);
   }
   uint64_t size() const override { return base_->size(); }
 

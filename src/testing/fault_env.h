@@ -53,8 +53,9 @@ enum class OpKind : int {
   kChmod,           // Env::Chmod
   kRemoveDir,       // Env::RemoveDir
   kSyncFileSystem,  // Env::SyncFileSystem
+  kPrefetch,        // RandomAccessFile::Prefetch
 };
-inline constexpr int kNumOpKinds = 16;
+inline constexpr int kNumOpKinds = 17;
 
 std::string_view OpKindName(OpKind kind);
 

@@ -126,6 +126,7 @@ TEST_F(FaultEnvTest, EveryKindCanFail) {
       {OpKind::kCreate, [&] { return env_.CreateFile("/d/new", {}).status(); },
        [&] { EXPECT_TRUE(mem_.Stat("/d/new").status().IsNotFound()); }},
       {OpKind::kRead, [&] { return (*reader)->ReadAt(0, buf).status(); }, [] {}},
+      {OpKind::kPrefetch, [&] { return (*reader)->Prefetch(0, 4); }, [] {}},
       {OpKind::kAppend, [&] { return (*writer)->Append(Bytes("zz")); },
        [&] { EXPECT_EQ(mem_.Stat("/d/w")->size, 0u); }},
       {OpKind::kSync, [&] { return (*writer)->Sync(); }, [] {}},
