@@ -85,3 +85,30 @@ def make_blocks(layout, model, tokens, seed=0, created_at=1_700_000_000):
         tensors.append(ts)
         parent = key
     return keys, blocks, tensors
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (mounted as root, unmounted after): fill it with
+    fill_up() for a disk that is really full (ENOSPC from the file system)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail("a full-disk test needs a 1 MiB tmpfs (mount, as root): " + r.stderr)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def fill_up(folder):
+    """Writes `folder`/filler until the file system has no block left."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"x" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    assert os.statvfs(folder).f_bavail == 0

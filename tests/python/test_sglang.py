@@ -20,6 +20,7 @@ import torch
 
 import kvtier
 import sglang_fakes as fakes
+from conftest import fill_up
 
 BACKEND = "kvtier.integrations.sglang"
 
@@ -528,30 +529,6 @@ def test_full_disk_drops_pages_never_raises(sglang, tmp_path):
     assert fakes.raw(dst.kv_buffer[:, :4 * n]) == fakes.raw(pool.kv_buffer[:, 4 * first:48])
     assert again.batch_exists(keys) == 0  # the leading page is gone: the engine recomputes
     again.close()
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "small"
-    mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.fail("a full-disk test needs a 1 MiB tmpfs (mount, as root): " + r.stderr)
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
-def fill_up(folder):
-    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"x" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    assert os.statvfs(folder).f_bavail == 0
 
 
 def test_real_enospc_drops_pages_never_raises(sglang, tmp_path, small_disk, caplog):

@@ -23,6 +23,7 @@ import torch
 
 import kvtier
 import vllm_harness as vh
+from conftest import fill_up
 
 kv = vh.install_fake_vllm()
 
@@ -346,32 +347,12 @@ def test_dead_redis_is_misses_not_errors(tmp_path, caplog):
     assert conn2.failed == [] and conn.failed == []
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "small"
-    mount.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.fail("a full-disk test needs a 1 MiB tmpfs (mount, as root): " + r.stderr)
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
 def test_full_disk_is_a_logged_later_miss(tmp_path, small_disk, caplog):
     caplog.set_level(logging.WARNING, logger="kvtier")
     extra = {"disk_dir": str(small_disk / "kv"), "write_policy": "write_through",
              "host_bytes": 1 << 22}
     conn, caches = make_connector(tmp_path, extra)
-    fd = os.open(small_disk / "filler", os.O_WRONLY | os.O_CREAT)
-    try:  # fill the disk up
-        while os.write(fd, b"x" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    assert os.statvfs(small_disk).f_bavail == 0
+    fill_up(small_disk)
     hashes = vh.block_hashes(list(range(8 * BLOCK)), BLOCK)
     assert conn.store(hashes, 0, list(range(8))) == 8  # the job finishes: vLLM asserts it
     assert conn.failed == []
