@@ -4,6 +4,7 @@
 #include "kvtier/remote_tier.h"
 
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <new>
 #include <thread>
@@ -82,6 +83,12 @@ class RemoteTierImpl final : public RemoteTier {
   Status Close() override;
 
  private:
+  using ValueCallback = std::function<void(size_t, Result<std::optional<BlockBuffer>>)>;
+  // LoadBuffers() and LoadTensorBuffers() around `read` (the reader's call
+  // with the callback it is given): a closed tier's misses, one callback
+  // per key also when memory runs out, the latency.
+  void RunLoad(std::span<const BlockKey> keys, const LoadedBufferCallback& done,
+               const std::function<void(const ValueCallback&)>& read);
   std::shared_ptr<remote::Node> MakeNode(const remote::NodeAddress& a);
   remote::RouterOptions MakeRouterOptions() const;
   remote::RunnerOptions MakeRunnerOptions() const;
@@ -228,35 +235,21 @@ std::vector<SharedBlock> RemoteTierImpl::GetMany(std::span<const BlockKey> keys)
 
 void RemoteTierImpl::LoadBuffers(std::span<const BlockKey> keys, const BufferAllocator& alloc,
                                  const LoadedBufferCallback& done) {
-  const uint64_t start = env_->NowMicros();
-  if (closed_.load()) {
-    C::Add(counters_.lookups, keys.size());
-    C::Add(counters_.misses, keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      done(i, Status::FailedPrecondition("remote tier closed"));
-    }
-    return;
-  }
   const remote::ValueAllocator* a = alloc ? &alloc : nullptr;
-  std::vector<bool> answered(keys.size(), false);
-  try {
-    reader_.LoadBuffers(keys, a, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
-      answered[i] = true;
-      done(i, std::move(r));
-    });
-  } catch (const std::bad_alloc&) {
-    // Every key still gets its one callback.
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!answered[i]) done(i, Status::ResourceExhausted("remote: out of memory"));
-    }
-  }
-  counters_.get_latency.Record(env_->NowMicros() - start);
+  RunLoad(keys, done, [&](const ValueCallback& each) { reader_.LoadBuffers(keys, a, each); });
 }
 
 void RemoteTierImpl::LoadTensorBuffers(std::span<const BlockKey> keys,
                                        std::span<const TensorMask> masks,
                                        const BufferAllocator& alloc,
                                        const LoadedBufferCallback& done) {
+  const remote::ValueAllocator* a = alloc ? &alloc : nullptr;
+  RunLoad(keys, done,
+          [&](const ValueCallback& each) { reader_.LoadTensorBuffers(keys, masks, a, each); });
+}
+
+void RemoteTierImpl::RunLoad(std::span<const BlockKey> keys, const LoadedBufferCallback& done,
+                             const std::function<void(const ValueCallback&)>& read) {
   const uint64_t start = env_->NowMicros();
   if (closed_.load()) {
     C::Add(counters_.lookups, keys.size());
@@ -266,10 +259,9 @@ void RemoteTierImpl::LoadTensorBuffers(std::span<const BlockKey> keys,
     }
     return;
   }
-  const remote::ValueAllocator* a = alloc ? &alloc : nullptr;
   std::vector<bool> answered(keys.size(), false);
   try {
-    reader_.LoadTensorBuffers(keys, masks, a, [&](size_t i, Result<std::optional<BlockBuffer>> r) {
+    read([&](size_t i, Result<std::optional<BlockBuffer>> r) {
       answered[i] = true;
       done(i, std::move(r));
     });
