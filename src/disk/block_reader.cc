@@ -96,8 +96,8 @@ std::vector<BlockFileRange> PlanRanges(const ReadPlanMemo::Plan& plan, uint64_t 
 
 }  // namespace
 
-std::optional<ReadPlanMemo::Plan> BlockReader::PrefetchTensors(const IndexRow& row,
-                                                               const TensorMask& mask) const {
+std::optional<PrefetchedRead> BlockReader::PrefetchTensors(const IndexRow& row,
+                                                          const TensorMask& mask) const {
   ReadFileOptions ro;
   ro.follow_symlinks = false;
   ro.random_access = true;
@@ -117,20 +117,23 @@ std::optional<ReadPlanMemo::Plan> BlockReader::PrefetchTensors(const IndexRow& r
   for (const BlockFileRange& r : PlanRanges(plan, row.size)) {
     (void)file->Prefetch(r.begin, r.end - r.begin);
   }
-  return plan;
+  return PrefetchedRead{std::move(plan), std::move(file)};
 }
 
 ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask,
                                      std::span<std::byte> dst, uint64_t* bytes_read,
                                      Status* error,
-                                     const ReadPlanMemo::Plan* prefetched) const {
+                                     PrefetchedRead* prefetched) const {
   *bytes_read = 0;
   const uint64_t size = row.size;
   ReadFileOptions ro;
   ro.follow_symlinks = false;  // ranges are not page-aligned: buffered reads
   ro.random_access = true;     // no readahead into the tensors it skips
   std::unique_ptr<RandomAccessFile> file;
-  if (ReadOutcome o = Open(layout_->BlockPath(row.key), ro, &file, error); o != ReadOutcome::kOk) {
+  if (prefetched != nullptr && prefetched->file != nullptr) {
+    file = std::move(prefetched->file);  // opened by PrefetchTensors, for this row
+  } else if (ReadOutcome o = Open(layout_->BlockPath(row.key), ro, &file, error);
+             o != ReadOutcome::kOk) {
     return o;
   }
   if (file->size() != size || size < 8) return ReadOutcome::kBad;
@@ -150,7 +153,7 @@ ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask
   // the device gets the header and the tensors at once.
   std::optional<ReadPlanMemo::Plan> plan;
   if (prefetched != nullptr) {
-    plan = *prefetched;  // asked for already (PrefetchTensors)
+    plan = std::move(prefetched->plan);  // asked for already (PrefetchTensors)
   } else {
     plan = plans_.Find(mask);
     if (plan) {

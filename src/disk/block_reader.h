@@ -53,6 +53,13 @@ struct BlockReaderOptions {
   uint64_t direct_io_min_bytes = 0;
 };
 
+// What BlockReader::PrefetchTensors asked the device for, and the file it
+// opened to ask: ReadTensors reads through that file, not a second open.
+struct PrefetchedRead {
+  ReadPlanMemo::Plan plan;
+  std::unique_ptr<RandomAccessFile> file;
+};
+
 class BlockReader {
  public:
   // REQUIRES: every pointer outlives this object.
@@ -79,21 +86,21 @@ class BlockReader {
   // without tensor_checksums is read whole (Read). `*bytes_read` is what it
   // read from the file.
   // `prefetched`: what PrefetchTensors asked the device for this file (then
-  // this asks for nothing more ahead; what it asked and this did not use
-  // counts in `*bytes_read`).
+  // this reads through the file it opened, moved out of it, and asks for
+  // nothing more ahead; what it asked and this did not use counts in
+  // `*bytes_read`).
   ReadOutcome ReadTensors(const IndexRow& row, const TensorMask& mask, std::span<std::byte> dst,
                           uint64_t* bytes_read, Status* error,
-                          const ReadPlanMemo::Plan* prefetched = nullptr) const;
+                          PrefetchedRead* prefetched = nullptr) const;
 
   // Asks the device, without waiting, for what ReadTensors(row, mask) will
   // read: the header, and the tensors at the offsets of the last read of
   // this mask. A reader that starts this for its next block before it reads
   // the current one keeps the device busy while it waits and verifies (the
   // open moves ahead too: a cold one reads the file system's metadata).
-  // Returns what it asked for (nullopt: nothing, e.g. no such file), to be
-  // passed to ReadTensors.
-  std::optional<ReadPlanMemo::Plan> PrefetchTensors(const IndexRow& row,
-                                                    const TensorMask& mask) const;
+  // Returns what it asked for and the open file (nullopt: nothing, e.g. no
+  // such file), to be passed to ReadTensors.
+  std::optional<PrefetchedRead> PrefetchTensors(const IndexRow& row, const TensorMask& mask) const;
 
   // Gives the buffer a block of `size` bytes is read into: exactly `size`
   // bytes, or the reason there is none.

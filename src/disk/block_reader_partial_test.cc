@@ -62,11 +62,12 @@ class ReadTensorsTest : public ::testing::Test {
     uint64_t bytes_read = 0;
     int64_t preads = 0;
     int64_t prefetches = 0;
+    int64_t opens = 0;
   };
 
   // Reads block `b` through `reader` and checks the selected tensors.
   Got Read(const BlockReader& reader, size_t b, const TensorMask& mask,
-           const ReadPlanMemo::Plan* prefetched = nullptr) {
+           PrefetchedRead* prefetched = nullptr) {
     env_.ResetCounters();
     std::vector<std::byte> dst(rows_[b].size);
     Got g;
@@ -74,6 +75,7 @@ class ReadTensorsTest : public ::testing::Test {
     g.outcome = reader.ReadTensors(rows_[b], mask, dst, &g.bytes_read, &error, prefetched);
     g.preads = env_.Calls(OpKind::kRead);
     g.prefetches = env_.Calls(OpKind::kPrefetch);
+    g.opens = env_.Calls(OpKind::kOpenRead);
     if (g.outcome != ReadOutcome::kOk) return g;
     EXPECT_EQ(std::memcmp(dst.data(), blocks_[b].data(), header_), 0);
     for (size_t t = 0; t < kTensors; ++t) {
@@ -149,23 +151,29 @@ TEST_F(ReadTensorsTest, WhatAPrefetchAskedForInVainCountsAsRead) {
   ASSERT_EQ(Read(reader, 0, mask).outcome, ReadOutcome::kOk);
   // PrefetchTensors asks for what the last read of the mask read.
   env_.ResetCounters();
-  std::optional<ReadPlanMemo::Plan> plan = reader.PrefetchTensors(rows_[1], mask);
-  ASSERT_TRUE(plan.has_value());
-  EXPECT_EQ(plan->header_bytes, header_);
+  std::optional<PrefetchedRead> ahead = reader.PrefetchTensors(rows_[1], mask);
+  ASSERT_TRUE(ahead.has_value());
+  EXPECT_EQ(ahead->plan.header_bytes, header_);
   const uint64_t t3 = header_ + tensors_[3].begin;
-  EXPECT_THAT(plan->ranges, ::testing::ElementsAre(BlockFileRange{t3, t3 + kTensor}));
+  EXPECT_THAT(ahead->plan.ranges, ::testing::ElementsAre(BlockFileRange{t3, t3 + kTensor}));
   EXPECT_EQ(env_.Calls(OpKind::kPrefetch), 2);
   EXPECT_EQ(env_.Calls(OpKind::kRead), 0);
-  // Read with it: nothing more is prefetched, nothing was in vain.
-  Got g = Read(reader, 1, mask, &*plan);
+  EXPECT_EQ(env_.Calls(OpKind::kOpenRead), 1);
+  ASSERT_NE(ahead->file, nullptr);
+  // A plan with a range this read does not need (tensor 9), for below.
+  PrefetchedRead wider{ahead->plan, nullptr};
+  const uint64_t t9 = header_ + tensors_[9].begin;
+  wider.plan.ranges.push_back({t9, t9 + kTensor});
+  // Read with it: through the file the prefetch opened (no second open),
+  // nothing more is prefetched, nothing was in vain.
+  Got g = Read(reader, 1, mask, &*ahead);
   ASSERT_EQ(g.outcome, ReadOutcome::kOk);
+  EXPECT_EQ(g.opens, 0);
   EXPECT_EQ(g.prefetches, 0);
   EXPECT_EQ(g.bytes_read, header_ + kTensor);
-  // A plan with a range this read does not need (tensor 9): counted.
-  ReadPlanMemo::Plan wider = *plan;
-  const uint64_t t9 = header_ + tensors_[9].begin;
-  wider.ranges.push_back({t9, t9 + kTensor});
+  // The wider plan (no file: this read opens one): the unneeded range counted.
   g = Read(reader, 2, mask, &wider);
+  EXPECT_EQ(g.opens, 1);
   ASSERT_EQ(g.outcome, ReadOutcome::kOk);
   EXPECT_EQ(g.bytes_read, header_ + kTensor + kTensor);
   EXPECT_EQ(g.preads, 1 + 1);

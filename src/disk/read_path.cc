@@ -41,7 +41,7 @@ bool ReadPath::Expired(const IndexRow& row) {
 Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexRow row,
                                                      const DstFn& dst, const TensorMask* mask,
                                                      uint64_t* bytes_read,
-                                                     const ReadPlanMemo::Plan* prefetched) {
+                                                     PrefetchedRead* prefetched) {
   const std::optional<size_t> miss;
   for (int attempt = 0;; ++attempt) {
     if (row.sig_id != p_.sig_id) {
@@ -134,8 +134,8 @@ Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const
   return ReadFromDisk(key, **row, dst);
 }
 
-std::optional<ReadPlanMemo::Plan> ReadPath::PrefetchAhead(const Located& where,
-                                                          const TensorMask* mask) {
+std::optional<PrefetchedRead> ReadPath::PrefetchAhead(const Located& where,
+                                                      const TensorMask* mask) {
   // Only a partial read of a row's file that ReadFromDisk will read.
   if (mask == nullptr || where.pending != nullptr || !where.row.has_value()) return std::nullopt;
   const IndexRow& row = *where.row;
@@ -176,7 +176,7 @@ std::vector<ReadPath::Located> ReadPath::Locate(std::span<const BlockKey> keys, 
 
 Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located where,
                                                     const DstFn& dst, const TensorMask* mask,
-                                                    const ReadPlanMemo::Plan* prefetched) {
+                                                    PrefetchedRead* prefetched) {
   DiskCounters::Add(p_.counters->loads);
   const uint64_t t0 = p_.env->NowMicros();
   Result<std::optional<size_t>> r = std::optional<size_t>();
@@ -278,7 +278,7 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
   try {
     reported = std::make_unique<std::atomic<bool>[]>(keys.size());
     std::vector<Located> where = Locate(keys, partial);
-    auto load = [&](size_t i, const ReadPlanMemo::Plan* prefetched) {
+    auto load = [&](size_t i, PrefetchedRead* prefetched) {
       Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
       try {
         std::optional<BlockBuffer> buf;
@@ -321,7 +321,7 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
     p_.runner->Run(lanes, [&](size_t) {
       // The lane's blocks in order: the first is read next, the others
       // were asked for.
-      std::deque<std::pair<size_t, std::optional<ReadPlanMemo::Plan>>> mine;
+      std::deque<std::pair<size_t, std::optional<PrefetchedRead>>> mine;
       while (true) {
         while (mine.size() <= kPartialLookahead) {
           const size_t j = next.fetch_add(1, std::memory_order_relaxed);

@@ -103,12 +103,12 @@ class ReadPath {
   // ReadTensors).
   Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst,
                                             const TensorMask* mask = nullptr,
-                                            const ReadPlanMemo::Plan* prefetched = nullptr);
+                                            PrefetchedRead* prefetched = nullptr);
   // For a partial read of a row's file that LoadLocated will read: asks the
   // device for it now (BlockReader::PrefetchTensors). nullopt: nothing
   // asked (no mask, a pending block, no row, an incompatible or expired
   // one, no file).
-  std::optional<ReadPlanMemo::Plan> PrefetchAhead(const Located& where, const TensorMask* mask);
+  std::optional<PrefetchedRead> PrefetchAhead(const Located& where, const TensorMask* mask);
   // Reads and verifies the file `row` describes. A file found gone or bad
   // makes it look at the row again first: if another process replaced the
   // block meanwhile it reads the new one (once); only a file that disagrees
@@ -118,7 +118,7 @@ class ReadPath {
   Result<std::optional<size_t>> ReadFromDisk(const BlockKey& key, IndexRow row, const DstFn& dst,
                                              const TensorMask* mask = nullptr,
                                              uint64_t* bytes_read = nullptr,
-                                             const ReadPlanMemo::Plan* prefetched = nullptr);
+                                             PrefetchedRead* prefetched = nullptr);
   // The small-block hit without an index lookup: a file that verifies on its
   // own (BlockReader::ReadUnindexed) is served; anything else — no file, a
   // bad one, a large one — is judged by its row as ReadFromDisk does (a stale
