@@ -17,17 +17,20 @@
 namespace kvtier::engine {
 namespace {
 
+using ::kvtier::engine::testing::EnginePoolOptions;
+using ::kvtier::engine::testing::kBlockTokens;
+using ::kvtier::engine::testing::MakeModel;
 using ::kvtier::engine::testing::NoCachePool;
 using ::kvtier::engine::testing::OpenStack;
+using ::kvtier::engine::testing::PromptsTest;
+using ::kvtier::engine::testing::Reference;
 using ::kvtier::engine::testing::SmallConfig;
 using ::kvtier::engine::testing::Stack;
-using ::kvtier::engine::testing::TempDir;
 using ::kvtier::engine::testing::Tokens;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr uint32_t kBlockTokens = 8;
 constexpr uint32_t kWindow = 12;  // a sliding layer's window spans two or three blocks
 
 enum class Kind { kHybrid, kQuantized, kQuantizedHybrid };
@@ -56,37 +59,6 @@ std::string KindName(Kind kind) {
       return "QuantizedHybrid";
   }
   return "";
-}
-
-std::unique_ptr<const Model> MakeModel(const ModelConfig& c) {
-  auto m = Model::Create(c);
-  EXPECT_THAT(m, IsOk());
-  return m.ok() ? std::move(m).value() : nullptr;
-}
-
-// Logits after the prompt and after each of `decode`, on a fresh no-cache
-// pool, the prompt computed in chunks of `chunk` tokens.
-std::vector<std::vector<float>> Reference(const Model& model, std::span<const uint32_t> tokens,
-                                          std::span<const uint32_t> decode = {},
-                                          uint32_t chunk = 256) {
-  auto pool = NoCachePool(model.config().KvLayout(kBlockTokens));
-  EngineOptions eo;
-  eo.prefill_chunk = chunk;
-  auto engine = Engine::Create(&model, pool.get(), eo);
-  EXPECT_THAT(engine, IsOk());
-  std::vector<std::vector<float>> out;
-  if (!engine.ok()) return out;
-  auto r = (*engine)->Prefill(1, tokens);
-  EXPECT_THAT(r, IsOk());
-  if (!r.ok()) return out;
-  EXPECT_EQ(r->reused_tokens, 0u);
-  out.push_back(r->logits);
-  for (uint32_t t : decode) {
-    auto d = (*engine)->Decode(1, t);
-    EXPECT_THAT(d, IsOk());
-    if (d.ok()) out.push_back(*d);
-  }
-  return out;
 }
 
 TEST(HybridModelTest, LayoutHasEachLayerKind) {
@@ -209,21 +181,12 @@ TEST(HybridModelTest, ASlidingLayerSeesOnlyItsWindow) {
   }
 }
 
-// B shares A's first 37 tokens: four full blocks (32 tokens) reusable from A.
-struct Prompts {
-  std::vector<uint32_t> a = Tokens(45, 64, 3);
-  std::vector<uint32_t> b;
-  std::vector<uint32_t> decode = {5, 17, 33, 2, 60,
-                                  9, 41, 12, 7, 30};  // to 57: past a block boundary, mid-block
-  Prompts() {
-    b.assign(a.begin(), a.begin() + 37);
-    const std::vector<uint32_t> tail = Tokens(10, 64, 4);
-    b.insert(b.end(), tail.begin(), tail.end());
-  }
-};
-
-class HybridEngineTest : public ::testing::TestWithParam<Kind> {
+// Prompts A and B (engine_test_util.h), ten tokens decoded after B: to 57,
+// past a block boundary, mid-block.
+class HybridEngineTest : public PromptsTest<Kind> {
  protected:
+  HybridEngineTest() : PromptsTest({5, 17, 33, 2, 60, 9, 41, 12, 7, 30}) {}
+
   void SetUp() override {
     model_ = MakeModel(KindConfig(GetParam()));
     ASSERT_NE(model_, nullptr);
@@ -231,27 +194,6 @@ class HybridEngineTest : public ::testing::TestWithParam<Kind> {
     want_b_ = Reference(*model_, p_.b, p_.decode);
     ASSERT_EQ(want_b_.size(), p_.decode.size() + 1);
   }
-
-  PrefillResult ServeB(Engine* engine, uint64_t seq) {
-    auto r = engine->Prefill(seq, p_.b);
-    EXPECT_THAT(r, IsOk());
-    if (!r.ok()) return {};
-    EXPECT_TRUE(BitIdentical(r->logits, want_b_[0]));
-    for (size_t i = 0; i < p_.decode.size(); ++i) {
-      auto d = engine->Decode(seq, p_.decode[i]);
-      EXPECT_THAT(d, IsOk());
-      if (d.ok()) {
-        EXPECT_TRUE(BitIdentical(*d, want_b_[i + 1])) << "decode step " << i;
-      }
-    }
-    return *r;
-  }
-
-  Prompts p_;
-  std::unique_ptr<const Model> model_;
-  ModelLayout layout_;
-  std::vector<std::vector<float>> want_b_;
-  TempDir dir_;
 };
 
 // The no-cache reference itself does not depend on how the prompt is cut:
@@ -287,12 +229,7 @@ TEST_P(HybridEngineTest, PoolHostAndDiskPrefixesGiveTheSameLogits) {
 
   // 2. From the host tier, into a second pool over the same cache: only
   // what the 40-token prefix needs is asked for.
-  PoolOptions po;
-  po.layout = layout_;
-  po.key_namespace.model_id = "engine-test";
-  po.total_blocks = 64;
-  po.store = s.store.get();
-  auto pool2 = BlockPool::Create(po);
+  auto pool2 = BlockPool::Create(EnginePoolOptions(layout_, s.store.get()));
   ASSERT_THAT(pool2, IsOk());
   auto engine2 = Engine::Create(model_.get(), pool2->get());
   ASSERT_THAT(engine2, IsOk());

@@ -19,44 +19,19 @@
 namespace kvtier::engine {
 namespace {
 
+using ::kvtier::engine::testing::EnginePoolOptions;
+using ::kvtier::engine::testing::kBlockTokens;
+using ::kvtier::engine::testing::MakeModel;
 using ::kvtier::engine::testing::NoCachePool;
 using ::kvtier::engine::testing::OpenStack;
+using ::kvtier::engine::testing::PromptsTest;
+using ::kvtier::engine::testing::Reference;
 using ::kvtier::engine::testing::SmallConfig;
 using ::kvtier::engine::testing::Stack;
-using ::kvtier::engine::testing::TempDir;
 using ::kvtier::engine::testing::Tokens;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
-
-constexpr uint32_t kBlockTokens = 8;
-
-std::unique_ptr<const Model> MakeModel(const ModelConfig& c) {
-  auto m = Model::Create(c);
-  EXPECT_THAT(m, IsOk());
-  return m.ok() ? std::move(m).value() : nullptr;
-}
-
-// Logits of `tokens` (prompt) and then of each of `decode` fed one by one,
-// computed on a fresh no-cache pool.
-std::vector<std::vector<float>> Reference(const Model& model, std::span<const uint32_t> tokens,
-                                          std::span<const uint32_t> decode = {}) {
-  auto pool = NoCachePool(model.config().KvLayout(kBlockTokens));
-  auto engine = Engine::Create(&model, pool.get());
-  EXPECT_THAT(engine, IsOk());
-  std::vector<std::vector<float>> out;
-  auto r = (*engine)->Prefill(1, tokens);
-  EXPECT_THAT(r, IsOk());
-  if (!r.ok()) return out;
-  EXPECT_EQ(r->reused_tokens, 0u);
-  out.push_back(r->logits);
-  for (uint32_t t : decode) {
-    auto d = (*engine)->Decode(1, t);
-    EXPECT_THAT(d, IsOk());
-    if (d.ok()) out.push_back(*d);
-  }
-  return out;
-}
 
 TEST(ModelTest, SameSeedSameWeightsOtherSeedOtherWeights) {
   auto a = MakeModel(SmallConfig(DType::kF16, 7));
@@ -183,51 +158,17 @@ TEST(EngineTest, RejectsBadInputAndForeignLayouts) {
   EXPECT_THAT(Engine::Create(model.get(), p4.get()), StatusIs(StatusCode::kInvalidArgument));
 }
 
-// The prompts of the cache tests: B shares A's first 37 tokens, so the first
-// four 8-token blocks (32 tokens) are reusable from A; once B was served,
-// its own fifth block is too.
-struct Prompts {
-  std::vector<uint32_t> a = Tokens(45, 64, 3);
-  std::vector<uint32_t> b;
-  std::vector<uint32_t> decode = {5, 17, 33};
-  Prompts() {
-    b.assign(a.begin(), a.begin() + 37);
-    const std::vector<uint32_t> tail = Tokens(10, 64, 4);
-    b.insert(b.end(), tail.begin(), tail.end());
-  }
-};
-
-class CachedPrefixTest : public ::testing::TestWithParam<DType> {
+// Prompts A and B (engine_test_util.h), three tokens decoded after B.
+class CachedPrefixTest : public PromptsTest<DType> {
  protected:
+  CachedPrefixTest() : PromptsTest({5, 17, 33}) {}
+
   void SetUp() override {
     model_ = MakeModel(SmallConfig(GetParam()));
     layout_ = model_->config().KvLayout(kBlockTokens);
     want_b_ = Reference(*model_, p_.b, p_.decode);
     ASSERT_EQ(want_b_.size(), 4u);
   }
-
-  // Prefills B on `engine` as `seq`, decodes p_.decode, and checks every
-  // logit against the no-cache reference. Returns the prefill result.
-  PrefillResult ServeB(Engine* engine, uint64_t seq) {
-    auto r = engine->Prefill(seq, p_.b);
-    EXPECT_THAT(r, IsOk());
-    if (!r.ok()) return {};
-    EXPECT_TRUE(BitIdentical(r->logits, want_b_[0]));
-    for (size_t i = 0; i < p_.decode.size(); ++i) {
-      auto d = engine->Decode(seq, p_.decode[i]);
-      EXPECT_THAT(d, IsOk());
-      if (d.ok()) {
-        EXPECT_TRUE(BitIdentical(*d, want_b_[i + 1])) << "decode step " << i;
-      }
-    }
-    return *r;
-  }
-
-  Prompts p_;
-  std::unique_ptr<const Model> model_;
-  ModelLayout layout_;
-  std::vector<std::vector<float>> want_b_;
-  TempDir dir_;
 };
 
 TEST_P(CachedPrefixTest, PoolHostAndDiskPrefixesGiveTheSameLogits) {
@@ -254,12 +195,7 @@ TEST_P(CachedPrefixTest, PoolHostAndDiskPrefixesGiveTheSameLogits) {
   EXPECT_EQ(s.store->counters().stored_blocks, 7u);
 
   // 2. From the host tier: a second pool over the same cache has none of it.
-  PoolOptions po;
-  po.layout = layout_;
-  po.key_namespace.model_id = "engine-test";
-  po.total_blocks = 64;
-  po.store = s.store.get();
-  auto pool2 = BlockPool::Create(po);
+  auto pool2 = BlockPool::Create(EnginePoolOptions(layout_, s.store.get()));
   ASSERT_THAT(pool2, IsOk());
   auto engine2 = Engine::Create(model_.get(), pool2->get());
   ASSERT_THAT(engine2, IsOk());
@@ -351,11 +287,7 @@ TEST_P(CachedPrefixTest, ABlockDamagedOnDiskIsRecomputedBitExact) {
 
 // The comparison means something: a changed cached byte changes the logits.
 TEST_P(CachedPrefixTest, ADamagedCachedValueChangesTheLogits) {
-  PoolOptions po;
-  po.layout = layout_;
-  po.key_namespace.model_id = "engine-test";
-  po.total_blocks = 64;
-  auto shared = BlockPool::Create(po);  // keeps freed blocks for reuse
+  auto shared = BlockPool::Create(EnginePoolOptions(layout_));  // keeps freed blocks for reuse
   ASSERT_THAT(shared, IsOk());
   auto engine = Engine::Create(model_.get(), shared->get());
   ASSERT_THAT(engine, IsOk());

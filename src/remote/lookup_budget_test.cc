@@ -40,12 +40,6 @@ RemoteTierOptions BudgetOptions(const std::string& url) {
   return o;
 }
 
-std::unique_ptr<RemoteTier> OpenTier(const RemoteTierOptions& o) {
-  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  return t.ok() ? std::move(t).value() : nullptr;
-}
-
 TEST(LookupBudget, LateAnswerIsAMissForThatCall) {
   std::unique_ptr<FakeRedisServer> server =
       FakeRedisServer::Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {

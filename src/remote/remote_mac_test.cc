@@ -23,15 +23,6 @@ using ::kvtier::testing::StatusIs;
 using ::kvtier::testing::TempDir;
 using ::testing::HasSubstr;
 
-enum class Where { kSingle, kCluster };
-
-std::string UrlFor(Where w) {
-  Result<std::string> u =
-      w == Where::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
-  EXPECT_TRUE(u.ok()) << u.status().ToString();
-  return u.ok() ? *u : "";
-}
-
 // Key i: 32 bytes that differ per i.
 std::string KeyBytes(int i) {
   std::string k(32, '\0');
@@ -55,11 +46,6 @@ class RemoteMacTest : public ::testing::TestWithParam<Where> {
     o.info_log = &log_;
     return o;
   }
-  std::unique_ptr<RemoteTier> Open(const RemoteTierOptions& o) {
-    Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? std::move(t).value() : nullptr;
-  }
   // The value stored under `name` ("" when none).
   std::string Raw(const std::string& name) {
     std::string r = raw_.Run({"GET", name});
@@ -82,7 +68,7 @@ TEST_P(RemoteMacTest, SignedRoundTripOnePartAndMany) {
     base += 50;
     RemoteTierOptions o = Options(layout, {k1});
     o.part_bytes = 4096;
-    std::unique_ptr<RemoteTier> writer = Open(o);
+    std::unique_ptr<RemoteTier> writer = OpenTier(o);
     ASSERT_NE(writer, nullptr);
     const ValueLayout names(prefix_, o.part_bytes, layout.BlockBytes());
     constexpr int kBlocks = 6;
@@ -100,7 +86,7 @@ TEST_P(RemoteMacTest, SignedRoundTripOnePartAndMany) {
       EXPECT_EQ(mac, check->Sign(TestBlockKey(base + i), TestBlock(layout, base + i)->span()));
     }
     // Another host holding the key serves every block, every read path.
-    std::unique_ptr<RemoteTier> reader = Open(o);
+    std::unique_ptr<RemoteTier> reader = OpenTier(o);
     ASSERT_NE(reader, nullptr);
     std::vector<BlockKey> keys;
     for (int i = 0; i < kBlocks; ++i) keys.push_back(TestBlockKey(base + i));
@@ -122,7 +108,7 @@ TEST_P(RemoteMacTest, SignedRoundTripOnePartAndMany) {
     // A host without keys ignores :mac and reads the same values.
     RemoteTierOptions plain_options = o;
     plain_options.mac_keys.clear();
-    std::unique_ptr<RemoteTier> plain = Open(plain_options);
+    std::unique_ptr<RemoteTier> plain = OpenTier(plain_options);
     EXPECT_NE(plain->Get(keys[1]), nullptr);
     EXPECT_EQ(plain->Stats().mac_failures, 0u);
     // Erase removes the signature too.
@@ -139,21 +125,21 @@ TEST_P(RemoteMacTest, RotationNewKeySignsOldStillVerifies) {
   const ModelLayout layout = TinyLayout();
   const ValueLayout names(prefix_, uint64_t{4} << 20, layout.BlockBytes());
   // Before the rotation: k1 signs block 1.
-  std::unique_ptr<RemoteTier> old_writer = Open(Options(layout, {k1}));
+  std::unique_ptr<RemoteTier> old_writer = OpenTier(Options(layout, {k1}));
   ASSERT_TRUE(old_writer->PutSync(TestBlockKey(1), TestBlock(layout, 1)->span()).ok());
   // During it: k2 first (signs), k1 second (verifies).
-  std::unique_ptr<RemoteTier> new_writer = Open(Options(layout, {k2, k1}));
+  std::unique_ptr<RemoteTier> new_writer = OpenTier(Options(layout, {k2, k1}));
   ASSERT_TRUE(new_writer->PutSync(TestBlockKey(2), TestBlock(layout, 2)->span()).ok());
   EXPECT_THAT(Raw(names.MacName(TestBlockKey(2))), HasSubstr(ValueMac::KeyId(KeyBytes(2))));
   EXPECT_NE(new_writer->Get(TestBlockKey(1)), nullptr);  // the old key's value
   EXPECT_NE(new_writer->Get(TestBlockKey(2)), nullptr);
   // A host not updated yet (k1 first, k2 second) reads both too.
-  std::unique_ptr<RemoteTier> lagging = Open(Options(layout, {k1, k2}));
+  std::unique_ptr<RemoteTier> lagging = OpenTier(Options(layout, {k1, k2}));
   EXPECT_NE(lagging->Get(TestBlockKey(1)), nullptr);
   EXPECT_NE(lagging->Get(TestBlockKey(2)), nullptr);
   EXPECT_EQ(new_writer->Stats().mac_failures + lagging->Stats().mac_failures, 0u);
   // After k1 is retired, its values are refused (and deleted).
-  std::unique_ptr<RemoteTier> retired = Open(Options(layout, {k2}));
+  std::unique_ptr<RemoteTier> retired = OpenTier(Options(layout, {k2}));
   EXPECT_EQ(retired->Get(TestBlockKey(1)), nullptr);
   EXPECT_NE(retired->Get(TestBlockKey(2)), nullptr);
   RemoteTierStats s = retired->Stats();
@@ -173,7 +159,7 @@ TEST_P(RemoteMacTest, ForgedOrMissingMacIsAMissCountedAndDeleted) {
   RemoteTierOptions o = Options(layout, {k1});
   o.part_bytes = 4096;
   o.breaker_failure_threshold = 1;
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   const ValueLayout names(prefix_, o.part_bytes, layout.BlockBytes());
   std::unique_ptr<ValueMac> other = ValueMac::FromKeys({KeyBytes(9)}).value();
@@ -258,7 +244,7 @@ TEST_P(RemoteMacTest, OneBatchOfGoodForgedAndDamagedValuesGetsEachVerdictRight) 
     o.part_bytes = 4096;
     o.key_prefix += std::to_string(layout.BlockBytes()) + ":";
     o.breaker_failure_threshold = 1000;  // the damaged values count toward it
-    std::unique_ptr<RemoteTier> tier = Open(o);
+    std::unique_ptr<RemoteTier> tier = OpenTier(o);
     ASSERT_NE(tier, nullptr);
     const ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
     constexpr int kBlocks = 24;
@@ -343,12 +329,12 @@ TEST_P(RemoteMacTest, UnsignedWriterCannotFeedASigningReader) {
   constexpr int kBlocks = 20;
   std::vector<BlockKey> keys;
   for (int i = 0; i < kBlocks; ++i) keys.push_back(TestBlockKey(300 + i));
-  std::unique_ptr<RemoteTier> plain = Open(Options(layout, {}));
+  std::unique_ptr<RemoteTier> plain = OpenTier(Options(layout, {}));
   for (int i = 0; i < kBlocks; ++i) ASSERT_TRUE(plain->Put(keys[i], TestBlock(layout, 300 + i)).ok());
   ASSERT_TRUE(plain->Flush().ok());
   ASSERT_EQ(plain->Stats().stored, uint64_t{kBlocks});
 
-  std::unique_ptr<RemoteTier> signing = Open(Options(layout, {k1}));
+  std::unique_ptr<RemoteTier> signing = OpenTier(Options(layout, {k1}));
   // Before any read, its writer replaces half of them (skip_existing does
   // not skip an unsigned copy).
   for (int i = 0; i < kBlocks / 2; ++i) {
@@ -428,9 +414,7 @@ TEST(ValueMacChecker, PiecewiseEqualsWhole) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Servers, RemoteMacTest, ::testing::Values(Where::kSingle, Where::kCluster),
-                         [](const ::testing::TestParamInfo<Where>& i) {
-                           return i.param == Where::kSingle ? "Single" : "Cluster";
-                         });
+                         WhereName);
 
 }  // namespace
 }  // namespace kvtier::remote

@@ -19,15 +19,6 @@ namespace {
 
 using ::kvtier::testing::TempDir;
 
-enum class Where { kSingle, kCluster };
-
-std::string UrlFor(Where w) {
-  Result<std::string> u =
-      w == Where::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
-  EXPECT_TRUE(u.ok()) << u.status().ToString();
-  return u.ok() ? *u : "";
-}
-
 // What one LoadTensorBuffers call gave for its single key.
 struct Loaded {
   bool called = false;
@@ -43,11 +34,6 @@ class RemotePartialTest : public ::testing::TestWithParam<Where> {
     o.part_bytes = part_bytes;
     o.require_server_at_open = true;
     return o;
-  }
-  std::unique_ptr<RemoteTier> Open(const RemoteTierOptions& o) {
-    Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? std::move(t).value() : nullptr;
   }
   Loaded Load(RemoteTier& tier, const BlockKey& key, const TensorMask& mask) {
     Loaded out;
@@ -116,7 +102,7 @@ TEST_P(RemotePartialTest, ReadsOnlyHeaderAndSelectedRangesAcrossParts) {
        {MultiPartLayout(), ModelLayout::Attention("manylayers", 24, 1, 8, DType::kF16, 32)}) {
     base += 10;
     const RemoteTierOptions o = Options(layout, 4096);
-    std::unique_ptr<RemoteTier> tier = Open(o);
+    std::unique_ptr<RemoteTier> tier = OpenTier(o);
     ASSERT_NE(tier, nullptr);
     for (uint64_t i = 0; i < 2; ++i) {
       ASSERT_TRUE(tier->PutSync(TestBlockKey(base + i), TestBlock(layout, base + i)->span()).ok());
@@ -159,7 +145,7 @@ TEST_P(RemotePartialTest, ReadsOnlyHeaderAndSelectedRangesAcrossParts) {
 TEST_P(RemotePartialTest, OnePartValueReadsHeaderAndSelectedOnly) {
   const ModelLayout layout = TinyLayout();
   const RemoteTierOptions o = Options(layout, uint64_t{4} << 20);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   const BlockKey key = TestBlockKey(200);
   const SharedBlock want = TestBlock(layout, 200);
@@ -198,7 +184,7 @@ TEST_P(RemotePartialTest, OnePartValueReadsHeaderAndSelectedOnly) {
 TEST_P(RemotePartialTest, FlippedSelectedByteIsMissCountedDeleted) {
   const ModelLayout layout = MultiPartLayout();
   const RemoteTierOptions o = Options(layout, 4096);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   const ValueLayout names(prefix_, o.part_bytes, layout.BlockBytes());
   const BlockKey key = TestBlockKey(300);
@@ -225,7 +211,7 @@ TEST_P(RemotePartialTest, FlippedSelectedByteIsMissCountedDeleted) {
 TEST_P(RemotePartialTest, FlippedUnselectedByteServedPartlyFailsWhole) {
   const ModelLayout layout = MultiPartLayout();
   const RemoteTierOptions o = Options(layout, 4096);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   const ValueLayout names(prefix_, o.part_bytes, layout.BlockBytes());
   const BlockKey key = TestBlockKey(400);
@@ -248,7 +234,7 @@ TEST_P(RemotePartialTest, FlippedUnselectedByteServedPartlyFailsWhole) {
 TEST_P(RemotePartialTest, TruncatedValueIsBad) {
   const ModelLayout layout = MultiPartLayout();
   const RemoteTierOptions o = Options(layout, 4096);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   const ValueLayout names(prefix_, o.part_bytes, layout.BlockBytes());
   const BlockKey key = TestBlockKey(500);
@@ -269,7 +255,7 @@ TEST_P(RemotePartialTest, SignedTierReadsWhole) {
   const ModelLayout layout = MultiPartLayout();
   RemoteTierOptions o = Options(layout, 4096);
   o.mac_keys = {key_file};
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   const BlockKey key = TestBlockKey(600);
   const SharedBlock want = TestBlock(layout, 600);
@@ -282,10 +268,7 @@ TEST_P(RemotePartialTest, SignedTierReadsWhole) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Servers, RemotePartialTest,
-                         ::testing::Values(Where::kSingle, Where::kCluster),
-                         [](const ::testing::TestParamInfo<Where>& p) {
-                           return p.param == Where::kSingle ? "Single" : "Cluster";
-                         });
+                         ::testing::Values(Where::kSingle, Where::kCluster), WhereName);
 
 }  // namespace
 }  // namespace kvtier::remote

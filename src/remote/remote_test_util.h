@@ -1,9 +1,11 @@
-// Helpers for the remote tier's tests: options with a unique key prefix,
-// generated blocks (content a pure function of the key), a plain hiredis
-// client to poke at the server behind the tier's back (testing/raw_redis.h),
-// and a stopwatch.
+// Helpers for the remote tier's tests: the two servers they run against,
+// options with a unique key prefix, opening a tier, generated blocks
+// (content a pure function of the key), a plain hiredis client to poke at
+// the server behind the tier's back (testing/raw_redis.h), and a stopwatch.
 #ifndef KVTIER_REMOTE_REMOTE_TEST_UTIL_H_
 #define KVTIER_REMOTE_REMOTE_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "kvtier/block_file.h"
+#include "kvtier/env.h"
 #include "kvtier/layout.h"
 #include "kvtier/remote_tier.h"
 #include "remote/value_layout.h"
@@ -22,6 +25,23 @@
 namespace kvtier::remote {
 
 using testing::RawRedis;
+
+// The server a parameterized test runs against: one redis-server or a
+// Cluster (testing/redis_server.h).
+enum class Where { kSingle, kCluster };
+
+// The URL of `w`'s server; "" (and a failed expectation) when there is none.
+inline std::string UrlFor(Where w) {
+  Result<std::string> u =
+      w == Where::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
+  EXPECT_TRUE(u.ok()) << u.status().ToString();
+  return u.ok() ? *u : "";
+}
+
+// The test name suffix of a Where: "Single" or "Cluster".
+inline std::string WhereName(const ::testing::TestParamInfo<Where>& i) {
+  return i.param == Where::kSingle ? "Single" : "Cluster";
+}
 
 inline RemoteTierOptions TestOptions(const std::string& url, const ModelLayout& layout,
                                      const std::string& name) {
@@ -34,6 +54,13 @@ inline RemoteTierOptions TestOptions(const std::string& url, const ModelLayout& 
   // default 20 ms.
   o.lookup_budget_ms = o.command_timeout_ms;
   return o;
+}
+
+// The tier `o` opens; null (and a failed expectation) when it does not.
+inline std::unique_ptr<RemoteTier> OpenTier(const RemoteTierOptions& o) {
+  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
 }
 
 inline ModelLayout TinyLayout() { return ModelLayout::Preset("tiny").value(); }

@@ -18,22 +18,8 @@ namespace {
 using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
 
-enum class Where { kSingle, kCluster };
-
-std::string UrlFor(Where w) {
-  Result<std::string> u =
-      w == Where::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
-  EXPECT_TRUE(u.ok()) << u.status().ToString();
-  return u.ok() ? *u : "";
-}
-
 class RemoteTierTest : public ::testing::TestWithParam<Where> {
  protected:
-  std::unique_ptr<RemoteTier> Open(RemoteTierOptions o) {
-    Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? std::move(t).value() : nullptr;
-  }
   RemoteTierOptions Options(const ModelLayout& layout) {
     RemoteTierOptions o =
         TestOptions(url_, layout, ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -46,7 +32,7 @@ class RemoteTierTest : public ::testing::TestWithParam<Where> {
 TEST_P(RemoteTierTest, RoundTrip) {
   const ModelLayout layout = TinyLayout();
   RemoteTierOptions o = Options(layout);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   constexpr int kBlocks = 40;
   std::vector<BlockKey> keys;
@@ -105,7 +91,7 @@ TEST_P(RemoteTierTest, PartsRoundTripAndLayout) {
   const ModelLayout layout = MultiPartLayout();
   RemoteTierOptions o = Options(layout);
   o.part_bytes = 8192;
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   SharedBlock block = TestBlock(layout, 5);
   const uint32_t parts = static_cast<uint32_t>((block->size() + 8191) / 8192);
@@ -159,7 +145,7 @@ TEST_P(RemoteTierTest, PartsRoundTripAndLayout) {
 TEST_P(RemoteTierTest, AnotherKeysBlockIsAMissAndDeleted) {
   const ModelLayout layout = TinyLayout();
   RemoteTierOptions o = Options(layout);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   RawRedis raw(url_);
   ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
@@ -179,7 +165,7 @@ TEST_P(RemoteTierTest, AnotherKeysBlockIsAMissAndDeleted) {
 TEST_P(RemoteTierTest, TruncatedValueIsAMissAndDeleted) {
   const ModelLayout layout = TinyLayout();
   RemoteTierOptions o = Options(layout);
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   RawRedis raw(url_);
   ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
@@ -206,7 +192,7 @@ TEST_P(RemoteTierTest, MissingPartIsAMissAndEveryPartDeleted) {
   const ModelLayout layout = MultiPartLayout();
   RemoteTierOptions o = Options(layout);
   o.part_bytes = 8192;
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   SharedBlock b = TestBlock(layout, 6);
   ASSERT_TRUE(tier->PutSync(TestBlockKey(6), b->span()).ok());
@@ -234,7 +220,7 @@ TEST_P(RemoteTierTest, DifferentBytesForTheSameKeyFromTwoWriters) {
   RemoteTierOptions o = Options(layout);
   o.part_bytes = 8192;
   o.skip_existing = false;
-  std::unique_ptr<RemoteTier> a = Open(o), b = Open(o);
+  std::unique_ptr<RemoteTier> a = OpenTier(o), b = OpenTier(o);
   ASSERT_TRUE(a && b);
   constexpr int kRounds = 30;
   std::thread writer_a([&] {
@@ -264,7 +250,7 @@ TEST_P(RemoteTierTest, DifferentBytesForTheSameKeyFromTwoWriters) {
 TEST_P(RemoteTierTest, SkipsBlocksTheServerHas) {
   const ModelLayout layout = TinyLayout();
   RemoteTierOptions o = Options(layout);
-  std::unique_ptr<RemoteTier> a = Open(o), b = Open(o);
+  std::unique_ptr<RemoteTier> a = OpenTier(o), b = OpenTier(o);
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(a->Put(TestBlockKey(1), TestBlock(layout, 1)).ok());
   ASSERT_TRUE(a->Flush().ok());
@@ -280,7 +266,7 @@ TEST_P(RemoteTierTest, TtlSetsAnExpiry) {
   RemoteTierOptions o = Options(layout);
   o.part_bytes = 8192;
   o.ttl_seconds = 300;
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   ASSERT_TRUE(tier->PutSync(TestBlockKey(1), TestBlock(layout, 1)->span()).ok());
   RawRedis raw(url_);
@@ -296,7 +282,7 @@ TEST_P(RemoteTierTest, TtlSetsAnExpiry) {
 
 TEST_P(RemoteTierTest, RefusesBadBlocks) {
   const ModelLayout layout = TinyLayout();
-  std::unique_ptr<RemoteTier> tier = Open(Options(layout));
+  std::unique_ptr<RemoteTier> tier = OpenTier(Options(layout));
   ASSERT_NE(tier, nullptr);
   SharedBlock b = TestBlock(layout, 1);
   EXPECT_THAT(tier->Put(TestBlockKey(2), b), StatusIs(StatusCode::kInvalidArgument));
@@ -311,7 +297,7 @@ TEST_P(RemoteTierTest, LoadBuffersUsesTheAllocator) {
   const ModelLayout layout = MultiPartLayout();
   RemoteTierOptions o = Options(layout);
   o.part_bytes = 8192;
-  std::unique_ptr<RemoteTier> tier = Open(o);
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
   ASSERT_NE(tier, nullptr);
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(tier->PutSync(TestBlockKey(i), TestBlock(layout, i)->span()).ok());
@@ -354,7 +340,7 @@ TEST_P(RemoteTierTest, LoadBuffersUsesTheAllocator) {
 
 TEST_P(RemoteTierTest, StatsRender) {
   const ModelLayout layout = TinyLayout();
-  std::unique_ptr<RemoteTier> tier = Open(Options(layout));
+  std::unique_ptr<RemoteTier> tier = OpenTier(Options(layout));
   ASSERT_NE(tier, nullptr);
   ASSERT_TRUE(tier->PutSync(TestBlockKey(1), TestBlock(layout, 1)->span()).ok());
   ASSERT_NE(tier->Get(TestBlockKey(1)), nullptr);
@@ -371,11 +357,7 @@ TEST_P(RemoteTierTest, StatsRender) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Servers, RemoteTierTest,
-                         ::testing::Values(Where::kSingle, Where::kCluster),
-                         [](const ::testing::TestParamInfo<Where>& i) {
-                           return i.param == Where::kSingle ? std::string("Single")
-                                                            : std::string("Cluster");
-                         });
+                         ::testing::Values(Where::kSingle, Where::kCluster), WhereName);
 
 TEST(RemoteTierOptions, ValidateNamesTheField) {
   RemoteTierOptions o;
