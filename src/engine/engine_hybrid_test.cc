@@ -254,7 +254,9 @@ TEST_P(HybridEngineTest, PoolHostAndDiskPrefixesGiveTheSameLogits) {
     }
   }
   EXPECT_EQ((*pool2)->GetStats().load_tensor_bytes, needed);
-  if (GetParam() != Kind::kQuantized) EXPECT_LT(needed, 5 * layout_.BlockBytes());
+  if (GetParam() != Kind::kQuantized) {
+    EXPECT_LT(needed, 5 * layout_.BlockBytes());
+  }
   engine2->reset();
   pool2->reset();
 
