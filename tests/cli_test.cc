@@ -209,6 +209,15 @@ TEST_F(CliTest, BenchPoolSyntheticLayoutsAskForWhatThePrefixNeeds) {
   EXPECT_EQ(j["disk_hits"]["needed"], 128);
   EXPECT_EQ(j["disk_hits"]["whole"], 128);
   EXPECT_EQ(j["recurrent_states_requested"], 0);
+  // The raw reads of what the prefix needs, planned from each file's own
+  // header: blocks 64..127 whole, blocks 0..63 their header and layers 5
+  // and 11; the same bytes the disk tier counted.
+  const uint64_t file = j["disk_bytes_read"]["whole"].get<uint64_t>() / 128;
+  EXPECT_EQ(file % 8, 0u);  // 8 + a padded header + 12 layers of K/V
+  EXPECT_EQ(j["raw_read"]["needed_bytes"], 64 * file + 64 * (file - 10 * kv));
+  EXPECT_EQ(j["raw_read"]["needed_bytes"], j["disk_bytes_read"]["needed"]);
+  EXPECT_EQ(j["raw_read"]["threads"], 16);
+  EXPECT_EQ(j["raw_read"]["needed_runs"].size(), 1u);
 
   r =
       Run("bench pool --synthetic-layout hybrid --block-tokens 16 --tokens 2048 --repeats 1 "

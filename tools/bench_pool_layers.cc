@@ -9,6 +9,7 @@
 #include "bench_util.h"
 #include "kvtier/env.h"
 #include "kvtier/tiered_backing_store.h"
+#include "raw_read.h"
 
 namespace kvtier::cli {
 namespace {
@@ -89,24 +90,61 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Tensor bytes a reader resuming after `prefix` tokens needs (DESIGN.md §4),
-// counted here from the layout, independently of the pool's masks.
-uint64_t NeededBytes(const ModelLayout& layout, size_t blocks) {
+// Whether a reader resuming after `blocks` blocks needs layer `l`'s states
+// in block `b` (DESIGN.md §4), from the layout, independently of the
+// pool's masks.
+bool LayerNeeded(const ModelLayout& layout, size_t l, size_t b, size_t blocks) {
   const size_t t = layout.block_tokens, p = blocks * t;
+  const LayerSpec& spec = layout.layers[l];
+  if (spec.IsRecurrent()) return b + 1 == blocks;
+  if (spec.window != 0) return p <= spec.window || (b + 1) * t > p - spec.window;
+  return true;
+}
+
+// Tensor bytes a reader resuming after `prefix` tokens needs.
+uint64_t NeededBytes(const ModelLayout& layout, size_t blocks) {
   uint64_t n = 0;
   for (size_t b = 0; b < blocks; ++b) {
-    for (const LayerSpec& l : layout.layers) {
-      bool need = true;
-      if (l.IsRecurrent()) {
-        need = b + 1 == blocks;
-      } else if (l.window != 0) {
-        need = p <= l.window || (b + 1) * t > p - l.window;
-      }
-      if (!need) continue;
-      for (const TensorSpec& s : l.states) n += s.ByteSize();
+    for (size_t l = 0; l < layout.layers.size(); ++l) {
+      if (!LayerNeeded(layout, l, b, blocks)) continue;
+      for (const TensorSpec& s : layout.layers[l].states) n += s.ByteSize();
     }
   }
   return n;
+}
+
+// What a verifying reader of the needed tensors reads of each file (in
+// block order): its header, then the needed tensors (neighbours merged);
+// empty for a file needed whole. From each file's own header.
+Result<std::vector<std::vector<BlockFileRange>>> NeededRanges(
+    const LayerBenchSetup& s, const std::vector<std::string>& files) {
+  std::vector<std::vector<BlockFileRange>> out;
+  for (size_t b = 0; b < files.size(); ++b) {
+    TensorMask mask;
+    for (size_t l = 0; l < s.layout.layers.size(); ++l) {
+      mask.insert(mask.end(), s.layout.layers[l].states.size(),
+                  LayerNeeded(s.layout, l, b, files.size()));
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
+                            s.env->OpenForRead(files[b], {}));
+    const uint64_t size = f->size();
+    std::vector<std::byte> head(std::min<uint64_t>(size, 8));
+    KVTIER_ASSIGN_OR_RETURN(size_t n, f->ReadAt(0, head));
+    KVTIER_ASSIGN_OR_RETURN(uint64_t prefix, BlockHeaderPrefixBytes(std::span(head).first(n), size));
+    head.resize(prefix);
+    KVTIER_ASSIGN_OR_RETURN(n, f->ReadAt(0, head));
+    if (n != prefix) return Status::Internal("short header read of " + files[b]);
+    KVTIER_ASSIGN_OR_RETURN(DecodedBlock header, DecodeBlockHeader(head, size, DecodeOptions{}));
+    if (MaskSelectsAll(mask, header.tensors.size())) {
+      out.emplace_back();
+      continue;
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::vector<BlockFileRange> ranges,
+                            SelectedTensorRanges(header, mask));
+    ranges.insert(ranges.begin(), BlockFileRange{0, prefix});
+    out.push_back(std::move(ranges));
+  }
+  return out;
 }
 
 // Pattern bytes of a per-token state over the prefix, or of a recurrent
@@ -243,9 +281,17 @@ Result<ModelLayout> SyntheticLayout(std::string_view name, uint32_t block_tokens
 
 Status RunLayerBench(const LayerBenchSetup& s, nlohmann::json* out) {
   KVTIER_RETURN_IF_ERROR(Fill(s));
-  std::vector<double> part_ms, whole_ms;
+  KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> files, s.block_files());
+  KVTIER_ASSIGN_OR_RETURN(auto needed_ranges, NeededRanges(s, files));
+  std::vector<double> part_ms, whole_ms, raw_part_ms, raw_whole_ms;
   RunResult part, whole;
   for (uint32_t r = 0; r < s.repeats; ++r) {
+    if (s.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    KVTIER_ASSIGN_OR_RETURN(double raw, RawRead(s.env, files, needed_ranges, kRawReadThreads));
+    raw_part_ms.push_back(raw * 1e3);
+    if (s.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
+    KVTIER_ASSIGN_OR_RETURN(raw, RawRead(s.env, files, {}, kRawReadThreads));
+    raw_whole_ms.push_back(raw * 1e3);
     KVTIER_ASSIGN_OR_RETURN(part, Restore(s, false));
     part_ms.push_back(part.ms);
     KVTIER_ASSIGN_OR_RETURN(whole, Restore(s, true));
@@ -259,6 +305,15 @@ Status RunLayerBench(const LayerBenchSetup& s, nlohmann::json* out) {
   const uint64_t needed = NeededBytes(s.layout, s.blocks);
   const uint64_t full = s.blocks * s.layout.BlockBytes();
   const double pm = Median(part_ms), wm = Median(whole_ms);
+  const double rpm = Median(raw_part_ms), rwm = Median(raw_whole_ms);
+  uint64_t raw_part_bytes = 0;
+  for (size_t b = 0; b < files.size(); ++b) {
+    if (needed_ranges[b].empty()) {  // read whole
+      KVTIER_ASSIGN_OR_RETURN(FileInfo info, s.env->Stat(files[b]));
+      raw_part_bytes += info.size;
+    }
+    for (const BlockFileRange& r : needed_ranges[b]) raw_part_bytes += r.end - r.begin;
+  }
   uint64_t recurrent_layers = 0;
   for (const LayerSpec& l : s.layout.layers) recurrent_layers += l.IsRecurrent() ? 1 : 0;
   auto& o = *out;
@@ -282,6 +337,14 @@ Status RunLayerBench(const LayerBenchSetup& s, nlohmann::json* out) {
   o["restore_ms"] = {
       {"needed", pm}, {"whole", wm}, {"needed_runs", part_ms}, {"whole_runs", whole_ms}};
   o["time_vs_whole"] = pm / wm;
+  o["raw_read"] = {{"threads", kRawReadThreads},
+                   {"needed_bytes", raw_part_bytes},
+                   {"needed_ms", rpm},
+                   {"whole_ms", rwm},
+                   {"needed_runs", raw_part_ms},
+                   {"whole_runs", raw_whole_ms},
+                   {"time_vs_whole", rpm / rwm}};
+  o["restore_vs_raw"] = {{"needed", pm / rpm}, {"whole", wm / rwm}};
   o["time_target"] = 1.3 * static_cast<double>(needed) / static_cast<double>(full);
   o["drop_caches"] = s.drop_caches;
   o["repeats"] = s.repeats;
@@ -313,6 +376,17 @@ void PrintLayerBench(const nlohmann::json& o) {
   std::printf("restore: needed %.2f ms   whole blocks %.2f ms   ratio %.3f (target <= %.3f)\n",
               o["restore_ms"]["needed"].get<double>(), o["restore_ms"]["whole"].get<double>(),
               o["time_vs_whole"].get<double>(), o["time_target"].get<double>());
+  const auto& raw = o["raw_read"];
+  std::printf(
+      "raw preads (%u threads, the same files; needed = headers + needed tensors, %llu bytes): "
+      "needed %.2f ms   whole %.2f ms   ratio %.3f\n",
+      raw["threads"].get<uint32_t>(),
+      static_cast<unsigned long long>(raw["needed_bytes"].get<uint64_t>()),
+      raw["needed_ms"].get<double>(), raw["whole_ms"].get<double>(),
+      raw["time_vs_whole"].get<double>());
+  std::printf("restore / raw: needed %.2f x   whole %.2f x\n",
+              o["restore_vs_raw"]["needed"].get<double>(),
+              o["restore_vs_raw"]["whole"].get<double>());
 }
 
 }  // namespace kvtier::cli

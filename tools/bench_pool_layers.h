@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,10 @@ namespace kvtier::cli {
 // [3, 512]), as Qwen3-Next's 3:1. `block_tokens` 0: 256.
 Result<ModelLayout> SyntheticLayout(std::string_view name, uint32_t block_tokens);
 
+// Threads of the raw reads: enough requests in flight to keep the device
+// busy with either pattern (more than the disk tier's read lanes).
+inline constexpr uint32_t kRawReadThreads = 16;
+
 struct LayerBenchSetup {
   ModelLayout layout;
   std::vector<uint32_t> prompt;  // the prefix and one more token
@@ -42,11 +47,18 @@ struct LayerBenchSetup {
   std::function<Result<std::unique_ptr<TieredCache>>()> open_cache;
   // A pool over `store` with `slots` slots, prefaulted or not.
   std::function<Result<std::unique_ptr<BlockPool>>(BlockBackingStore*, uint32_t, bool)> new_pool;
+  // The prefix's block files in the cache folder, in block order (for the
+  // raw reads: RawRead).
+  std::function<Result<std::vector<std::string>>()> block_files;
 };
 
 // Writes the prefix through a pool into the cache (closed: on disk), then
 // `repeats` times restores it cold into a fresh pool twice: asking for what
-// it needs, and asking for whole blocks. Fills `out`.
+// it needs, and asking for whole blocks. Before them, each time, the disk's
+// limit for both: plain preads (RawRead, kRawReadThreads threads, cold)
+// of the same files, of what a verifying reader of the needed tensors reads
+// (each file's header, then its needed tensors, neighbours merged) and of
+// the files whole. Fills `out`.
 Status RunLayerBench(const LayerBenchSetup& setup, nlohmann::json* out);
 
 // The human-readable lines of RunLayerBench's `out`.

@@ -35,8 +35,6 @@
 #include <memory>
 #include <numeric>
 #include <string>
-#include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "bench_pool_layers.h"
@@ -49,6 +47,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
+#include "raw_read.h"
 #include "stderr_logger.h"
 
 namespace kvtier::cli {
@@ -70,76 +69,6 @@ struct BenchPoolArgs {
   uint32_t read_threads = DiskTierOptions{}.read_threads;
   ConfigFlag config;
 };
-
-// Every block file of `keys` under `dir` (the disk tier's hashed
-// subfolders, walked through the Env; files are named by key hex).
-Result<std::vector<std::string>> BlockFiles(Env* env, const std::string& dir,
-                                            const std::vector<BlockKey>& keys) {
-  std::unordered_set<std::string> want;
-  for (const BlockKey& k : keys) want.insert(k.Hex() + ".safetensors");
-  std::vector<std::string> found;
-  std::vector<std::string> todo = {JoinPath(dir, "blocks")};
-  while (!todo.empty()) {
-    const std::string d = todo.back();
-    todo.pop_back();
-    KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(d));
-    for (const std::string& name : names) {
-      const std::string path = JoinPath(d, name);
-      KVTIER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(path));
-      if (info.type == FileType::kDirectory) {
-        todo.push_back(path);
-      } else if (info.type == FileType::kRegular && want.count(name) != 0) {
-        found.push_back(path);
-      }
-    }
-  }
-  if (found.size() != keys.size()) {
-    return Status::Internal("expected " + std::to_string(keys.size()) + " block files under " +
-                            dir + ", found " + std::to_string(found.size()));
-  }
-  return found;
-}
-
-// Seconds to read every file whole with pread, `threads` threads each
-// reading its share into one reused buffer: the disk's limit for these
-// files, with nothing else in the way.
-Result<double> RawRead(Env* env, const std::vector<std::string>& files, uint32_t threads) {
-  uint64_t largest = 0;
-  for (const std::string& f : files) {
-    KVTIER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(f));
-    largest = std::max(largest, info.size);
-  }
-  std::vector<BlockBuffer> bufs;
-  for (uint32_t t = 0; t < threads; ++t) {
-    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(largest));
-    std::memset(b.data(), 0, b.size());  // faulted in before the clock starts
-    bufs.push_back(std::move(b));
-  }
-  std::vector<Status> errors(threads);
-  std::vector<std::thread> pool;
-  const uint64_t t0 = env->NowMicros();
-  for (uint32_t t = 0; t < threads; ++t) {
-    pool.push_back(env->StartThread([&, t] {
-      for (size_t i = t; i < files.size(); i += threads) {
-        Result<std::unique_ptr<RandomAccessFile>> f = env->OpenForRead(files[i], {});
-        if (!f.ok()) {
-          errors[t] = f.status();
-          return;
-        }
-        const uint64_t size = (*f)->size();
-        Result<size_t> n = (*f)->ReadAt(0, bufs[t].mutable_span().first(size));
-        if (!n.ok() || *n != size) {
-          errors[t] = n.ok() ? Status::IOError("short read of " + files[i], 0) : n.status();
-          return;
-        }
-      }
-    }));
-  }
-  for (std::thread& th : pool) th.join();
-  const uint64_t t1 = env->NowMicros();
-  for (Status& e : errors) KVTIER_RETURN_IF_ERROR(e);
-  return static_cast<double>(std::max<uint64_t>(t1 - t0, 1)) / 1e6;
-}
 
 // The layout's per-layer K/V for `n` tokens, [A, n, B] per state, filled
 // with a pattern; one buffer per state of layer 0 (every layer has the same
@@ -344,7 +273,7 @@ Status RunBench(Bench& b, nlohmann::json* out) {
   const double file_gb = static_cast<double>(file_bytes) / 1e9;
   for (uint32_t r = 0; r < b.args.repeats; ++r) {
     if (b.args.drop_caches) KVTIER_RETURN_IF_ERROR(DropCaches());
-    KVTIER_ASSIGN_OR_RETURN(double raw, RawRead(b.env, files, b.args.read_threads));
+    KVTIER_ASSIGN_OR_RETURN(double raw, RawRead(b.env, files, {}, b.args.read_threads));
     raw_s.push_back(raw);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<TieredCache> cache, b.OpenCache());
     // Read buffers for the restore, faulted in at startup as the slots are.
@@ -485,6 +414,10 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
       setup.open_cache = [&b] { return b.OpenCache(); };
       setup.new_pool = [&b](BlockBackingStore* store, uint32_t slots, bool prefault) {
         return b.NewPool(store, slots, prefault);
+      };
+      setup.block_files = [&b] {
+        return BlockFiles(b.env, b.cache_dir,
+                          b.chain->KeysFor(std::span<const uint32_t>(b.prompt).first(b.prefix)));
       };
       s = RunLayerBench(setup, &out);
     }

@@ -1,0 +1,88 @@
+#include "raw_read.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "kvtier/block_buffer.h"
+#include "kvtier/disk_paths.h"
+
+namespace kvtier::cli {
+
+Result<std::vector<std::string>> BlockFiles(Env* env, const std::string& dir,
+                                            const std::vector<BlockKey>& keys) {
+  std::vector<std::string> files;
+  files.reserve(keys.size());
+  for (const BlockKey& k : keys) {
+    std::string path = DiskBlockPath(dir, k);
+    Result<FileInfo> info = env->Stat(path);
+    if (!info.ok() || info->type != FileType::kRegular) {
+      return Status::Internal("expected the block file " + path + " (" +
+                              (info.ok() ? "not a regular file" : info.status().message()) + ")");
+    }
+    files.push_back(std::move(path));
+  }
+  return files;
+}
+
+Result<double> RawRead(Env* env, const std::vector<std::string>& files,
+                       const std::vector<std::vector<BlockFileRange>>& ranges, uint32_t threads) {
+  if (!ranges.empty() && ranges.size() != files.size()) {
+    return Status::InvalidArgument("RawRead: " + std::to_string(ranges.size()) + " range lists for " +
+                                   std::to_string(files.size()) + " files");
+  }
+  threads = std::max<uint32_t>(threads, 1);
+  uint64_t largest = 0;
+  for (const std::string& f : files) {
+    KVTIER_ASSIGN_OR_RETURN(FileInfo info, env->Stat(f));
+    largest = std::max(largest, info.size);
+  }
+  std::vector<BlockBuffer> bufs;
+  for (uint32_t t = 0; t < threads; ++t) {
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(largest));
+    std::memset(b.data(), 0, b.size());  // faulted in before the clock starts
+    bufs.push_back(std::move(b));
+  }
+  std::vector<Status> errors(threads);
+  std::vector<std::thread> pool;
+  const uint64_t t0 = env->NowMicros();
+  for (uint32_t t = 0; t < threads; ++t) {
+    pool.push_back(env->StartThread([&, t] {
+      for (size_t i = t; i < files.size(); i += threads) {
+        Result<std::unique_ptr<RandomAccessFile>> f = env->OpenForRead(files[i], {});
+        if (!f.ok()) {
+          errors[t] = f.status();
+          return;
+        }
+        const uint64_t size = (*f)->size();
+        std::vector<BlockFileRange> whole = {{0, size}};
+        const std::vector<BlockFileRange>& todo =
+            ranges.empty() || ranges[i].empty() ? whole : ranges[i];
+        for (const BlockFileRange& r : todo) {
+          if (r.begin > r.end || r.end > size) {
+            errors[t] = Status::InvalidArgument("RawRead: a range past the end of " + files[i]);
+            return;
+          }
+        }
+        // Every range of a file asked of the device at once (advice only).
+        if (todo.size() > 1) {
+          for (const BlockFileRange& r : todo) (void)(*f)->Prefetch(r.begin, r.end - r.begin);
+        }
+        for (const BlockFileRange& r : todo) {
+          Result<size_t> n =
+              (*f)->ReadAt(r.begin, bufs[t].mutable_span().subspan(r.begin, r.end - r.begin));
+          if (!n.ok() || *n != r.end - r.begin) {
+            errors[t] = n.ok() ? Status::IOError("short read of " + files[i], 0) : n.status();
+            return;
+          }
+        }
+      }
+    }));
+  }
+  for (std::thread& th : pool) th.join();
+  const uint64_t t1 = env->NowMicros();
+  for (Status& e : errors) KVTIER_RETURN_IF_ERROR(e);
+  return static_cast<double>(std::max<uint64_t>(t1 - t0, 1)) / 1e6;
+}
+
+}  // namespace kvtier::cli
