@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -352,69 +353,55 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     if (!s.ok()) return round_no == 0 ? unreachable(s) : fail(s.WithContext("--remote"));
     RemoteTier* const t = tier.get();
     RemoteTier* const st = signed_tier.get();
-    // TLS next to the plaintext tier, its side alternating the same way.
-    auto tls_set = [&]() -> Status {
-      return tls_tier ? keep_best(&best.tls_set, our_set(tls_tier.get())).WithContext("tls set")
-                      : Status::Ok();
+    // One timed loop: its best time kept in `slot`; `on` false skips it
+    // (no signed or TLS tier asked for).
+    using Step = std::function<Status()>;
+    auto step = [&](bool on, double* slot, const char* name, std::function<Result<double>()> fn) {
+      return Step([=, &keep_best]() -> Status {
+        return on ? keep_best(slot, fn()).WithContext(name) : Status::Ok();
+      });
     };
-    auto tls_get = [&]() -> Status {
-      return tls_tier ? keep_best(&best.tls_get, our_get(tls_tier.get())).WithContext("tls get")
-                      : Status::Ok();
+    // Each set (then get) loop in this order in even rounds and the reverse
+    // in odd ones, so that no loop always runs first or last.
+    std::vector<Step> sets = {
+        step(true, &best.raw_set, "raw set", [&] {
+          return server_cpu(&raw, &best.raw_set_server, [&] { return raw_set(&raw, raw_name); });
+        }),
+        step(true, &best.set, "set",
+             [&] { return with_cpu(&best.set_cpu, [&] { return our_set(t); }); }),
+        step(st != nullptr, &best.signed_set, "signed set",
+             [&] { return with_cpu(&best.signed_set_cpu, [&] { return our_set(st); }); }),
+        step(tls_tier != nullptr, &best.tls_set, "tls set",
+             [&] { return our_set(tls_tier.get()); }),
+        step(tls_url.has_value(), &best.raw_tls_set, "raw tls set", [&] {
+          return server_cpu(&raw_tls, &best.raw_tls_set_server,
+                            [&] { return raw_set(&raw_tls, raw_tls_name); });
+        }),
     };
-    auto raw_tls_set = [&]() -> Status {
-      return tls_url ? keep_best(&best.raw_tls_set,
-                                 server_cpu(&raw_tls, &best.raw_tls_set_server,
-                                            [&] { return raw_set(&raw_tls, raw_tls_name); }))
-                           .WithContext("raw tls set")
-                     : Status::Ok();
+    std::vector<Step> gets = {
+        step(true, &best.raw_get, "raw get", [&] {
+          return server_cpu(&raw, &best.raw_get_server, [&] { return raw_get(&raw, raw_name); });
+        }),
+        step(true, &best.get, "get",
+             [&] { return with_cpu(&best.get_cpu, [&] { return our_get(t); }); }),
+        step(st != nullptr, &best.signed_get, "signed get",
+             [&] { return with_cpu(&best.signed_get_cpu, [&] { return our_get(st); }); }),
+        step(tls_tier != nullptr, &best.tls_get, "tls get",
+             [&] { return our_get(tls_tier.get()); }),
+        step(tls_url.has_value(), &best.raw_tls_get, "raw tls get", [&] {
+          return server_cpu(&raw_tls, &best.raw_tls_get_server,
+                            [&] { return raw_get(&raw_tls, raw_tls_name); });
+        }),
     };
-    auto raw_tls_get = [&]() -> Status {
-      return tls_url ? keep_best(&best.raw_tls_get,
-                                 server_cpu(&raw_tls, &best.raw_tls_get_server,
-                                            [&] { return raw_get(&raw_tls, raw_tls_name); }))
-                           .WithContext("raw tls get")
-                     : Status::Ok();
-    };
-    auto plain_raw_set = [&] {
-      return server_cpu(&raw, &best.raw_set_server, [&] { return raw_set(&raw, raw_name); });
-    };
-    auto plain_raw_get = [&] {
-      return server_cpu(&raw, &best.raw_get_server, [&] { return raw_get(&raw, raw_name); });
-    };
-    auto set_plain = [&] {
-      return with_cpu(&best.set_cpu, [&] { return our_set(t); });
-    };
-    auto get_plain = [&] {
-      return with_cpu(&best.get_cpu, [&] { return our_get(t); });
-    };
-    auto signed_set = [&] {
-      return with_cpu(&best.signed_set_cpu, [&] { return our_set(st); });
-    };
-    auto signed_get = [&] {
-      return with_cpu(&best.signed_get_cpu, [&] { return our_get(st); });
-    };
-    if (round_no % 2 == 0) {
-      if (s.ok()) s = keep_best(&best.raw_set, plain_raw_set()).WithContext("raw set");
-      if (s.ok()) s = keep_best(&best.set, set_plain()).WithContext("set");
-      if (s.ok() && st) s = keep_best(&best.signed_set, signed_set()).WithContext("signed set");
-      if (s.ok()) s = tls_set();
-      if (s.ok()) s = raw_tls_set();
-      if (s.ok()) s = keep_best(&best.raw_get, plain_raw_get()).WithContext("raw get");
-      if (s.ok()) s = keep_best(&best.get, get_plain()).WithContext("get");
-      if (s.ok() && st) s = keep_best(&best.signed_get, signed_get()).WithContext("signed get");
-      if (s.ok()) s = tls_get();
-      if (s.ok()) s = raw_tls_get();
-    } else {
-      if (s.ok()) s = raw_tls_set();
-      if (s.ok()) s = tls_set();
-      if (s.ok() && st) s = keep_best(&best.signed_set, signed_set()).WithContext("signed set");
-      if (s.ok()) s = keep_best(&best.set, set_plain()).WithContext("set");
-      if (s.ok()) s = keep_best(&best.raw_set, plain_raw_set()).WithContext("raw set");
-      if (s.ok()) s = raw_tls_get();
-      if (s.ok()) s = tls_get();
-      if (s.ok() && st) s = keep_best(&best.signed_get, signed_get()).WithContext("signed get");
-      if (s.ok()) s = keep_best(&best.get, get_plain()).WithContext("get");
-      if (s.ok()) s = keep_best(&best.raw_get, plain_raw_get()).WithContext("raw get");
+    if (round_no % 2 == 1) {
+      std::reverse(sets.begin(), sets.end());
+      std::reverse(gets.begin(), gets.end());
+    }
+    for (const Step& f : sets) {
+      if (s.ok()) s = f();
+    }
+    for (const Step& f : gets) {
+      if (s.ok()) s = f();
     }
     for (int i = 0; s.ok() && i < 3; ++i) {
       const auto t0 = Clock::now();
