@@ -42,9 +42,14 @@ class RandomAccessFile {
   // all of them first, so the device works on them at once, then reads each
   // (ReadAt) as it lands. Advice only: what ReadAt returns is the same with
   // or without it, and a file without a page cache (O_DIRECT, the in-memory
-  // Env) does nothing. An error is the advice's own (the reads may still
+  // Env) does nothing, which is what this default does: an Env of its own
+  // need not implement it. An error is the advice's own (the reads may still
   // work).
-  virtual Status Prefetch(uint64_t offset, uint64_t length) = 0;
+  virtual Status Prefetch(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+    return Status::Ok();
+  }
   // The size of the file when it was opened (fstat).
   virtual uint64_t size() const = 0;
 };

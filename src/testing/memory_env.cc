@@ -75,8 +75,7 @@ class MemoryRandomAccessFile final : public RandomAccessFile {
     return n;
   }
 
-  // No page cache: every ReadAt is already at memory speed.
-  Status Prefetch(uint64_t, uint64_t) override { return Status::Ok(); }
+  // No Prefetch: no page cache, every ReadAt is already at memory speed.
 
   uint64_t size() const override { return size_; }
 
