@@ -175,7 +175,7 @@ Status CacheCore::CheckHeader(const BlockKey& key, const BlockBuffer& block) con
   opts.expected_key = &key;
   opts.expected_signature = &options_.layout_signature;
   Result<DecodedBlock> decoded =
-      DecodeBlockHeader(bytes.first(static_cast<size_t>(*need)), bytes.size(), opts);
+      store_verifier_.DecodeHeader(bytes.first(static_cast<size_t>(*need)), bytes.size(), opts);
   if (!decoded.ok()) {
     return Status::InvalidArgument("bad block file: " + decoded.status().message());
   }

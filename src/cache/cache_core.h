@@ -10,8 +10,8 @@
 // budget. Store queues each accepted block for the remote tier; the index never records remote
 // presence (another host may evict it at any time), so Match asks RemoteTier::Exists each time.
 //
-// The cache's own state needs no lock: the tiers, the index and the pool
-// are thread-safe, counters are atomic. The only mutex guards the stats
+// The cache's own state needs no lock: the tiers, the index, the pool and
+// the header verifier are thread-safe, counters are atomic. The only mutex guards the stats
 // snapshot Close leaves behind. No I/O, SQLite call or callback runs under
 // it.
 //
@@ -38,6 +38,7 @@
 #include "cache/call_gate.h"
 #include "cache/load_state.h"
 #include "cache/task_pool.h"
+#include "core/block_verifier.h"
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/tiered_cache.h"
@@ -134,6 +135,9 @@ class CacheCore {
   std::unique_ptr<HostTier> host_;      // destroyed by Close
   std::unique_ptr<TaskPool> pool_;      // null when load_threads is 0
   std::shared_ptr<BufferPool> buffers_;
+  // CheckHeader's: the headers of one layout's blocks without a JSON parse
+  // each (DecodeBlockHeader's verdict either way).
+  mutable BlockVerifier store_verifier_;
 
   std::once_flag close_once_;
   Status close_status_;  // written once inside close_once_

@@ -333,10 +333,8 @@ Result<uint64_t> BlockHeaderPrefixBytes(std::span<const std::byte> first_bytes,
 
 Result<DecodedBlock> DecodeBlockHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                        const DecodeOptions& opts) {
-  DecodedBlock out;
   internal::ParsedHeader header;
-  KVTIER_RETURN_IF_ERROR(DecodeHeaderInto(prefix, file_size, opts, &header, &out));
-  return out;
+  return internal::DecodeBlockHeaderKeepHeader(prefix, file_size, opts, &header);
 }
 
 Result<DecodedBlock> DecodeBlock(std::span<const std::byte> file, const DecodeOptions& opts) {
@@ -435,6 +433,14 @@ bool ParseCanonicalInt(std::string_view s, bool allow_negative, int64_t* out) {
 bool ParseChecksum(std::string_view value, std::array<uint8_t, 16>* out) {
   return value.substr(0, kChecksumPrefix.size()) == kChecksumPrefix &&
          ParseHexLower(value.substr(kChecksumPrefix.size()), out->data(), out->size());
+}
+
+Result<DecodedBlock> DecodeBlockHeaderKeepHeader(std::span<const std::byte> prefix,
+                                                 uint64_t file_size, const DecodeOptions& opts,
+                                                 ParsedHeader* header) {
+  DecodedBlock out;
+  KVTIER_RETURN_IF_ERROR(DecodeHeaderInto(prefix, file_size, opts, header, &out));
+  return out;
 }
 
 Result<DecodedBlock> DecodeBlockKeepHeader(std::span<const std::byte> file,

@@ -93,6 +93,12 @@ struct ParsedHeader;  // core/safetensors_header.h
 Result<DecodedBlock> DecodeBlockKeepHeader(std::span<const std::byte> file,
                                            const DecodeOptions& opts, ParsedHeader* header);
 
+// DecodeBlockHeader, leaving the parsed header in `*header` as
+// DecodeBlockKeepHeader does. Same verdict and result as DecodeBlockHeader.
+Result<DecodedBlock> DecodeBlockHeaderKeepHeader(std::span<const std::byte> prefix,
+                                                 uint64_t file_size, const DecodeOptions& opts,
+                                                 ParsedHeader* header);
+
 // A quoted, bounded copy of untrusted text for error messages.
 std::string Quote(std::string_view text, size_t max_chars = 64);
 

@@ -95,6 +95,7 @@ struct MetaSlot {
 struct FileValues {
   std::array<std::string_view, kFieldCount> text;
   BlockKey key;
+  BlockKey parent;
   int64_t created_at = 0;
   std::array<uint8_t, 16> checksum{};
   std::array<uint8_t, 16> meta_checksum{};
@@ -110,6 +111,9 @@ bool Within(std::string_view inner, std::string_view outer) {
 
 struct BlockVerifier::Template {
   uint64_t file_size = 0;
+  // DecodeBlockHeader's result for the template's file, without data views:
+  // what DecodeHeader hands out, with a file's own values put in.
+  DecodedBlock header;
   std::string prefix;                     // the first 8 + N bytes of the file it was made from
   std::array<Range, kFieldCount> ranges;  // by begin
   size_t range_count = 0;
@@ -123,24 +127,33 @@ struct BlockVerifier::Template {
   std::array<MetaSlot, kFieldCount> meta_slots;  // by begin
   size_t meta_slot_count = 0;
 
-  // True when `file` has this shape; fills `*v` with its values.
-  bool Match(std::span<const std::byte> file, FileValues* v) const;
+  // True when a file of `file_size` bytes whose first bytes are `prefix`
+  // (at least this template's prefix, or it is not a match) has this shape;
+  // fills `*v` with its values.
+  bool Match(std::span<const std::byte> prefix, uint64_t file_size, FileValues* v) const;
   // The per-file checks of DecodeBlock that depend on the values.
   bool Passes(std::span<const std::byte> file, const DecodeOptions& opts,
               const FileValues& v) const;
   std::array<uint8_t, 16> MetaChecksum(const FileValues& v) const;
   bool SameShape(const Template& o) const;
 
-  // The template of `file`, which DecodeBlock accepted as `decoded` with
-  // `header`; null when a value is escaped (its text is not the file's bytes).
-  static std::shared_ptr<Template> Make(std::span<const std::byte> file,
+  // The header of a file of this shape with the values `v`: the template's
+  // decode with those values parsed in.
+  DecodedBlock HeaderOf(const FileValues& v) const;
+
+  // The template of a file of `file_size` bytes whose header (`prefix`, at
+  // least 8 + N bytes) DecodeBlock or DecodeBlockHeader accepted as
+  // `decoded` with `header`; null when a value is escaped (its text is not
+  // the file's bytes).
+  static std::shared_ptr<Template> Make(std::span<const std::byte> prefix, uint64_t file_size,
                                         const internal::ParsedHeader& header,
                                         const DecodedBlock& decoded);
 };
 
-bool BlockVerifier::Template::Match(std::span<const std::byte> file, FileValues* v) const {
-  if (file.size() != file_size) return false;
-  const char* f = reinterpret_cast<const char*>(file.data());
+bool BlockVerifier::Template::Match(std::span<const std::byte> bytes, uint64_t size,
+                                    FileValues* v) const {
+  if (size != file_size || bytes.size() < prefix.size()) return false;
+  const char* f = reinterpret_cast<const char*>(bytes.data());
   size_t cursor = 0;
   for (size_t i = 0; i < range_count; ++i) {
     const Range& r = ranges[i];
@@ -150,9 +163,8 @@ bool BlockVerifier::Template::Match(std::span<const std::byte> file, FileValues*
   }
   if (std::memcmp(f + cursor, prefix.data() + cursor, prefix.size() - cursor) != 0) return false;
   // The same predicates as DecodeBlock's rule 31 for these fields.
-  uint8_t parent[32];
   if (!internal::ParseHexLower(v->text[kKey], v->key.bytes.data(), v->key.bytes.size()) ||
-      !internal::ParseHexLower(v->text[kParent], parent, sizeof(parent)) ||
+      !internal::ParseHexLower(v->text[kParent], v->parent.bytes.data(), v->parent.bytes.size()) ||
       !internal::ParseCanonicalInt(v->text[kCreatedAt], /*allow_negative=*/true, &v->created_at) ||
       !internal::ParseChecksum(v->text[kChecksum], &v->checksum)) {
     return false;
@@ -183,6 +195,25 @@ std::array<uint8_t, 16> BlockVerifier::Template::MetaChecksum(const FileValues& 
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
   std::array<uint8_t, 16> out;
   std::memcpy(out.data(), c.digest, out.size());
+  return out;
+}
+
+DecodedBlock BlockVerifier::Template::HeaderOf(const FileValues& v) const {
+  DecodedBlock out = header;
+  out.meta.key = v.key;
+  out.meta.parent = v.parent;
+  out.meta.created_at = v.created_at;
+  out.meta.checksum = v.checksum;
+  if (has_meta_checksum) out.meta.meta_checksum = v.meta_checksum;
+  if (has_tensor_checksums) {
+    // CanonicalTensorSums held: entry i's 32 hex digits at a fixed place.
+    const std::string_view text = v.text[kTensorChecksums];
+    for (size_t i = 0; i < tensor_count; ++i) {
+      const size_t digits = 1 + i * (kEscapedEntry + 1) + 2 + internal::kChecksumPrefix.size();
+      (void)internal::ParseHexLower(text.substr(digits, 32), out.meta.tensor_checksums[i].data(),
+                                    out.meta.tensor_checksums[i].size());
+    }
+  }
   return out;
 }
 
@@ -226,15 +257,11 @@ Status BlockVerifier::Verify(std::span<const std::byte> file, const DecodeOption
     if (opts.expected_layout != nullptr) {
       return FullDecode(file, opts, AfterDecode::kKeepNothing, info);
     }
-    TemplateSlots slots;
-    {
-      MutexLock lock(&mu_);
-      slots = templates_;
-    }
+    const TemplateSlots slots = Slots();
     for (const auto& t : slots) {
       if (t == nullptr) continue;
       FileValues v;
-      if (!t->Match(file, &v)) continue;
+      if (!t->Match(file, file.size(), &v)) continue;
       if (!t->Passes(file, opts, v)) {
         // DecodeBlock names the failure; the shape is already held.
         return FullDecode(file, opts, AfterDecode::kKeepNothing, info);
@@ -253,6 +280,54 @@ Status BlockVerifier::Verify(std::span<const std::byte> file, const DecodeOption
   }
 }
 
+BlockVerifier::TemplateSlots BlockVerifier::Slots() const {
+  MutexLock lock(&mu_);
+  return templates_;
+}
+
+Result<DecodedBlock> BlockVerifier::DecodeHeader(std::span<const std::byte> prefix,
+                                                 uint64_t file_size, const DecodeOptions& opts) {
+  try {
+    DecodeOptions header_opts = opts;
+    header_opts.verify_checksum = false;  // no data here
+    if (opts.expected_layout != nullptr) {
+      return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kKeepNothing);
+    }
+    const TemplateSlots slots = Slots();
+    for (const auto& t : slots) {
+      if (t == nullptr) continue;
+      FileValues v;
+      if (!t->Match(prefix, file_size, &v)) continue;
+      if (!t->Passes(prefix, header_opts, v)) {
+        return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kKeepNothing);
+      }
+      DecodedBlock out = t->HeaderOf(v);
+      fast_path_hits_.fetch_add(1, std::memory_order_relaxed);
+      return out;
+    }
+    return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kInstallTemplate);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("out of memory decoding a block header");
+  }
+}
+
+Result<DecodedBlock> BlockVerifier::FullDecodeHeader(std::span<const std::byte> prefix,
+                                                     uint64_t file_size, const DecodeOptions& opts,
+                                                     AfterDecode after) {
+  full_decodes_.fetch_add(1, std::memory_order_relaxed);
+  internal::ParsedHeader header;
+  Result<DecodedBlock> decoded =
+      internal::DecodeBlockHeaderKeepHeader(prefix, file_size, opts, &header);
+  if (!decoded.ok() || after != AfterDecode::kInstallTemplate) return decoded;
+  try {
+    std::shared_ptr<Template> t = Template::Make(prefix, file_size, header, *decoded);
+    if (t != nullptr) Install(std::move(t));
+  } catch (const std::bad_alloc&) {
+    // The verdict stands; the next header of this shape decodes in full.
+  }
+  return decoded;
+}
+
 Status BlockVerifier::FullDecode(std::span<const std::byte> file, const DecodeOptions& opts,
                                  AfterDecode after, VerifiedBlockInfo* info) {
   full_decodes_.fetch_add(1, std::memory_order_relaxed);
@@ -266,7 +341,7 @@ Status BlockVerifier::FullDecode(std::span<const std::byte> file, const DecodeOp
   }
   if (after == AfterDecode::kInstallTemplate) {
     try {
-      std::shared_ptr<Template> t = Template::Make(file, header, *decoded);
+      std::shared_ptr<Template> t = Template::Make(file, file.size(), header, *decoded);
       if (t != nullptr) Install(std::move(t));
     } catch (const std::bad_alloc&) {
       // The verdict stands; the next file of this shape decodes in full.
@@ -287,9 +362,10 @@ void BlockVerifier::Install(std::shared_ptr<const Template> t) {
 }
 
 std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
-    std::span<const std::byte> file, const internal::ParsedHeader& header,
+    std::span<const std::byte> file, uint64_t file_size, const internal::ParsedHeader& header,
     const DecodedBlock& decoded) {
   const size_t prefix_size = 8 + decoded.header_bytes;
+  if (file.size() < prefix_size) return nullptr;  // not the bytes it decoded
   const char* base = reinterpret_cast<const char*>(file.data());
   const std::string_view json(base + 8, decoded.header_bytes);
   auto t = std::make_shared<Template>();
@@ -330,10 +406,13 @@ std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
   }
   std::sort(t->ranges.begin(), t->ranges.begin() + t->range_count,
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  t->file_size = file.size();
+  t->file_size = file_size;
   t->tensor_count = decoded.tensors.size();
   t->prefix.assign(base, prefix_size);
   t->signature = decoded.meta.layout_signature;
+  t->header = decoded;
+  t->header.data = {};  // views into the template's file, which goes
+  for (TensorView& tv : t->header.tensors) tv.data = {};
   if (!t->has_meta_checksum) return t;
 
   // As DecodeBlock builds it: metadata but meta_checksum in key order, then
@@ -358,8 +437,7 @@ std::shared_ptr<BlockVerifier::Template> BlockVerifier::Template::Make(
     at += k.size() + v.size() + 2;
   }
   for (const TensorView& tv : decoded.tensors) {
-    const uint64_t begin = static_cast<uint64_t>(tv.data.data() - decoded.data.data());
-    input.AddTensor(tv.name, DTypeName(tv.dtype), tv.shape, begin, begin + tv.data.size());
+    input.AddTensor(tv.name, DTypeName(tv.dtype), tv.shape, tv.begin, tv.end);
   }
   t->meta_input = input.Bytes();
   // The template's own values must give the template's meta_checksum, or

@@ -27,6 +27,14 @@
 // makes no template. Calls with DecodeOptions::expected_layout set always
 // go through DecodeBlock and install nothing.
 //
+// DecodeHeader is DecodeBlockHeader's verdict and result the same way, for
+// a reader that holds only a file's header (a partial read) or does not
+// verify the data again (the pool, given a block the store verified): a
+// header of a held shape is answered with the template's decode (its tensor
+// table and every field outside the ranges, which are the file's own bytes)
+// and this file's values in the six fields, parsed as DecodeBlock parses
+// them. Verify and DecodeHeader share the templates.
+//
 // Up to kMaxTemplates templates are kept, replaced round-robin, so a partial
 // last block (another token_count) or a created_at of another digit count
 // does not evict the common shape.
@@ -74,6 +82,13 @@ class BlockVerifier {
   Status Verify(std::span<const std::byte> file, const DecodeOptions& opts,
                 VerifiedBlockInfo* info = nullptr);
 
+  // DecodeBlockHeader(prefix, file_size, opts)'s verdict and result, the
+  // same Status on failure (opts.verify_checksum plays no part: there is no
+  // data). `prefix` holds at least the first 8 + N bytes of the file.
+  // ResourceExhausted if memory runs out while decoding.
+  Result<DecodedBlock> DecodeHeader(std::span<const std::byte> prefix, uint64_t file_size,
+                                    const DecodeOptions& opts);
+
   // Calls answered from a template, and calls that ran DecodeBlock (for
   // tests and stats).
   uint64_t fast_path_hits() const { return fast_path_hits_.load(std::memory_order_relaxed); }
@@ -88,6 +103,10 @@ class BlockVerifier {
 
   Status FullDecode(std::span<const std::byte> file, const DecodeOptions& opts, AfterDecode after,
                     VerifiedBlockInfo* info);
+  Result<DecodedBlock> FullDecodeHeader(std::span<const std::byte> prefix, uint64_t file_size,
+                                        const DecodeOptions& opts, AfterDecode after);
+  // The held templates (copied under the lock).
+  TemplateSlots Slots() const;
   // Adds `t` unless a template of the same shape is already held.
   void Install(std::shared_ptr<const Template> t);
 

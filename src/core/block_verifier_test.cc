@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <climits>
@@ -148,6 +149,55 @@ Verdict ExpectSameVerdict(BlockVerifier& verifier, const Bytes& file, const Deco
     EXPECT_EQ(info.created_at, -77) << what;  // untouched on failure
   }
   return got;
+}
+
+// DecodeHeader(prefix, file_size) and DecodeBlockHeader agree exactly:
+// the same Status, or the same result field by field (no data views).
+Verdict ExpectSameHeader(BlockVerifier& verifier, std::span<const std::byte> prefix,
+                         uint64_t file_size, const DecodeOptions& opts, const std::string& what) {
+  Result<DecodedBlock> want = DecodeBlockHeader(prefix, file_size, opts);
+  const uint64_t fast_before = verifier.fast_path_hits();
+  const uint64_t full_before = verifier.full_decodes();
+  Result<DecodedBlock> got = verifier.DecodeHeader(prefix, file_size, opts);
+  Verdict v{got.status(), verifier.fast_path_hits() == fast_before + 1};
+  EXPECT_EQ(verifier.fast_path_hits() - fast_before + verifier.full_decodes() - full_before, 1u)
+      << what;
+  EXPECT_EQ(got.status().code(), want.status().code()) << what << ": " << got.status().ToString();
+  EXPECT_EQ(BlockFileErrorOf(got.status()), BlockFileErrorOf(want.status())) << what;
+  EXPECT_EQ(got.status().message(), want.status().message()) << what;
+  if (v.fast) {
+    EXPECT_TRUE(got.ok()) << what;
+  }
+  if (!got.ok() || !want.ok()) return v;
+  const BlockMeta& g = got->meta;
+  const BlockMeta& w = want->meta;
+  EXPECT_EQ(g.key, w.key) << what;
+  EXPECT_EQ(g.parent, w.parent) << what;
+  EXPECT_EQ(g.ns, w.ns) << what;
+  EXPECT_EQ(g.token_count, w.token_count) << what;
+  EXPECT_EQ(g.layout_signature, w.layout_signature) << what;
+  EXPECT_EQ(g.layer_cache_types, w.layer_cache_types) << what;
+  EXPECT_EQ(g.layer_meta_states, w.layer_meta_states) << what;
+  EXPECT_EQ(g.created_at, w.created_at) << what;
+  EXPECT_EQ(g.checksum, w.checksum) << what;
+  EXPECT_EQ(g.meta_checksum, w.meta_checksum) << what;
+  EXPECT_EQ(g.tensor_checksums, w.tensor_checksums) << what;
+  EXPECT_EQ(got->header_bytes, want->header_bytes) << what;
+  EXPECT_TRUE(got->data.empty()) << what;
+  EXPECT_EQ(got->tensors.size(), want->tensors.size()) << what;
+  for (size_t i = 0; i < std::min(got->tensors.size(), want->tensors.size()); ++i) {
+    const TensorView& a = got->tensors[i];
+    const TensorView& b = want->tensors[i];
+    EXPECT_EQ(a.name, b.name) << what << " tensor " << i;
+    EXPECT_EQ(a.layer, b.layer) << what << " tensor " << i;
+    EXPECT_EQ(a.state, b.state) << what << " tensor " << i;
+    EXPECT_EQ(a.dtype, b.dtype) << what << " tensor " << i;
+    EXPECT_EQ(a.shape, b.shape) << what << " tensor " << i;
+    EXPECT_EQ(a.begin, b.begin) << what << " tensor " << i;
+    EXPECT_EQ(a.end, b.end) << what << " tensor " << i;
+    EXPECT_TRUE(a.data.empty()) << what << " tensor " << i;
+  }
+  return v;
 }
 
 struct Mutant {
@@ -322,6 +372,99 @@ TEST(BlockVerifierTest, SameVerdictAsDecodeBlockOnEveryMutation) {
   // and files whose data changed without verify_checksum are accepted from
   // the template.
   EXPECT_GT(fast_mutants, 100u);
+}
+
+// The header-only decode of a partial read and of the pool: every mutation
+// of Verify's test, each tensor_checksums digit changed (a new valid value
+// in an old-style file, a meta_checksum mismatch otherwise), and the header
+// alone (8 + N bytes) or with the data behind it.
+TEST(BlockVerifierTest, DecodeHeaderSameAsDecodeBlockHeaderOnEveryMutation) {
+  const std::vector<int64_t> created = {1700000000, -1234567890123, 7};
+  size_t fast_mutants = 0;
+  size_t fast_sums = 0, old_style_digits = 0;
+  for (const Shape& shape : Shapes()) {
+    const std::string signature = shape.layout.Signature();
+    for (bool old_style : {false, true}) {
+      BlockVerifier verifier;
+      for (size_t b = 0; b < created.size(); ++b) {
+        const BlockKey key = TestBlockKey(500 + b), parent = TestBlockKey(600 + b);
+        Bytes file = Encode(shape.layout, key, parent, created[b], shape.token_count);
+        Bytes other =
+            Encode(shape.layout, TestBlockKey(700 + b), key, created[b], shape.token_count);
+        if (old_style) {
+          file = WithoutMetaChecksum(file);
+          other = WithoutMetaChecksum(other);
+        }
+        const BlockKey wrong_key = TestBlockKey(800 + b);
+        DecodeOptions full;
+        full.expected_key = &key;
+        full.expected_signature = &signature;
+        DecodeOptions none;
+        DecodeOptions wrong_key_opts = full;
+        wrong_key_opts.expected_key = &wrong_key;
+        const ModelLayout layout = shape.layout;
+        DecodeOptions with_layout = full;
+        with_layout.expected_layout = &layout;
+        const std::string base =
+            shape.name + (old_style ? " (old style)" : "") + ", block " + std::to_string(b) + ": ";
+        const std::span<const std::byte> header_only(file.data(), 8 + HeaderLength(file));
+        ExpectSameHeader(verifier, header_only, file.size(), full, base + "prime");
+        EXPECT_TRUE(
+            ExpectSameHeader(verifier, header_only, file.size(), full, base + "header").fast);
+        EXPECT_TRUE(ExpectSameHeader(verifier, file, file.size(), full, base + "whole file").fast);
+        EXPECT_TRUE(ExpectSameHeader(verifier, other, other.size(), none, base + "other").fast);
+        EXPECT_FALSE(
+            ExpectSameHeader(verifier, file, file.size(), wrong_key_opts, base + "wrong key").fast);
+        EXPECT_FALSE(
+            ExpectSameHeader(verifier, file, file.size(), with_layout, base + "layout").fast);
+        // Verify answers from the template DecodeHeader installed.
+        EXPECT_TRUE(ExpectSameVerdict(verifier, file, full, base + "verify").fast);
+        // A header shorter than 8 + N: DecodeBlockHeader's InvalidArgument.
+        ExpectSameHeader(verifier, header_only.first(header_only.size() - 1), file.size(), full,
+                         base + "short prefix");
+        // Its value is JSON in a string: it ends at the first unescaped quote.
+        const size_t sums = ValueAt(file, "tensor_checksums");
+        size_t sums_size = 0;
+        while (static_cast<char>(file[sums + sums_size]) != '"' ||
+               static_cast<char>(file[sums + sums_size - 1]) == '\\') {
+          ++sums_size;
+        }
+        ASSERT_GT(sums_size, 45u) << base;
+        if (old_style)
+          old_style_digits += 32 * DecodeBlockHeader(file, file.size(), none)->tensors.size();
+        for (size_t i = 0; i < sums_size; ++i) {
+          const char c = static_cast<char>(file[sums + i]);
+          if (!std::isxdigit(static_cast<unsigned char>(c))) continue;
+          const Bytes m = SetByte(file, sums + i, c == '0' ? '1' : '0');
+          if (ExpectSameHeader(verifier, m, m.size(), full,
+                               base + "tensor_checksums[" + std::to_string(i) + "]")
+                  .fast) {
+            ++fast_sums;
+          }
+        }
+        if (b >= 1) continue;
+        for (const Mutant& m : Mutants(file, other, 2000 + b)) {
+          for (const DecodeOptions* opts : {&full, &none}) {
+            if (!ExpectSameHeader(verifier, file, file.size(), *opts, base + "before " + m.what)
+                     .fast) {
+              EXPECT_TRUE(
+                  ExpectSameHeader(verifier, file, file.size(), *opts, base + "again " + m.what)
+                      .fast);
+            }
+            if (ExpectSameHeader(verifier, m.file, m.file.size(), *opts, base + m.what).fast) {
+              ++fast_mutants;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(fast_mutants, 100u);
+  // An old-style file takes each changed digit of an entry as its value
+  // (the digits of "xxh3-128:" make it no checksum at all); with a
+  // meta_checksum, none passes.
+  EXPECT_EQ(fast_sums, old_style_digits);
+  EXPECT_GT(old_style_digits, 0u);
 }
 
 TEST(BlockVerifierTest, CountsEachPathExactly) {

@@ -179,7 +179,9 @@ ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask
   DecodeOptions opts;
   opts.expected_key = &row.key;
   opts.expected_signature = signature_;
-  Result<DecodedBlock> header = DecodeBlockHeader(dst.first(*need), size, opts);
+  // The verifier answers a header of a shape it has seen without a JSON
+  // parse (DecodeBlockHeader's verdict and result either way).
+  Result<DecodedBlock> header = verifier_.DecodeHeader(dst.first(*need), size, opts);
   if (!header.ok()) return ReadOutcome::kBad;
   if (header->meta.tensor_checksums.empty() || !header->meta.meta_checksum ||
       mask.size() != header->tensors.size() || MaskSelectsAll(mask, header->tensors.size())) {

@@ -32,8 +32,9 @@
 // The last block to arrive finishes the load. A loading sequence is never
 // evicted and refuses most calls until WaitLoaded.
 //
-// Thread safety: as BlockPool. Lock order: mu_ only (the store and the
-// SlotMemory are called without it or take their own locks).
+// Thread safety: as BlockPool. Lock order: mu_ only (the store, the
+// SlotMemory and the header verifier are called without it or take their
+// own locks).
 #ifndef KVTIER_POOL_PAGED_POOL_H_
 #define KVTIER_POOL_PAGED_POOL_H_
 
@@ -44,6 +45,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/block_verifier.h"
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
@@ -258,6 +260,9 @@ class PagedPool final : public PoolBase<BlockPool> {
   // The arena's SlotMemory, for copies into loading slots and out of
   // pinned slots without mu_.
   const std::shared_ptr<SlotMemory> arena_memory_;
+  // Checks the headers of the blocks loads bring (DecodeIntoSlot), without
+  // mu_ (thread-safe, a mutex of its own).
+  BlockVerifier header_verifier_;
 
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;

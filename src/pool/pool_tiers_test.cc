@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "kvtier/block_file.h"
@@ -399,6 +400,82 @@ TEST_F(PoolTiersTest, BadTierBlocksShortenTheMatch) {
     auto pool = Make(&store, 8);
     EXPECT_EQ(*pool->Allocate(1, Plus(a, 1)), 0u);
     EXPECT_EQ(pool->GetStats().load_misses, 1u);
+  }
+}
+
+// Hands out the bytes it was given for each key, unverified: a store with a
+// bug, which the pool's own header check must catch. Filled before the pool
+// uses it, then only read.
+class UncheckedStore final : public BlockBackingStore {
+ public:
+  void Put(const BlockKey& key, SharedBlock block) { blocks_[key] = std::move(block); }
+  size_t Match(std::span<const BlockKey> keys) override {
+    size_t n = 0;
+    while (n < keys.size() && blocks_.count(keys[n]) != 0) ++n;
+    return n;
+  }
+  Status Store(const BlockKey&, SharedBlock) override { return Status::Ok(); }
+  void Load(std::span<const BlockKey> keys, BlockArrivalCallback on_block) override {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = blocks_.find(keys[i]);
+      on_block(i, it == blocks_.end() ? nullptr : it->second);
+    }
+  }
+
+ private:
+  std::unordered_map<BlockKey, SharedBlock, BlockKeyHash> blocks_;
+};
+
+// The pool checks each block's header itself (key, signature, sizes, its
+// meta_checksum), also once it has seen blocks of that shape (whose headers
+// it then reads without a JSON parse): a store that hands out another key's
+// block, or a header edited behind its meta_checksum, gets a miss there and
+// the prefix ends before it, never those bytes.
+TEST_F(PoolTiersTest, AStoreBugIsAMissAlsoForAHeaderOfAKnownShape) {
+  const std::vector<uint32_t> a = Iota(17);  // 4 full blocks
+  {
+    auto pool = Make(&store_);
+    Fill(pool.get(), 1, a, 0);
+  }
+  const std::vector<BlockKey> keys = chain_->KeysFor(a);
+  ASSERT_EQ(keys.size(), 4u);
+  auto serve = [&](UncheckedStore* store) {
+    for (const BlockKey& k : keys) store->Put(k, store_.Get(k));
+  };
+  {
+    UncheckedStore store;
+    serve(&store);
+    store.Put(keys[2], store_.Get(keys[3]));  // a valid block of the same shape
+    auto pool = Make(&store, 8);
+    EXPECT_EQ(*pool->Allocate(1, Plus(a, 1)), 8u);
+    EXPECT_TRUE(kv_.Check(pool.get(), 1, std::span(a).first(8)));
+    EXPECT_EQ(pool->GetStats().loaded_blocks, 2u);
+    EXPECT_EQ(pool->GetStats().load_misses, 2u);
+  }
+  {
+    // One digit of block 1's first tensor checksum: its meta_checksum no
+    // longer matches.
+    const SharedBlock good = store_.Get(keys[1]);
+    std::vector<std::byte> bytes(good->span().begin(), good->span().end());
+    const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const size_t field = text.find("\"tensor_checksums\"");
+    ASSERT_NE(field, std::string::npos);
+    const size_t digit = text.find("xxh3-128:", field) + 9;
+    bytes[digit] = static_cast<std::byte>(text[digit] == '0' ? '1' : '0');
+    DecodeOptions opts;
+    EXPECT_EQ(BlockFileErrorOf(DecodeBlock(bytes, opts).status()),
+              BlockFileError::kMetaChecksumMismatch);
+    auto edited = BlockBuffer::Allocate(bytes.size());
+    ASSERT_THAT(edited, IsOk());
+    std::memcpy(edited->data(), bytes.data(), bytes.size());
+    UncheckedStore store;
+    serve(&store);
+    store.Put(keys[1], std::make_shared<const BlockBuffer>(*std::move(edited)));
+    auto pool = Make(&store, 8);
+    EXPECT_EQ(*pool->Allocate(1, Plus(a, 1)), 4u);
+    EXPECT_TRUE(kv_.Check(pool.get(), 1, std::span(a).first(4)));
+    EXPECT_EQ(pool->GetStats().loaded_blocks, 1u);
+    EXPECT_EQ(pool->GetStats().load_misses, 3u);
   }
 }
 
