@@ -456,18 +456,19 @@ Result<DecodedBlock> DecodeBlockKeepHeader(std::span<const std::byte> file,
     t.data = out.data.subspan(offset, bytes);
     offset += bytes;
   }
-  if (opts.verify_checksum) {
-    std::array<uint8_t, 16> actual = BlockChecksum(out.data);
-    if (actual != out.meta.checksum) {
-      char want[32], got[32];
-      internal::HexLower(out.meta.checksum.data(), 16, want);
-      internal::HexLower(actual.data(), 16, got);
-      return Reject(BlockFileError::kChecksumMismatch,
-                    "data section hashes to xxh3-128:" + std::string(got, 32) +
-                        ", metadata says xxh3-128:" + std::string(want, 32));
-    }
-  }
+  if (opts.verify_checksum) KVTIER_RETURN_IF_ERROR(CheckDataChecksum(out));
   return out;
+}
+
+Status CheckDataChecksum(const DecodedBlock& block) {
+  std::array<uint8_t, 16> actual = BlockChecksum(block.data);
+  if (actual == block.meta.checksum) return Status::Ok();
+  char want[32], got[32];
+  internal::HexLower(block.meta.checksum.data(), 16, want);
+  internal::HexLower(actual.data(), 16, got);
+  return Reject(BlockFileError::kChecksumMismatch,
+                "data section hashes to xxh3-128:" + std::string(got, 32) +
+                    ", metadata says xxh3-128:" + std::string(want, 32));
 }
 
 }  // namespace internal

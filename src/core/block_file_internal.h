@@ -99,6 +99,10 @@ Result<DecodedBlock> DecodeBlockHeaderKeepHeader(std::span<const std::byte> pref
                                                  uint64_t file_size, const DecodeOptions& opts,
                                                  ParsedHeader* header);
 
+// DecodeBlock's data checksum check of a decoded block (its data view set):
+// kChecksumMismatch with DecodeBlock's message, or OK.
+Status CheckDataChecksum(const DecodedBlock& block);
+
 // A quoted, bounded copy of untrusted text for error messages.
 std::string Quote(std::string_view text, size_t max_chars = 64);
 

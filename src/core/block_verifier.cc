@@ -121,6 +121,8 @@ struct BlockVerifier::Template {
   bool has_meta_checksum = false;
   size_t tensor_count = 0;
   bool has_tensor_checksums = false;
+  // Installed by a decode that passed the verifier's own layout's check.
+  bool layout_checked = false;
   // The meta_checksum input of the template's header; the file's values
   // replace the template's at `meta_slots` (same lengths, same order).
   std::string meta_input;
@@ -280,6 +282,8 @@ Status BlockVerifier::Verify(std::span<const std::byte> file, const DecodeOption
   }
 }
 
+BlockVerifier::BlockVerifier(ModelLayout layout) : layout_(std::move(layout)) {}
+
 BlockVerifier::TemplateSlots BlockVerifier::Slots() const {
   MutexLock lock(&mu_);
   return templates_;
@@ -290,30 +294,45 @@ Result<DecodedBlock> BlockVerifier::DecodeHeader(std::span<const std::byte> pref
   try {
     DecodeOptions header_opts = opts;
     header_opts.verify_checksum = false;  // no data here
-    if (opts.expected_layout != nullptr) {
-      return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kKeepNothing);
+    // A layout to check: only this verifier's own, from templates that
+    // passed its check.
+    const bool by_layout = opts.expected_layout != nullptr;
+    if (by_layout && (!layout_ || !(*opts.expected_layout == *layout_))) {
+      return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kKeepNothing, false);
     }
     const TemplateSlots slots = Slots();
     for (const auto& t : slots) {
-      if (t == nullptr) continue;
+      if (t == nullptr || (by_layout && !t->layout_checked)) continue;
       FileValues v;
       if (!t->Match(prefix, file_size, &v)) continue;
       if (!t->Passes(prefix, header_opts, v)) {
-        return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kKeepNothing);
+        return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kKeepNothing, false);
       }
       DecodedBlock out = t->HeaderOf(v);
       fast_path_hits_.fetch_add(1, std::memory_order_relaxed);
       return out;
     }
-    return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kInstallTemplate);
+    return FullDecodeHeader(prefix, file_size, header_opts, AfterDecode::kInstallTemplate,
+                            by_layout);
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("out of memory decoding a block header");
   }
 }
 
+Result<DecodedBlock> BlockVerifier::Decode(std::span<const std::byte> file,
+                                           const DecodeOptions& opts) {
+  // DecodeBlock is DecodeBlockHeader over the whole file, then the views and
+  // the checksum (DecodeBlockKeepHeader).
+  KVTIER_ASSIGN_OR_RETURN(DecodedBlock out, DecodeHeader(file, file.size(), opts));
+  out.data = file.subspan(8 + out.header_bytes);
+  for (TensorView& t : out.tensors) t.data = out.data.subspan(t.begin, t.end - t.begin);
+  if (opts.verify_checksum) KVTIER_RETURN_IF_ERROR(internal::CheckDataChecksum(out));
+  return out;
+}
+
 Result<DecodedBlock> BlockVerifier::FullDecodeHeader(std::span<const std::byte> prefix,
                                                      uint64_t file_size, const DecodeOptions& opts,
-                                                     AfterDecode after) {
+                                                     AfterDecode after, bool layout_checked) {
   full_decodes_.fetch_add(1, std::memory_order_relaxed);
   internal::ParsedHeader header;
   Result<DecodedBlock> decoded =
@@ -321,7 +340,10 @@ Result<DecodedBlock> BlockVerifier::FullDecodeHeader(std::span<const std::byte> 
   if (!decoded.ok() || after != AfterDecode::kInstallTemplate) return decoded;
   try {
     std::shared_ptr<Template> t = Template::Make(prefix, file_size, header, *decoded);
-    if (t != nullptr) Install(std::move(t));
+    if (t != nullptr) {
+      t->layout_checked = layout_checked;
+      Install(std::move(t));
+    }
   } catch (const std::bad_alloc&) {
     // The verdict stands; the next header of this shape decodes in full.
   }
@@ -353,9 +375,13 @@ Status BlockVerifier::FullDecode(std::span<const std::byte> file, const DecodeOp
 void BlockVerifier::Install(std::shared_ptr<const Template> t) {
   std::shared_ptr<const Template> evicted;  // released after the lock
   MutexLock lock(&mu_);
-  for (const auto& held : templates_) {
-    // Threads that missed at once on the same shape each bring a copy.
-    if (held != nullptr && held->SameShape(*t)) return;
+  for (auto& held : templates_) {
+    // Threads that missed at once on the same shape each bring a copy; one
+    // that passed the layout check takes the place of one that did not.
+    if (held != nullptr && held->SameShape(*t)) {
+      if (t->layout_checked && !held->layout_checked) evicted = std::exchange(held, std::move(t));
+      return;
+    }
   }
   evicted = std::exchange(templates_[next_slot_], std::move(t));
   next_slot_ = (next_slot_ + 1) % kMaxTemplates;

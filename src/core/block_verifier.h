@@ -24,8 +24,9 @@
 // Headers without meta_checksum or tensor_checksums (written before they
 // existed) take the fast path too: their template has no meta_checksum range and nothing to
 // recompute. A header whose five values are not all unescaped JSON strings
-// makes no template. Calls with DecodeOptions::expected_layout set always
-// go through DecodeBlock and install nothing.
+// makes no template. Calls with DecodeOptions::expected_layout set go
+// through DecodeBlock and install nothing, except in a verifier made for
+// that layout (below).
 //
 // DecodeHeader is DecodeBlockHeader's verdict and result the same way, for
 // a reader that holds only a file's header (a partial read) or does not
@@ -33,7 +34,15 @@
 // header of a held shape is answered with the template's decode (its tensor
 // table and every field outside the ranges, which are the file's own bytes)
 // and this file's values in the six fields, parsed as DecodeBlock parses
-// them. Verify and DecodeHeader share the templates.
+// them. Verify and DecodeHeader share the templates. Decode is
+// DecodeBlock's verdict and result: DecodeHeader's, then the data views and,
+// when asked, the data checksum.
+//
+// A verifier made for one layout (BlockVerifier(layout)) also answers
+// DecodeHeader and Decode calls whose expected_layout equals it from
+// templates that a decode with that layout installed: the layout check reads
+// only the tensor table, the cache types and token_count, all outside the
+// ranges, so a file of the template's shape passes it as the template did.
 //
 // Up to kMaxTemplates templates are kept, replaced round-robin, so a partial
 // last block (another token_count) or a created_at of another digit count
@@ -50,11 +59,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_file.h"
+#include "kvtier/layout.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -71,6 +82,8 @@ class BlockVerifier {
   static constexpr size_t kMaxTemplates = 4;
 
   BlockVerifier() = default;
+  // A verifier that also takes the fast path for calls expecting `layout`.
+  explicit BlockVerifier(ModelLayout layout);
   BlockVerifier(const BlockVerifier&) = delete;
   BlockVerifier& operator=(const BlockVerifier&) = delete;
   ~BlockVerifier();
@@ -89,6 +102,12 @@ class BlockVerifier {
   Result<DecodedBlock> DecodeHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                     const DecodeOptions& opts);
 
+  // DecodeBlock(file, opts)'s verdict and result, the same Status on failure.
+  Result<DecodedBlock> Decode(std::span<const std::byte> file, const DecodeOptions& opts);
+
+  // The layout it was made for; null for a verifier of any.
+  const ModelLayout* layout() const { return layout_ ? &*layout_ : nullptr; }
+
   // Calls answered from a template, and calls that ran DecodeBlock (for
   // tests and stats).
   uint64_t fast_path_hits() const { return fast_path_hits_.load(std::memory_order_relaxed); }
@@ -104,12 +123,14 @@ class BlockVerifier {
   Status FullDecode(std::span<const std::byte> file, const DecodeOptions& opts, AfterDecode after,
                     VerifiedBlockInfo* info);
   Result<DecodedBlock> FullDecodeHeader(std::span<const std::byte> prefix, uint64_t file_size,
-                                        const DecodeOptions& opts, AfterDecode after);
+                                        const DecodeOptions& opts, AfterDecode after,
+                                        bool layout_checked);
   // The held templates (copied under the lock).
   TemplateSlots Slots() const;
   // Adds `t` unless a template of the same shape is already held.
   void Install(std::shared_ptr<const Template> t);
 
+  const std::optional<ModelLayout> layout_;
   mutable Mutex mu_;
   TemplateSlots templates_ GUARDED_BY(mu_);
   size_t next_slot_ GUARDED_BY(mu_) = 0;  // round-robin replacement

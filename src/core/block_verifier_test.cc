@@ -200,6 +200,32 @@ Verdict ExpectSameHeader(BlockVerifier& verifier, std::span<const std::byte> pre
   return v;
 }
 
+// Decode(file) and DecodeBlock agree exactly, data views included.
+Verdict ExpectSameDecode(BlockVerifier& verifier, const Bytes& file, const DecodeOptions& opts,
+                         const std::string& what) {
+  Result<DecodedBlock> want = DecodeBlock(file, opts);
+  const uint64_t fast_before = verifier.fast_path_hits();
+  Result<DecodedBlock> got = verifier.Decode(file, opts);
+  Verdict v{got.status(), verifier.fast_path_hits() == fast_before + 1};
+  EXPECT_EQ(got.status().code(), want.status().code()) << what << ": " << got.status().ToString();
+  EXPECT_EQ(BlockFileErrorOf(got.status()), BlockFileErrorOf(want.status())) << what;
+  EXPECT_EQ(got.status().message(), want.status().message()) << what;
+  if (!got.ok() || !want.ok()) return v;
+  EXPECT_EQ(got->meta.key, want->meta.key) << what;
+  EXPECT_EQ(got->meta.created_at, want->meta.created_at) << what;
+  EXPECT_EQ(got->meta.tensor_checksums, want->meta.tensor_checksums) << what;
+  EXPECT_EQ(got->header_bytes, want->header_bytes) << what;
+  EXPECT_EQ(got->data.data(), want->data.data()) << what;
+  EXPECT_EQ(got->data.size(), want->data.size()) << what;
+  EXPECT_EQ(got->tensors.size(), want->tensors.size()) << what;
+  for (size_t i = 0; i < std::min(got->tensors.size(), want->tensors.size()); ++i) {
+    EXPECT_EQ(got->tensors[i].name, want->tensors[i].name) << what << " tensor " << i;
+    EXPECT_EQ(got->tensors[i].data.data(), want->tensors[i].data.data()) << what << " tensor " << i;
+    EXPECT_EQ(got->tensors[i].data.size(), want->tensors[i].data.size()) << what << " tensor " << i;
+  }
+  return v;
+}
+
 struct Mutant {
   std::string what;
   Bytes file;
@@ -454,6 +480,7 @@ TEST(BlockVerifierTest, DecodeHeaderSameAsDecodeBlockHeaderOnEveryMutation) {
             if (ExpectSameHeader(verifier, m.file, m.file.size(), *opts, base + m.what).fast) {
               ++fast_mutants;
             }
+            ExpectSameDecode(verifier, m.file, *opts, base + "decode " + m.what);
           }
         }
       }
@@ -465,6 +492,65 @@ TEST(BlockVerifierTest, DecodeHeaderSameAsDecodeBlockHeaderOnEveryMutation) {
   // meta_checksum, none passes.
   EXPECT_EQ(fast_sums, old_style_digits);
   EXPECT_GT(old_style_digits, 0u);
+}
+
+// A verifier made for a layout answers calls expecting that layout from the
+// templates a decode with it installed, and only those; any other layout is
+// DecodeBlock's verdict every time.
+TEST(BlockVerifierTest, ALayoutBoundVerifierChecksTheLayoutFromItsTemplates) {
+  for (const Shape& shape : Shapes()) {
+    const ModelLayout layout = shape.layout;
+    ModelLayout longer = layout;
+    longer.block_tokens = shape.token_count == 0 ? layout.block_tokens - 1 : 2;  // too few tokens
+    ModelLayout other_type = layout;
+    other_type.layers[0].cache_type += "x";
+    const std::string signature = layout.Signature();
+    BlockVerifier verifier(layout);
+    ASSERT_NE(verifier.layout(), nullptr);
+    DecodeOptions plain;
+    plain.expected_signature = &signature;
+    DecodeOptions checked = plain;
+    checked.expected_layout = &layout;
+    DecodeOptions wrong_tokens = plain;
+    wrong_tokens.expected_layout = &longer;
+    DecodeOptions wrong_type = plain;
+    wrong_type.expected_layout = &other_type;
+    std::vector<Bytes> files;
+    for (int b = 0; b < 4; ++b) {
+      files.push_back(Encode(layout, TestBlockKey(900 + b), TestBlockKey(950 + b), 1700000000 + b,
+                             shape.token_count));
+    }
+    const std::string base = shape.name + ": ";
+    // A template without the layout check: calls with the layout decode in
+    // full, and the first that passes takes its place.
+    EXPECT_FALSE(ExpectSameDecode(verifier, files[0], plain, base + "install").fast);
+    EXPECT_TRUE(ExpectSameDecode(verifier, files[1], plain, base + "plain").fast);
+    EXPECT_FALSE(ExpectSameDecode(verifier, files[1], checked, base + "upgrade").fast);
+    EXPECT_EQ(verifier.template_count(), 1u);
+    for (const Bytes& f : files) {
+      EXPECT_TRUE(ExpectSameDecode(verifier, f, checked, base + "checked").fast);
+      EXPECT_TRUE(ExpectSameDecode(verifier, f, plain, base + "plain again").fast);
+      EXPECT_FALSE(ExpectSameDecode(verifier, f, wrong_type, base + "wrong cache type").fast);
+      EXPECT_FALSE(ExpectSameDecode(verifier, f, wrong_tokens, base + "wrong block_tokens").fast);
+      const std::span<const std::byte> header(f.data(), 8 + HeaderLength(f));
+      EXPECT_TRUE(ExpectSameHeader(verifier, header, f.size(), checked, base + "header").fast);
+    }
+    EXPECT_EQ(verifier.template_count(), 1u);
+    // Another verifier never takes a layout's call from a template.
+    BlockVerifier any;
+    EXPECT_FALSE(ExpectSameDecode(any, files[0], checked, base + "any, first").fast);
+    EXPECT_FALSE(ExpectSameDecode(any, files[1], checked, base + "any, second").fast);
+    EXPECT_EQ(any.template_count(), 0u);
+    // A data byte flipped: DecodeBlock's checksum mismatch, also from a
+    // template.
+    Bytes flipped = files[2];
+    flipped.back() ^= std::byte{1};
+    Verdict v = ExpectSameDecode(verifier, flipped, checked, base + "flipped data");
+    EXPECT_EQ(BlockFileErrorOf(v.status), BlockFileError::kChecksumMismatch) << base;
+    DecodeOptions unchecked_data = checked;
+    unchecked_data.verify_checksum = false;
+    EXPECT_TRUE(ExpectSameDecode(verifier, flipped, unchecked_data, base + "no checksum").fast);
+  }
 }
 
 TEST(BlockVerifierTest, CountsEachPathExactly) {
