@@ -328,6 +328,39 @@ struct Shape {
   uint32_t token_count;
 };
 
+// One block of a shape for the mutation tests: the file, another valid
+// block of the same shape (`key`'s child), and options that expect it.
+// Options point into it: not moved once made.
+struct BlockCase {
+  BlockCase(const Shape& shape, bool old_style, uint64_t key_base, int64_t created,
+            int64_t other_created)
+      : key(TestBlockKey(key_base)),
+        wrong_key(TestBlockKey(key_base + 300)),
+        signature(shape.layout.Signature()),
+        layout(shape.layout),
+        file(Encode(layout, key, TestBlockKey(key_base + 100), created, shape.token_count)),
+        other(Encode(layout, TestBlockKey(key_base + 200), key, other_created, shape.token_count)) {
+    if (old_style) {
+      file = WithoutMetaChecksum(file);
+      other = WithoutMetaChecksum(other);
+    }
+    full.expected_key = &key;
+    full.expected_signature = &signature;
+    wrong_key_opts = full;
+    wrong_key_opts.expected_key = &wrong_key;
+    with_layout = full;
+    with_layout.expected_layout = &layout;
+  }
+  BlockCase(const BlockCase&) = delete;
+  BlockCase& operator=(const BlockCase&) = delete;
+
+  const BlockKey key, wrong_key;
+  const std::string signature;
+  const ModelLayout layout;
+  Bytes file, other;
+  DecodeOptions full, wrong_key_opts, with_layout;
+};
+
 std::vector<Shape> Shapes() {
   return {{"tiny", Tiny(), 0}, {"hybrid", Hybrid(), 0}, {"tiny, 5 of 16 tokens", Tiny(), 5}};
 }
@@ -344,27 +377,19 @@ TEST(BlockVerifierTest, SameVerdictAsDecodeBlockOnEveryMutation) {
     for (bool old_style : {false, true}) {
       BlockVerifier verifier;
       for (size_t b = 0; b < created.size(); ++b) {
-        const BlockKey key = TestBlockKey(100 + b), parent = TestBlockKey(200 + b);
-        Bytes file = Encode(shape.layout, key, parent, created[b], shape.token_count);
-        Bytes other = Encode(shape.layout, TestBlockKey(300 + b), key, created[b] + (b % 2),
-                             shape.token_count);
-        if (old_style) {
-          file = WithoutMetaChecksum(file);
-          other = WithoutMetaChecksum(other);
-        }
-        const BlockKey wrong_key = TestBlockKey(400 + b);
-        DecodeOptions full;
-        full.expected_key = &key;
-        full.expected_signature = &signature;
-        DecodeOptions none;
-        none.verify_checksum = false;
-        DecodeOptions wrong_key_opts = full;
-        wrong_key_opts.expected_key = &wrong_key;
+        const BlockCase c(shape, old_style, 100 + b, created[b], created[b] + (b % 2));
+        const Bytes& file = c.file;
+        const Bytes& other = c.other;
+        const DecodeOptions& full = c.full;
+        const DecodeOptions& wrong_key_opts = c.wrong_key_opts;
+        const DecodeOptions& with_layout = c.with_layout;
+        const DecodeOptions none = [] {
+          DecodeOptions o;
+          o.verify_checksum = false;
+          return o;
+        }();
         DecodeOptions wrong_signature = full;
         wrong_signature.expected_signature = &other_signature;
-        const ModelLayout layout = shape.layout;
-        DecodeOptions with_layout = full;
-        with_layout.expected_layout = &layout;
 
         const std::string base =
             shape.name + (old_style ? " (old style)" : "") + ", block " + std::to_string(b) + ": ";
@@ -409,28 +434,16 @@ TEST(BlockVerifierTest, DecodeHeaderSameAsDecodeBlockHeaderOnEveryMutation) {
   size_t fast_mutants = 0;
   size_t fast_sums = 0, old_style_digits = 0;
   for (const Shape& shape : Shapes()) {
-    const std::string signature = shape.layout.Signature();
     for (bool old_style : {false, true}) {
       BlockVerifier verifier;
       for (size_t b = 0; b < created.size(); ++b) {
-        const BlockKey key = TestBlockKey(500 + b), parent = TestBlockKey(600 + b);
-        Bytes file = Encode(shape.layout, key, parent, created[b], shape.token_count);
-        Bytes other =
-            Encode(shape.layout, TestBlockKey(700 + b), key, created[b], shape.token_count);
-        if (old_style) {
-          file = WithoutMetaChecksum(file);
-          other = WithoutMetaChecksum(other);
-        }
-        const BlockKey wrong_key = TestBlockKey(800 + b);
-        DecodeOptions full;
-        full.expected_key = &key;
-        full.expected_signature = &signature;
-        DecodeOptions none;
-        DecodeOptions wrong_key_opts = full;
-        wrong_key_opts.expected_key = &wrong_key;
-        const ModelLayout layout = shape.layout;
-        DecodeOptions with_layout = full;
-        with_layout.expected_layout = &layout;
+        const BlockCase c(shape, old_style, 500 + b, created[b], created[b]);
+        const Bytes& file = c.file;
+        const Bytes& other = c.other;
+        const DecodeOptions& full = c.full;
+        const DecodeOptions& wrong_key_opts = c.wrong_key_opts;
+        const DecodeOptions& with_layout = c.with_layout;
+        const DecodeOptions none;
         const std::string base =
             shape.name + (old_style ? " (old style)" : "") + ", block " + std::to_string(b) + ": ";
         const std::span<const std::byte> header_only(file.data(), 8 + HeaderLength(file));
