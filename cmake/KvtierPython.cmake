@@ -12,11 +12,9 @@ find_package(pybind11 2.10 CONFIG REQUIRED)
 set(KVTIER_PYTHON_PACKAGE_DIR ${CMAKE_BINARY_DIR}/python/kvtier)
 file(GLOB _kvtier_py_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/python/*.cc)
 pybind11_add_module(kvtier_python MODULE NO_EXTRAS ${_kvtier_py_srcs})
-# Its own headers, and core's base (as the C API's); the bindings' through
-# kvtier_bindings_common.
+# Its own headers; the bindings' through kvtier_bindings_common.
 kvtier_include_root(python)
-target_include_directories(kvtier_python PRIVATE ${KVTIER_INCLUDE_ROOTS}/python
-                                                 ${KVTIER_INCLUDE_ROOTS}/core)
+target_include_directories(kvtier_python PRIVATE ${KVTIER_INCLUDE_ROOTS}/python)
 target_link_libraries(kvtier_python PRIVATE kvtier_bindings_common)
 target_compile_definitions(kvtier_python PRIVATE KVTIER_VERSION="${PROJECT_VERSION}")
 set_target_properties(kvtier_python PROPERTIES OUTPUT_NAME _kvtier

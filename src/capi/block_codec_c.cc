@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bindings/layout_verifiers.h"
 #include "capi/c_status.h"
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
@@ -114,11 +115,13 @@ int kvtier_block_decode(const void* block, size_t len, const char* layout, const
     kvtier::DecodeOptions opts;
     opts.expected_key = &k;
     opts.expected_signature = &signature;
-    opts.expected_layout = &l;
     opts.verify_checksum = true;
     const auto* base = static_cast<const std::byte*>(block);
+    // DecodeBlock with the layout expected: its verdict, without a JSON
+    // parse for a header of a shape seen before.
     kvtier::Result<kvtier::DecodedBlock> decoded =
-        kvtier::DecodeBlock(std::span<const std::byte>(base, len), opts);
+        kvtier::bindings::LayoutVerifiers::Shared().Decode(l, std::span<const std::byte>(base, len),
+                                                           opts);
     // Every rejection (structure, key, signature, layout, checksum) is a
     // Corruption status naming the rule, as a disk read reports it.
     if (!decoded.ok()) return FromStatus(fn, decoded.status());

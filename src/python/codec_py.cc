@@ -5,14 +5,11 @@
 
 #include <pybind11/stl.h>
 
-#include <array>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/block_verifier.h"
-#include "core/mutex.h"
+#include "bindings/layout_verifiers.h"
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "python/convert.h"
@@ -23,34 +20,6 @@ namespace kvtier::python {
 namespace {
 
 constexpr uint64_t kMicrosPerSecond = 1'000'000;
-
-// decode_block's verifiers, one per layout it was last called with (an
-// engine decodes every block of its one layout): a header of a shape seen
-// before is checked without a JSON parse, the verdict DecodeBlock's. The
-// few most recent layouts are kept, replaced round-robin.
-class LayoutVerifiers {
- public:
-  std::shared_ptr<BlockVerifier> For(const ModelLayout& layout) {
-    MutexLock lock(&mu_);
-    for (const auto& v : held_) {
-      if (v != nullptr && *v->layout() == layout) return v;
-    }
-    auto v = std::make_shared<BlockVerifier>(layout);
-    held_[next_] = v;
-    next_ = (next_ + 1) % held_.size();
-    return v;
-  }
-
- private:
-  Mutex mu_;
-  std::array<std::shared_ptr<BlockVerifier>, 8> held_ GUARDED_BY(mu_);
-  size_t next_ GUARDED_BY(mu_) = 0;
-};
-
-LayoutVerifiers& Verifiers() {
-  static auto* verifiers = new LayoutVerifiers();  // never destroyed: no exit-order issue
-  return *verifiers;
-}
 
 // The tensors argument: a sequence in layer-major order, or a dict by
 // tensor name ("layer_{i}_state_{k}").
@@ -156,13 +125,11 @@ py::list DecodeToViews(py::handle data, const ModelLayout& layout, const BlockKe
   opts.expected_signature = &signature;
   opts.expected_layout = &layout;
   opts.verify_checksum = verify_checksum;
-  Result<DecodedBlock> decoded = [&]() -> Result<DecodedBlock> {
+  Result<DecodedBlock> decoded = [&] {
     py::gil_scoped_release release;
-    try {
-      return Verifiers().For(layout)->Decode(bytes, opts);
-    } catch (const std::bad_alloc&) {
-      return Status::ResourceExhausted("out of memory decoding a block");
-    }
+    // DecodeBlock's verdict, without a JSON parse for a header of a shape
+    // seen before.
+    return bindings::LayoutVerifiers::Shared().Decode(layout, bytes, opts);
   }();
   if (!decoded.ok()) Throw(decoded.status());
   py::list out(decoded->tensors.size());
