@@ -712,5 +712,83 @@ TEST(BlockVerifierTest, ManyThreadsThroughOneVerifier) {
   EXPECT_EQ(verifier.template_count(), 2u);
 }
 
+// Reader threads decode different blocks (their own keys and clocks; some
+// with a flipped data byte, some with an edited header) through one verifier
+// made for their layout, whole (Decode) and header only (DecodeHeader), as
+// the pool's and the bindings' decoders do: DecodeBlock's and
+// DecodeBlockHeader's verdicts every time, each block's own key and clock.
+TEST(BlockVerifierTest, ManyThreadsDecodeThroughOneLayoutVerifier) {
+  const ModelLayout tiny = Tiny();
+  const std::string signature = tiny.Signature();
+  constexpr int kThreads = 4, kBlocks = 60;
+  struct Block {
+    Bytes file;
+    BlockKey key;
+    Status want, want_header;
+    int64_t created_at = 0;
+  };
+  std::vector<std::vector<Block>> blocks(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kBlocks; ++i) {
+      Block b;
+      b.key = TestBlockKey(t * 1000 + i + 50000);
+      b.file = Encode(tiny, b.key, TestBlockKey(t * 1000 + i + 1), 1700000000 + t * 100 + i);
+      if (i % 11 == 10) b.file.back() ^= std::byte{0x80};  // data: only Decode sees it
+      if (i % 13 == 12) {  // a created_at digit: meta_checksum mismatch
+        const size_t at = ValueAt(b.file, "created_at");
+        b.file[at] = static_cast<std::byte>(static_cast<char>(b.file[at]) == '1' ? '2' : '1');
+      }
+      DecodeOptions opts;
+      opts.expected_key = &b.key;
+      opts.expected_signature = &signature;
+      opts.expected_layout = &tiny;
+      Result<DecodedBlock> want = DecodeBlock(b.file, opts);
+      b.want = want.status();
+      if (want.ok()) b.created_at = want->meta.created_at;
+      b.want_header = DecodeBlockHeader(b.file, b.file.size(), opts).status();
+      blocks[t].push_back(std::move(b));
+    }
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  BlockVerifier verifier(tiny);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round) {
+        for (const Block& b : blocks[t]) {
+          DecodeOptions opts;
+          opts.expected_key = &b.key;
+          opts.expected_signature = &signature;
+          opts.expected_layout = &tiny;
+          Result<DecodedBlock> d = verifier.Decode(b.file, opts);
+          if (d.status().code() != b.want.code() || d.status().message() != b.want.message() ||
+              (d.ok() && (d->meta.key != b.key || d->meta.created_at != b.created_at))) {
+            ++wrong;
+          }
+          const std::span<const std::byte> header(b.file.data(), 8 + HeaderLength(b.file));
+          Result<DecodedBlock> h = verifier.DecodeHeader(header, b.file.size(), opts);
+          if (h.status().code() != b.want_header.code() ||
+              h.status().message() != b.want_header.message() || (h.ok() && h->meta.key != b.key)) {
+            ++wrong;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  size_t bad_data = 0, bad_header = 0;
+  for (const auto& list : blocks) {
+    for (const Block& b : list) {
+      bad_header += b.want_header.ok() ? 0 : 1;
+      bad_data += b.want_header.ok() && !b.want.ok() ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(bad_header, static_cast<size_t>(kThreads * 4));  // i = 12, 25, 38, 51
+  EXPECT_EQ(bad_data, static_cast<size_t>(kThreads * 5));    // i = 10, 21, 32, 43, 54
+  EXPECT_GT(verifier.fast_path_hits(), 0u);
+  EXPECT_EQ(verifier.template_count(), 1u);
+}
+
 }  // namespace
 }  // namespace kvtier
