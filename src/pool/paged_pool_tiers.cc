@@ -322,25 +322,19 @@ bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, con
   opts.expected_signature = &signature_;
   // The store verified the data where it entered the process (a disk or
   // network read); a second XXH3 pass here would double the cost of a
-  // restore. The header is still checked: it is small, and it is what says
-  // where the data lies.
-  // DecodeBlock's verdict without the data checksum is DecodeBlockHeader's;
-  // the verifier gives it without a JSON parse for a header shape it has
-  // seen (a restore's blocks share one), which costs more than the copy of a
-  // small block.
-  const std::span<const std::byte> bytes = file.span();
-  Result<uint64_t> need = BlockHeaderPrefixBytes(bytes, bytes.size());
-  if (!need.ok()) return false;
-  Result<DecodedBlock> block =
-      header_verifier_.DecodeHeader(bytes.first(static_cast<size_t>(*need)), bytes.size(), opts);
+  // restore. The header is still checked: it is what says where the data
+  // lies, and the verifier checks a header of a shape it has seen (a
+  // restore's blocks share one) without a JSON parse, which would cost more
+  // than the copy of a small block.
+  opts.verify_checksum = false;
+  Result<DecodedBlock> block = header_verifier_.Decode(file.span(), opts);
   if (!block.ok() || block->meta.token_count != geo_.block_tokens() ||
-      bytes.size() - *need != geo_.block_bytes()) {
+      block->data.size() != geo_.block_bytes()) {
     return false;
   }
-  const std::span<const std::byte> data = bytes.subspan(static_cast<size_t>(*need));
   if (mask.empty()) {
     arena_memory_->Copy(CopyDirection::kHostToSlot,
-                        Copy2D{slot_addr, 0, data.data(), 0, data.size(), 1});
+                        Copy2D{slot_addr, 0, block->data.data(), 0, block->data.size(), 1});
     return true;
   }
   // Only what was asked for: the other tensors' bytes are unspecified.
@@ -348,7 +342,7 @@ bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, con
     for (const StateGeometry& g : geo_.layer(l)) {
       if (!mask[g.tensor]) continue;
       arena_memory_->Copy(CopyDirection::kHostToSlot,
-                          Copy2D{slot_addr + g.offset, 0, data.data() + g.offset, 0,
+                          Copy2D{slot_addr + g.offset, 0, block->data.data() + g.offset, 0,
                                  static_cast<size_t>(g.bytes), 1});
     }
   }
