@@ -11,6 +11,7 @@ a full disk and damaged blocks.
 
 import glob
 import hashlib
+import importlib
 import inspect
 import logging
 import os
@@ -484,3 +485,82 @@ def test_tensor_parallel_ranks_keep_their_own_blocks(tmp_path):
     assert gpu_bytes(gpus[0], [0, 1, 2]) != gpu_bytes(gpus[1], [0, 1, 2])
     for w in workers:
         w.shutdown()
+
+
+# --- Found by driving vLLM's own code (issue 31): each failed on 1229907 -------------
+
+def test_a_tuple_transfer_result_is_answered_with_pairs(tmp_path):
+    # vLLMs that declare `TransferResult = tuple[int, bool]` in worker.py: not a
+    # class to construct; the connector unpacks (job_id, success).
+    worker_module = sys.modules["vllm.v1.kv_offload.worker.worker"]
+    worker_module.TransferResult = tuple[int, bool]
+    try:
+        importlib.reload(kv)
+        conn, caches = make_connector(tmp_path)
+        hashes = vh.block_hashes(list(range(2 * BLOCK)), BLOCK)
+        out = conn.manager.prepare_store(hashes)
+        assert conn.worker.transfer_async(7, (vh.GPULoadStoreSpec([0, 1]), out.store_spec))
+        conn.worker.wait({7})
+        assert conn.worker.get_finished() == [(7, True)]
+    finally:
+        del worker_module.TransferResult
+        importlib.reload(kv)
+
+
+def canonical_kv_halves(caches):
+    """vLLM's CanonicalKVCaches over FlashAttention tensors: two refs per layer,
+    the K half and the V half of each page, (num_blocks, page / 2) int8."""
+    tensors, refs = [], []
+    for t in caches.values():
+        for half in (t[0], t[1]):
+            view = half.reshape(half.shape[0], -1).view(torch.int8)
+            tensors.append(vh.ns(tensor=view, page_size_bytes=int(view.shape[1])))
+            refs.append(vh.ns(tensor_idx=len(tensors) - 1, page_size_bytes=int(view.shape[1])))
+    return vh.ns(tensors=tensors, group_data_refs=[refs])
+
+
+def test_canonical_caches_with_kv_half_refs_round_trip(tmp_path):
+    spec, kvcc = make_spec(tmp_path)
+    caches = vh.torch_kv_caches(kvcc.kv_cache_groups[0].layer_names, NUM_BLOCKS, BLOCK, HEADS,
+                                HEAD_DIM, torch.float16, seed=21)
+    conn = vh.Connector(spec, canonical_kv_halves(caches))
+    hashes = vh.block_hashes(list(range(3 * BLOCK)), BLOCK)
+    assert conn.store(hashes, 0, [4, 5, 6]) == 3
+    assert conn.matched_blocks(hashes) == (0, 3)
+    assert conn.load(hashes, 0, 3, [20, 21, 22])
+    assert gpu_bytes(caches, [20, 21, 22]) == gpu_bytes(caches, [4, 5, 6])
+    # The same bytes as the per-layer K/V tensors' blocks: another process
+    # with vLLM's dict of tensors loads them.
+    conn2, caches2 = make_connector(tmp_path, seed=22)
+    assert conn2.load(hashes, 0, 3, [1, 2, 3])
+    assert gpu_bytes(caches2, [1, 2, 3]) == gpu_bytes(caches, [4, 5, 6])
+
+
+def test_blocks_evicted_after_prepare_load_still_load(tmp_path):
+    conn, caches = make_connector(tmp_path, seed=23)
+    hashes = vh.block_hashes(list(range(3 * BLOCK)), BLOCK)
+    assert conn.store(hashes, 0, [0, 1, 2]) == 3
+    assert conn.matched_blocks(hashes) == (0, 3)
+    src = conn.manager.prepare_load(hashes)
+    for h in hashes:  # eviction, gc or another process sharing the folder
+        conn.manager.cache.erase(kv.block_key(conn.manager.namespaces[0], h))
+    assert conn.matched_blocks(hashes) == (0, 0)
+    conn._run(src, vh.GPULoadStoreSpec([30, 31, 32]))
+    conn.manager.complete_load(hashes)
+    assert conn.failed == []
+    assert gpu_bytes(caches, [30, 31, 32]) == gpu_bytes(caches, [0, 1, 2])
+    assert [kv.PINS.get(kv.block_key(conn.manager.namespaces[0], h)) for h in hashes] == \
+        [None] * 3  # complete_load ended the promise
+
+
+def test_evictions_are_announced_as_one_removed_event(tmp_path):
+    conn, caches = make_connector(tmp_path, seed=24)
+    hashes = vh.block_hashes(list(range(4 * BLOCK)), BLOCK)
+    assert conn.store(hashes, 0, [0, 1, 2, 3]) == 4
+    assert [e.removed for e in conn.events()] == [False]
+    for h in hashes[1:3]:
+        conn.manager.cache.erase(kv.block_key(conn.manager.namespaces[0], h))
+    # No lookup in between: the manager finds the evictions itself.
+    assert [(sorted(e.block_hashes), e.removed, e.medium) for e in conn.events()] == \
+        [(sorted(hashes[1:3]), True, "KVTIER")]
+    assert conn.events() == []

@@ -1,20 +1,7 @@
-"""kvtier as a vLLM offloading backend (vLLM's OffloadingConnector).
-
-Start vLLM with (docs/vllm.md has the details)::
-
-    PYTHONHASHSEED=0 vllm serve MODEL --kv-transfer-config '{"kv_connector": "OffloadingConnector",
-        "kv_role": "kv_both", "kv_connector_extra_config": {"spec_name": "KvtierOffloadingSpec",
-        "spec_module_path": "kvtier.integrations.vllm", "disk_dir": "/var/cache/kvtier-vllm",
-        "host_bytes": "4GiB"}}'
-
-vLLM's factory imports this module and builds ``KvtierOffloadingSpec(vllm_config,
-kv_cache_config)``. The spec gives vLLM's scheduler a ``KvtierOffloadingManager``
-(it sees only vLLM's block hashes) and its workers a ``KvtierOffloadingHandler``
-for both directions (GPU -> kvtier stores, kvtier -> GPU loads), with the medium
-``KvtierLoadStoreSpec`` (``medium() == "KVTIER"``). Besides vLLM's own keys
-(``spec_name``, ``spec_module_path``, ``block_size``) the extra config takes
-every kvtier option (docs/options.md, the same parser as ``kvtier.Cache``);
-``layout``, ``block_tokens`` and ``key_extra`` are the backend's and refused.
+"""kvtier as a vLLM offloading backend: the handler route (vLLM 0.14-0.19:
+vllm/v1/kv_offload/abstract.py, spec.py, mediums.py, worker/worker.py, the
+OffloadingConnector calling get_handlers). Chosen by the package when that
+interface is present; docs/vllm.md has the details.
 
 Keys. vLLM's block hash is SHA-256 (or SHA-256 over CBOR) of (parent hash,
 token ids, extra keys), seeded by ``PYTHONHASHSEED`` or by 32 random bytes per
@@ -33,19 +20,17 @@ Failures never raise into vLLM: a lookup that fails is 0 (a miss), a
 cannot start is False, a load that misses or fails verification is a failed
 job; each is a log line on ``logging.getLogger("kvtier")``. Loads never write
 bytes that did not verify: a job writes the GPU blocks only after every block
-of it decoded. ``lookup`` loads and verifies the blocks it reports, so a block
-damaged at rest is a miss that vLLM recomputes, not a failed load.
+of it decoded. ``lookup`` loads and verifies the blocks it reports;
+``prepare_load`` holds the verified bytes of the blocks it promises until
+``complete_load`` (_common.PINS), so eviction in between cannot fail the load.
 """
 
 import abc
 import collections
 import dataclasses
-import hashlib
-import importlib
 import inspect
+import itertools
 import json
-import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait as _wait_futures
 
@@ -53,35 +38,16 @@ import numpy as np
 
 import kvtier
 
-logger = logging.getLogger("kvtier")
+from ._common import (  # noqa: F401 (the module's names since 0.1)
+    MEDIUM, PINS, REPRODUCIBLE_HASHES, _caches, block_key, cache_options,
+    check_reproducible_hashing, decodes as _decodes, default_disk_dir,
+    dtype_name as _dtype_name, first_attr as _first_attr, hash_bytes, load_promised,
+    local_worker, logger, read_verified, register_local_worker, shared_cache,
+    vllm_attr as _vllm_attr)
+from ._regions import as_bytes, gather, region_bytes, scatter
 
-MEDIUM = "KVTIER"
 GPU_MEDIUM = "GPU"
-_KEY_DOMAIN = b"kvtier-vllm-block-v1\0"
-# Keys of the connector's extra config that vLLM reads itself.
-_VLLM_KEYS = ("spec_name", "spec_module_path", "block_size")
-# kvtier options the backend derives from vLLM's configuration.
-_BACKEND_SET = ("layout", "block_tokens", "key_extra")
-# vLLM's prefix_caching_hash_algo values whose hashes are equal in every
-# process given the same PYTHONHASHSEED.
-REPRODUCIBLE_HASHES = ("sha256", "sha256_cbor")
 _VERIFY_CHUNK = 16  # blocks per load_many in lookup (bounds the scratch buffers)
-
-
-def _vllm_attr(module, name):
-    """vLLM's `module.name`, or None when vLLM (or that name) is not there."""
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except Exception:  # not installed, or a vLLM that fails to import here
-        return None
-
-
-def _first_attr(name, *modules):
-    for module in modules:
-        found = _vllm_attr(module, name)
-        if found is not None:
-            return found
-    return None
 
 
 # --- vLLM's base classes, or stand-ins of the same shape ----------------------
@@ -191,17 +157,28 @@ OffloadingSpecBase = _first_attr("OffloadingSpec", "vllm.v1.kv_offload.spec", _B
     or _OffloadingSpec
 GPULoadStoreSpec = _first_attr("GPULoadStoreSpec", "vllm.v1.kv_offload.mediums", _BASE) \
     or _GPULoadStoreSpec
-# Later vLLMs report TransferResult objects; the connector this follows unpacks
-# (job_id, success) pairs.
+# What get_finished returns per job: vLLM's TransferResult dataclass where
+# it has one, else (job_id, success) pairs; some vLLMs declare the alias
+# `TransferResult = tuple[int, bool]`, which is not a class to construct.
 TransferResult = _first_attr("TransferResult", "vllm.v1.kv_offload.worker.worker", _BASE)
+
+
+def transfer_result(job_id, success):
+    if isinstance(TransferResult, type) and dataclasses.is_dataclass(TransferResult):
+        return TransferResult(job_id=job_id, success=success)
+    return (job_id, success)
 
 
 class KvtierLoadStoreSpec(LoadStoreSpecBase):
     """kvtier's medium: the vLLM block hashes of the blocks to load or store
-    (each worker maps them to its own shard's kvtier keys)."""
+    (each worker maps them to its own shard's kvtier keys). A load spec made
+    in a process without a worker also carries the promised blocks' bytes
+    ({kvtier key: block file}), since the worker cannot see this process's
+    pins."""
 
-    def __init__(self, block_hashes):
+    def __init__(self, block_hashes, blocks=None):
         self.block_hashes = list(block_hashes)
+        self.blocks = blocks or {}
 
     @staticmethod
     def medium():
@@ -212,54 +189,6 @@ class KvtierLoadStoreSpec(LoadStoreSpecBase):
 
 
 # --- Configuration ------------------------------------------------------------
-
-def default_disk_dir():
-    """The per-user default cache folder: $XDG_CACHE_HOME/kvtier/vllm."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "kvtier", "vllm")
-
-
-def cache_options(extra):
-    """The kvtier.Cache options of the connector's extra config (checked by
-    kvtier's options parser): vLLM's own keys left out, defaults filled in."""
-    options = {k: v for k, v in dict(extra or {}).items() if k not in _VLLM_KEYS}
-    for name in _BACKEND_SET:
-        if name in options:
-            raise kvtier.InvalidArgument(
-                "vllm: %s: set by the backend from vLLM's KV cache configuration; leave it "
-                "out of kv_connector_extra_config" % name)
-    options.setdefault("host_bytes", 1 << 30)
-    if "disk_dir" not in options:
-        options["disk_dir"] = default_disk_dir()
-        os.makedirs(options["disk_dir"], mode=0o700, exist_ok=True)
-    kvtier._kvtier._check_options(options)
-    return options
-
-
-def check_reproducible_hashing(vllm_config, environ=None):
-    """Raises kvtier.FailedPrecondition unless vLLM's block hashes are equal
-    in every process for the same tokens: a SHA-256 algorithm and a fixed
-    PYTHONHASHSEED (vLLM seeds its hash chain from it, else from os.urandom)."""
-    environ = os.environ if environ is None else environ
-    algo = str(getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "sha256"))
-    if algo not in REPRODUCIBLE_HASHES:
-        raise kvtier.FailedPrecondition(
-            "vllm: prefix_caching_hash_algo %r is not SHA-256: kvtier shares blocks between "
-            "processes and hosts by vLLM's block hashes, so it needs one of %s "
-            "(--prefix-caching-hash-algo sha256)" % (algo, ", ".join(REPRODUCIBLE_HASHES)))
-    if not environ.get("PYTHONHASHSEED"):
-        raise kvtier.FailedPrecondition(
-            "vllm: PYTHONHASHSEED is not set: vLLM then seeds its block hashes with random "
-            "bytes per process, so no other process (or this one after a restart) could "
-            "find the blocks kvtier stores; start vLLM with the same PYTHONHASHSEED "
-            "everywhere (e.g. PYTHONHASHSEED=0)")
-    return algo
-
-
-def _dtype_name(dtype):
-    name = str(dtype)
-    return name[len("torch."):] if name.startswith("torch.") else name
-
 
 class BlockPlan:
     """What one kvtier block holds for this vLLM engine, from vLLM's KV cache
@@ -330,37 +259,6 @@ class BlockPlan:
         return kvtier.KeyChain(self.model_id, self.layout, salt=self.salt,
                                adapter=self.adapter, extra=b"vllm:" + self.hash_algo.encode(),
                                shard=self.shard(tp_rank))
-
-
-def hash_bytes(block_hash):
-    """The bytes of a vLLM block hash: BlockHash is bytes (32, SHA-256); older
-    vLLMs had a (hash_value: int, token_ids, extra_keys) tuple."""
-    if isinstance(block_hash, (bytes, bytearray, memoryview)):
-        return bytes(block_hash)
-    value = getattr(block_hash, "hash_value", block_hash)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 256:
-        return value.to_bytes(32, "big")
-    raise kvtier.InvalidArgument("vllm: not a block hash: %r" % (block_hash,))
-
-
-def block_key(namespace, block_hash):
-    """The kvtier key of a vLLM block hash under a key namespace (see above)."""
-    return hashlib.sha256(_KEY_DOMAIN + namespace + hash_bytes(block_hash)).digest()
-
-
-_caches = {}
-_caches_lock = threading.Lock()
-
-
-def shared_cache(layout, options):
-    """One kvtier.Cache per (layout, options) in a process, so that vLLM's
-    scheduler and a worker in the same process (TP=1) share one RAM tier."""
-    tag = (layout.signature, json.dumps(options, sort_keys=True, default=str))
-    with _caches_lock:
-        cache = _caches.get(tag)
-        if cache is None or cache.closed:
-            cache = _caches[tag] = kvtier.Cache(layout, **options)
-        return cache
 
 
 def _tp_rank(vllm_config):
@@ -458,25 +356,47 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                     break
                 hits = min(hits, self._verified_prefix(namespace, hashes[:hits]))
             # Blocks kvtier holds that this process has not announced (stored by
-            # another process or before a restart) are announced now, and an
-            # announced block that is gone is announced as removed.
+            # another process or before a restart) are announced now; removals
+            # are found by take_events' sweep.
             self._announce_stored(hashes[:hits], only_new=True)
-            if hits < len(hashes):
-                self._announce_removed(hashes[hits:hits + 1])
             return hits
         except Exception as e:
             logger.warning("vllm: lookup failed, answering a miss: %s", e)
             return 0
 
+    def _promised_keys(self, block_hashes):
+        return [block_key(ns, h) for h in block_hashes for ns in self.namespaces]
+
     def prepare_load(self, block_hashes):
-        return KvtierLoadStoreSpec(block_hashes)
+        """Pins the blocks vLLM will load: their verified bytes are held (in
+        PINS, and in the spec when the worker is another process) until
+        complete_load, whatever kvtier evicts or another process removes in
+        between. A block already gone is left out; its job then fails
+        cleanly at the worker."""
+        hashes = list(block_hashes)
+        try:
+            keys = self._promised_keys(hashes)
+            got = read_verified(self.cache, self.plan.layout, keys)
+            for key, data in got.items():
+                PINS.hold(key, data)
+            if len(got) < len(keys):
+                logger.warning("vllm: %d of %d promised blocks were gone at prepare_load",
+                               len(keys) - len(got), len(keys))
+            return KvtierLoadStoreSpec(hashes, None if local_worker() else got)
+        except Exception as e:
+            logger.warning("vllm: prepare_load could not pin its blocks: %s", e)
+            return KvtierLoadStoreSpec(hashes)
 
     def touch(self, block_hashes):
         # kvtier's tiers keep their own recency (loads count as uses).
         return
 
     def complete_load(self, block_hashes):
-        return
+        try:
+            for key in self._promised_keys(list(block_hashes)):
+                PINS.release(key)
+        except Exception as e:
+            logger.warning("vllm: complete_load failed: %s", e)
 
     def _stored(self, block_hash):
         return all(self.cache.contains(block_key(ns, block_hash)) is not None
@@ -528,27 +448,33 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                 block_hashes=list(hashes), block_size=self.plan.block_tokens, medium=MEDIUM,
                 removed=False))
 
-    def _announce_removed(self, hashes):
+    _SWEEP = 256  # announced blocks checked per take_events
+
+    def _sweep_removed(self):
+        """One BlockRemoved event for the announced blocks kvtier no longer
+        holds (evicted, erased, removed by another process), checking the
+        _SWEEP longest-announced ones per call, round robin."""
         with self._lock:
-            gone = [h for h in hashes if self._announced.pop(hash_bytes(h), None)]
+            batch = list(itertools.islice(self._announced, self._SWEEP))
+        gone = [h for h in batch if not self._stored(h)]
+        with self._lock:
+            for h in batch:
+                if h in self._announced:
+                    self._announced.move_to_end(h)
+            gone = [h for h in gone if self._announced.pop(h, None)]
             if gone:
                 self._events.append(OffloadingEvent(
                     block_hashes=gone, block_size=self.plan.block_tokens, medium=MEDIUM,
                     removed=True))
 
     def take_events(self):
+        try:
+            self._sweep_removed()
+        except Exception as e:
+            logger.warning("vllm: the removal sweep failed: %s", e)
         with self._lock:
             events, self._events = self._events, []
         yield from events
-
-
-def _decodes(data, layout, key):
-    try:
-        kvtier.decode_block(data, layout, key)
-        return True
-    except kvtier.Error as e:
-        logger.warning("vllm: block %s failed verification: %s", key.hex()[:16], e)
-        return False
 
 
 # --- The worker side ----------------------------------------------------------
@@ -557,17 +483,9 @@ def gpu_regions(kv_caches, plan):
     """Per layer of the plan, the byte views of vLLM's KV cache: a list of
     (num_blocks, n) uint8 tensors whose rows, concatenated, are one GPU block
     of that layer (two for a (2, num_blocks, ...) K/V tensor)."""
-    import torch  # only the worker side needs it, and vLLM has it
-
-    def as_bytes(t):
-        t = t.reshape(t.shape[0], -1)
-        return t if t.dtype == torch.uint8 else t.view(torch.uint8)
-
     tensors = getattr(kv_caches, "tensors", None)
     if tensors is not None:  # later vLLMs: CanonicalKVCaches, (num_blocks, page) int8 tensors
-        refs = kv_caches.group_data_refs[0]
-        regions = [[as_bytes(tensors[r.tensor_idx].tensor)[:, :int(r.page_size_bytes)]]
-                   for r in refs]
+        regions = canonical_regions(kv_caches, 0, len(plan.layer_names))
     else:
         kv = dict(kv_caches)
         if set(kv) != set(plan.layer_names):
@@ -582,14 +500,29 @@ def gpu_regions(kv_caches, plan):
             else:
                 regions.append([as_bytes(t)])
     for name, parts in zip(plan.layer_names, regions):
-        if sum(int(p.shape[1]) for p in parts) != plan.page_bytes:
+        if region_bytes(parts) != plan.page_bytes:
             raise kvtier.FailedPrecondition(
                 "vllm: layer %s: %d bytes per GPU block, vLLM's KV cache spec says %d"
-                % (name, sum(int(p.shape[1]) for p in parts), plan.page_bytes))
+                % (name, region_bytes(parts), plan.page_bytes))
     if len(regions) != len(plan.layer_names):
         raise kvtier.FailedPrecondition("vllm: %d KV regions for %d layers"
                                         % (len(regions), len(plan.layer_names)))
     return regions
+
+
+def canonical_regions(kv_caches, group, num_layers):
+    """Per layer of a KV cache group, the byte views of CanonicalKVCaches'
+    refs of that layer: one (num_blocks, page) ref per layer, or several (K
+    and V halves: FlashAttention's page split in two refs), in ref order."""
+    refs = list(kv_caches.group_data_refs[group])
+    if num_layers <= 0 or len(refs) % num_layers:
+        raise kvtier.FailedPrecondition(
+            "vllm: KV cache group %d has %d layers and %d canonical refs (not a whole number "
+            "per layer)" % (group, num_layers, len(refs)))
+    per = len(refs) // num_layers
+    views = [as_bytes(kv_caches.tensors[r.tensor_idx].tensor)[:, :int(r.page_size_bytes)]
+             for r in refs]
+    return [views[i * per:(i + 1) * per] for i in range(num_layers)]
 
 
 class KvtierOffloadingHandler(OffloadingHandlerBase):
@@ -606,6 +539,7 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
         self._lock = threading.Lock()
         self._finished = []
         self._jobs = {}
+        register_local_worker()
 
     def transfer_async(self, job_id, spec):
         try:
@@ -639,9 +573,7 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
             done, self._finished = self._finished, []
             for job_id, _ in done:
                 self._jobs.pop(job_id, None)
-        if TransferResult is not None:
-            return [TransferResult(job_id=j, success=ok) for j, ok in done]
-        return done
+        return [transfer_result(j, ok) for j, ok in done]
 
     def wait(self, job_ids):
         with self._lock:
@@ -654,33 +586,8 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
     def _keys(self, hashes):
         return [block_key(self.namespace, h) for h in hashes]
 
-    def _on_device(self, work):
-        """Runs work() on a side CUDA stream (after the default stream's work,
-        finished before returning) when the KV cache is on a GPU."""
-        import torch
-        device = self.regions[0][0].device
-        if device.type != "cuda":
-            return work()
-        stream = torch.cuda.Stream(device=device)
-        stream.wait_stream(torch.cuda.default_stream(device))
-        with torch.cuda.stream(stream):
-            result = work()
-        stream.synchronize()
-        return result
-
     def _gather(self, block_ids):
-        """Per region, the bytes of these GPU blocks as a CPU numpy array
-        (len(block_ids), page_bytes)."""
-        import torch
-
-        def work():
-            out = []
-            for parts in self.regions:
-                idx = torch.as_tensor(block_ids, dtype=torch.long, device=parts[0].device)
-                rows = torch.cat([p.index_select(0, idx) for p in parts], dim=1)
-                out.append(rows.cpu().numpy())
-            return out
-        return self._on_device(work)
+        return gather(self.regions, block_ids)
 
     def _store(self, src, dst):
         """GPU blocks -> kvtier blocks. True once the GPU blocks were read:
@@ -708,7 +615,6 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
     def _load(self, src, dst):
         """kvtier blocks -> GPU blocks. Writes the GPU blocks only when every
         block loaded and decoded; otherwise a failed job, nothing written."""
-        import torch
         hashes = src.block_hashes
         ids = [int(i) for i in np.asarray(dst.block_ids).reshape(-1)]
         f = self.plan.factor
@@ -717,16 +623,15 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
             logger.warning("vllm: load of %d blocks into %d GPU blocks", len(hashes), len(ids))
             return False
         keys = self._keys(hashes)
-        bufs = np.empty((len(keys), self.plan.layout.max_file_bytes), np.uint8)
-        sizes = self.cache.load_many(keys, [bufs[i] for i in range(len(keys))])
+        files = load_promised(self.cache, self.plan.layout, keys, getattr(src, "blocks", None))
         per_region = [[] for _ in self.regions]
-        for i, (key, size) in enumerate(zip(keys, sizes)):
-            if size == 0:
+        for key, data in zip(keys, files):
+            if data is None:
                 logger.warning("vllm: block %s missing or damaged at load (kvtier verifies "
                                "every block it reads)", key.hex()[:16])
                 return False
             try:
-                tensors = kvtier.decode_block(bufs[i, :size], self.plan.layout, key)
+                tensors = kvtier.decode_block(data, self.plan.layout, key)
             except kvtier.Error as e:
                 logger.warning("vllm: block %s failed verification at load: %s",
                                key.hex()[:16], e)
@@ -734,15 +639,5 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
             for r, t in enumerate(tensors):
                 per_region[r].append(t.reshape(f, self.plan.page_bytes))
 
-        def work():
-            for parts, blocks in zip(self.regions, per_region):
-                device = parts[0].device
-                rows = torch.from_numpy(np.concatenate(blocks)[skip:]).to(device)
-                idx = torch.as_tensor(ids, dtype=torch.long, device=device)
-                start = 0
-                for p in parts:
-                    width = int(p.shape[1])
-                    p.index_copy_(0, idx, rows[:, start:start + width].contiguous())
-                    start += width
-        self._on_device(work)
+        scatter(self.regions, ids, [np.concatenate(blocks)[skip:] for blocks in per_region])
         return True

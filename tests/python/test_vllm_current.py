@@ -1,0 +1,400 @@
+"""kvtier.integrations.vllm over vLLM's current offloading interface (0.26
+and later) and its multi-tier route, driven as vLLM's connector drives them.
+
+vllm_current_harness installs stand-ins of base.py, config.py and
+tiering/base.py written from the names and signatures it records (SOURCES:
+path and commit); with KVTIER_VLLM_SRC set it installs vLLM's own files
+instead (the drive, docs/vllm.md). Each test here failed on 1229907, whose
+backend knew only the handler route (checked by running this file against
+that commit's vllm.py).
+"""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kvtier
+import vllm_current_harness as vc
+
+LAYERS, TOKENS, CHUNK, HEADS, HEAD_DIM, NUM_BLOCKS = 2, 4, 2, 2, 8, 32
+
+
+@pytest.fixture(scope="module")
+def kv():
+    module, old = vc.install()
+    yield module
+    vc.uninstall(old)
+
+
+@pytest.fixture(autouse=True)
+def empty_ram(kv):
+    yield
+    for cache in list(kv._caches.values()):  # each test starts with empty RAM tiers
+        cache.close()
+    kv._caches.clear()
+
+
+def make_spec(kv, tmp_path, extra=None, **cfg):
+    extra = dict({"spec_name": "KvtierOffloadingSpec",
+                  "spec_module_path": "kvtier.integrations.vllm", "offload_prompt_only": True,
+                  "disk_dir": str(tmp_path / "kv"), "host_bytes": 1 << 22}, **(extra or {}))
+    config = vc.offloading_config(extra, tokens=TOKENS, chunk=CHUNK, heads=HEADS,
+                                  head_dim=HEAD_DIM, **cfg)
+    spec_cls = getattr(__import__(extra["spec_module_path"], fromlist=["x"]), extra["spec_name"])
+    assert issubclass(spec_cls, vc.module("vllm.v1.kv_offload.base").OffloadingSpec)
+    return spec_cls(config)
+
+
+def make_connector(kv, tmp_path, *, groups=(LAYERS,), seed=0, split_kv=True, extra=None, **cfg):
+    spec = make_spec(kv, tmp_path, extra, layers=groups, **cfg)
+    tensors = [vc.layer_tensors(n, NUM_BLOCKS, TOKENS, HEADS, HEAD_DIM, seed + 7 * g)
+               for g, n in enumerate(groups)]
+    caches, pages = vc.canonical(tensors, split_kv)
+    return vc.Connector(spec, caches), pages
+
+
+def keys_of(n, group=0, salt=b""):
+    return [vc.make_offload_key(vc.block_hash(i, salt), group) for i in range(n)]
+
+
+def test_the_current_route_is_chosen_and_its_first_calls_answer(kv, tmp_path):
+    assert kv.ROUTE == "current"
+    conn, _ = make_connector(kv, tmp_path)
+    b = vc.module("vllm.v1.kv_offload.base")
+    ctx = b.ReqContext(req_id="r")
+    assert isinstance(conn.manager.on_new_request(ctx), b.RequestOffloadingContext)
+    assert conn.manager.lookup(keys_of(1)[0], ctx) is b.LookupResult.MISS
+    out = conn.manager.prepare_store(keys_of(2), ctx)
+    assert out.keys_to_store == keys_of(2) and out.evicted_keys == []
+    assert conn.spec.options["host_bytes"] == 1 << 22
+    assert "offload_prompt_only" not in conn.spec.options
+
+
+def test_store_then_load_byte_identical_with_chunks_of_two_gpu_blocks(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, seed=1)
+    keys = keys_of(3)
+    src_ids = [5, 9, 2, 3, 30, 31]  # two GPU blocks per key
+    assert conn.store(keys, [(src_ids, 0)]) == keys
+    want = vc.gpu_bytes(pages, 0, src_ids)
+    # A fresh process's view: empty RAM, another set of GPU tensors.
+    for cache in list(kv._caches.values()):
+        cache.close()
+    kv._caches.clear()
+    conn2, pages2 = make_connector(kv, tmp_path, seed=2)
+    assert conn2.lookup(keys) == 3
+    dst_ids = [10, 11, 12, 13, 14, 15]
+    assert conn2.load(keys, [(dst_ids, 0)])
+    assert vc.gpu_bytes(pages2, 0, dst_ids) == want
+    assert conn2.failed == [] and all(r.transfer_size for r in conn2.results)
+
+
+def test_the_interface_is_the_one_installed(kv):
+    src = os.environ.get("KVTIER_VLLM_SRC")
+    base = vc.module("vllm.v1.kv_offload.base")
+    if src:  # the drive: vLLM's own base.py and config.py
+        assert base.__file__.startswith(src)
+        assert vc.module("vllm.v1.kv_offload.config").__file__.startswith(src)
+    else:
+        assert base.OffloadingSpec is vc.OffloadingSpec
+    assert kv.OffloadingSpecBase is base.OffloadingSpec
+    assert kv.OffloadingWorkerBase is base.OffloadingWorker
+
+
+def test_stored_by_one_process_loaded_by_another_byte_identical(kv, tmp_path):
+    code = ("import pathlib, sys, vllm_current_harness as vc, test_vllm_current as t\n"
+            "kv, _ = vc.install()\n"
+            "conn, _ = t.make_connector(kv, pathlib.Path(sys.argv[1]), seed=31)\n"
+            "assert conn.store(t.keys_of(3), [([3, 4, 5, 6, 7, 8], 0)]) == t.keys_of(3)\n"
+            "conn.worker.shutdown()\n"
+            "for cache in kv._caches.values():\n"
+            "    cache.close()\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, env=child_env(), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    _, want = make_connector(kv, tmp_path, seed=31)  # the other process's GPU bytes
+    conn, pages = make_connector(kv, tmp_path, seed=32)
+    assert conn.lookup(keys_of(3)) == 3
+    assert conn.load(keys_of(3), [([20, 21, 22, 23, 24, 25], 0)])
+    assert vc.gpu_bytes(pages, 0, [20, 21, 22, 23, 24, 25]) == \
+        vc.gpu_bytes(want, 0, [3, 4, 5, 6, 7, 8])
+
+
+def test_a_load_skips_the_gpu_blocks_of_the_first_chunk_vllm_has(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, seed=3)
+    keys = keys_of(2)
+    assert conn.store(keys, [([1, 2, 3, 4], 0)]) == keys
+    # vLLM holds GPU block 0 of the first chunk: block_indices = 1, three ids.
+    assert conn.load(keys, [([20, 21, 22], 1)])
+    assert vc.gpu_bytes(pages, 0, [20, 21, 22]) == vc.gpu_bytes(pages, 0, [2, 3, 4])
+
+
+def test_kv_half_refs_and_whole_page_refs_hold_the_same_bytes(kv, tmp_path):
+    halves, hp = make_connector(kv, tmp_path, seed=4, split_kv=True)
+    assert halves.store(keys_of(2), [([0, 1, 2, 3], 0)]) == keys_of(2)
+    whole, wp = make_connector(kv, tmp_path, seed=5, split_kv=False)
+    assert whole.lookup(keys_of(2)) == 2
+    assert whole.load(keys_of(2), [([8, 9, 10, 11], 0)])
+    assert vc.gpu_bytes(wp, 0, [8, 9, 10, 11]) == vc.gpu_bytes(hp, 0, [0, 1, 2, 3])
+
+
+def test_groups_never_share_a_block(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, groups=(2, 1), seed=6)
+    g0, g1 = keys_of(2, group=0), keys_of(2, group=1)  # the same block hashes
+    assert vc.block_hash(0) == kv.get_offload_block_hash(g1[0])
+    assert conn.store(g0, [([0, 1, 2, 3], 0), ([], 0)]) == g0
+    assert conn.lookup(g1) == 0  # group 1 holds nothing under these hashes
+    out = conn.manager.prepare_store(g1 + g0, None)
+    assert out.keys_to_store == g1
+    conn.manager.complete_store(out.keys_to_store, None, success=False)
+    assert conn.store(g1, [([], 0), ([4, 5, 6, 7], 0)]) == g1
+    assert conn.lookup(g0) == 2 and conn.lookup(g1) == 2
+    assert conn.load(g0 + g1, [([10, 11, 12, 13], 0), ([14, 15, 16, 17], 0)])
+    assert vc.gpu_bytes(pages, 0, [10, 11, 12, 13]) == vc.gpu_bytes(pages, 0, [0, 1, 2, 3])
+    assert vc.gpu_bytes(pages, 1, [14, 15, 16, 17]) == vc.gpu_bytes(pages, 1, [4, 5, 6, 7])
+    assert vc.gpu_bytes(pages, 1, [0, 1, 2, 3]) != vc.gpu_bytes(pages, 1, [14, 15, 16, 17])
+
+
+def erase_everywhere(kv, conn, keys):
+    """What eviction, gc or another process sharing the folder does to them."""
+    plan = conn.spec.plan
+    for key in keys:
+        for kv_key in plan.kv_keys(key):
+            conn.spec.caches()[plan.group_of(key)].erase(kv_key)
+
+
+def test_blocks_evicted_after_prepare_load_still_load(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, seed=8)
+    keys = keys_of(3)
+    assert conn.store(keys, [([0, 1, 2, 3, 4, 5], 0)]) == keys
+    assert conn.lookup(keys) == 3
+    src = conn.prepare_load(keys)
+    erase_everywhere(kv, conn, keys)
+    assert conn.lookup(keys) == 0
+    assert conn.transfer_load(keys, src, [([20, 21, 22, 23, 24, 25], 0)])
+    assert vc.gpu_bytes(pages, 0, [20, 21, 22, 23, 24, 25]) == \
+        vc.gpu_bytes(pages, 0, [0, 1, 2, 3, 4, 5])
+    assert [kv.PINS.get(k) for key in keys for k in conn.spec.plan.kv_keys(key)] == \
+        [None] * 3  # complete_load ended the promise
+
+
+def test_a_worker_in_another_process_gets_the_promised_bytes_in_the_spec(kv, tmp_path,
+                                                                          monkeypatch):
+    conn, pages = make_connector(kv, tmp_path, seed=9)
+    keys = keys_of(2)
+    assert conn.store(keys, [([0, 1, 2, 3], 0)]) == keys
+    monkeypatch.setattr(kv._common, "_local_workers", [0])  # a scheduler-only process
+    src = conn.prepare_load(keys)
+    assert sorted(src.blocks) == sorted(k for key in keys for k in conn.spec.plan.kv_keys(key))
+    conn.manager.complete_load(keys, None)  # the spec alone carries them now
+    erase_everywhere(kv, conn, keys)
+    assert conn.transfer_load(keys, src, [([8, 9, 10, 11], 0)])
+    assert vc.gpu_bytes(pages, 0, [8, 9, 10, 11]) == vc.gpu_bytes(pages, 0, [0, 1, 2, 3])
+
+
+def test_a_load_that_still_fails_is_a_failed_job_and_writes_nothing(kv, tmp_path, caplog):
+    conn, pages = make_connector(kv, tmp_path, seed=10)
+    keys = keys_of(2)
+    assert conn.store(keys, [([0, 1, 2, 3], 0)]) == keys
+    erase_everywhere(kv, conn, keys[1:])  # gone before vLLM asked for it
+    before = vc.gpu_bytes(pages, 0, [8, 9, 10, 11])
+    assert not conn.load(keys, [([8, 9, 10, 11], 0)])
+    assert len(conn.failed) == 1 and conn.results[-1].success is False
+    assert vc.gpu_bytes(pages, 0, [8, 9, 10, 11]) == before
+    assert "missing or damaged at load" in caplog.text
+
+
+def test_events_are_batched_with_medium_and_locality(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=11)
+    b = vc.module("vllm.v1.kv_offload.base")
+    keys = keys_of(3)
+    assert conn.store(keys, [([0, 1, 2, 3, 4, 5], 0)]) == keys
+    (stored,) = conn.events()
+    assert (stored.keys, stored.removed, stored.medium, stored.locality) == \
+        (keys, False, b.Medium.STORAGE, b.Locality.LOCAL)
+    erase_everywhere(kv, conn, keys[:2])
+    (removed,) = conn.events()
+    assert (sorted(removed.keys), removed.removed) == (sorted(keys[:2]), True)
+    assert conn.events() == []
+
+
+def test_reset_cache_empties_every_tier(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=12)
+    assert conn.store(keys_of(2), [([0, 1, 2, 3], 0)]) == keys_of(2)
+    conn.manager.reset_cache()
+    assert conn.lookup(keys_of(2)) == 0
+    conn.manager.shutdown()
+
+
+def test_tp_ranks_store_their_shards_and_a_lookup_needs_all(kv, tmp_path):
+    r0, p0 = make_connector(kv, tmp_path, seed=13, tp=2, rank=0)
+    r1, p1 = make_connector(kv, tmp_path, seed=14, tp=2, rank=1)
+    keys = keys_of(1)
+    # The scheduler (rank 0's manager) sees no block until both shards are in.
+    out = r0.manager.prepare_store(keys, None)
+    assert r0.worker.submit_store(0, r0.gpu_spec([([0, 1], 0)]), out.store_spec)
+    r0.worker.wait({0})
+    assert [r.success for r in r0.worker.get_finished()] == [True]
+    assert r0.lookup(keys) == 0
+    assert r1.worker.submit_store(0, r1.gpu_spec([([0, 1], 0)]), out.store_spec)
+    r1.worker.wait({0})
+    assert r0.lookup(keys) == 1
+    assert r1.load(keys, [([5, 6], 0)])
+    assert vc.gpu_bytes(p1, 0, [5, 6]) == vc.gpu_bytes(p1, 0, [0, 1])
+
+
+# --- The supported range ----------------------------------------------------------
+
+def child_env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.abspath(__file__))] + sys.path))
+
+
+def run_with(code, era):
+    """Runs code in a fresh interpreter over the stand-ins of `era`."""
+    prelude = ("import sys, vllm_current_harness as vc\n"
+               "mods = vc.stand_in_modules(%s)\n"
+               "sys.modules.update(mods)\n" % era)
+    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
+                          text=True, env=child_env(), timeout=120)
+
+
+def test_an_interface_between_the_routes_is_refused_at_import_in_one_line():
+    # vLLM 0.25: get_worker and OffloadingWorker, but OffloadingSpec(vllm_config,
+    # kv_cache_config).
+    era = ("{'OffloadingSpec': type('OffloadingSpec', (), {'__init__': "
+           "lambda self, vllm_config, kv_cache_config: None})}")
+    out = run_with("import kvtier.integrations.vllm\n", era)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: kvtier.integrations.vllm: this vLLM's offloading "
+                           "interface is not one kvtier supports: missing "
+                           "OffloadingSpec.__init__(self, config)")
+    assert "vLLM 0.26 and later" in last and "vLLM 0.14-0.19" in last
+
+
+def test_the_current_interface_imports_in_a_fresh_process():
+    out = run_with("import kvtier.integrations.vllm as kv\nprint(kv.ROUTE, "
+                   "kv.KvtierSecondaryTier.__mro__[1].__name__)\n", "None")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["current", "SecondaryTierManager"]
+
+
+# --- Fork ---------------------------------------------------------------------------
+
+def _child(kv_layout_json, options, key, conn_end):
+    try:
+        layout = kvtier.Layout.from_json(kv_layout_json)
+        from kvtier.integrations.vllm import _common
+        cache = _common.shared_cache(layout, options)
+        conn_end.send((id(cache), os.getpid(), cache.load(key)))
+    except BaseException as e:  # reported to the parent
+        conn_end.send(("error", repr(e), None))
+
+
+def test_a_forked_child_opens_its_own_cache_and_reads_the_parents_blocks(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=15)
+    keys = keys_of(1)
+    assert conn.store(keys, [([0, 1], 0)]) == keys
+    plan = conn.spec.plan
+    cache = conn.spec.caches()[0]
+    kv_key = plan.kv_keys(keys[0])[0]
+    want = cache.load(kv_key)
+    cache.flush()
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe()
+    proc = ctx.Process(target=_child, args=(plan.groups[0].layout.to_json(), conn.spec.options,
+                                            kv_key, child_end))
+    proc.start()
+    got = parent_end.recv() if parent_end.poll(120) else None
+    proc.join(10)
+    if proc.is_alive():
+        proc.kill()
+    assert got is not None, "the forked child hung"
+    cache_id, pid, data = got
+    assert cache_id != "error", pid
+    assert pid != os.getpid() and cache_id != id(cache)
+    assert data == want and proc.exitcode == 0
+
+
+# --- The multi-tier route -------------------------------------------------------------
+
+SLOT = 256
+
+
+def make_tier(kv, tmp_path, slots=8, seed=0, **extra):
+    spec = make_spec(kv, tmp_path)
+    rng = np.random.default_rng(seed)
+    primary = rng.integers(0, 256, (slots, SLOT), dtype=np.uint8)
+    factory = vc.module("vllm.v1.kv_offload.tiering.factory").SecondaryTierFactory
+    config = dict({"type": "kvtier", "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20},
+                  **extra)
+    tier = factory.create_secondary_tier(config, memoryview(primary), spec)
+    return tier, primary
+
+
+def tier_job(tier, job_id, keys, slots, req="req-0"):
+    t = vc.module("vllm.v1.kv_offload.tiering.base")
+    b = vc.module("vllm.v1.kv_offload.base")
+    return t.JobMetadata(job_id=job_id, keys=keys, block_ids=np.array(slots),
+                         is_promotion=False, req_context=b.ReqContext(req_id=req))
+
+
+def finished(tier):
+    tier.drain_jobs()
+    return {r.job_id: r for r in tier.get_finished_jobs()}
+
+
+def test_the_tier_stores_primary_slots_and_loads_them_in_another_process(kv, tmp_path):
+    tier, primary = make_tier(kv, tmp_path, seed=1)
+    keys = keys_of(3)
+    tier.submit_store(tier_job(tier, 1, keys, [0, 1, 2]))
+    assert finished(tier)[1].success
+    tier.shutdown()
+    for cache in list(kv._caches.values()):
+        cache.close()
+    kv._caches.clear()
+    tier2, primary2 = make_tier(kv, tmp_path, seed=2)
+    b = vc.module("vllm.v1.kv_offload.base")
+    ctx = b.ReqContext(req_id="req-0")
+    assert [tier2.lookup(k, ctx) for k in keys] == [b.LookupResult.HIT] * 3
+    tier2.submit_load(tier_job(tier2, 2, keys, [5, 6, 7]))
+    assert finished(tier2)[2].success
+    assert primary2[5:8].tobytes() == primary[0:3].tobytes()
+
+
+def test_a_tier_hit_stays_loadable_and_a_partial_load_names_its_keys(kv, tmp_path):
+    tier, primary = make_tier(kv, tmp_path, seed=3)
+    b = vc.module("vllm.v1.kv_offload.base")
+    keys = keys_of(3)
+    tier.submit_store(tier_job(tier, 1, keys, [0, 1, 2]))
+    assert finished(tier)[1].success
+    ctx = b.ReqContext(req_id="req-1")
+    assert tier.lookup(keys[0], ctx) is b.LookupResult.HIT  # promised
+    for k in keys:
+        tier.cache.erase(tier.kv_key(k))
+    tier.submit_load(tier_job(tier, 2, [keys[0], keys[1], keys[2]], [4, 5, 6], req="req-1"))
+    result = finished(tier)[2]
+    assert (result.success, tuple(result.successful_keys)) == (False, (keys[0],))
+    assert primary[4].tobytes() == primary[0].tobytes()
+    assert kv.PINS.get(tier.kv_key(keys[0])) is None  # the load ended the promise
+
+
+def test_the_tier_announces_its_stores_and_removals(kv, tmp_path):
+    tier, _ = make_tier(kv, tmp_path, seed=4)
+    b = vc.module("vllm.v1.kv_offload.base")
+    keys = keys_of(2, group=1)
+    tier.submit_store(tier_job(tier, 1, keys, [0, 1]))
+    assert finished(tier)[1].success
+    (stored,) = list(tier.take_events())
+    assert (stored.keys, stored.removed, stored.medium, stored.ownership) == \
+        (keys, False, b.Medium.STORAGE, "kvtier")
+    tier.cache.erase(tier.kv_key(keys[1]))
+    (removed,) = list(tier.take_events())
+    assert (removed.keys, removed.removed) == ([keys[1]], True)
+    # Group 1's blocks are not group 0's.
+    ctx = b.ReqContext(req_id="r")
+    assert tier.lookup(keys_of(1, group=0)[0], ctx) is b.LookupResult.MISS

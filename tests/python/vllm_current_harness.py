@@ -1,0 +1,600 @@
+"""vLLM's current offloading interface (0.26 and later) as the kvtier vLLM
+backend's tests see it: stand-ins of vllm/v1/kv_offload/base.py, config.py
+and tiering/base.py written from the names and signatures recorded below
+(SOURCES: path and commit of each), and drivers that make the connector's
+scheduler and worker calls in their order.
+
+Nothing here is vLLM's code. With KVTIER_VLLM_SRC naming a folder that holds
+vLLM's own files (the drive: /work/scratch-vllm, docs/vllm.md), `install`
+imports those instead of the stand-ins.
+"""
+
+import abc
+import dataclasses
+import enum
+import importlib
+import os
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+# Where each name was read (repository vllm-project/vllm).
+SOURCES = {
+    "base": ("vllm/v1/kv_offload/base.py", "0105e232b7fa4e1b59ec87531f167c0443a5095d"),
+    "config": ("vllm/v1/kv_offload/config.py", "006f89ace7ca5b01ba9e0fe9633029d8c4206dea"),
+    "worker": ("vllm/distributed/kv_transfer/kv_connector/v1/offloading/worker.py",
+               "0078e9d2b020be709d7d756877106fd1015ea4f4"),
+    "fs_tier": ("vllm/v1/kv_offload/tiering/fs/manager.py",
+                "0255eeaabf66661958ae72b1e85eebcdb39de2a5"),
+    "example_tier": ("vllm/v1/kv_offload/tiering/example/manager.py",
+                     "033af9c591f87ade2e713f2c6643361057e6a105"),
+    "tier_factory": ("vllm/v1/kv_offload/tiering/factory.py",
+                     "0411f953de014cc29c91aa7060d66f603bde6a54"),
+}
+# Facts the drivers follow (source key, fact).
+FACTS = [
+    ("base", "OffloadKey = block hash + group index as 4 bytes big-endian"),
+    ("base", "OffloadingManager: lookup(key, req_context) -> LookupResult; prepare_load, "
+             "prepare_store, on_new_request abstract; every other method (keys, req_context)"),
+    ("base", "GPULoadStoreSpec(block_ids int32, group_sizes, block_indices): ids ordered by "
+             "group; block_indices[g] = index of the group's first GPU block"),
+    ("base", "OffloadingSpec.__init__(config): extra_config, offload_prompt_only (default "
+             "True), blocks_per_chunk = config.cache.blocks_per_chunk"),
+    ("worker", "CanonicalKVCaches: per layer its refs (tensor_idx, page_size_bytes), "
+               "group_data_refs[g] = the refs of the group's layers in layer order"),
+    ("worker", "submit_store / submit_load return bool, asserted; get_finished: "
+               "assert transfer_result.success"),
+    ("fs_tier", "SecondaryTierManager(offloading_spec, primary_kv_view, tier_type, **config); "
+                "slot bytes = primary_kv_view.strides[0], slot i at i * that; lookup -> "
+                "LookupResult; get_finished_jobs -> JobResult(successful_keys on a partial "
+                "load); drain_jobs; take_events"),
+    ("tier_factory", "register_tier(tier_type, module_path, class_name); the tier config "
+                     "minus 'type' goes to the class as keywords"),
+]
+
+
+# --- vllm/v1/kv_offload/config.py ------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingGroupConfig:
+    tokens_per_block: int
+    layer_names: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingModelConfig:
+    name: str
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingCacheConfig:
+    tokens_per_hash: int
+    blocks_per_chunk: int
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingParallelConfig:
+    rank: int
+    world_size: int
+    tp_size: int
+    pp_size: int
+    pcp_size: int
+    dcp_size: int
+    data_parallel_index: int
+    is_parallelism_agnostic: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingConfig:
+    groups: tuple
+    worker_kv_bytes_per_block: int
+    enable_kv_cache_events: bool
+    extra_config: Any
+    engine_id: str
+    model: OffloadingModelConfig
+    cache: OffloadingCacheConfig
+    parallel: OffloadingParallelConfig
+    replicated_layout: bool = False
+    num_cpu_blocks: Any = None
+
+
+# --- vllm/v1/kv_offload/base.py ---------------------------------------------------
+
+def make_offload_key(block_hash, group_idx):
+    return bytes(block_hash) + group_idx.to_bytes(4, "big", signed=False)
+
+
+def get_offload_block_hash(key):
+    return key[:-4]
+
+
+def get_offload_group_idx(key):
+    return int.from_bytes(key[-4:], "big", signed=False)
+
+
+class Medium(enum.Enum):
+    CPU = "CPU"
+    STORAGE = "STORAGE"
+
+
+class Locality(enum.Enum):
+    LOCAL = "LOCAL"
+    REMOTE = "REMOTE"
+
+
+@dataclasses.dataclass
+class ReqContext:
+    req_id: str
+    kv_transfer_params: Any = None
+
+
+class LookupResult(enum.Enum):
+    MISS = enum.auto()
+    HIT = enum.auto()
+    HIT_PENDING = enum.auto()
+    RETRY = enum.auto()
+
+
+@dataclasses.dataclass
+class RequestOffloadingContext:
+    policy: str = "chunk_level"
+
+
+class LoadStoreSpec:
+    pass
+
+
+@dataclasses.dataclass
+class PrepareStoreOutput:
+    keys_to_store: list
+    store_spec: LoadStoreSpec
+    evicted_keys: list
+
+
+@dataclasses.dataclass
+class OffloadingEvent:
+    keys: list
+    medium: Medium
+    removed: bool
+    locality: Any = None
+    ownership: Any = None
+    removal_expected: bool = False
+
+
+class OffloadingManager(abc.ABC):
+    @abc.abstractmethod
+    def lookup(self, key, req_context):
+        pass
+
+    @abc.abstractmethod
+    def prepare_load(self, keys, req_context):
+        pass
+
+    def touch(self, keys, req_context):
+        return
+
+    def complete_load(self, keys, req_context):
+        return
+
+    @abc.abstractmethod
+    def prepare_store(self, keys, req_context):
+        pass
+
+    def complete_store(self, keys, req_context, success=True):
+        return
+
+    @abc.abstractmethod
+    def on_new_request(self, req_context):
+        pass
+
+    def on_request_finished(self, req_context):
+        return
+
+    def take_events(self):
+        return ()
+
+    def reset_cache(self):
+        return
+
+    def get_stats(self):
+        return None
+
+    def shutdown(self):
+        return
+
+
+class GPULoadStoreSpec(LoadStoreSpec):
+    def __init__(self, block_ids, group_sizes, block_indices):
+        self.block_ids = np.array(block_ids, dtype=np.int32)
+        assert sum(group_sizes) == len(block_ids)
+        assert len(block_indices) == len(group_sizes)
+        self.group_sizes = group_sizes
+        self.block_indices = block_indices
+
+
+@dataclasses.dataclass
+class CanonicalKVCacheTensor:
+    tensor: Any
+    page_size_bytes: int
+
+
+@dataclasses.dataclass
+class CanonicalKVCacheRef:
+    tensor_idx: int
+    page_size_bytes: int
+    mapping: Any = None
+
+
+@dataclasses.dataclass
+class CanonicalKVCaches:
+    tensors: list
+    group_data_refs: list
+
+
+@dataclasses.dataclass
+class TransferResult:
+    job_id: int
+    success: bool
+    transfer_size: Any = None
+    transfer_time: Any = None
+
+
+class OffloadingWorker(abc.ABC):
+    @abc.abstractmethod
+    def submit_store(self, job_id, src_spec, dst_spec):
+        pass
+
+    @abc.abstractmethod
+    def submit_load(self, job_id, src_spec, dst_spec):
+        pass
+
+    @abc.abstractmethod
+    def get_finished(self):
+        pass
+
+    @abc.abstractmethod
+    def wait(self, job_ids):
+        pass
+
+    def shutdown(self):
+        return
+
+
+class OffloadingSpec(abc.ABC):
+    def __init__(self, config):
+        self.config = config
+        self.extra_config = config.extra_config
+        self.offload_prompt_only = bool(self.extra_config.get("offload_prompt_only", True))
+        self.tokens_per_block = tuple(g.tokens_per_block for g in config.groups)
+        self.tokens_per_hash = config.cache.tokens_per_hash
+        self.blocks_per_chunk = config.cache.blocks_per_chunk
+
+    @abc.abstractmethod
+    def get_manager(self):
+        pass
+
+    @abc.abstractmethod
+    def get_worker(self, kv_caches):
+        pass
+
+
+# --- vllm/v1/kv_offload/tiering/base.py and factory.py ---------------------------
+
+JobId = int
+
+
+@dataclasses.dataclass
+class JobMetadata:
+    job_id: int
+    keys: Any
+    block_ids: Any
+    is_promotion: bool
+    req_context: ReqContext
+
+
+@dataclasses.dataclass
+class JobResult:
+    job_id: int
+    success: bool
+    successful_keys: Any = None
+    transfer_time: Any = None
+    transfer_bytes: Any = None
+
+
+class SecondaryTierManager(abc.ABC):
+    def __init__(self, offloading_spec, primary_kv_view, tier_type):
+        self._offloading_spec = offloading_spec
+        self._primary_kv_view = primary_kv_view
+        self.tier_type = tier_type
+
+    @abc.abstractmethod
+    def lookup(self, key, req_context):
+        pass
+
+    @abc.abstractmethod
+    def submit_store(self, job_metadata):
+        pass
+
+    @abc.abstractmethod
+    def submit_load(self, job_metadata):
+        pass
+
+    @abc.abstractmethod
+    def get_finished_jobs(self):
+        pass
+
+    @abc.abstractmethod
+    def on_new_request(self, req_context):
+        pass
+
+    @abc.abstractmethod
+    def drain_jobs(self):
+        pass
+
+    def touch(self, keys, req_context):
+        return
+
+    def take_events(self):
+        return ()
+
+    def shutdown(self):
+        return
+
+
+class SecondaryTierFactory:
+    _registry = {}
+
+    @classmethod
+    def register_tier(cls, tier_type, module_path, class_name):
+        if tier_type in cls._registry:
+            raise ValueError("Tier %r is already registered." % tier_type)
+        cls._registry[tier_type] = lambda: getattr(importlib.import_module(module_path),
+                                                   class_name)
+
+    @classmethod
+    def create_secondary_tier(cls, tier_config, primary_kv_view, offloading_spec):
+        config = dict(tier_config)
+        tier_type = config.pop("type")
+        tier_cls = cls._registry[tier_type]()
+        return tier_cls(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view,
+                        tier_type=tier_type, **config)
+
+
+# --- Installing the stand-ins ----------------------------------------------------
+
+_BASE_NAMES = ("make_offload_key", "get_offload_block_hash", "get_offload_group_idx", "Medium",
+               "Locality", "ReqContext", "LookupResult", "RequestOffloadingContext",
+               "LoadStoreSpec", "PrepareStoreOutput", "OffloadingEvent", "OffloadingManager",
+               "GPULoadStoreSpec", "CanonicalKVCacheTensor", "CanonicalKVCacheRef",
+               "CanonicalKVCaches", "TransferResult", "OffloadingWorker", "OffloadingSpec")
+_CONFIG_NAMES = ("OffloadingGroupConfig", "OffloadingModelConfig", "OffloadingCacheConfig",
+                 "OffloadingParallelConfig", "OffloadingConfig")
+_TIER_NAMES = ("JobMetadata", "JobResult", "SecondaryTierManager")
+PACKAGES = ("vllm", "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.tiering")
+
+
+def stand_in_modules(base_overrides=None):
+    """The stand-in modules, by name (base_overrides: names of base.py to
+    replace, e.g. an earlier era's OffloadingSpec)."""
+    here = globals()
+    mods = {}
+    for name in PACKAGES:
+        mods[name] = types.ModuleType(name)
+        mods[name].__path__ = []
+    contents = {
+        "vllm.v1.kv_offload.base": dict({n: here[n] for n in _BASE_NAMES},
+                                        **(base_overrides or {})),
+        "vllm.v1.kv_offload.config": {n: here[n] for n in _CONFIG_NAMES},
+        "vllm.v1.kv_offload.tiering.base": {n: here[n] for n in _TIER_NAMES},
+        "vllm.v1.kv_offload.tiering.factory": {"SecondaryTierFactory": SecondaryTierFactory},
+    }
+    for name, attrs in contents.items():
+        mods[name] = types.ModuleType(name)
+        mods[name].__dict__.update(attrs)
+    return mods
+
+
+def vllm_modules():
+    return {k: v for k, v in sys.modules.items() if k == "vllm" or k.startswith("vllm.")}
+
+
+def swap_vllm(mods):
+    """Replaces every vllm module with `mods`; returns the ones replaced."""
+    old = vllm_modules()
+    for k in old:
+        del sys.modules[k]
+    sys.modules.update(mods)
+    return old
+
+
+def reload_backend():
+    module = sys.modules.get("kvtier.integrations.vllm")
+    if module is None:
+        return importlib.import_module("kvtier.integrations.vllm")
+    return importlib.reload(module)
+
+
+def install():
+    """The current interface in sys.modules (vLLM's own files when
+    KVTIER_VLLM_SRC is set, else the stand-ins) and the backend reloaded
+    over it; returns (backend module, the vllm modules it replaced)."""
+    src = os.environ.get("KVTIER_VLLM_SRC")
+    if src:
+        old = swap_vllm({})
+        sys.path.insert(0, src)
+        SecondaryTierFactory._registry.clear()
+        for name in ("vllm.v1.kv_offload.base", "vllm.v1.kv_offload.config",
+                     "vllm.v1.kv_offload.tiering.base", "vllm.v1.kv_offload.tiering.factory"):
+            importlib.import_module(name)
+    else:
+        SecondaryTierFactory._registry.clear()
+        old = swap_vllm(stand_in_modules())
+    return reload_backend(), old
+
+
+def uninstall(old):
+    src = os.environ.get("KVTIER_VLLM_SRC")
+    if src and src in sys.path:
+        sys.path.remove(src)
+    swap_vllm(old)
+    if old:
+        reload_backend()
+
+
+def module(name):
+    return sys.modules[name]
+
+
+# --- Configuration and KV caches -------------------------------------------------
+
+def offloading_config(extra, *, layers=(2,), tokens=4, chunk=2, heads=2, head_dim=8, itemsize=2,
+                      tp=1, rank=0, replicated=False, model="numpy-llama-seed1"):
+    """An OffloadingConfig: one group per entry of `layers` (layer count)."""
+    cfg = module("vllm.v1.kv_offload.config")
+    page = 2 * tokens * heads * head_dim * itemsize
+    groups = tuple(cfg.OffloadingGroupConfig(
+        tokens_per_block=tokens,
+        layer_names=tuple("model.layers.%d.g%d.attn" % (i, g) for i in range(n)))
+        for g, n in enumerate(layers))
+    return cfg.OffloadingConfig(
+        groups=groups, worker_kv_bytes_per_block=page * sum(layers),
+        enable_kv_cache_events=True, extra_config=dict(extra), engine_id="engine-0",
+        model=cfg.OffloadingModelConfig(name=model, dtype="float16"),
+        cache=cfg.OffloadingCacheConfig(tokens_per_hash=tokens, blocks_per_chunk=chunk),
+        parallel=cfg.OffloadingParallelConfig(
+            rank=rank, world_size=tp, tp_size=tp, pp_size=1, pcp_size=1, dcp_size=1,
+            data_parallel_index=0, is_parallelism_agnostic=False),
+        replicated_layout=replicated)
+
+
+def layer_tensors(layers, num_blocks, tokens, heads, head_dim, seed):
+    """Per layer a (2, num_blocks, tokens, heads, head_dim) float16 tensor
+    (FlashAttention's shape), its values a function of seed."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn((2, num_blocks, tokens, heads, head_dim), generator=g).half()
+            for _ in range(layers)]
+
+
+def canonical(groups_tensors, split_kv):
+    """CanonicalKVCaches over per-group lists of layer tensors: two refs per
+    layer (K and V halves, each (num_blocks, page / 2) int8) when split_kv,
+    else one (num_blocks, page) ref per layer over a block-major copy.
+    Returns (caches, per group per layer the tensor whose bytes are the GPU
+    blocks as (num_blocks, page))."""
+    import torch
+    b = module("vllm.v1.kv_offload.base")
+    tensors, refs, pages = [], [], []
+    for layers in groups_tensors:
+        group_refs, group_pages = [], []
+        for t in layers:
+            n = t.shape[1]
+            if split_kv:
+                for half in (t[0], t[1]):
+                    view = half.reshape(n, -1).view(torch.int8)
+                    tensors.append(b.CanonicalKVCacheTensor(view, int(view.shape[1])))
+                    group_refs.append(b.CanonicalKVCacheRef(len(tensors) - 1,
+                                                            int(view.shape[1])))
+                group_pages.append(lambda t=t, n=n: torch.cat(
+                    [t[0].reshape(n, -1), t[1].reshape(n, -1)], 1).view(torch.int8))
+            else:
+                whole = t.transpose(0, 1).contiguous()  # (num_blocks, 2, ...): page = K | V
+                view = whole.reshape(n, -1).view(torch.int8)
+                tensors.append(b.CanonicalKVCacheTensor(view, int(view.shape[1])))
+                group_refs.append(b.CanonicalKVCacheRef(len(tensors) - 1, int(view.shape[1])))
+                group_pages.append(lambda view=view: view)
+        refs.append(group_refs)
+        pages.append(group_pages)
+    return b.CanonicalKVCaches(tensors=tensors, group_data_refs=refs), pages
+
+
+def gpu_bytes(pages, group, block_ids):
+    """The bytes of these GPU blocks of one group, every layer in order."""
+    import torch
+    idx = torch.tensor(block_ids, dtype=torch.long)
+    return b"".join(p().index_select(0, idx).numpy().tobytes() for p in pages[group])
+
+
+def block_hash(i, salt=b""):
+    import hashlib
+    return hashlib.sha256(b"block-%d" % i + salt).digest()
+
+
+# --- The connector's calls -------------------------------------------------------
+
+class Connector:
+    """The OffloadingConnector's scheduler calls (manager) and worker calls
+    (worker) on one spec, in the order SOURCES["worker"] makes them; records
+    what vLLM's asserts would stop on instead of stopping."""
+
+    def __init__(self, spec, kv_caches):
+        self.spec = spec
+        self.manager = spec.get_manager()
+        self.worker = spec.get_worker(kv_caches)
+        self.jobs = 0
+        self.failed = []
+        self.results = []
+
+    def _finish(self, job):
+        self.worker.wait({job})
+        for r in self.worker.get_finished():
+            self.results.append(r)
+            if not r.success:
+                self.failed.append(r.job_id)
+
+    def gpu_spec(self, groups):
+        """groups: per group (GPU block ids, index of the first GPU block)."""
+        b = module("vllm.v1.kv_offload.base")
+        ids = [i for group_ids, _ in groups for i in group_ids]
+        return b.GPULoadStoreSpec(ids, [len(g) for g, _ in groups], [s for _, s in groups])
+
+    def lookup(self, keys, req="req-0"):
+        b = module("vllm.v1.kv_offload.base")
+        ctx = b.ReqContext(req_id=req)
+        self.manager.on_new_request(ctx)
+        hits = 0
+        for key in keys:
+            if self.manager.lookup(key, ctx) != b.LookupResult.HIT:
+                break
+            hits += 1
+        return hits
+
+    def prepare_load(self, keys, req="req-0"):
+        b = module("vllm.v1.kv_offload.base")
+        return self.manager.prepare_load(keys, b.ReqContext(req_id=req))
+
+    def transfer_load(self, keys, src, groups, req="req-0"):
+        b = module("vllm.v1.kv_offload.base")
+        job = self.jobs
+        self.jobs += 1
+        before = len(self.failed)
+        assert self.worker.submit_load(job, src, self.gpu_spec(groups))
+        self._finish(job)
+        self.manager.complete_load(keys, b.ReqContext(req_id=req))
+        return len(self.failed) == before
+
+    def load(self, keys, groups, req="req-0"):
+        return self.transfer_load(keys, self.prepare_load(keys, req), groups, req)
+
+    def store(self, keys, groups, req="req-0"):
+        """prepare_store, the worker's submit_store, complete_store; the keys
+        stored."""
+        b = module("vllm.v1.kv_offload.base")
+        ctx = b.ReqContext(req_id=req)
+        out = self.manager.prepare_store(keys, ctx)
+        if out is None or not out.keys_to_store:
+            return [] if out is not None else None
+        job = self.jobs
+        self.jobs += 1
+        before = len(self.failed)
+        assert self.worker.submit_store(job, self.gpu_spec(groups), out.store_spec)
+        self._finish(job)
+        self.manager.complete_store(out.keys_to_store, ctx)
+        assert len(self.failed) == before, "a failed store job stops vLLM"
+        return list(out.keys_to_store)
+
+    def events(self):
+        return list(self.manager.take_events())
