@@ -126,7 +126,7 @@ def test_backend_follows_the_table(backend_module):
         got = tuple(f.name for f in dataclasses.fields(getattr(kv, "_" + cls)))
         assert got == tuple(name for name, _ in fields)
     assert kv.KvtierLoadStoreSpec.medium() == "KVTIER"
-    assert kv.GPULoadStoreSpec is vh.GPULoadStoreSpec
+    assert kv.GPULoadStoreSpec is vh.installed("vllm.v1.kv_offload.mediums", "GPULoadStoreSpec")
 
 
 def test_without_vllm_the_module_stands_alone(tmp_path):
@@ -146,7 +146,7 @@ def test_without_vllm_the_module_stands_alone(tmp_path):
 def test_factory_builds_the_spec(tmp_path):
     spec, _ = make_spec(tmp_path, {"write_policy": "write_through"})
     assert isinstance(spec, kv.KvtierOffloadingSpec)
-    assert spec.offloaded_block_size == BLOCK and spec.gpu_block_size == BLOCK
+    assert spec.offloaded_block_size == BLOCK and spec.gpu_block_size in (BLOCK, (BLOCK,))
     assert spec.options["write_policy"] == "write_through"
     assert "spec_name" not in spec.options and "spec_module_path" not in spec.options
     with pytest.raises(kvtier.InvalidArgument, match="disk_dirr|disk_dir"):
@@ -177,7 +177,7 @@ def test_unsupported_configurations_are_refused(tmp_path):
     spec.vllm_config.parallel_config.decode_context_parallel_size = 1
     with pytest.raises(kvtier.FailedPrecondition, match="kv_cache_config"):
         kv.KvtierOffloadingSpec(spec.vllm_config, None)
-    with pytest.raises(AssertionError):  # vLLM's own base checks it first
+    with pytest.raises(kvtier.InvalidArgument, match="not a multiple"):  # before vLLM's assert
         make_spec(tmp_path, {"block_size": 6})
     spec, kvcc = make_spec(tmp_path)
     with pytest.raises(kvtier.InvalidArgument, match="not a multiple"):
@@ -281,11 +281,11 @@ def test_worker_threads_concurrently(tmp_path):
 
     def store(i):
         ids = [3 * i, 3 * i + 1, 3 * i + 2]
-        assert handler.transfer_async(100 + i, (vh.GPULoadStoreSpec(ids), outs[i].store_spec))
+        assert handler.transfer_async(100 + i, (vh.gpu_spec(ids), outs[i].store_spec))
 
     assert vh.run_threads(6, store) == []
     handler.wait(set(range(100, 106)))
-    assert sorted(handler.get_finished()) == [(100 + i, True) for i in range(6)]
+    assert sorted(vh.pairs(handler.get_finished())) == [(100 + i, True) for i in range(6)]
     for h in requests:
         conn.manager.complete_store(h)
     assert [conn.manager.lookup(h) for h in requests] == [3] * 6
@@ -293,11 +293,11 @@ def test_worker_threads_concurrently(tmp_path):
     def load(i):
         ids = [30 + 3 * i, 31 + 3 * i, 32 + 3 * i]
         spec = conn.manager.prepare_load(requests[i])
-        assert handler.transfer_async(200 + i, (spec, vh.GPULoadStoreSpec(ids)))
+        assert handler.transfer_async(200 + i, (spec, vh.gpu_spec(ids)))
 
     assert vh.run_threads(6, load) == []
     handler.wait(set(range(200, 206)))
-    assert sorted(handler.get_finished()) == [(200 + i, True) for i in range(6)]
+    assert sorted(vh.pairs(handler.get_finished())) == [(200 + i, True) for i in range(6)]
     for i in range(6):
         assert gpu_bytes(caches, [30 + 3 * i + j for j in range(3)]) == \
             gpu_bytes(caches, [3 * i + j for j in range(3)])
@@ -406,9 +406,9 @@ def test_damaged_block_is_a_miss_then_recomputed(tmp_path, caplog):
                                         kv.gpu_regions(caches2, plan))
     before = gpu_bytes(caches2, [30, 31, 32])
     assert worker.transfer_async(5, (kv.KvtierLoadStoreSpec(hashes),
-                                     vh.GPULoadStoreSpec([30, 31, 32])))
+                                     vh.gpu_spec([30, 31, 32])))
     worker.wait({5})
-    assert worker.get_finished() == [(5, False)]
+    assert vh.pairs(worker.get_finished()) == [(5, False)]
     assert gpu_bytes(caches2, [30, 31, 32]) == before
     assert any("missing or damaged at load" in r.getMessage() for r in caplog.records)
     worker.shutdown()
@@ -423,9 +423,9 @@ def test_damaged_block_is_a_miss_then_recomputed(tmp_path, caplog):
     for cache in kv._caches.values():
         for h in hashes:
             cache.erase(kv.block_key(conn3.manager.namespaces[0], h))
-    assert handler.transfer_async(7, (spec, vh.GPULoadStoreSpec([30, 31, 32])))
+    assert handler.transfer_async(7, (spec, vh.gpu_spec([30, 31, 32])))
     handler.wait({7})
-    assert handler.get_finished() == [(7, False)]
+    assert vh.pairs(handler.get_finished()) == [(7, False)]
     assert gpu_bytes(caches3, [30, 31, 32]) == before
     assert any("missing or damaged at load" in r.getMessage() for r in caplog.records)
 
@@ -440,15 +440,15 @@ def test_nothing_raises_into_vllm(tmp_path, caplog):
     m.complete_store([object()])
     m.complete_store(None)
     assert handler.transfer_async(1, None) is False
-    assert handler.transfer_async(2, (vh.GPULoadStoreSpec([0]), vh.GPULoadStoreSpec([1]))) \
+    assert handler.transfer_async(2, (vh.gpu_spec([0]), vh.gpu_spec([1]))) \
         is False
     hashes = vh.block_hashes(list(range(2 * BLOCK)), BLOCK)
     out = m.prepare_store(hashes)
     # Wrong GPU block count, block ids out of range: failed jobs, not exceptions.
-    assert handler.transfer_async(3, (vh.GPULoadStoreSpec([0]), out.store_spec))
-    assert handler.transfer_async(4, (vh.GPULoadStoreSpec([0, 10 ** 6]), out.store_spec))
+    assert handler.transfer_async(3, (vh.gpu_spec([0]), out.store_spec))
+    assert handler.transfer_async(4, (vh.gpu_spec([0, 10 ** 6]), out.store_spec))
     handler.wait({3, 4})
-    assert sorted(handler.get_finished()) == [(3, False), (4, False)]
+    assert sorted(vh.pairs(handler.get_finished())) == [(3, False), (4, False)]
     messages = " ".join(r.getMessage() for r in caplog.records)
     for text in ("lookup failed", "prepare_store failed", "not started", "no kvtier transfer",
                  "store of 2 blocks got 1", "job 4 failed"):
@@ -470,16 +470,16 @@ def test_tensor_parallel_ranks_keep_their_own_blocks(tmp_path):
     def transfer(rank, job, spec_pair):
         assert workers[rank].transfer_async(job, spec_pair)
         workers[rank].wait({job})
-        return workers[rank].get_finished()
+        return vh.pairs(workers[rank].get_finished())
 
-    assert transfer(0, 1, (vh.GPULoadStoreSpec([0, 1, 2]), out.store_spec)) == [(1, True)]
+    assert transfer(0, 1, (vh.gpu_spec([0, 1, 2]), out.store_spec)) == [(1, True)]
     assert manager.lookup(hashes) == 0  # rank 1 has not stored yet: not loadable
-    assert transfer(1, 2, (vh.GPULoadStoreSpec([0, 1, 2]), out.store_spec)) == [(2, True)]
+    assert transfer(1, 2, (vh.gpu_spec([0, 1, 2]), out.store_spec)) == [(2, True)]
     manager.complete_store(hashes)
     assert manager.lookup(hashes) == 3
     load = manager.prepare_load(hashes)
     for rank in (0, 1):
-        assert transfer(rank, 10 + rank, (load, vh.GPULoadStoreSpec([40, 41, 42]))) == \
+        assert transfer(rank, 10 + rank, (load, vh.gpu_spec([40, 41, 42]))) == \
             [(10 + rank, True)]
         assert gpu_bytes(gpus[rank], [40, 41, 42]) == gpu_bytes(gpus[rank], [0, 1, 2])
     assert gpu_bytes(gpus[0], [0, 1, 2]) != gpu_bytes(gpus[1], [0, 1, 2])
@@ -499,7 +499,7 @@ def test_a_tuple_transfer_result_is_answered_with_pairs(tmp_path):
         conn, caches = make_connector(tmp_path)
         hashes = vh.block_hashes(list(range(2 * BLOCK)), BLOCK)
         out = conn.manager.prepare_store(hashes)
-        assert conn.worker.transfer_async(7, (vh.GPULoadStoreSpec([0, 1]), out.store_spec))
+        assert conn.worker.transfer_async(7, (vh.gpu_spec([0, 1]), out.store_spec))
         conn.worker.wait({7})
         assert conn.worker.get_finished() == [(7, True)]
     finally:
@@ -545,7 +545,7 @@ def test_blocks_evicted_after_prepare_load_still_load(tmp_path):
     for h in hashes:  # eviction, gc or another process sharing the folder
         conn.manager.cache.erase(kv.block_key(conn.manager.namespaces[0], h))
     assert conn.matched_blocks(hashes) == (0, 0)
-    conn._run(src, vh.GPULoadStoreSpec([30, 31, 32]))
+    conn._run(src, vh.gpu_spec([30, 31, 32]))
     conn.manager.complete_load(hashes)
     assert conn.failed == []
     assert gpu_bytes(caches, [30, 31, 32]) == gpu_bytes(caches, [0, 1, 2])
@@ -564,3 +564,19 @@ def test_evictions_are_announced_as_one_removed_event(tmp_path):
     assert [(sorted(e.block_hashes), e.removed, e.medium) for e in conn.events()] == \
         [(sorted(hashes[1:3]), True, "KVTIER")]
     assert conn.events() == []
+
+
+def test_a_forked_child_opens_its_own_cache_and_reads_the_parents_blocks(tmp_path):
+    conn, caches = make_connector(tmp_path, seed=25)
+    hashes = vh.block_hashes(list(range(BLOCK)), BLOCK)
+    assert conn.store(hashes, 0, [0]) == 1
+    cache = conn.manager.cache
+    key = kv.block_key(conn.manager.namespaces[0], hashes[0])
+    want = cache.load(key)
+    cache.flush()
+    got = vh.load_in_forked_child(conn.spec.plan.layout, conn.spec.options, key)
+    assert got is not None, "the forked child hung"
+    cache_id, pid, data = got
+    assert cache_id != "error", pid
+    assert pid != os.getpid() and cache_id != id(cache)
+    assert data == want

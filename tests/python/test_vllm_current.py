@@ -9,7 +9,6 @@ backend knew only the handler route (checked by running this file against
 that commit's vllm.py).
 """
 
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -17,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-import kvtier
 import vllm_current_harness as vc
+import vllm_harness as vh
 
 LAYERS, TOKENS, CHUNK, HEADS, HEAD_DIM, NUM_BLOCKS = 2, 4, 2, 2, 8, 32
 
@@ -285,16 +284,6 @@ def test_the_current_interface_imports_in_a_fresh_process():
 
 # --- Fork ---------------------------------------------------------------------------
 
-def _child(kv_layout_json, options, key, conn_end):
-    try:
-        layout = kvtier.Layout.from_json(kv_layout_json)
-        from kvtier.integrations.vllm import _common
-        cache = _common.shared_cache(layout, options)
-        conn_end.send((id(cache), os.getpid(), cache.load(key)))
-    except BaseException as e:  # reported to the parent
-        conn_end.send(("error", repr(e), None))
-
-
 def test_a_forked_child_opens_its_own_cache_and_reads_the_parents_blocks(kv, tmp_path):
     conn, _ = make_connector(kv, tmp_path, seed=15)
     keys = keys_of(1)
@@ -304,20 +293,12 @@ def test_a_forked_child_opens_its_own_cache_and_reads_the_parents_blocks(kv, tmp
     kv_key = plan.kv_keys(keys[0])[0]
     want = cache.load(kv_key)
     cache.flush()
-    ctx = multiprocessing.get_context("fork")
-    parent_end, child_end = ctx.Pipe()
-    proc = ctx.Process(target=_child, args=(plan.groups[0].layout.to_json(), conn.spec.options,
-                                            kv_key, child_end))
-    proc.start()
-    got = parent_end.recv() if parent_end.poll(120) else None
-    proc.join(10)
-    if proc.is_alive():
-        proc.kill()
+    got = vh.load_in_forked_child(plan.groups[0].layout, conn.spec.options, kv_key)
     assert got is not None, "the forked child hung"
     cache_id, pid, data = got
     assert cache_id != "error", pid
     assert pid != os.getpid() and cache_id != id(cache)
-    assert data == want and proc.exitcode == 0
+    assert data == want
 
 
 # --- The multi-tier route -------------------------------------------------------------

@@ -273,8 +273,28 @@ class OffloadingSpecFactory:
         if module_path is None:
             raise ValueError("Unsupported spec type: %s" % name)
         spec_cls = getattr(importlib.import_module(module_path), name)
-        assert issubclass(spec_cls, OffloadingSpec)
+        assert issubclass(spec_cls, installed("vllm.v1.kv_offload.spec", "OffloadingSpec"))
         return spec_cls(config, kv_cache_config)
+
+
+def installed(module, name):
+    """`module.name` of the vllm installed (vLLM's own files or the stand-ins)."""
+    return getattr(sys.modules[module], name)
+
+
+def gpu_spec(block_ids):
+    """vLLM's GPULoadStoreSpec of one KV cache group (later mediums.py files
+    take group_sizes too)."""
+    import inspect
+    cls = installed("vllm.v1.kv_offload.mediums", "GPULoadStoreSpec")
+    if "group_sizes" in inspect.signature(cls.__init__).parameters:
+        return cls(block_ids, group_sizes=[len(block_ids)])
+    return cls(block_ids)
+
+
+def pairs(results):
+    """(job_id, success) of get_finished's results (TransferResult or pairs)."""
+    return [(r.job_id, r.success) if hasattr(r, "job_id") else tuple(r) for r in results]
 
 
 def install_fake_vllm():
@@ -360,9 +380,13 @@ class Connector:
 
     def __init__(self, spec, kv_caches, attn_backends=None):
         self.spec = spec
-        self.factor = spec.offloaded_block_size // spec.gpu_block_size
+        # Later spec.py files keep a GPU block size per KV cache group.
+        gpu_block_size = spec.gpu_block_size
+        if isinstance(gpu_block_size, tuple):
+            (gpu_block_size,) = gpu_block_size
+        self.factor = spec.offloaded_block_size // gpu_block_size
         self.manager = spec.get_manager()
-        self.worker = OffloadingWorker()
+        self.worker = installed("vllm.v1.kv_offload.worker.worker", "OffloadingWorker")()
         for src, dst, handler in spec.get_handlers(kv_caches, attn_backends or {}):
             self.worker.register_handler(src, dst, handler)
         self.jobs = 0
@@ -396,7 +420,7 @@ class Connector:
         """update_state_after_alloc + start_load_kv + get_finished."""
         hashes = self.offloaded_hashes(gpu_hashes)[start:start + hits]
         src = self.manager.prepare_load(hashes)
-        dst = GPULoadStoreSpec(gpu_block_ids[gpu_computed_blocks:(start + hits) * self.factor])
+        dst = gpu_spec(gpu_block_ids[gpu_computed_blocks:(start + hits) * self.factor])
         before = len(self.failed)
         self._run(src, dst)
         self.manager.complete_load(hashes)
@@ -418,7 +442,7 @@ class Connector:
                 first = (start_block + i) * self.factor
                 ids += gpu_block_ids[first:first + self.factor]
         before = len(self.failed)
-        self._run(GPULoadStoreSpec(ids), out.store_spec)
+        self._run(gpu_spec(ids), out.store_spec)
         self.manager.complete_store(list(wanted))
         assert len(self.failed) == before, "a failed store job stops vLLM"
         return len(wanted)
@@ -455,3 +479,30 @@ def run_threads(n, fn):
 
 def seed_env():
     return dict(os.environ, PYTHONHASHSEED="0")
+
+
+def _fork_child(layout_json, options, key, conn_end):
+    try:
+        import kvtier
+        from kvtier.integrations import vllm as backend
+        cache = backend.shared_cache(kvtier.Layout.from_json(layout_json), options)
+        conn_end.send((id(cache), os.getpid(), cache.load(key)))
+    except BaseException as e:  # reported to the parent
+        conn_end.send(("error", repr(e), None))
+
+
+def load_in_forked_child(layout, options, key, timeout=120):
+    """What a child forked as vLLM forks its workers gets from the backend's
+    registry: (id of the cache shared_cache gave it, its pid, the block `key`
+    loaded through it), or None when the child hung."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    parent_end, child_end = ctx.Pipe()
+    proc = ctx.Process(target=_fork_child, args=(layout.to_json(), options, key, child_end))
+    proc.start()
+    got = parent_end.recv() if parent_end.poll(timeout) else None
+    proc.join(10)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    return got

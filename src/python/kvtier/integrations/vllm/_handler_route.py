@@ -281,6 +281,12 @@ class KvtierOffloadingSpec(OffloadingSpecBase):
     "kvtier.integrations.vllm") over a kvtier.Cache."""
 
     def __init__(self, vllm_config, kv_cache_config=None):
+        # kvtier's checks first: their one-line refusals, not an error from
+        # vLLM's base class on the same configuration.
+        extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
+        algo = check_reproducible_hashing(vllm_config)
+        self.options = cache_options(extra)
+        self.plan = BlockPlan(vllm_config, kv_cache_config, extra, self.options, algo)
         base_init = OffloadingSpecBase.__init__
         if base_init is not object.__init__:
             params = list(inspect.signature(base_init).parameters)
@@ -290,10 +296,6 @@ class KvtierOffloadingSpec(OffloadingSpecBase):
                 base_init(self, vllm_config)
         self.vllm_config = vllm_config
         self.kv_cache_config = kv_cache_config
-        extra = dict(vllm_config.kv_transfer_config.kv_connector_extra_config or {})
-        algo = check_reproducible_hashing(vllm_config)
-        self.options = cache_options(extra)
-        self.plan = BlockPlan(vllm_config, kv_cache_config, extra, self.options, algo)
         self._manager = None
 
     def get_manager(self):
