@@ -274,51 +274,53 @@ def load_promised(cache, layout, keys, carried=None):
 
 class Announcer:
     """The stored/removed events of one manager or tier for vLLM's event
-    publisher, batched: stores are announced as they complete (one event per
-    call), removals found by a sweep over the announced keys (eviction,
-    erase, another process), at most `sweep` keys per take(). Thread-safe:
-    one lock, never held across kvtier calls."""
+    publisher, batched per take(): one stored event for the keys stored or
+    found since the last take, then one removed event for the announced keys
+    a sweep finds gone (eviction, erase, another process; at most `sweep`
+    keys checked per take). Thread-safe: one lock, never held across kvtier
+    calls."""
 
     def __init__(self, make_event, max_keys=1 << 16, sweep=256):
         self._make_event = make_event  # (keys, removed) -> a vLLM event
         self._max, self._sweep = max_keys, sweep
         self._lock = threading.Lock()
         self._announced = collections.OrderedDict()
-        self._events = []
+        self._stored = []
 
     def stored(self, keys, only_new=False):
         with self._lock:
             if only_new:
                 keys = [k for k in keys if k not in self._announced]
-            if not keys:
-                return
             for k in keys:
+                if k not in self._announced:
+                    self._stored.append(k)
                 self._announced[k] = True
                 self._announced.move_to_end(k)
             while len(self._announced) > self._max:
                 self._announced.popitem(last=False)
-            self._events.append(self._make_event(list(keys), False))
 
     def take(self, present):
-        """The events since the last call, after sweeping for removals
-        (present(key) -> whether kvtier still holds it)."""
+        """The events since the last call (present(key) -> whether kvtier
+        still holds it)."""
+        with self._lock:
+            events = [self._make_event(self._stored, False)] if self._stored else []
+            self._stored = []
+            batch = list(itertools.islice(self._announced, self._sweep))
         try:
-            with self._lock:
-                batch = list(itertools.islice(self._announced, self._sweep))
             gone = [k for k in batch if not present(k)]
-            with self._lock:
-                for k in batch:
-                    if k in self._announced:
-                        self._announced.move_to_end(k)
-                gone = [k for k in gone if self._announced.pop(k, None)]
-                if gone:
-                    self._events.append(self._make_event(gone, True))
         except Exception as e:
             logger.warning("vllm: the removal sweep failed: %s", e)
+            gone = []
         with self._lock:
-            events, self._events = self._events, []
+            for k in batch:
+                if k in self._announced:
+                    self._announced.move_to_end(k)
+            gone = [k for k in gone if self._announced.pop(k, None)]
+        if gone:
+            events.append(self._make_event(gone, True))
         return events
 
     def clear(self):
         with self._lock:
             self._announced.clear()
+            self._stored = []

@@ -29,7 +29,6 @@ import abc
 import collections
 import dataclasses
 import inspect
-import itertools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait as _wait_futures
@@ -39,7 +38,7 @@ import numpy as np
 import kvtier
 
 from ._common import (  # noqa: F401 (the module's names since 0.1)
-    MEDIUM, PINS, REPRODUCIBLE_HASHES, _caches, block_key, cache_options,
+    MEDIUM, PINS, REPRODUCIBLE_HASHES, Announcer, _caches, block_key, cache_options,
     check_reproducible_hashing, decodes as _decodes, default_disk_dir,
     dtype_name as _dtype_name, first_attr as _first_attr, hash_bytes, load_promised,
     local_worker, logger, read_verified, register_local_worker, shared_cache,
@@ -320,18 +319,14 @@ class KvtierOffloadingManager(OffloadingManagerBase):
     blocks other processes or earlier runs stored count), and keeps only the
     bookkeeping vLLM's calls need (stores in flight, events)."""
 
-    _ANNOUNCED_MAX = 1 << 16
-
     def __init__(self, cache, plan):
         self.cache = cache
         self.plan = plan
         self.namespaces = [plan.key_chain(r).namespace for r in plan.shard_ranks()]
         self._lock = threading.Lock()
         self._storing = collections.Counter()
-        self._events = []
-        # Hashes announced as stored (BlockStored), so that a later miss on
-        # one of them is announced as BlockRemoved.
-        self._announced = collections.OrderedDict()
+        self._events = Announcer(lambda hashes, removed: OffloadingEvent(
+            block_hashes=hashes, block_size=plan.block_tokens, medium=MEDIUM, removed=removed))
         self._scratch = np.empty((_VERIFY_CHUNK, plan.layout.max_file_bytes), np.uint8)
 
     def _verified_prefix(self, namespace, hashes):
@@ -360,7 +355,7 @@ class KvtierOffloadingManager(OffloadingManagerBase):
             # Blocks kvtier holds that this process has not announced (stored by
             # another process or before a restart) are announced now; removals
             # are found by take_events' sweep.
-            self._announce_stored(hashes[:hits], only_new=True)
+            self._events.stored([hash_bytes(h) for h in hashes[:hits]], only_new=True)
             return hits
         except Exception as e:
             logger.warning("vllm: lookup failed, answering a miss: %s", e)
@@ -431,52 +426,12 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                         del self._storing[b]
             # Announce only what kvtier holds now (a worker that could not
             # store, e.g. on a full disk, still finishes its job).
-            self._announce_stored([h for h in hashes if success and self._stored(h)])
+            self._events.stored([hash_bytes(h) for h in hashes if success and self._stored(h)])
         except Exception as e:
             logger.warning("vllm: complete_store failed: %s", e)
 
-    def _announce_stored(self, hashes, only_new=False):
-        with self._lock:
-            if only_new:
-                hashes = [h for h in hashes if hash_bytes(h) not in self._announced]
-            if not hashes:
-                return
-            for h in hashes:
-                self._announced[hash_bytes(h)] = True
-                self._announced.move_to_end(hash_bytes(h))
-            while len(self._announced) > self._ANNOUNCED_MAX:
-                self._announced.popitem(last=False)
-            self._events.append(OffloadingEvent(
-                block_hashes=list(hashes), block_size=self.plan.block_tokens, medium=MEDIUM,
-                removed=False))
-
-    _SWEEP = 256  # announced blocks checked per take_events
-
-    def _sweep_removed(self):
-        """One BlockRemoved event for the announced blocks kvtier no longer
-        holds (evicted, erased, removed by another process), checking the
-        _SWEEP longest-announced ones per call, round robin."""
-        with self._lock:
-            batch = list(itertools.islice(self._announced, self._SWEEP))
-        gone = [h for h in batch if not self._stored(h)]
-        with self._lock:
-            for h in batch:
-                if h in self._announced:
-                    self._announced.move_to_end(h)
-            gone = [h for h in gone if self._announced.pop(h, None)]
-            if gone:
-                self._events.append(OffloadingEvent(
-                    block_hashes=gone, block_size=self.plan.block_tokens, medium=MEDIUM,
-                    removed=True))
-
     def take_events(self):
-        try:
-            self._sweep_removed()
-        except Exception as e:
-            logger.warning("vllm: the removal sweep failed: %s", e)
-        with self._lock:
-            events, self._events = self._events, []
-        yield from events
+        yield from self._events.take(self._stored)
 
 
 # --- The worker side ----------------------------------------------------------
