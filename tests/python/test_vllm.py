@@ -38,6 +38,7 @@ def hash_seed(monkeypatch):
     for cache in list(kv._caches.values()):  # each test starts with empty RAM tiers
         cache.close()
     kv._caches.clear()
+    kv.PINS.clear()  # and no block promised by another test
 
 
 def make_spec(tmp_path, extra=None, *, dtype=torch.float16, **cfg):
@@ -414,15 +415,17 @@ def test_damaged_block_is_a_miss_then_recomputed(tmp_path, caplog):
     worker.shutdown()
     worker.cache.close()
     assert conn2.matched_blocks(hashes) == (0, 0)  # the scheduler: a miss, vLLM computes
-    # A block damaged after lookup said hit: the job fails and writes nothing.
+    # A block gone after lookup said hit, before prepare_load could pin it:
+    # the job fails and writes nothing.
     conn3, caches3 = make_connector(tmp_path, extra, seed=6)
     assert conn3.store(hashes, 0, [0, 1, 2]) == 3
     before = gpu_bytes(caches3, [30, 31, 32])
     handler = next(iter(conn3.worker.handlers))
-    spec = conn3.manager.prepare_load(hashes)
+    assert conn3.matched_blocks(hashes) == (0, 3)
     for cache in kv._caches.values():
         for h in hashes:
             cache.erase(kv.block_key(conn3.manager.namespaces[0], h))
+    spec = conn3.manager.prepare_load(hashes)
     assert handler.transfer_async(7, (spec, vh.gpu_spec([30, 31, 32])))
     handler.wait({7})
     assert vh.pairs(handler.get_finished()) == [(7, False)]

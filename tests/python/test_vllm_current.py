@@ -35,6 +35,7 @@ def empty_ram(kv):
     for cache in list(kv._caches.values()):  # each test starts with empty RAM tiers
         cache.close()
     kv._caches.clear()
+    kv.PINS.clear()  # and no block promised by another test
 
 
 def make_spec(kv, tmp_path, extra=None, **cfg):

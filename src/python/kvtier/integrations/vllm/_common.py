@@ -188,11 +188,14 @@ class PinnedBlocks:
         self._held = {}  # kvtier key -> [bytes, count]
 
     def hold(self, key, data):
+        """One more promise of `key`, holding `data` (the block just read and
+        verified; it replaces what an earlier promise held)."""
         with self._lock:
             entry = self._held.get(key)
             if entry is None:
                 self._held[key] = [bytes(data), 1]
             else:
+                entry[0] = bytes(data)
                 entry[1] += 1
 
     def get(self, key):
@@ -207,6 +210,11 @@ class PinnedBlocks:
                 entry[1] -= 1
                 if entry[1] <= 0:
                     del self._held[key]
+
+    def clear(self):
+        """Ends every promise (a test's teardown; vLLM's reset)."""
+        with self._lock:
+            self._held.clear()
 
     def __len__(self):
         with self._lock:
