@@ -94,6 +94,7 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         self._jobs = {}
         self._finished = []
         self._promised = collections.defaultdict(set)  # req_id -> kvtier keys held
+        self._reading = {}  # (req_id, kvtier key) -> a lookup's read in flight
         self._events = Announcer(lambda keys, removed: make(
             OffloadingEvent, keys=keys, medium=self.medium, removed=removed,
             locality=self.locality, ownership=self.tier_type))
@@ -118,13 +119,28 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
     # --- lookups and promises
 
     def lookup(self, key, req_context):
+        """MISS when kvtier has no such block; otherwise the block is read and
+        verified on kvtier's threads (RETRY meanwhile: vLLM's scheduler thread
+        never waits on a disk or Redis read), then HIT with its bytes held
+        for this request, or MISS if it did not verify."""
         try:
             kv_key = self.kv_key(key)
             req = getattr(req_context, "req_id", None)
             with self._lock:
                 if kv_key in self._promised.get(req, ()):
                     return LookupResult.HIT
-            data = read_verified(self.cache, self.layout, [kv_key]).get(kv_key)
+                reading = self._reading.get((req, kv_key))
+            if reading is None:
+                if self.cache.contains(kv_key) is None:
+                    return LookupResult.MISS
+                reading = self._pool.submit(read_verified, self.cache, self.layout, [kv_key])
+                with self._lock:
+                    self._reading[(req, kv_key)] = reading
+            if not reading.done():
+                return LookupResult.RETRY
+            with self._lock:
+                self._reading.pop((req, kv_key), None)
+            data = reading.result().get(kv_key)
             if data is None:
                 return LookupResult.MISS
             PINS.hold(kv_key, data)
@@ -139,6 +155,9 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
     def _release(self, req, only=None):
         """Ends the request's promises (those of `only`, if given)."""
         with self._lock:
+            if only is None:  # the request is over: its reads in flight too
+                for tag in [t for t in self._reading if t[0] == req]:
+                    del self._reading[tag]
             held = self._promised.get(req, set())
             keys = set(held) if only is None else held & only
             held -= keys
@@ -243,7 +262,7 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
 
     def drain_jobs(self):
         with self._lock:
-            futures = list(self._jobs.values())
+            futures = list(self._jobs.values()) + list(self._reading.values())
         _wait_futures(futures)
 
     def take_events(self):
