@@ -207,6 +207,21 @@ def test_a_load_that_still_fails_is_a_failed_job_and_writes_nothing(kv, tmp_path
     assert "missing or damaged at load" in caplog.text
 
 
+def test_a_transfer_of_parts_of_gpu_blocks_is_a_failed_job(kv, tmp_path, caplog):
+    conn, pages = make_connector(kv, tmp_path, seed=16)
+    keys = keys_of(1)
+    assert conn.store(keys, [([0, 1], 0)]) == keys
+    src = conn.prepare_load(keys)
+    dst = conn.gpu_spec([([8, 9], 0)])
+    dst.block_offsets, dst.block_counts = [0, 0], [1, 1]  # hybrid offloading's sub-blocks
+    before = vc.gpu_bytes(pages, 0, [8, 9])
+    assert conn.worker.submit_load(50, src, dst)
+    conn.worker.wait({50})
+    assert [(r.job_id, r.success) for r in conn.worker.get_finished()] == [(50, False)]
+    assert vc.gpu_bytes(pages, 0, [8, 9]) == before
+    assert "parts of GPU blocks" in caplog.text
+
+
 def test_events_are_batched_with_medium_and_locality(kv, tmp_path):
     conn, _ = make_connector(kv, tmp_path, seed=11)
     b = vc.module("vllm.v1.kv_offload.base")

@@ -403,6 +403,10 @@ class KvtierOffloadingWorker(OffloadingWorkerBase):
     def _by_group(self, gpu_spec, keys):
         """[(group, its OffloadKeys, its GPU block ids, GPU blocks of the first
         chunk to skip)] of a transfer, groups in the GPU spec's order."""
+        if getattr(gpu_spec, "block_offsets", None) is not None:
+            raise kvtier.InvalidArgument(
+                "vllm: a transfer of parts of GPU blocks (hybrid offloading's block_offsets) "
+                "is not supported by the kvtier backend")
         ids = [int(i) for i in np.asarray(gpu_spec.block_ids).reshape(-1)]
         sizes = list(getattr(gpu_spec, "group_sizes", None) or [len(ids)])
         starts = list(getattr(gpu_spec, "block_indices", None) or [0] * len(sizes))
