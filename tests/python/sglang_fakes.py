@@ -19,9 +19,20 @@ Commits (sgl-project/sglang):
   01c0ede38cc9645488fd2847dbea8a2f6a9241d8 (MLATokenToKVPoolHost),
   pool_host/mha_mxfp8.py 02d20b8bfc3d023a255f8ca70332fb035ee5d7b3,
   pool_host/mamba.py 02f0c2a0f8e4540dd6484b74f3d5b4ea4509f206,
-  pool_host/group.py 0142dde6f8f9ca74d5572c9572da056ab912152e (HostPoolGroup:
-  anchor_entry.host_pool, layout and page_size of the anchor, no
-  get_page_buffer_meta of its own).
+  pool_host/group.py 0142dde6f8f9ca74d5572c9572da056ab912152e (the PoolEntry /
+  HostPoolGroup form of SGLang PR 36232: entries, entry_map, the anchor
+  entry (is_primary_index_anchor, else the first), layout and page_size of
+  the anchor, no get_page_buffer_meta of its own). MLA's flat pages
+  (get_data_page raising "Unsupported layout" for page_first_kv_split) from
+  pool_host/mla.py 01c0ede38cc9.
+- PoolTransferResult.restorable_prefix_pages (Optional[List[int]] = None, the
+  common legal endpoints of every pool): in amdpilot-org/sglang
+  8a734c448751940ab70fc84a66a1660e9faad880 hicache_storage.py and SGLang PR
+  39267 (fixing issue 39147), not in upstream 001067f: build_modules(
+  restorable=True) adds it.
+- Prefix metadata on v2 calls: SGLang PR 39567 (merged): KV-derived
+  batch_get_v2 calls get the KV batch's extra_info, hybrid batch_get_v2 /
+  batch_set_v2 the operation's prefix.
 - StorageMetrics: python/sglang/srt/metrics/collector.py
   00ae9c1590d2d0bb6c0bfff39e312c34ae3dd538 (log_storage_metrics asserts
   isinstance(..., StorageMetrics); None is skipped).
@@ -102,8 +113,9 @@ def _dataclass(name, fields):
     return dataclasses.make_dataclass(name, spec)
 
 
-def build_modules():
-    """The stand-in modules, generated from the tables above."""
+def build_modules(restorable=False):
+    """The stand-in modules, generated from the tables above (restorable:
+    PoolTransferResult with restorable_prefix_pages, PR 39267's form)."""
     storage = types.ModuleType("sglang.srt.mem_cache.hicache_storage")
     body = {name: _method(name, params, abstract) for name, params, abstract in SIGNATURES}
     storage.HiCacheStorage = abc.ABCMeta("HiCacheStorage", (abc.ABC,), body)
@@ -116,7 +128,8 @@ def build_modules():
         ("hit_policy", storage.PoolHitPolicy.ALL_PAGES), ("nodes_to_load", None),
         ("indices_from_pool", None)])
     storage.PoolTransferResult = _dataclass("PoolTransferResult", [
-        ("kv_hit_pages", REQUIRED), ("extra_pool_hit_pages", REQUIRED)])
+        ("kv_hit_pages", REQUIRED), ("extra_pool_hit_pages", REQUIRED)]
+        + ([("restorable_prefix_pages", None)] if restorable else []))
     storage.STORAGE_BATCH_SIZE = STORAGE_BATCH_SIZE
     collector = types.ModuleType("sglang.srt.metrics.collector")
     collector.StorageMetrics = dataclasses.make_dataclass("StorageMetrics", [
@@ -124,9 +137,9 @@ def build_modules():
     return storage, collector
 
 
-def install(monkeypatch=None):
+def install(monkeypatch=None, restorable=False):
     """Puts the stand-ins into sys.modules (undone by monkeypatch, if given)."""
-    storage, collector = build_modules()
+    storage, collector = build_modules(restorable)
     put = monkeypatch.setitem if monkeypatch is not None else \
         (lambda d, k, v: d.__setitem__(k, v))
     for name in ("sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.metrics"):
@@ -344,6 +357,22 @@ class MLAPool:
             return ptrs, [self.L * it * self.page_size * self.D] * len(ptrs)
         raise ValueError("Unsupported layout: %s" % self.layout)
 
+    def get_data_page(self, index, flat=True):
+        if self.layout == "page_first_kv_split":  # mla.py: no flat page of it
+            raise ValueError("Unsupported layout: %s" % self.layout)
+        p = int(index) // self.page_size
+        page = {"layer_first": lambda: self.kv_buffer[:, index:index + self.page_size],
+                "page_first": lambda: self.kv_buffer[index:index + self.page_size],
+                "page_first_direct": lambda: self.kv_buffer[p:p + 1]}[self.layout]()
+        return page.flatten() if flat else page
+
+    def get_dummy_flat_data_page(self):
+        return torch.zeros((self.L, self.page_size, 1, self.D), dtype=self.dtype).flatten()
+
+    def set_from_flat_data_page(self, index, data_page):
+        page = self.get_data_page(index, flat=False)
+        page[...] = data_page.reshape(page.shape)
+
     def page_bytes(self, index):
         p = index // self.page_size
         if self.layout == "page_first_kv_split":
@@ -393,16 +422,28 @@ class MXFP8Pool(MHAPool):
         raise NotImplementedError("MXFP8 KV host pool does not expose flat storage (L3) pages yet")
 
 
+def pool_entry(name, host_pool, anchor=False):
+    """PoolEntry (group.py): name, host_pool, device_pool, layer_mapper,
+    is_primary_index_anchor, and evict/alloc callbacks (left out here)."""
+    return types.SimpleNamespace(name=name, host_pool=host_pool, device_pool=None,
+                                 layer_mapper=lambda layer: layer,
+                                 is_primary_index_anchor=anchor)
+
+
 class HostPoolGroup:
-    """HostPoolGroup: an anchor entry and side entries; layout and page_size
-    are the anchor's; no get_page_buffer_meta, no dtype."""
+    """HostPoolGroup(entries): the anchor entry (is_primary_index_anchor, else
+    the first); layout and page_size are the anchor's; no
+    get_page_buffer_meta, no dtype, no flat pages of its own."""
 
     def __init__(self, anchor, **side):
-        self.anchor_entry = types.SimpleNamespace(name="kv", host_pool=anchor)
-        self.entry_map = {"kv": self.anchor_entry}
-        self.entry_map.update({k: types.SimpleNamespace(name=k, host_pool=v)
-                               for k, v in side.items()})
+        self.entries = [pool_entry("kv", anchor, anchor=True)] + \
+            [pool_entry(k, v) for k, v in side.items()]
+        self.entry_map = {e.name: e for e in self.entries}
+        self.anchor_entry = self.entries[0]
         self.layout, self.page_size = anchor.layout, anchor.page_size
+
+    def get_pool(self, name):
+        return self.entry_map[name].host_pool
 
 
 class DeepSeekV4TokenToKVPoolHost(MLAPool):

@@ -7,11 +7,13 @@ kvtier.integrations.sglang puts SGLang's base class under it.
 
 import hashlib
 import importlib
+import inspect
 import logging
 import os
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -29,6 +31,11 @@ _SGLANG_KEYS = ("backend_name", "module_path", "class_name", "interface_v1", "tp
 _BACKEND_SET = ("layout", "block_tokens", "key_shard")
 _STORAGE_MODULE = "sglang.srt.mem_cache.hicache_storage"
 _METRICS_MODULE = "sglang.srt.metrics.collector"
+# Pools whose pages are the same on every TP rank of a rank-replicated (MLA)
+# model: the latent KV and what follows its layout (SGLang's HiCacheFile
+# leaves these without a tp rank too). Every other pool of such a model (Mamba
+# state, SWA, ...) is TP-sharded and keeps the rank in its shard.
+_REPLICATED_POOLS = ("kv", "indexer", "draft", "draft_indexer")
 _LOG_EVERY_S = 30.0
 _METRICS_MAX = 4096  # samples kept between two get_stats calls
 
@@ -112,6 +119,8 @@ class SglangBackend:
         self._metrics = _Metrics(bool(getattr(storage_config, "enable_storage_metrics", False)))
         self._staging = threading.local()
         self._last_log = {}
+        self._pid = os.getpid()  # the process the caches were opened in
+        _LIVE.add(self)
 
     # --- Registration (scheduler thread; a refusal stops the server's start) ---
 
@@ -148,41 +157,69 @@ class SglangBackend:
             raise Refused("sglang: %s pool %s: DeepSeek-V4's compressed host pools are not "
                           "supported by kvtier yet; run without an L3 storage backend"
                           % (name, type(pool).__name__))
+        if name == "kv" and not self.interface_v1:
+            _check_flat_pages(pool, name)
         pages = PoolPages(name, pool, split)
         if name == "kv" and not self.interface_v1 and not pages.flat_ok():
             pages = PoolPages(name, pool, split, flat=True)
-        chains = [self._chain(pages.layout, split, j) for j in range(split)]
+        chains = [self._chain(name, pages.layout, split, j) for j in range(split)]
+        self._own_process()
         with self._lock:
             old = self._stores.get(name)
             if old is not None and old.pages.layout.signature == pages.layout.signature:
                 self._stores[name] = _Store(pages, old.cache, chains)
                 return
-            if self.disk_dir is not None and self._default_dir:
-                os.makedirs(self.disk_dir, mode=0o700, exist_ok=True)
-            self._stores[name] = _Store(pages, kvtier.Cache(pages.layout, **self.options), chains)
+            self._stores[name] = _Store(pages, self._open_cache(pages.layout), chains)
         if old is not None:
             old.cache.close()
 
-    def _shard(self, split, j):
+    def _open_cache(self, layout):
+        if self.disk_dir is not None and self._default_dir:
+            os.makedirs(self.disk_dir, mode=0o700, exist_ok=True)
+        return kvtier.Cache(layout, **self.options)
+
+    def _own_process(self):
+        """Reopens the caches in a process other than the one that opened them
+        (SGLang's or the user's fork): the inherited ones belong to the
+        parent's threads, and using or closing them here would hang or crash.
+        They are kept, unused, in _INHERITED; the folder and Redis are shared,
+        so the child sees what the parent stored."""
+        pid = os.getpid()
+        if pid == self._pid:
+            return
+        with self._lock:
+            if pid == self._pid:
+                return
+            logger.warning("sglang backend: opened in process %d, used in process %d: "
+                           "reopening its kvtier caches here", self._pid, pid)
+            for name, store in list(self._stores.items()):
+                cache = self._open_cache(store.pages.layout)
+                _INHERITED.append(store.cache)
+                self._stores[name] = _Store(store.pages, cache, store.chains)
+            self._pid = pid
+
+    def _shard(self, name, split, j):
         c = self.config
         fields = []
-        if not self.replicated:  # rank-replicated (MLA) pages are shared by all tp ranks
+        # A rank-replicated (MLA) model's KV pages are the same on every tp
+        # rank and shared; its TP-sharded side pools (Mamba state) are not.
+        if not (self.replicated and name in _REPLICATED_POOLS):
             rank, size = int(getattr(c, "tp_rank", 0)), int(getattr(c, "tp_size", 1))
             fields.append(("tp", rank * split + j, size * split))
         fields += [("pp", int(getattr(c, "pp_rank", 0)), int(getattr(c, "pp_size", 1))),
                    ("cp", int(getattr(c, "attn_cp_rank", 0)), int(getattr(c, "attn_cp_size", 1)))]
         return ";".join("%s=%d/%d" % f for f in fields if f[2] > 1)
 
-    def _chain(self, layout, split, j):
+    def _chain(self, name, layout, split, j):
         o = self.options
         return kvtier.KeyChain(self.model_id, layout, salt=_as_bytes(o.get("key_salt", b"")),
                                adapter=o.get("key_adapter_id", ""),
                                extra=_as_bytes(o.get("key_extra", b"")),
-                               shard=self._shard(split, j))
+                               shard=self._shard(name, split, j))
 
     def kvtier_key(self, key, pool="kv", split=0):
         """The kvtier block key of an SGLang page key in a pool (see the module comment)."""
-        chain = self._stores[pool].chains[split]
+        chain = self._store_of(pool).chains[split]
         return hashlib.sha256(_KEY_DOMAIN + chain.namespace + key.encode()).digest()
 
     def _block_keys(self, store, keys):
@@ -201,6 +238,7 @@ class SglangBackend:
             logger.error("sglang backend: " + message, *args)
 
     def _store_of(self, name):
+        self._own_process()
         store = self._stores.get(pool_key(name))
         if store is None:
             raise kvtier.FailedPrecondition("sglang: no %s host pool registered" % pool_key(name))
@@ -228,52 +266,58 @@ class SglangBackend:
         return all(store.cache.contains(k) is not None for k in self._block_keys(store, [key]))
 
     def batch_exists_v2(self, keys, pool_transfers=None, extra_info=None):
-        """SGLang's per-pool prefix: the KV prefix, cut to where every extra
-        pool has its pages (all of them, or the trailing ones)."""
+        """SGLang's per-pool prefix: the longest KV prefix that every extra
+        pool can restore, i.e. the greatest endpoint common to all pools (not
+        the minimum of each pool's best one: a trailing pool's legal endpoints
+        have holes, SGLang issue 39147). restorable_prefix_pages, where
+        SGLang's PoolTransferResult has it, lists every common endpoint."""
         kv_name = self._pool_name("KV", "kv")
         try:
             kv_pages = self._leading(self._store_of("kv"), keys)
             hits = {kv_name: kv_pages} if kv_pages else {}
-            final = kv_pages
+            endpoints = set(range(1, kv_pages + 1))
             for transfer in pool_transfers or []:
-                if final == 0:
+                if not endpoints:
                     break
-                boundary = self._pool_boundary(transfer, keys, kv_pages)
-                if boundary:
-                    hits[transfer.name] = boundary
-                final = min(final, boundary)
-            return self._transfer_result(final, hits)
+                legal = self._pool_endpoints(transfer, keys, kv_pages)
+                if legal:
+                    hits[transfer.name] = max(legal)
+                endpoints &= legal
+            return self._transfer_result(endpoints, hits)
         except Exception as e:
             self._log("batch_exists_v2", "batch_exists_v2: %s: %s", type(e).__name__, e)
-            return self._transfer_result(0, {})
+            return self._transfer_result(set(), {})
 
-    def _pool_boundary(self, transfer, keys, kv_pages):
+    def _pool_endpoints(self, transfer, keys, kv_pages):
+        """The prefix lengths (1..kv_pages) this pool can restore: all_pages,
+        each one up to its leading run; trailing_pages, each one whose last
+        len(transfer.keys) pages (fewer at the start) it holds."""
         store = self._store_of(transfer.name)
         policy = str(getattr(transfer.hit_policy, "value", transfer.hit_policy))
         if policy != "trailing_pages":
-            return self._leading(store, keys[:kv_pages])
-        trailing = max(1, len(transfer.keys) if transfer.keys else 1)
-        present = {}
-        for end in range(kv_pages, 0, -1):
-            window = range(max(0, end - trailing), end)
-            for i in window:
-                if i not in present:
-                    present[i] = self._present(store, keys[i])
-            if all(present[i] for i in window):
-                return end
-        return 0
+            return set(range(1, self._leading(store, keys[:kv_pages]) + 1))
+        window = max(1, len(transfer.keys) if transfer.keys else 1)
+        legal, run = set(), 0
+        for end in range(1, kv_pages + 1):
+            run = run + 1 if self._present(store, keys[end - 1]) else 0
+            if run >= min(window, end):
+                legal.add(end)
+        return legal
 
     def _pool_name(self, member, default):
         module = sys.modules.get(_STORAGE_MODULE)
         names = getattr(module, "PoolName", None)
         return getattr(names, member, default) if names is not None else default
 
-    def _transfer_result(self, kv_hit_pages, extra):
+    def _transfer_result(self, endpoints, extra):
+        final, ordered = (max(endpoints) if endpoints else 0), sorted(endpoints)
         module = sys.modules.get(_STORAGE_MODULE)
         cls = getattr(module, "PoolTransferResult", None)
-        if cls is not None:
-            return cls(kv_hit_pages, extra)
-        return _PoolTransferResult(kv_hit_pages, extra)
+        if cls is None:
+            return _PoolTransferResult(final, extra, ordered)
+        if _takes(cls, "restorable_prefix_pages"):
+            return cls(final, extra, restorable_prefix_pages=ordered)
+        return cls(final, extra)
 
     # --- Zero-copy interface: v1 (KV pool) and v2 (any registered pool) --------
 
@@ -291,7 +335,10 @@ class SglangBackend:
                 for t in transfers}
 
     def batch_set_v2(self, transfers, extra_info=None):
-        return {t.name: self._set_zero_copy(t.name, t.keys or [], t.host_indices, extra_info,
+        # SGLang passes v2 calls the operation's prefix (PR 39567), which need
+        # not end on the page before a transfer's first key (a trailing pool
+        # holds some of the operation's pages): not used as their parent.
+        return {t.name: self._set_zero_copy(t.name, t.keys or [], t.host_indices, None,
                                             "batch_set_v2")
                 for t in transfers}
 
@@ -407,9 +454,7 @@ class SglangBackend:
     def _save(self, store, keys, blocks, extra_info):
         start = time.perf_counter()
         split = store.pages.split
-        prefix = getattr(extra_info, "prefix_keys", None) if extra_info is not None else None
-        parents = self._block_keys(store, prefix[-1:]) if prefix else \
-            [chain.namespace for chain in store.chains]
+        parents = self._first_parents(store, keys, extra_info)
         kv_keys = self._block_keys(store, keys)
         results = []
         for page, key in enumerate(keys):
@@ -429,12 +474,24 @@ class SglangBackend:
                              time.perf_counter() - start)
         return results
 
+    def _first_parents(self, store, keys, extra_info):
+        """Each chain's parent of the first page: the page before it when
+        SGLang passes the prefix (prefix_keys, hicache_storage_pass_prefix_keys),
+        else the namespace (DESIGN.md §4). A prefix that is not a list of page
+        keys, or that already holds the first key, is not used."""
+        prefix = getattr(extra_info, "prefix_keys", None) if extra_info is not None else None
+        last = prefix[-1] if isinstance(prefix, (list, tuple)) and prefix else None
+        if isinstance(last, str) and keys and last not in keys:
+            return self._block_keys(store, [last])
+        return [chain.namespace for chain in store.chains]
+
     # --- Maintenance -----------------------------------------------------------------
 
     def clear(self):
         """Erases this backend's blocks (every registered pool's layout) from
         every tier (SGLang's /clear_hicache_storage_backend). True on success."""
         try:
+            self._own_process()
             erased = sum(store.cache.clear() for store in list(self._stores.values()))
             logger.info("sglang backend: clear erased %d blocks", erased)
             return True
@@ -459,9 +516,13 @@ class SglangBackend:
 
     def kvtier_stats(self, pool="kv"):
         """kvtier's counters (hits per tier, bytes, disk usage) of a pool's cache."""
-        return self._stores[pool].cache.stats()
+        return self._store_of(pool).cache.stats()
 
     def close(self):
+        if os.getpid() != self._pid:  # a fork's copy: the caches are the parent's
+            _INHERITED.extend(store.cache for store in self._stores.values())
+            self._stores = {}
+            return
         for store in list(self._stores.values()):
             try:
                 store.cache.close()
@@ -472,8 +533,50 @@ class SglangBackend:
 class _PoolTransferResult:
     """SGLang's PoolTransferResult fields, for use without SGLang loaded."""
 
-    def __init__(self, kv_hit_pages, extra_pool_hit_pages):
+    def __init__(self, kv_hit_pages, extra_pool_hit_pages, restorable_prefix_pages=None):
         self.kv_hit_pages, self.extra_pool_hit_pages = kv_hit_pages, extra_pool_hit_pages
+        self.restorable_prefix_pages = restorable_prefix_pages
+
+
+def _takes(cls, name):
+    try:
+        return name in inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_flat_pages(pool, name):
+    """With interface_v1 off SGLang's controller copies flat pages: the pool's
+    get_data_page on the backup thread, get_dummy_flat_data_page on the
+    prefetch thread. A pool without them (the asymmetric MHA pool, MLA
+    page_first_kv_split) would raise there and end the thread for the
+    server's life: refused here instead, with one log line."""
+    try:
+        pool.get_dummy_flat_data_page()
+        pool.get_data_page(0, flat=True)
+    except Exception as e:
+        message = ("sglang: %s pool %s (layout %s) has no flat pages for the copying interface "
+                   "(%s: %s); set \"interface_v1\": 1 in the extra config"
+                   % (name, type(pool).__name__, getattr(pool, "layout", "unknown"),
+                      type(e).__name__, e))
+        logger.error("sglang backend: %s", message)
+        raise Refused(message) from None
+
+
+# Fork: every backend of this process, and the caches a forked child inherited
+# (never used nor closed there: they belong to the parent's threads).
+_LIVE = weakref.WeakSet()
+_INHERITED = []
+
+
+def _reset_locks_in_child():
+    # A lock another thread held at fork time stays held in the child.
+    for backend in list(_LIVE):
+        backend._lock = threading.Lock()
+        backend._metrics.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_locks_in_child)
 
 
 def _storage_metrics_class():

@@ -33,8 +33,13 @@ SGLang names a page by a string; its kvtier key is
 namespace being kvtier's (DESIGN.md §3) of the model, the pool's layout
 signature, ``page_size`` tokens and the shard
 ``tp=<rank>/<size>;pp=<rank>/<size>;cp=<rank>/<size>`` (a field of size 1 left
-out; no ``tp`` for rank-replicated (MLA) pools; with split heads the tp rank
-and size are those of the head slice at ``tp_lcm_size``).
+out; no ``tp`` for the KV, indexer and draft pools of a rank-replicated (MLA)
+model, whose pages are the same on every rank, but ``tp`` for its TP-sharded
+side pools (Mamba state); with split heads the tp rank and size are those of
+the head slice at ``tp_lcm_size``).
+
+Fork: a backend used in a process other than the one that opened it reopens
+its kvtier caches there (on the same folder and Redis) and logs it once.
 
 The class: ``KvtierHiCacheStorage`` is looked up through this module's
 ``__getattr__``, so it subclasses SGLang's ``HiCacheStorage`` whenever
@@ -42,6 +47,7 @@ The class: ``KvtierHiCacheStorage`` is looked up through this module's
 SGLang's backend factory looks it up), whatever the import order.
 """
 
+import os
 import sys
 import threading
 
@@ -74,6 +80,14 @@ def storage_class():
                        {"__module__": __name__, "__doc__": SglangBackend.__doc__})
             _classes[id(base)] = cls
         return cls
+
+
+def _reset_lock_in_child():
+    global _classes_lock
+    _classes_lock = threading.Lock()  # another thread may have held it at fork time
+
+
+os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
 def __getattr__(name):
