@@ -6,35 +6,80 @@
 # Built for KVTIER_PYTHON (Debian's /usr/bin/python3, which has numpy; a
 # pyenv python3 first on PATH has neither numpy nor pybind11). pybind11's
 # numpy support needs no numpy headers at build time.
-set(PYTHON_EXECUTABLE ${KVTIER_PYTHON} CACHE FILEPATH "Python for pybind11" FORCE)
+#
+# KVTIER_PYTHON_MODULES (a list of interpreters, empty by default) adds one
+# target per interpreter, kvtier_python_cpXY, building
+# <build>/python-cpXY/kvtier/ for it: the wheels (pyproject.toml,
+# cmake/wheel/kvtier_wheel.py) build every CPython from one build folder, so
+# the component libraries, the CLI and libkvtier_c.so are compiled once and
+# only the extension is compiled per interpreter. pybind11 is header-only:
+# a module needs only the interpreter's Python.h and extension suffix, which
+# kvtier_python_module() asks the interpreter for; pybind11's own Python
+# search is off (NOPYTHON), so no interpreter is cached with it.
+set(PYBIND11_NOPYTHON ON)
 find_package(pybind11 2.10 CONFIG REQUIRED)
+set(KVTIER_PYTHON_MODULES "" CACHE STRING
+    "More Python interpreters to build the module for (target kvtier_python_cpXY each)")
 
-set(KVTIER_PYTHON_PACKAGE_DIR ${CMAKE_BINARY_DIR}/python/kvtier)
-file(GLOB _kvtier_py_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/python/*.cc)
-pybind11_add_module(kvtier_python MODULE NO_EXTRAS ${_kvtier_py_srcs})
-# Its own headers; the bindings' through kvtier_bindings_common.
 kvtier_include_root(python)
-target_include_directories(kvtier_python PRIVATE ${KVTIER_INCLUDE_ROOTS}/python)
-target_link_libraries(kvtier_python PRIVATE kvtier_bindings_common)
-target_compile_definitions(kvtier_python PRIVATE KVTIER_VERSION="${PROJECT_VERSION}")
-set_target_properties(kvtier_python PROPERTIES OUTPUT_NAME _kvtier
-                                               LIBRARY_OUTPUT_DIRECTORY ${KVTIER_PYTHON_PACKAGE_DIR})
-
-# The pure-Python files, copied when they change.
+file(GLOB _kvtier_py_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/python/*.cc)
 file(GLOB_RECURSE _kvtier_py_files CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/src/python/kvtier
      ${PROJECT_SOURCE_DIR}/src/python/kvtier/*.py ${PROJECT_SOURCE_DIR}/src/python/kvtier/*.pyi
      ${PROJECT_SOURCE_DIR}/src/python/kvtier/py.typed)
-set(_kvtier_py_outputs "")
-foreach(_f ${_kvtier_py_files})
-  add_custom_command(OUTPUT ${KVTIER_PYTHON_PACKAGE_DIR}/${_f}
-                     COMMAND ${CMAKE_COMMAND} -E copy ${PROJECT_SOURCE_DIR}/src/python/kvtier/${_f}
-                             ${KVTIER_PYTHON_PACKAGE_DIR}/${_f}
-                     DEPENDS ${PROJECT_SOURCE_DIR}/src/python/kvtier/${_f} VERBATIM)
-  list(APPEND _kvtier_py_outputs ${KVTIER_PYTHON_PACKAGE_DIR}/${_f})
-endforeach()
-add_custom_target(kvtier_python_files DEPENDS ${_kvtier_py_outputs})
-add_dependencies(kvtier_python kvtier_python_files)
 
+# kvtier_python_module(<target> <python> <package dir>): the extension for
+# interpreter <python> in <package dir> (<package dir>/_kvtier<EXT_SUFFIX>),
+# and the pure-Python files copied there when they change.
+function(kvtier_python_module target python dir)
+  execute_process(
+    COMMAND ${python} -c "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))"
+    OUTPUT_VARIABLE _out RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "kvtier: ${python} does not run (a KVTIER_PYTHON/KVTIER_PYTHON_MODULES entry)")
+  endif()
+  string(REPLACE "\n" ";" _out "${_out}")
+  list(GET _out 0 _include)
+  list(GET _out 1 _suffix)
+  if(NOT EXISTS ${_include}/Python.h)
+    message(FATAL_ERROR "kvtier: no Python.h in ${_include} for ${python} (Debian: python3-dev)")
+  endif()
+  add_library(${target} MODULE ${_kvtier_py_srcs})
+  # Its own headers; the bindings' through kvtier_bindings_common.
+  target_include_directories(${target} PRIVATE ${KVTIER_INCLUDE_ROOTS}/python)
+  target_include_directories(${target} SYSTEM PRIVATE ${_include})
+  target_link_libraries(${target} PRIVATE pybind11::headers kvtier_bindings_common)
+  target_compile_definitions(${target} PRIVATE KVTIER_VERSION="${PROJECT_VERSION}")
+  # pybind11 needs hidden visibility (as pybind11_add_module sets).
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME _kvtier PREFIX "" SUFFIX ${_suffix}
+                                             CXX_VISIBILITY_PRESET hidden
+                                             VISIBILITY_INLINES_HIDDEN ON
+                                             LIBRARY_OUTPUT_DIRECTORY ${dir})
+  set(_outputs "")
+  foreach(_f ${_kvtier_py_files})
+    add_custom_command(OUTPUT ${dir}/${_f}
+                       COMMAND ${CMAKE_COMMAND} -E copy ${PROJECT_SOURCE_DIR}/src/python/kvtier/${_f}
+                               ${dir}/${_f}
+                       DEPENDS ${PROJECT_SOURCE_DIR}/src/python/kvtier/${_f} VERBATIM)
+    list(APPEND _outputs ${dir}/${_f})
+  endforeach()
+  add_custom_target(${target}_files DEPENDS ${_outputs})
+  add_dependencies(${target} ${target}_files)
+endfunction()
+
+set(KVTIER_PYTHON_PACKAGE_DIR ${CMAKE_BINARY_DIR}/python/kvtier)
+kvtier_python_module(kvtier_python ${KVTIER_PYTHON} ${KVTIER_PYTHON_PACKAGE_DIR})
+
+foreach(_python ${KVTIER_PYTHON_MODULES})
+  execute_process(COMMAND ${_python} -c "import sys; print('cp%d%d' % sys.version_info[:2])"
+                  OUTPUT_VARIABLE _tag OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "kvtier: KVTIER_PYTHON_MODULES entry ${_python} does not run")
+  endif()
+  if(TARGET kvtier_python_${_tag})
+    message(FATAL_ERROR "kvtier: two KVTIER_PYTHON_MODULES entries are ${_tag}")
+  endif()
+  kvtier_python_module(kvtier_python_${_tag} ${_python} ${CMAKE_BINARY_DIR}/python-${_tag}/kvtier)
+endforeach()
 # A sanitized extension module needs its runtime loaded before python3 runs
 # (and libstdc++ before it, so that ASan finds __cxa_throw to intercept):
 # KVTIER_PY_PRELOAD is the LD_PRELOAD value for the tests that import it.

@@ -3,7 +3,9 @@
 The command is looked up in this order: $KVTIER_CLI; the build folder's
 ``kvtier`` when this package is ``<build>/python/kvtier``; the install
 prefix's ``bin/kvtier`` when it is ``<prefix>/lib/python3*/*-packages/kvtier``;
-``kvtier`` on $PATH.
+``kvtier`` on $PATH (a wheel installs it in the environment's ``bin/``, which
+is the prefix's). ``python3 -m kvtier --version`` prints the command's version
+line, or ``kvtier VERSION`` (the module's) when there is no command.
 """
 
 import os
@@ -33,6 +35,10 @@ def find_cli():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cli = find_cli()
+    if cli is None and list(argv) == ["--version"]:
+        from . import __version__
+        print("kvtier " + __version__)
+        return 0
     if cli is None:
         sys.stderr.write("kvtier: the kvtier command is not installed (set KVTIER_CLI or put "
                          "it on PATH); the Python module works without it\n")
