@@ -14,6 +14,12 @@
  * KVTIER_E_INVALID_ARGUMENT (like every NULL pointer); a closed (or never
  * opened) handle is KVTIER_E_FAILED_PRECONDITION.
  *
+ * Processes: a cache's threads do not survive fork(). In a forked child
+ * every call on a handle the parent opened is KVTIER_E_FAILED_PRECONDITION
+ * naming both process ids, and kvtier_cache_close() only releases the
+ * handle there (returns 0, joins nothing); the parent's cache is untouched.
+ * Open a new cache in the child.
+ *
  * Sizes: a function that writes a variable amount into (out, cap) sets *len
  * to the size it needs and returns KVTIER_E_BUFFER_TOO_SMALL when cap is
  * too small; call it with out = NULL, cap = 0 to learn the size first.
@@ -121,12 +127,15 @@ typedef struct kvtier_cache kvtier_cache;
  *   "config"       (string)            a JSON file of options, read first;
  *                                      the other members override it
  * Unknown names (the message names the closest known one), wrong types,
- * bad values and malformed JSON are KVTIER_E_INVALID_ARGUMENT.
+ * bad values, malformed JSON, JSON nested deeper than 32 levels and a name
+ * given twice (inline or in the file) are KVTIER_E_INVALID_ARGUMENT.
  * On success *out is a new handle; on failure *out is set to NULL. */
 KVTIER_C_API int kvtier_cache_open(const char* options_json, kvtier_cache** out);
 
 /* Stores a block file (DESIGN.md §4) under key. Its header must name the
- * key and the cache's layout signature (KVTIER_E_INVALID_ARGUMENT otherwise).
+ * key and the cache's layout signature, and its data match its checksum
+ * (option verify_store_checksums, default true): KVTIER_E_INVALID_ARGUMENT
+ * otherwise.
  * The bytes are copied; block may be reused when the call returns. */
 KVTIER_C_API int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32], const void* block,
                                     size_t len);

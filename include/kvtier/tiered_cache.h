@@ -110,8 +110,13 @@ struct CacheOptions {
   std::string layout_signature;
   // Store() checks each block's header first (structure, that its key is
   // the key it is stored under, its signature) and refuses bad blocks with
-  // InvalidArgument. The data checksum is not computed. Default true.
+  // InvalidArgument. Default true.
   bool verify_stores = true;
+  // With verify_stores, Store() also computes the data section's checksum
+  // (one pass over the block) and refuses a block whose bytes do not match
+  // it: no tier then ever hands out a block that fails its own checksum
+  // (a host hit is served without one). Default true.
+  bool verify_store_checksums = true;
 
   // --- Policy -------------------------------------------------------------
   // Store()'s policy when StoreOptions does not name one. kWriteThrough
@@ -443,7 +448,8 @@ class TieredCache {
   // Stores block files (DESIGN.md §4) under their keys, as `options` or
   // CacheOptions::write_policy says. Stops at the first block refused:
   // InvalidArgument (spans of different lengths, a null block, a bad header
-  // with verify_stores, kWriteThrough without a disk tier), or the tier's
+  // with verify_stores or bad data with verify_store_checksums, kWriteThrough
+  // without a disk tier), or the tier's
   // error. The message names the block's position. Each accepted block is
   // then queued for the remote tier (CacheOptions::remote_write); a copy it
   // drops is counted, never an error.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -28,25 +27,7 @@ std::string FirstGiven(const CacheSpec& spec, std::string_view prefix, std::stri
 }  // namespace
 
 Result<CacheSpec> ParseCacheSpecJson(std::string_view json_text) {
-  // nlohmann keeps the last of repeated names; a repeated option is refused.
-  std::string repeated;
-  std::set<std::string> top_names;
-  const json::parser_callback_t find_repeats = [&](int depth, json::parse_event_t event,
-                                                   json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
-        !top_names.insert(parsed.get<std::string>()).second && repeated.empty()) {
-      repeated = parsed.get<std::string>();
-    }
-    return true;
-  };
-  json root = json::parse(json_text, find_repeats, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return Status::InvalidArgument("options_json: not valid JSON");
-  }
-  if (!repeated.empty()) {
-    return Status::InvalidArgument("options_json: option '" + repeated.substr(0, kMaxEcho) +
-                                   "' given twice");
-  }
+  KVTIER_ASSIGN_OR_RETURN(json root, ParseOptionsText(json_text, "options_json"));
   if (!root.is_object()) {
     std::string text = root.dump();
     if (text.size() > kMaxEcho) text = text.substr(0, kMaxEcho) + "...";

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/json_strict.h"
 #include "kvtier/env.h"
 
 namespace kvtier::bindings {
@@ -99,6 +101,10 @@ const std::vector<Row>& Table() {
       {"verify_stores", Kind::kBool, "true",
        "A store checks the block's header (structure, key, layout signature) first.",
        "verify_stores", KVTIER_SET(s.cache.verify_stores = v.b)},
+      {"verify_store_checksums", Kind::kBool, "true",
+       "With verify_stores, a store also checks the block's data checksum (one pass over it), so "
+       "no tier ever serves a block that fails its own checksum.",
+       "verify_store_checksums", KVTIER_SET(s.cache.verify_store_checksums = v.b)},
       {"promote_disk_hits", Kind::kBool, "true",
        "A load from disk keeps a clean RAM copy (when RAM budget can be reserved).",
        "promote_disk_hits", KVTIER_SET(s.cache.promote_disk_hits = v.b)},
@@ -578,14 +584,44 @@ Result<json> ReadConfigFile(const std::string& path) {
   Result<std::vector<std::byte>> bytes = Env::Default()->ReadWholeFile(path, kMaxConfigBytes);
   if (!bytes.ok()) return bytes.status().WithContext("config " + path);
   const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Status::InvalidArgument("config " + path + ": not valid JSON");
+  KVTIER_ASSIGN_OR_RETURN(json root, ParseOptionsText(text, "config " + path));
   if (!root.is_object()) {
     return Status::InvalidArgument("config " + path + ": expected a JSON object of options");
   }
   if (root.contains("config")) {
     return Status::InvalidArgument("config " + path + ": a config file cannot name another");
   }
+  return root;
+}
+
+Result<json> ParseOptionsText(std::string_view text, const std::string& what) {
+  const std::optional<internal::JsonError> bad = internal::CheckUserJson(text);
+  if (bad.has_value() && bad->kind == internal::JsonErrorKind::kTooDeep) {
+    return Status::InvalidArgument(what + ": " + internal::DescribeJsonError(*bad));
+  }
+  if (bad.has_value() && bad->kind != internal::JsonErrorKind::kDuplicateKey) {
+    return Status::InvalidArgument(what + ": not valid JSON (" + internal::DescribeJsonError(*bad) +
+                                   ")");
+  }
+  // nlohmann keeps the last of repeated names: name a repeated option.
+  std::string repeated;
+  std::set<std::string> top_names;
+  const json::parser_callback_t find_repeats = [&](int depth, json::parse_event_t event,
+                                                   json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !top_names.insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json root = json::parse(text, find_repeats, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Status::InvalidArgument(what + ": not valid JSON");
+  if (!repeated.empty()) {
+    return Status::InvalidArgument(what + ": option '" + repeated.substr(0, kMaxEcho) +
+                                   "' given twice");
+  }
+  // A key repeated inside a value (no option takes an object, but say so).
+  if (bad.has_value()) return Status::InvalidArgument(what + ": " + internal::DescribeJsonError(*bad));
   return root;
 }
 
@@ -616,7 +652,9 @@ std::string OptionsMarkdown() {
       "  (`\"500ms\"`, `\"2s\"`, `\"1.5h\"`); options kept in whole seconds refuse a rest.\n"
       "- A value larger than the option holds is refused, never wrapped. An unknown name\n"
       "  or a bad value is an InvalidArgument error naming the option (and, for an\n"
-      "  unknown name, the closest known one).\n\n"
+      "  unknown name, the closest known one).\n"
+      "- Option JSON (a config file, `options_json`, `from_config`) nested deeper than 32\n"
+      "  levels, or naming an option twice, is an InvalidArgument error too.\n\n"
       "| name | type | default | meaning | C++ field |\n"
       "|---|---|---|---|---|\n";
   for (const OptionInfo& o : Options()) {

@@ -91,6 +91,11 @@ Status ApplyOptions(const nlohmann::json& object, CacheSpec* spec);
 Status ApplyConfigFile(const std::string& path, CacheSpec* spec);
 // The object of a JSON config file, checked to be one (no nested "config").
 Result<nlohmann::json> ReadConfigFile(const std::string& path);
+// Parses option JSON (a config file's text, the C API's options_json) with
+// internal::CheckUserJson's limits first: InvalidArgument "<what>: ..." for
+// text that is not JSON, nests deeper than kMaxUserJsonDepth or repeats a
+// key ("option 'x' given twice" at the top level). Any JSON value.
+Result<nlohmann::json> ParseOptionsText(std::string_view text, const std::string& what);
 
 // The known option closest to `name` by edit distance.
 std::string ClosestOption(std::string_view name);

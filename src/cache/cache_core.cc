@@ -174,11 +174,15 @@ Status CacheCore::CheckHeader(const BlockKey& key, const BlockBuffer& block) con
   DecodeOptions opts;
   opts.expected_key = &key;
   opts.expected_signature = &options_.layout_signature;
-  Result<DecodedBlock> decoded =
-      store_verifier_.DecodeHeader(bytes.first(static_cast<size_t>(*need)), bytes.size(), opts);
-  if (!decoded.ok()) {
-    return Status::InvalidArgument("bad block file: " + decoded.status().message());
+  Status verdict;
+  if (options_.verify_store_checksums) {
+    opts.verify_checksum = true;
+    verdict = store_verifier_.Verify(bytes, opts);
+  } else {
+    verdict = store_verifier_.DecodeHeader(bytes.first(static_cast<size_t>(*need)), bytes.size(), opts)
+                  .status();
   }
+  if (!verdict.ok()) return Status::InvalidArgument("bad block file: " + verdict.message());
   return Status::Ok();
 }
 

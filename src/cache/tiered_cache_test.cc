@@ -213,6 +213,35 @@ TEST(TieredCache, StoreRefusesBadInputNamingTheBlock) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("host-only")));
 }
 
+// Issue 33 item 7: a block whose data does not match its own checksum was
+// accepted and served from RAM as it was (after a reopen the disk read
+// quarantined it). Store refuses it, so no tier ever hands it out.
+TEST(TieredCache, StoreRefusesABlockThatFailsItsOwnChecksum) {
+  TempDir dir;
+  const auto keys = Keys(0, 1);
+  const SharedBlock good = MakeBlock(keys[0]);
+  BlockBuffer copy = BlockBuffer::CopyOf(good->span()).value();
+  copy.mutable_span()[copy.size() - 1] ^= std::byte{1};  // the last data byte
+  const std::vector<SharedBlock> bad = {std::make_shared<const BlockBuffer>(std::move(copy))};
+
+  auto cache = OpenCache(DiskOptions(dir.path(), 8));
+  EXPECT_THAT(cache->Store(keys, bad),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("checksum")));
+  EXPECT_EQ(cache->Contains(keys[0]), CacheTier::kNone);
+  EXPECT_EQ(cache->Stats().stores, 0u);
+  EXPECT_EQ(cache->Stats().store_errors, 1u);
+  ASSERT_THAT(cache->Store(keys, std::vector<SharedBlock>{good}), IsOk());
+  EXPECT_EQ(cache->Contains(keys[0]), CacheTier::kHost);
+
+  // verify_store_checksums off: the header check alone (the caller vouches
+  // for the data), as before the option.
+  CacheOptions o = HostOnlyOptions(8);
+  o.verify_store_checksums = false;
+  auto unchecked = OpenCache(o);
+  EXPECT_THAT(unchecked->Store(keys, bad), IsOk());
+  EXPECT_EQ(unchecked->Contains(keys[0]), CacheTier::kHost);
+}
+
 TEST(TieredCache, LoadIntoTooSmallBufferNamesItAndLoadsTheRest) {
   TempDir dir;
   CacheOptions o = DiskOptions(dir.path(), 8);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,14 +124,19 @@ static void CheckLoadMany(kvtier_cache* c) {
   free(arena);
 }
 
-static void TestDisk(const char* dir) {
+/* A cache on dir/folder with RAM for about two blocks: the rest of
+ * g_blocks are on disk only once stored. */
+static kvtier_cache* OpenSmallRam(const char* dir, const char* folder) {
   char options[1024];
-  /* RAM for about two blocks: the rest are on disk only. */
   snprintf(options, sizeof(options),
-           "{\"layout\": \"tiny\", \"host_bytes\": %zu, \"disk_dir\": \"%s/cache\"}",
-           2 * g_blocks[0].len + 100, dir);
-  kvtier_cache* a = Open(options);
-  kvtier_cache* b = Open(options); /* the same folder: another process's view */
+           "{\"layout\": \"tiny\", \"host_bytes\": %zu, \"disk_dir\": \"%s/%s\"}",
+           2 * g_blocks[0].len + 100, dir, folder);
+  return Open(options);
+}
+
+static void TestDisk(const char* dir) {
+  kvtier_cache* a = OpenSmallRam(dir, "cache");
+  kvtier_cache* b = OpenSmallRam(dir, "cache"); /* the same folder: another process's view */
   if (a == NULL || b == NULL) return;
   StoreAll(a);
   int host = 0, disk = 0;
@@ -295,6 +301,119 @@ static void TestRemote(void) {
   kvtier_cache_close(c);
 }
 
+/* Writes `text` (made of `prefix`, n × `open`, `middle`, n × `close`,
+ * `suffix`) to dir/name and returns the path in `path`. */
+static void WriteNested(const char* dir, const char* name, const char* prefix, const char* open,
+                        const char* middle, const char* close, const char* suffix, size_t n,
+                        char* path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f == NULL) return;
+  fputs(prefix, f);
+  for (size_t i = 0; i < n; ++i) fputs(open, f);
+  fputs(middle, f);
+  for (size_t i = 0; i < n; ++i) fputs(close, f);
+  fputs(suffix, f);
+  fclose(f);
+}
+
+/* Issue 33 items 6 and 7: 100,000-deep JSON inline, in a config file and in
+ * a layout file was a SIGSEGV; a key repeated in a config file was taken
+ * (last wins); a block whose data fails its own checksum was stored. */
+static void TestHostileInput(const char* dir) {
+  enum { kDeep = 100000 };
+  const char* kPrefix = "{\"layout\": \"tiny\", \"host_bytes\": ";
+  char* inline_json = malloc(strlen(kPrefix) + 2 * kDeep + 2);
+  CHECK(inline_json != NULL);
+  if (inline_json == NULL) return;
+  strcpy(inline_json, kPrefix);
+  size_t at = strlen(kPrefix);
+  memset(inline_json + at, '[', kDeep);
+  memset(inline_json + at + kDeep, ']', kDeep);
+  strcpy(inline_json + at + 2 * kDeep, "}");
+  kvtier_cache* c = (kvtier_cache*)inline_json;
+  CHECK_RC(kvtier_cache_open(inline_json, &c), KVTIER_E_INVALID_ARGUMENT,
+           "options_json: nested deeper than 32 levels at byte");
+  CHECK(c == NULL);
+  free(inline_json);
+
+  char path[700], options[1024];
+  WriteNested(dir, "deep-config.json", kPrefix, "{\"a\": ", "1", "}", "}", kDeep, path,
+              sizeof(path));
+  snprintf(options, sizeof(options), "{\"config\": \"%s\"}", path);
+  CHECK_RC(kvtier_cache_open(options, &c), KVTIER_E_INVALID_ARGUMENT,
+           "deep-config.json: nested deeper than 32 levels at byte");
+  WriteNested(dir, "twice-config.json", "{\"layout\": \"tiny\", \"host_bytes\": \"1MiB\", ", "",
+              "\"host_bytes\": \"2MiB\"", "", "}", 0, path, sizeof(path));
+  snprintf(options, sizeof(options), "{\"config\": \"%s\"}", path);
+  CHECK_RC(kvtier_cache_open(options, &c), KVTIER_E_INVALID_ARGUMENT,
+           "twice-config.json: option 'host_bytes' given twice");
+  WriteNested(dir, "deep-layout.json", "{\"block_tokens\": 16, \"layers\": ", "[", "", "]", "}",
+              kDeep, path, sizeof(path));
+  snprintf(options, sizeof(options), "{\"layout\": \"%s\", \"host_bytes\": 1024}", path);
+  CHECK_RC(kvtier_cache_open(options, &c), KVTIER_E_INVALID_ARGUMENT,
+           "layout JSON: nested deeper than 32 levels");
+
+  kvtier_cache* cache = Open("{\"layout\": \"tiny\", \"host_bytes\": \"1MiB\"}");
+  if (cache == NULL) return;
+  uint8_t* bad = malloc(g_blocks[0].len);
+  CHECK(bad != NULL);
+  if (bad != NULL) {
+    memcpy(bad, g_blocks[0].bytes, g_blocks[0].len);
+    bad[g_blocks[0].len - 1] ^= 1; /* the last data byte */
+    CHECK_RC(kvtier_cache_store(cache, g_blocks[0].key, bad, g_blocks[0].len),
+             KVTIER_E_INVALID_ARGUMENT, "checksum");
+    CHECK(TierOf(cache, 0) == KVTIER_TIER_NONE);
+    free(bad);
+  }
+  CHECK_RC(kvtier_cache_store(cache, g_blocks[0].key, g_blocks[0].bytes, g_blocks[0].len),
+           KVTIER_OK, "");
+  CHECK(TierOf(cache, 0) == KVTIER_TIER_HOST);
+  kvtier_cache_close(cache);
+}
+
+/* Issue 31 item 7: a handle used in a forked child fails cleanly naming
+ * both processes (a disk load and a flush hung there); close releases it
+ * without joining the parent's threads; the parent's cache still works. */
+static void TestFork(const char* dir) {
+  kvtier_cache* c = OpenSmallRam(dir, "fork-cache");
+  if (c == NULL) return;
+  StoreAll(c);
+  char want[128];
+  snprintf(want, sizeof(want), "opened by process %d and process ", (int)getpid());
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    alarm(120); /* only a hang gets here */
+    g_failed = 0;
+    uint8_t buf[kMaxBlockBytes];
+    size_t len = 99;
+    CHECK_RC(kvtier_cache_load(c, g_blocks[kBlocks - 1].key, buf, sizeof(buf), &len),
+             KVTIER_E_FAILED_PRECONDITION, want);
+    CHECK_RC(kvtier_cache_flush(c), KVTIER_E_FAILED_PRECONDITION, want);
+    int tier = -1;
+    CHECK_RC(kvtier_cache_contains(c, g_blocks[0].key, &tier), KVTIER_E_FAILED_PRECONDITION,
+             "a fork of it");
+    CHECK_RC(kvtier_cache_close(c), KVTIER_OK, "");
+    CHECK_RC(kvtier_cache_flush(c), KVTIER_E_FAILED_PRECONDITION, "closed");
+    _exit(g_failed == 0 ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  uint8_t buf[kMaxBlockBytes];
+  for (size_t i = 0; i < g_num_blocks; ++i) {
+    size_t len = 0;
+    CHECK_RC(kvtier_cache_load(c, g_blocks[i].key, buf, sizeof(buf), &len), KVTIER_OK, "");
+    CHECK(len == g_blocks[i].len && memcmp(buf, g_blocks[i].bytes, len) == 0);
+  }
+  CHECK_RC(kvtier_cache_flush(c), KVTIER_OK, "");
+  CHECK_RC(kvtier_cache_close(c), KVTIER_OK, "");
+}
+
 int main(void) {
   const char* tmp = getenv("TMPDIR");
   char template_path[1024];
@@ -310,6 +429,8 @@ int main(void) {
   if (g_num_blocks == kBlocks) {
     TestDisk(made);
     TestPrefault(made);
+    TestHostileInput(made);
+    TestFork(made);
     TestRemote();
   }
   for (size_t i = 0; i < g_num_blocks; ++i) free(g_blocks[i].bytes);

@@ -11,6 +11,8 @@
 // progress keeps its cache alive (shared_ptr) while another thread closes it.
 #include "kvtier/kvtier_c.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -94,6 +96,7 @@ class HandleTable {
     // aligned pointer.
     const uintptr_t id = (next_++ << 4) | 0x5;
     map_.emplace(id, std::move(cache));
+    opened_by_.emplace(id, getpid());
     loggers_.emplace(id, std::move(logger));
     return reinterpret_cast<kvtier_cache*>(id);
   }
@@ -110,6 +113,20 @@ class HandleTable {
     return it == map_.end() ? nullptr : it->second;
   }
 
+  // The process that opened the handle; 0 for an unknown one.
+  pid_t OpenedBy(const kvtier_cache* handle) {
+    MutexLock lock(&mu_);
+    auto it = opened_by_.find(reinterpret_cast<uintptr_t>(handle));
+    return it == opened_by_.end() ? 0 : it->second;
+  }
+
+  // Keeps a cache of the parent process forever: in a forked child its
+  // threads do not exist, so neither Close() nor its destructor may run.
+  void Abandon(std::shared_ptr<TieredCache> cache) {
+    MutexLock lock(&mu_);
+    abandoned_.push_back(std::move(cache));
+  }
+
   std::shared_ptr<TieredCache> Remove(const kvtier_cache* handle) {
     MutexLock lock(&mu_);
     auto it = map_.find(reinterpret_cast<uintptr_t>(handle));
@@ -117,6 +134,7 @@ class HandleTable {
     std::shared_ptr<TieredCache> cache = std::move(it->second);
     map_.erase(it);
     loggers_.erase(reinterpret_cast<uintptr_t>(handle));
+    opened_by_.erase(reinterpret_cast<uintptr_t>(handle));
     return cache;
   }
 
@@ -127,7 +145,19 @@ class HandleTable {
   uintptr_t next_ GUARDED_BY(mu_) = 1;
   std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_ GUARDED_BY(mu_);
   std::unordered_map<uintptr_t, std::shared_ptr<CallbackLogger>> loggers_ GUARDED_BY(mu_);
+  std::unordered_map<uintptr_t, pid_t> opened_by_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<TieredCache>> abandoned_ GUARDED_BY(mu_);
 };
+
+// A handle used in a process forked from the one that opened it: the
+// cache's threads did not survive the fork (a load would wait for them
+// forever), so every call but close fails cleanly, naming both processes.
+int ForkedChild(std::string_view fn, pid_t opened_by) {
+  return Fail(KVTIER_E_FAILED_PRECONDITION, fn,
+              ": this cache was opened by process " + std::to_string(opened_by) + " and process " +
+                  std::to_string(getpid()) +
+                  " (a fork of it) cannot use it; open a new cache in this process");
+}
 
 // Looks the handle up or fails with the message every call shares: a NULL
 // handle is a NULL argument (KVTIER_E_INVALID_ARGUMENT, as for every other
@@ -138,6 +168,9 @@ class HandleTable {
   if (var == nullptr) {                                                                 \
     return Fail(KVTIER_E_FAILED_PRECONDITION, fn,                                       \
                 ": the cache handle is closed or was never opened");                    \
+  }                                                                                     \
+  if (const pid_t opened_by = HandleTable::Get().OpenedBy(handle); opened_by != getpid()) { \
+    return ForkedChild(fn, opened_by);                                                  \
   }
 
 // The size of the block under `key` (0 on a miss), read through LoadShared:
@@ -483,10 +516,16 @@ int kvtier_cache_close(kvtier_cache* cache) {
   constexpr std::string_view fn = "kvtier_cache_close";
   return Guard(fn, [&]() -> int {
     if (cache == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": cache is NULL");
+    const pid_t opened_by = HandleTable::Get().OpenedBy(cache);
     std::shared_ptr<kvtier::TieredCache> c = HandleTable::Get().Remove(cache);
     if (c == nullptr) {
       return Fail(KVTIER_E_FAILED_PRECONDITION, fn,
                   ": the cache handle is closed or was never opened");
+    }
+    if (opened_by != getpid()) {
+      // A forked child: release the handle, join nothing (ForkedChild).
+      HandleTable::Get().Abandon(std::move(c));
+      return KVTIER_OK;
     }
     // Close() waits for the calls in progress on other threads; they hold
     // their own reference, so the object lives until the last one returns.

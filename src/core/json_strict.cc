@@ -421,6 +421,26 @@ bool JsonDocument::Parse(std::string_view text, int max_depth, JsonError* error)
   return false;
 }
 
+std::optional<JsonError> CheckUserJson(std::string_view text, int max_depth) {
+  JsonError error;
+  if (size_t bad = 0; !IsStrictUtf8(text, &bad)) {
+    error.offset = bad;
+    error.message = "not UTF-8";
+    return error;
+  }
+  JsonDocument doc;
+  if (doc.Parse(text, max_depth, &error)) return std::nullopt;
+  return error;
+}
+
+std::string DescribeJsonError(const JsonError& error, int max_depth) {
+  const std::string at = " at byte " + std::to_string(error.offset);
+  if (error.kind == JsonErrorKind::kTooDeep) {
+    return "nested deeper than " + std::to_string(max_depth) + " levels" + at;
+  }
+  return error.message + at;
+}
+
 std::optional<uint64_t> JsonUint64(const JsonNode& node) {
   if (node.kind != JsonKind::kNumber || node.text.empty()) return std::nullopt;
   uint64_t v = 0;

@@ -74,6 +74,22 @@ class JsonDocument {
   std::string arena_;  // decoded strings that had escapes
 };
 
+// How deep JSON that a person writes may nest: option objects, config
+// files and layout files. The deepest legitimate one (a layout's
+// layers[].states[].shape) nests 4 levels; nlohmann's dump and copies
+// recurse once per level, so an unbounded document would overflow the stack.
+inline constexpr int kMaxUserJsonDepth = 32;
+
+// Checks JSON a user wrote before a DOM parser (nlohmann, which keeps the
+// last of repeated keys) reads it: strict UTF-8, RFC 8259, no key repeated
+// within any object, nesting at most `max_depth`. nullopt when it passes,
+// else the first violation (kSyntax also for bad UTF-8). Memory O(text).
+std::optional<JsonError> CheckUserJson(std::string_view text, int max_depth = kMaxUserJsonDepth);
+
+// "<message> at byte <offset>", and for kTooDeep "nested deeper than
+// <max_depth> levels at byte <offset>": for error messages.
+std::string DescribeJsonError(const JsonError& error, int max_depth = kMaxUserJsonDepth);
+
 // Iterates the members of an object node: for (auto [k, v] : Members(doc, i)).
 // `k` and `v` are node indices (k is the key's string node).
 class JsonMembers {

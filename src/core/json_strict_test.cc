@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,31 @@ TEST(JsonStrictTest, ManyEscapedStringsKeepTheirViews) {
     ++i;
   }
   EXPECT_EQ(i, 2000);
+}
+
+// What option, config and layout readers check before nlohmann reads the
+// text (issue 33 item 6): 100,000 levels stop at the limit, with the offset.
+TEST(JsonStrictTest, CheckUserJsonLimitsDepthAndRepeatsAndUtf8) {
+  EXPECT_EQ(CheckUserJson(R"({"a": [1, {"b": [[]]}], "c": "d"})"), std::nullopt);
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  std::optional<JsonError> e = CheckUserJson(deep);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, JsonErrorKind::kTooDeep);
+  EXPECT_EQ(e->offset, size_t{kMaxUserJsonDepth});  // the first '[' past the limit
+  EXPECT_EQ(DescribeJsonError(*e), "nested deeper than 32 levels at byte 32");
+  EXPECT_EQ(CheckUserJson(std::string(32, '[') + std::string(32, ']')), std::nullopt);
+
+  e = CheckUserJson(R"({"x": {"a": 1, "a": 2}})");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, JsonErrorKind::kDuplicateKey);
+  EXPECT_EQ(DescribeJsonError(*e), "duplicate key \"a\" in an object at byte 6");
+
+  e = CheckUserJson("{\"a\": \"\xff\"}");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(DescribeJsonError(*e), "not UTF-8 at byte 7");
+  e = CheckUserJson("{\"a\": 1,}");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, JsonErrorKind::kSyntax);
 }
 
 TEST(JsonStrictTest, Uint64) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_strict.h"
 #include "core/layout_internal.h"
 #include "kvtier/layout.h"
 
@@ -39,7 +40,9 @@ std::string Shown(const json& j) {
 
 // First pass over the text: nlohmann keeps the last of duplicate keys
 // silently, so a SAX handler detects them (and reports syntax errors with
-// their byte offset) before the DOM parse.
+// their byte offset) before the DOM parse. It also stops a document nested
+// deeper than kMaxUserJsonDepth: the DOM's dump (in messages) and copies
+// recurse once per level.
 class DuplicateKeyChecker : public nlohmann::json_sax<json> {
  public:
   bool null() override { return true; }
@@ -51,7 +54,7 @@ class DuplicateKeyChecker : public nlohmann::json_sax<json> {
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
     keys_.emplace_back();
-    return true;
+    return Enter();
   }
   bool key(string_t& k) override {
     if (!keys_.back().insert(k).second) {
@@ -62,10 +65,14 @@ class DuplicateKeyChecker : public nlohmann::json_sax<json> {
   }
   bool end_object() override {
     keys_.pop_back();
+    --depth_;
     return true;
   }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
+  bool start_array(std::size_t) override { return Enter(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
   bool parse_error(std::size_t, const std::string&,
                    const nlohmann::detail::exception& ex) override {
     // ex.what() is "[json.exception.parse_error.101] parse error at line 1,
@@ -82,7 +89,14 @@ class DuplicateKeyChecker : public nlohmann::json_sax<json> {
   const std::string& error() const { return error_; }
 
  private:
+  bool Enter() {
+    if (++depth_ <= internal::kMaxUserJsonDepth) return true;
+    error_ = "nested deeper than " + std::to_string(internal::kMaxUserJsonDepth) + " levels";
+    return false;
+  }
+
   std::vector<std::set<std::string>> keys_;
+  int depth_ = 0;
   std::string error_;
 };
 

@@ -670,6 +670,29 @@ std::string ReadSourceFile(const std::string& rel) {
   return ss.str();
 }
 
+// Issue 33 item 6: a layout nested ~70,000 deep killed the process (the DOM's
+// dump and copies recurse once per level). 100,000 levels of arrays and of
+// objects, at the top and inside a field, are refused by name.
+TEST(LayoutJsonTest, DeepNestingIsInvalidArgumentNotACrash) {
+  constexpr size_t kDeep = 100'000;
+  const std::string arrays = std::string(kDeep, '[') + std::string(kDeep, ']');
+  std::string objects;
+  for (size_t i = 0; i < kDeep; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(kDeep, '}');
+  for (const std::string& deep :
+       {arrays, objects, "{\"block_tokens\": 4, \"layers\": " + arrays + "}",
+        "{\"name\": " + objects + ", \"block_tokens\": 4, \"layers\": []}"}) {
+    EXPECT_THAT(ModelLayout::FromJson(deep),
+                StatusIs(StatusCode::kInvalidArgument,
+                         StartsWith("layout JSON: nested deeper than 32 levels")));
+  }
+  // 32 levels is allowed by the reader (and then refused by the schema).
+  const std::string at_limit = "{\"block_tokens\": 4, \"layers\": " + std::string(31, '[') +
+                               std::string(31, ']') + "}";
+  EXPECT_THAT(ModelLayout::FromJson(at_limit),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("layers[0]")));
+}
+
 TEST(LayoutExamplesTest, DocsExamplesLoad) {
   struct Row {
     const char* file;

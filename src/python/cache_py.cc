@@ -8,6 +8,8 @@
 // waits for calls in progress; later calls get kvtier.FailedPrecondition).
 #include <pybind11/stl.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 
 #include "bindings/cache_spec.h"
 #include "bindings/option_table.h"
+#include "core/json_strict.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/tiered_cache.h"
@@ -31,8 +34,9 @@ namespace kvtier::python {
 namespace {
 
 // A keyword's value as the JSON the options table reads (DESIGN.md §8):
-// None, bool, int (64 bits), float, str, os.PathLike (its str) and bytes.
-nlohmann::json OptionToJson(const std::string& name, py::handle obj) {
+// None, bool, int (64 bits), float, str, os.PathLike (its str), bytes and
+// lists of them, nested at most as deep as JSON text may be.
+nlohmann::json OptionToJson(const std::string& name, py::handle obj, int depth = 0) {
   if (obj.is_none()) return nullptr;
   if (PyBool_Check(obj.ptr())) return obj.ptr() == Py_True;
   if (PyLong_Check(obj.ptr())) {
@@ -62,8 +66,12 @@ nlohmann::json OptionToJson(const std::string& name, py::handle obj) {
   }
   if (PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr())) {
     // A list option (remote_mac_keys: paths).
+    if (depth >= internal::kMaxUserJsonDepth) {
+      ThrowInvalid(name + ": lists nested deeper than " +
+                   std::to_string(internal::kMaxUserJsonDepth) + " levels");
+    }
     nlohmann::json items = nlohmann::json::array();
-    for (py::handle item : obj) items.push_back(OptionToJson(name, item));
+    for (py::handle item : obj) items.push_back(OptionToJson(name, item, depth + 1));
     return items;
   }
   ThrowInvalid(name + ": expected an int, str, bool, bytes, path, list or None, got " +
@@ -86,7 +94,13 @@ class PyCache {
  public:
   // kvtier.Cache(layout, **options): `layout` a preset name, a layout JSON
   // path or a kvtier.Layout.
-  PyCache(PyLayoutArg layout, const py::kwargs& options) {
+  PyCache(PyLayoutArg layout, const py::args& extra, const py::kwargs& options) {
+    if (!extra.empty()) {
+      ThrowInvalid("Cache(): the layout is the only positional argument (got " +
+                   std::to_string(extra.size() + 1) +
+                   "); pass the options as keywords, e.g. Cache(\"tiny\", host_bytes=1 << 20)");
+    }
+    RequireArg(layout, "layout");
     bindings::CacheSpec spec;
     ApplyPyOptions(options, &spec);
     Open(layout, std::move(spec));
@@ -123,7 +137,7 @@ class PyCache {
   // Closes an unclosed cache with the GIL released: its threads may be
   // logging (they take the GIL) while the tiers join them.
   ~PyCache() {
-    if (cache_ == nullptr) return;
+    if (cache_ == nullptr || AbandonInForkedChild()) return;
     py::gil_scoped_release release;
     cache_.reset();
   }
@@ -142,8 +156,8 @@ class PyCache {
     ThrowIfError(s);
   }
 
-  void StoreTensors(PyKey key, PyKey parent, PyKey ns, PyTensors tensors, uint32_t token_count,
-                    std::optional<int64_t> created_at) {
+  void StoreTensors(PyKey key, PyKey parent, PyKey ns, PyTensors tensors, PyInt token_count,
+                    PyIntOrNone created_at) {
     const BlockKey k = KeyFromPy(key, "key");
     const BlockKey p = KeyFromPy(parent, "parent");
     const BlockKey n = KeyFromPy(ns, "namespace");
@@ -153,7 +167,8 @@ class PyCache {
     if (k == p) ThrowInvalid("parent: equals key (a block's parent is the previous block's key)");
     if (k == n) ThrowInvalid("namespace: equals key (pass the chain's namespace hash)");
     std::shared_ptr<TieredCache> cache = Live("store_tensors");
-    Result<BlockBuffer> block = EncodeFromPy(layout_, k, p, n, tensors, token_count, created_at);
+    Result<BlockBuffer> block = EncodeFromPy(layout_, k, p, n, tensors, TokenCountFromPy(token_count),
+                                             CreatedAtFromPy(created_at));
     Status s;
     {
       py::gil_scoped_release release;
@@ -364,9 +379,9 @@ class PyCache {
   }
 
   void Close() {
+    if (cache_ == nullptr || AbandonInForkedChild()) return;
     std::shared_ptr<TieredCache> cache = std::move(cache_);
     cache_.reset();
-    if (cache == nullptr) return;
     Status s;
     {
       py::gil_scoped_release release;
@@ -408,13 +423,35 @@ class PyCache {
     signature_ = layout_.Signature();
     key_ = spec.key;
     cache_ = std::move(opened->cache);
+    opened_by_ = getpid();
   }
 
   std::shared_ptr<TieredCache> Live(const char* fn) const {
     if (cache_ == nullptr) {
       Throw(Status::FailedPrecondition(std::string("Cache.") + fn + ": the cache is closed"));
     }
+    if (const pid_t pid = getpid(); pid != opened_by_) {
+      Throw(Status::FailedPrecondition(
+          std::string("Cache.") + fn + ": this cache was opened by process " +
+          std::to_string(opened_by_) + " and process " + std::to_string(pid) +
+          " (a fork of it) cannot use it: its threads did not survive the fork; open a new "
+          "kvtier.Cache in this process (docs/python.md, Processes and fork)"));
+    }
     return cache_;
+  }
+
+  // In a process forked from the one that opened the cache, the tiers'
+  // threads do not exist and their locks may be held forever: closing would
+  // join threads that are not there or wait on a lock. The handle is
+  // dropped without running a destructor (the memory is the parent's
+  // copy-on-write image; the parent's cache is untouched). True if so.
+  bool AbandonInForkedChild() {
+    if (getpid() == opened_by_) return false;
+    // Kept reachable, never destroyed (and not reported as a leak).
+    static auto* abandoned = new std::vector<std::shared_ptr<TieredCache>>();
+    abandoned->push_back(std::move(cache_));
+    cache_.reset();
+    return true;
   }
 
   // One key through LoadShared: the verified block, or null on a miss.
@@ -437,6 +474,7 @@ class PyCache {
   std::string signature_;
   NamespaceOptions key_;                // model_id, salt, adapter_id, extra from the options
   std::shared_ptr<TieredCache> cache_;  // null once closed; guarded by the GIL
+  pid_t opened_by_ = 0;                 // the process that opened cache_
 };
 
 }  // namespace
@@ -460,7 +498,10 @@ void RegisterCache(py::module_& m) {
       "dicts {name, type, default, doc} (docs/options.md).");
   m.def(
       "_check_options",
-      [](py::dict options) {
+      [](PyDict options) {
+        if (!PyDict_Check(options.ptr())) {
+          ThrowInvalid("options: expected a dict of options, got " + TypeName(options));
+        }
         bindings::CacheSpec spec;
         ApplyPyOptions(options, &spec);
       },
@@ -472,7 +513,8 @@ void RegisterCache(py::module_& m) {
                       "server: kvtier.Cache(layout, host_bytes=..., disk_dir=..., remote=..., "
                       "**options), every option of kvtier.options() (docs/options.md). A miss "
                       "is None / 0, not an error. Use it as a context manager or call close().")
-      .def(py::init<PyLayoutArg, const py::kwargs&>(), py::arg("layout"),
+      .def(py::init<PyLayoutArg, const py::args&, const py::kwargs&>(),
+           py::arg("layout") = py::none(),
            "layout: a preset name, a layout JSON path or a kvtier.Layout. Keywords: "
            "host_bytes (required: the RAM budget, bytes or \"1GiB\"), disk_dir (a folder for "
            "the disk tier, created if missing; None for RAM only), remote (a Redis URL, "

@@ -5,6 +5,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,7 +56,49 @@ std::vector<py::object> TensorObjects(const ModelLayout& layout, py::handle tens
   return out;
 }
 
+template <typename Int>
+std::string ShapeText(std::span<const Int> shape, const char* open, const char* close) {
+  std::string out = open;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    out += (a == 0 ? "" : ", ") + std::to_string(shape[a]);
+  }
+  return out + (shape.size() == 1 && *open == '(' ? ",)" : close);
+}
+
+// A buffer with more than one axis must have the tensor's shape (a byte
+// view: its last axis the tensor's times the dtype's size): an array of
+// the right size in another order (token-major for a head-major tensor)
+// would be stored as scrambled K/V that every checksum then vouches for.
+void CheckShape(const std::string& name, const TensorSpec& spec, const BufferView& view) {
+  const std::span<const Py_ssize_t> got = view.shape();
+  if (got.size() <= 1) return;  // flat: the byte count was checked
+  std::vector<uint64_t> want = spec.shape;
+  // A byte view (TensorViews allows one for any dtype) of a wider dtype.
+  if (view.itemsize() != DTypeSize(spec.dtype) && !want.empty()) want.back() *= DTypeSize(spec.dtype);
+  const std::string shapes = ShapeText<Py_ssize_t>(got, "(", ")") + " for the layout's " +
+                             ShapeText<uint64_t>(want, "[", "]");
+  if (got.size() != want.size()) {
+    ThrowInvalid(name + ": shape " + shapes + ": " + std::to_string(got.size()) + " axes, not " +
+                 std::to_string(want.size()) + " (or pass a flat buffer)");
+  }
+  for (size_t a = 0; a < want.size(); ++a) {
+    if (static_cast<uint64_t>(got[a]) != want[a]) {
+      ThrowInvalid(name + ": shape " + shapes + ": axis " + std::to_string(a) + " is " +
+                   std::to_string(got[a]) + ", the layout's is " + std::to_string(want[a]));
+    }
+  }
+}
+
 }  // namespace
+
+uint32_t TokenCountFromPy(py::handle obj) {
+  return static_cast<uint32_t>(IntFromPy(obj, "token_count", 0, UINT32_MAX));
+}
+
+std::optional<int64_t> CreatedAtFromPy(py::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  return IntFromPy(obj, "created_at", INT64_MIN, INT64_MAX);
+}
 
 std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout, py::handle tensors,
                                                      BufferView::Access access) {
@@ -78,6 +121,7 @@ std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout, 
                      std::string(DTypeName(spec.dtype)) + " tensor has " +
                      std::to_string(spec.ByteSize()));
       }
+      CheckShape(name, spec, *view);
       views.push_back(std::move(view));
     }
   }
@@ -103,6 +147,28 @@ Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
   req.tensors = spans;
   py::gil_scoped_release release;
   return EncodeBlock(req);
+}
+
+Result<uint64_t> BlockFileBytes(const ModelLayout& layout) {
+  uint64_t largest = 0;
+  for (const LayerSpec& layer : layout.layers) {
+    for (const TensorSpec& t : layer.states) largest = std::max(largest, t.ByteSize());
+  }
+  py::gil_scoped_release release;
+  // Every tensor from one zero buffer of the largest one's size.
+  const std::vector<std::byte> zeros(static_cast<size_t>(largest));
+  std::vector<std::span<const std::byte>> spans;
+  for (const LayerSpec& layer : layout.layers) {
+    for (const TensorSpec& t : layer.states) {
+      spans.emplace_back(zeros.data(), static_cast<size_t>(t.ByteSize()));
+    }
+  }
+  EncodeRequest req;
+  req.layout = &layout;
+  req.created_at = Env::Default()->NowUnixMicros() / static_cast<int64_t>(kMicrosPerSecond);
+  req.tensors = spans;
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer block, EncodeBlock(req));
+  return static_cast<uint64_t>(block.size());
 }
 
 py::list DecodeToViews(py::handle data, const ModelLayout& layout, const BlockKey& key,
@@ -154,13 +220,13 @@ void RegisterCodec(py::module_& m) {
   m.def(
       "encode_block",
       [](PyLayoutArg layout, PyKey key, PyKey parent, PyKey ns, PyTensors tensors,
-         uint32_t token_count, std::optional<int64_t> created_at) -> py::bytes {
+         PyInt token_count, PyIntOrNone created_at) -> py::bytes {
         const ModelLayout l = LayoutFromPy(layout, "layout");
         const BlockKey k = KeyFromPy(key, "key");
         const BlockKey p = KeyFromPy(parent, "parent");
         const BlockKey n = KeyFromPy(ns, "namespace");
-        BlockBuffer block =
-            ValueOrThrow(EncodeFromPy(l, k, p, n, tensors, token_count, created_at));
+        BlockBuffer block = ValueOrThrow(EncodeFromPy(l, k, p, n, tensors, TokenCountFromPy(token_count),
+                                                      CreatedAtFromPy(created_at)));
         return py::bytes(reinterpret_cast<const char*>(block.data()), block.size());
       },
       py::arg("layout"), py::arg("key"), py::arg("parent"), py::arg("namespace"),

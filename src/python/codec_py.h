@@ -27,12 +27,22 @@ std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout,
                                                      pybind11::handle tensors,
                                                      BufferView::Access access);
 
+// encode_block's and store_tensors' keywords: token_count an int in
+// 0..4294967295, created_at None (now) or a 64-bit int.
+uint32_t TokenCountFromPy(pybind11::handle obj);
+std::optional<int64_t> CreatedAtFromPy(pybind11::handle obj);
+
 // Encodes a block from Python tensors (list in layer-major order or dict by
 // name), checking each one's element size and byte size against `layout`.
 Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
                                  const BlockKey& parent, const BlockKey& ns,
                                  pybind11::handle tensors, uint32_t token_count,
                                  std::optional<int64_t> created_at);
+
+// The size of a full block file of `layout` encoded now: what EncodeFromPy
+// writes for any tensors (the header does not depend on the data), as
+// kvtier_block_encode reports it with cap 0.
+Result<uint64_t> BlockFileBytes(const ModelLayout& layout);
 
 // Decodes `data` (any C-contiguous bytes-like object) and returns numpy
 // views of its tensors whose base keeps `data` exported.

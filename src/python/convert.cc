@@ -42,6 +42,23 @@ bool BufferView::IsByteFormat() const {
   return itemsize() == 1 && (f == "B" || f == "b" || f == "c");
 }
 
+int64_t IntFromPy(py::handle obj, const char* what, int64_t min, int64_t max) {
+  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
+    ThrowInvalid(std::string(what) + ": expected an int, got " + TypeName(obj));
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow != 0 || v < min || v > max) {
+    ThrowInvalid(std::string(what) + ": " + py::str(obj).cast<std::string>() + " is not in " +
+                 std::to_string(min) + ".." + std::to_string(max));
+  }
+  return v;
+}
+
+void RequireArg(py::handle obj, const char* what) {
+  if (obj.is_none()) ThrowInvalid(std::string(what) + ": is required");
+}
+
 std::string TypeName(py::handle obj) {
   py::handle type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
   std::string module = py::str(type.attr("__module__"));

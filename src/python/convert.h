@@ -83,6 +83,11 @@ class BufferView {
     return {static_cast<std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
   }
   bool readonly() const { return view_.readonly != 0; }
+  // The exporter's axes (one axis of len() bytes for a plain bytes-like).
+  std::span<const Py_ssize_t> shape() const {
+    if (view_.shape == nullptr) return {&view_.len, 1};
+    return {view_.shape, static_cast<size_t>(view_.ndim)};
+  }
   size_t itemsize() const { return static_cast<size_t>(view_.itemsize); }
   // The struct-module format ("B", "f", "<e", ...); "B" when the exporter
   // gives none.
@@ -94,6 +99,15 @@ class BufferView {
  private:
   Py_buffer view_{};
 };
+
+// An int (not a bool) in [min, max]: anything else, a float or a value out
+// of range included, is kvtier.InvalidArgument naming `what` and the range
+// (pybind11's own conversion would raise a bare TypeError).
+int64_t IntFromPy(py::handle obj, const char* what, int64_t min, int64_t max);
+
+// A required argument that defaults to None so that a missing one is
+// kvtier.InvalidArgument ("<what>: is required") rather than a TypeError.
+void RequireArg(py::handle obj, const char* what);
 
 // The type name of obj, for messages ("str", "numpy.ndarray", ...).
 std::string TypeName(py::handle obj);

@@ -29,19 +29,10 @@ std::vector<BlockKey> KeysOf(const KeyChain& chain, const std::vector<uint32_t>&
   return chain.KeysFor(tokens);
 }
 
-// block_tokens: an int in 1..4294967295, or None where the layout gives it;
-// anything else is kvtier.InvalidArgument, not pybind11's TypeError.
+// block_tokens: an int in 1..4294967295, or None where the layout gives it.
 std::optional<uint32_t> BlockTokensFromPy(py::handle obj) {
   if (obj.is_none()) return std::nullopt;
-  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
-    ThrowInvalid("block_tokens: expected an int, got " + TypeName(obj));
-  }
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
-  if (overflow != 0 || v < 1 || v > static_cast<long long>(UINT32_MAX)) {
-    ThrowInvalid("block_tokens: expected 1..4294967295, got " + py::str(obj).cast<std::string>());
-  }
-  return static_cast<uint32_t>(v);
+  return static_cast<uint32_t>(IntFromPy(obj, "block_tokens", 1, UINT32_MAX));
 }
 
 std::string ModelFromPy(py::handle model) {

@@ -7,6 +7,7 @@
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "python/codec_py.h"
 #include "python/convert.h"
 #include "python/errors.h"
 #include "python/register.h"
@@ -27,19 +28,9 @@ struct TensorInfo {
   int32_t token_dim = -1;
 };
 
-// A block_tokens argument: an int in 0..4294967295 (0 = the layout's own);
-// anything else is kvtier.InvalidArgument, not pybind11's TypeError.
+// A block_tokens argument: an int in 0..4294967295 (0 = the layout's own).
 uint32_t BlockTokensFromPy(py::handle obj) {
-  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
-    ThrowInvalid("block_tokens: expected an int, got " + TypeName(obj));
-  }
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
-  if (overflow != 0 || v < 0 || v > static_cast<long long>(UINT32_MAX)) {
-    ThrowInvalid("block_tokens: expected 0..4294967295 (0 = the layout's own), got " +
-                 py::str(obj).cast<std::string>());
-  }
-  return static_cast<uint32_t>(v);
+  return static_cast<uint32_t>(IntFromPy(obj, "block_tokens", 0, UINT32_MAX));
 }
 
 std::vector<TensorInfo> TensorsOf(const ModelLayout& layout) {
@@ -104,21 +95,39 @@ void RegisterLayout(py::module_& m) {
            "block_tokens > 0 overrides the layout's tokens per block.")
       .def_static(
           "from_json",
-          [](const std::string& text) { return ValueOrThrow(ModelLayout::FromJson(text)); },
+          [](PyText text) {
+            if (!PyUnicode_Check(text.ptr())) {
+              ThrowInvalid("text: expected a str of layout JSON, got " + TypeName(text));
+            }
+            return ValueOrThrow(ModelLayout::FromJson(text.cast<std::string>()));
+          },
           py::arg("text"), "Parses a layout from JSON text (docs/layouts.md).")
       .def_static(
           "attention",
-          [](std::string name, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
-             const std::string& dtype, uint32_t block_tokens) {
-            ModelLayout layout = ModelLayout::Attention(std::move(name), layers, kv_heads, head_dim,
-                                                        DTypeFromPy(dtype), block_tokens);
+          [](PyText name, PyInt layers, PyInt kv_heads, PyInt head_dim, PyText dtype,
+             PyInt block_tokens) {
+            RequireArg(name, "name");
+            if (!PyUnicode_Check(name.ptr())) ThrowInvalid("name: expected a str, got " + TypeName(name));
+            RequireArg(dtype, "dtype");
+            if (!PyUnicode_Check(dtype.ptr())) {
+              ThrowInvalid("dtype: expected a str (F16, BF16, F32, ...), got " + TypeName(dtype));
+            }
+            const auto count = [](py::handle v, const char* what) {
+              RequireArg(v, what);
+              return static_cast<uint32_t>(IntFromPy(v, what, 0, UINT32_MAX));
+            };
+            ModelLayout layout = ModelLayout::Attention(
+                name.cast<std::string>(), count(layers, "layers"), count(kv_heads, "kv_heads"),
+                count(head_dim, "head_dim"), DTypeFromPy(dtype.cast<std::string>()),
+                count(block_tokens, "block_tokens"));
             ThrowIfError(layout.Validate());
             return layout;
           },
-          py::arg("name"), py::arg("layers"), py::arg("kv_heads"), py::arg("head_dim"),
-          py::arg("dtype"), py::arg("block_tokens"),
+          py::arg("name") = py::none(), py::arg("layers") = py::none(),
+          py::arg("kv_heads") = py::none(), py::arg("head_dim") = py::none(),
+          py::arg("dtype") = py::none(), py::arg("block_tokens") = py::none(),
           "A standard attention layout: per layer K and V of [kv_heads, block_tokens, "
-          "head_dim].")
+          "head_dim]. Every argument is required.")
       .def_static("presets", &ModelLayout::PresetNames, "Names of the built-in presets.")
       .def_property_readonly("name", [](const ModelLayout& l) { return l.name; })
       .def_property_readonly("block_tokens", [](const ModelLayout& l) { return l.block_tokens; })
@@ -131,6 +140,11 @@ void RegisterLayout(py::module_& m) {
           [](const ModelLayout& l) { return 8 + kMaxBlockHeaderBytes + l.BlockBytes(); },
           "The largest block file of this layout a reader accepts (8 + 1 MiB header limit + "
           "block_bytes): a load_into() buffer of this size always fits.")
+      .def_property_readonly(
+          "block_file_bytes", [](const ModelLayout& l) { return ValueOrThrow(BlockFileBytes(l)); },
+          "The exact size of a full block file of this layout as encode_block() and "
+          "store_tensors() write it now (C: kvtier_block_encode with cap 0): the size for "
+          "load_into() / load_many() buffers of full blocks.")
       .def_property_readonly("num_layers", [](const ModelLayout& l) { return l.layers.size(); })
       .def_property_readonly("tensor_count", &ModelLayout::TensorCount)
       .def("tensors", &TensorsOf,

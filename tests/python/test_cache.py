@@ -389,3 +389,50 @@ def test_close_while_other_threads_load():
     for t in threads:
         t.join()
     assert outcomes == ["closed", "closed"]
+
+
+def test_store_refuses_a_block_that_fails_its_own_checksum(tmp_path):
+    # Issue 33 item 7: such a block was stored and every RAM hit handed it out.
+    layout, keys, blocks, _ = tiny_blocks(1, model="checksum")
+    bad = bytearray(blocks[0])
+    bad[-1] ^= 1  # the last byte of the data section
+    with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=tmp_path / "c") as cache:
+        with pytest.raises(kvtier.InvalidArgument, match="bad block file: .*checksum"):
+            cache.store(keys[0], bad)
+        assert cache.contains(keys[0]) is None and cache.load(keys[0]) is None
+        cache.store(keys[0], blocks[0])
+        assert cache.load(keys[0]) == blocks[0]
+    # Off, the header check alone remains (the caller vouches for the data).
+    with kvtier.Cache("tiny", host_bytes=1 << 20, verify_store_checksums=False) as cache:
+        cache.store(keys[0], bad)
+        assert cache.contains(keys[0]) == "host"
+
+
+def test_bad_calls_are_invalid_argument_not_type_error():
+    # Issue 33 item 11: pybind11's bare TypeErrors.
+    with pytest.raises(kvtier.InvalidArgument,
+                       match=r"Cache\(\): the layout is the only positional argument \(got 2\)"):
+        kvtier.Cache("tiny", 1 << 20)
+    with pytest.raises(kvtier.InvalidArgument, match="layout: is required"):
+        kvtier.Cache(host_bytes=1 << 20)
+    with pytest.raises(kvtier.InvalidArgument, match="name: is required"):
+        kvtier.Layout.attention(layers=2, kv_heads=2, head_dim=16, dtype="F16", block_tokens=16)
+    with pytest.raises(kvtier.InvalidArgument, match="block_tokens: is required"):
+        kvtier.Layout.attention("a", 2, 2, 16, "F16")
+    with pytest.raises(kvtier.InvalidArgument, match=r"layers: -1 is not in 0\.\.4294967295"):
+        kvtier.Layout.attention("a", -1, 2, 16, "F16", 16)
+    with pytest.raises(kvtier.InvalidArgument, match="head_dim: expected an int, got str"):
+        kvtier.Layout.attention("a", 2, 2, "16", "F16", 16)
+    with pytest.raises(kvtier.InvalidArgument, match="dtype: expected a str"):
+        kvtier.Layout.attention("a", 2, 2, 16, 2, 16)
+    made = kvtier.Layout.attention("a", 2, 2, 16, "F16", 16)
+    assert made.signature == kvtier.Layout.attention(name="a", layers=2, kv_heads=2, head_dim=16,
+                                                     dtype="F16", block_tokens=16).signature
+    with pytest.raises(kvtier.InvalidArgument, match="text: expected a str"):
+        kvtier.Layout.from_json(b"{}")
+    with pytest.raises(kvtier.InvalidArgument, match="options: expected a dict"):
+        kvtier._kvtier._check_options([("host_bytes", 1)])
+    with pytest.raises(kvtier.InvalidArgument, match=r"block_tokens: 0 is not in 1\.\.4294967295"):
+        kvtier.block_keys("m", "sig", 0, [1, 2])
+    with pytest.raises(kvtier.InvalidArgument, match="block_tokens: expected an int, got float"):
+        kvtier.Layout("tiny", 16.0)

@@ -161,3 +161,86 @@ def test_decode_wrong_key_or_layout_is_corruption():
         kvtier.decode_block(blocks[0], kvtier.Layout("tiny", block_tokens=8), keys[0])
     with pytest.raises(kvtier.InvalidArgument, match="data"):
         kvtier.decode_block("text", layout, keys[0])
+
+
+def tiny_case(model="shape"):
+    layout = kvtier.Layout("tiny")
+    chain = kvtier.KeyChain(model, layout)
+    key = chain.keys(range(16))[0]
+    rng = np.random.default_rng(3)
+    good = [rng.standard_normal(t.shape).astype(t.numpy_dtype) for t in layout.tensors()]
+    return layout, chain, key, good
+
+
+def test_arrays_of_another_shape_are_refused_naming_the_axis(tmp_path):
+    # Issue 33 item 7: a token-major (16, 2, 16) array has the bytes of a
+    # [2, 16, 16] tensor; taken as is, every reader decodes scrambled K/V.
+    layout, chain, key, good = tiny_case()
+    ns = chain.namespace
+    assert layout.tensors()[1].shape == (2, 16, 16)
+    token_major = good[:1] + [np.ascontiguousarray(good[1].transpose(1, 0, 2))] + good[2:]
+    want = (r"tensors\[1\] \(layer_0_state_1\): shape \(16, 2, 16\) for the layout's "
+            r"\[2, 16, 16\]: axis 0 is 16, the layout's is 2")
+    with pytest.raises(kvtier.InvalidArgument, match=want):
+        kvtier.encode_block(layout, key, ns, ns, token_major)
+    with kvtier.Cache(layout, host_bytes=1 << 20, disk_dir=tmp_path / "c") as cache:
+        with pytest.raises(kvtier.InvalidArgument, match=want):
+            cache.store_tensors(key, ns, ns, token_major)
+        assert cache.contains(key) is None
+        cache.store_tensors(key, ns, ns, good)
+        outs = [np.empty(t.shape, t.numpy_dtype) for t in layout.tensors()]
+        outs[1] = np.empty((16, 2, 16), np.float16)
+        with pytest.raises(kvtier.InvalidArgument, match=want):
+            cache.load_tensors(key, outs)
+        # Another number of axes, named too.
+        outs[1] = np.empty((32, 16), np.float16)
+        with pytest.raises(kvtier.InvalidArgument,
+                           match=r"shape \(32, 16\) for the layout's \[2, 16, 16\]: 2 axes, not 3"):
+            cache.load_tensors(key, outs)
+        # The tensor's shape, a flat buffer of its bytes, or bytes viewed with
+        # the last axis times the element size are all taken.
+        flat = [np.empty(t.nbytes, np.uint8) for t in layout.tensors()]
+        raw = [np.empty(t.shape[:-1] + (t.shape[-1] * 2,), np.uint8) for t in layout.tensors()]
+        for outs in (flat, raw):
+            assert cache.load_tensors(key, outs) is True
+            for got, want_t in zip(outs, good):
+                assert got.tobytes() == want_t.tobytes()
+        with pytest.raises(kvtier.InvalidArgument, match=r"axis 2 is 16, the layout's is 32"):
+            cache.load_tensors(key, [np.empty((2, 16, 16), np.uint8)] + raw[1:])
+
+
+def test_int_arguments_out_of_range_are_invalid_argument():
+    layout, chain, key, good = tiny_case("ints")
+    ns = chain.namespace
+    for kwargs, want in (({"token_count": -1}, r"token_count: -1 is not in 0\.\.4294967295"),
+                         ({"token_count": 1 << 32}, "token_count: 4294967296 is not in"),
+                         ({"token_count": "16"}, "token_count: expected an int, got str"),
+                         ({"token_count": 1.0}, "token_count: expected an int, got float"),
+                         ({"created_at": 2 ** 70}, r"created_at: 1180591620717411303424 is not in "
+                                                   r"-9223372036854775808\.\.9223372036854775807"),
+                         ({"created_at": "now"}, "created_at: expected an int, got str")):
+        with pytest.raises(kvtier.InvalidArgument, match=want):
+            kvtier.encode_block(layout, key, ns, ns, good, **kwargs)
+        with kvtier.Cache(layout, host_bytes=1 << 20) as cache:
+            with pytest.raises(kvtier.InvalidArgument, match=want):
+                cache.store_tensors(key, ns, ns, good, **kwargs)
+    block = kvtier.encode_block(layout, key, ns, ns, good, created_at=-5)
+    assert kvtier.decode_block(block, layout, key)[0].tobytes() == good[0].tobytes()
+
+
+def test_block_file_bytes_is_the_exact_size_of_a_full_block(source_dir):
+    # Issue 33 item 11: max_file_bytes is the block plus 1 MiB (the header
+    # limit); block_file_bytes is what a full block file takes.
+    for name in ("tiny", "qwen2.5-0.5b", os.path.join(source_dir, "docs", "examples", "hybrid.json")):
+        layout = kvtier.Layout(name)
+        chain = kvtier.KeyChain("size", layout)
+        key = chain.keys(range(layout.block_tokens))[0]
+        tensors = [np.ones(t.nbytes, np.uint8) for t in layout.tensors()]
+        block = kvtier.encode_block(layout, key, chain.namespace, chain.namespace, tensors)
+        assert layout.block_file_bytes == len(block), name
+        assert layout.block_bytes < layout.block_file_bytes < layout.max_file_bytes
+        with kvtier.Cache(layout, host_bytes=4 * len(block)) as cache:
+            cache.store(key, block)
+            out = np.empty(layout.block_file_bytes, np.uint8)
+            assert cache.load_into(key, out) == len(block)
+            assert out.tobytes() == block

@@ -181,3 +181,74 @@ def test_cli_size_flags_take_units(cli, tmp_path):
                         "--blocks", "2", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["block_bytes"] > 3072
+
+
+# 100,000 levels: far past any stack a recursive reader has (issue 33 item 6).
+DEEP = 100_000
+
+
+def deep_config(path, nest="["):
+    close = "]" if nest == "[" else "}"
+    inner = nest * DEEP + close * DEEP if nest == "[" else '{"a":' * DEEP + "1" + close * DEEP
+    path.write_text('{"layout": "tiny", "host_bytes": ' + inner + "}")
+    return str(path)
+
+
+def test_deeply_nested_configs_are_refused_by_name(tmp_path, cli):
+    for nest in ("[", "{"):
+        path = deep_config(tmp_path / "deep.json", nest)
+        with pytest.raises(kvtier.InvalidArgument,
+                           match=r"config .*deep\.json: nested deeper than 32 levels at byte \d+"):
+            kvtier.Cache.from_config(path)
+        with pytest.raises(kvtier.InvalidArgument, match="nested deeper than 32 levels"):
+            kvtier.Cache.from_config({"config": path})
+        # The CLI: a clear one-line error, not a signal.
+        out = subprocess.run([cli, "gc", str(tmp_path), "--dry-run", "--config", path],
+                             capture_output=True, text=True)
+        assert out.returncode in (1, 2), (out.returncode, out.stderr)
+        assert "nested deeper than 32 levels at byte" in out.stderr, out.stderr
+    # A dict whose value nests as deep (Python lists) is refused the same way.
+    deep = []
+    for _ in range(DEEP):
+        deep = [deep]
+    for call in (lambda: kvtier.Cache.from_config({"layout": "tiny", "host_bytes": deep}),
+                 lambda: kvtier.Cache("tiny", host_bytes=1 << 20, remote_mac_keys=deep)):
+        with pytest.raises(kvtier.InvalidArgument, match="nested deeper than 32 levels"):
+            call()
+    # What a real config needs still opens.
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"layout": "tiny", "host_bytes": "1MiB", "remote_mac_keys": []}')
+    with pytest.raises(kvtier.InvalidArgument, match="remote_mac_keys: needs remote"):
+        kvtier.Cache.from_config(str(ok))
+
+
+def test_a_key_repeated_in_a_config_file_is_refused(tmp_path, cli):
+    path = tmp_path / "twice.json"
+    path.write_text('{"layout": "tiny", "host_bytes": "1MiB", "host_bytes": "2MiB"}')
+    with pytest.raises(kvtier.InvalidArgument,
+                       match=r"config .*twice\.json: option 'host_bytes' given twice"):
+        kvtier.Cache.from_config(str(path))
+    with pytest.raises(kvtier.InvalidArgument, match="option 'host_bytes' given twice"):
+        kvtier.Cache.from_config({"config": str(path)})
+    out = subprocess.run([cli, "gc", str(tmp_path), "--dry-run", "--config", str(path)],
+                         capture_output=True, text=True)
+    assert out.returncode in (1, 2) and "option 'host_bytes' given twice" in out.stderr, \
+        out.stderr
+    # Repeated inside a value (no option takes an object: refused either way).
+    path.write_text('{"layout": "tiny", "host_bytes": {"a": 1, "a": 2}}')
+    with pytest.raises(kvtier.InvalidArgument, match='duplicate key "a" in an object'):
+        kvtier.Cache.from_config(str(path))
+
+
+def test_deeply_nested_layout_files_are_refused(tmp_path, cli):
+    text = '{"name": "x", "block_tokens": 16, "layers": ' + "[" * DEEP + "]" * DEEP + "}"
+    path = tmp_path / "layout.json"
+    path.write_text(text)
+    for call in (lambda: kvtier.Layout.from_json(text), lambda: kvtier.Layout(str(path)),
+                 lambda: kvtier.Cache(str(path), host_bytes=1 << 20)):
+        with pytest.raises(kvtier.InvalidArgument, match="nested deeper than 32 levels"):
+            call()
+    out = subprocess.run([cli, "synth", "--layout", str(path), "--random", "32",
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert out.returncode != 0 and out.returncode < 128, out.returncode
+    assert "nested deeper than 32 levels" in out.stderr, out.stderr
