@@ -436,6 +436,55 @@ TEST_P(CacheRemoteTest, CorruptValueIsACountedMissAndIsDeleted) {
   }
 }
 
+// An empty value under a block's name (or any value too short to hold a
+// block) is a bad value like a damaged one: the load counts it and deletes
+// it, and the key can be stored again. Before, the cache's buffer pool
+// refused a 0-byte buffer, the value was skipped as an allocation failure,
+// never counted nor deleted, and every writer's EXISTS skipped it: a
+// permanent phantom.
+TEST_P(CacheRemoteTest, EmptyOrShortValueIsACountedMissAndIsDeleted) {
+  const std::vector<BlockKey> keys = Keys(420, 2);
+  const std::vector<SharedBlock> blocks = Blocks(keys);
+  testing::RawRedis raw(url_);
+  auto name = [&](const BlockKey& k) { return prefix_ + "{" + k.Hex() + "}"; };
+  ASSERT_EQ(raw.Run({"SET", name(keys[0]), ""}), "status:OK");
+  ASSERT_EQ(raw.Run({"SET", name(keys[1]), "abc"}), "status:OK");
+
+  std::unique_ptr<TieredCache> b = OpenCache(HostWithRemote("", url_, prefix_));
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->Contains(keys[0]), CacheTier::kRemote);  // EXISTS cannot tell
+  EXPECT_EQ(b->Match(keys).remote_blocks, 2u);
+  std::vector<LoadedBlock> got = LoadAll(*b, keys);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].tier, CacheTier::kNone);
+  EXPECT_EQ(got[1].tier, CacheTier::kNone);
+  CacheStats s = b->Stats();
+  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(s.remote_misses, 2u);
+  EXPECT_EQ(s.remote->bad_values, 2u);
+  EXPECT_EQ(s.remote->bad_values_deleted, 2u);
+  EXPECT_EQ(s.remote->alloc_failures, 0u);
+  EXPECT_EQ(raw.Run({"EXISTS", name(keys[0])}), "int:0");
+  EXPECT_EQ(raw.Run({"EXISTS", name(keys[1])}), "int:0");
+  EXPECT_EQ(b->Contains(keys[0]), CacheTier::kNone);
+  EXPECT_EQ(b->Match(keys).blocks, 0u);
+
+  // Stored again, the blocks land (no writer skips them) and are served.
+  ASSERT_TRUE(b->Store(keys, blocks).ok());
+  ASSERT_TRUE(b->Flush().ok());
+  EXPECT_EQ(b->Stats().remote->skipped_existing, 0u);
+  std::unique_ptr<TieredCache> c = OpenCache(HostWithRemote("", url_, prefix_));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Match(keys).remote_blocks, 2u);
+  got = LoadAll(*c, keys);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].tier, CacheTier::kRemote);
+    EXPECT_TRUE(SameBytes(got[i].block, blocks[i])) << i;
+  }
+  EXPECT_EQ(c->Stats().remote->bad_values, 0u);
+}
+
 // One host's engine: a BlockPool restoring through a TieredCache.
 struct EngineHost {
   std::unique_ptr<TieredCache> cache;

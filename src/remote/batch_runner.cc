@@ -20,9 +20,11 @@ std::optional<OpOutcome> RedirectFor(const ServerError& e) {
       o.kind = OpOutcome::Kind::kAsk;
       break;
     case ServerErrorKind::kTryAgain:
-    case ServerErrorKind::kClusterDown:
     case ServerErrorKind::kLoading:
       o.kind = OpOutcome::Kind::kRetry;
+      return o;
+    case ServerErrorKind::kClusterDown:
+      o.kind = OpOutcome::Kind::kClusterDown;
       return o;
     default:
       return std::nullopt;
@@ -63,7 +65,9 @@ uint64_t BatchRunner::CallDeadlineFor(uint64_t bytes) const {
 
 void BatchRunner::ReportBadValue(uint16_t slot) {
   std::shared_ptr<Node> node = router_->Peek(slot);
-  if (node && node->breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
+  if (node && node->breaker.OnFailure(env_->NowMicros(), "a value that failed verification")) {
+    C::Add(counters_->breaker_opens);
+  }
 }
 
 void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler, uint64_t deadline_cap) {
@@ -83,10 +87,9 @@ void BatchRunner::Run(std::span<KeyOp> ops, OpHandler& handler, uint64_t deadlin
     for (KeyOp* op : pending) handler.Fail(*op, OpFailure::kUnavailable);
   };
   for (uint32_t round = 0; !pending.empty(); ++round) {
-    if (round > 0) {
-      if (env_->NowMicros() >= deadline) return fail_pending();
-      router_->RefreshIfStale();
-    }
+    // A stale slot map is reloaded by the router's own thread, off this
+    // path; a MOVED has already updated its slot.
+    if (round > 0 && env_->NowMicros() >= deadline) return fail_pending();
     // Group by node, keeping the caller's order within a node and running
     // the nodes in the order their first key comes (not by address: the
     // same call reads the same way every time).
@@ -147,8 +150,12 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
       fail_from(0, OpFailure::kClosed);
       return;
     }
-    if (s.IsResourceExhausted()) C::Add(counters_->timeouts);  // every connection stayed busy
-    if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
+    if (s.IsResourceExhausted()) {
+      C::Add(counters_->timeouts);  // every connection stayed busy
+    } else {
+      router_->MarkStale();  // down: a failover may be under way
+    }
+    if (node.breaker.OnFailure(env_->NowMicros(), s.message())) C::Add(counters_->breaker_opens);
     fail_from(0, OpFailure::kUnavailable);
     return;
   }
@@ -161,11 +168,11 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
   RequestBuffer req;
   size_t i = 0, sent = 0;
   uint64_t in_flight = 0;
-  // A TRYAGAIN / LOADING / CLUSTERDOWN answer or a redirect to itself: the
+  // A TRYAGAIN / LOADING answer or a redirect to itself (or back): the
   // node is up but cannot serve, which counts toward its breaker like a
   // failed round trip (a Redis loading a large RDB answers LOADING for
   // minutes).
-  bool misbehaved = false;
+  std::string misbehaved;  // what it did, for the breaker's cause; "" = nothing
   Status s;
   while (s.ok() && i < ops.size()) {
     req.Clear();
@@ -209,12 +216,19 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
     in_flight -= op_bytes;
     OpOutcome o = std::move(r).value();
     if (o.kind == OpOutcome::Kind::kDone) continue;
+    if (o.kind == OpOutcome::Kind::kClusterDown) {
+      // The cluster, not this node, cannot serve the slot (its master is
+      // failing over): a miss now, and a slot map to reload.
+      router_->MarkStale();
+      handler.Fail(op, OpFailure::kUnavailable);
+      continue;
+    }
     if (o.to.host.empty()) o.to.host = node.address.host;  // "MOVED 12 :6380"
     if (o.kind != OpOutcome::Kind::kRetry && o.to == node.address) {
       // A node that redirects a key to itself would be asked again for
       // ever: the key ends here, and the node is failing.
       C::Add(counters_->protocol_errors);
-      misbehaved = true;
+      misbehaved = "redirected a key to itself";
       handler.Fail(op, OpFailure::kRedirectLimit);
       continue;
     }
@@ -222,13 +236,24 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
     if (o.kind == OpOutcome::Kind::kMoved) {
       C::Add(counters_->moved);
       router_->OnMoved(o.slot, o.to);
+      if (op.moved_from && *op.moved_from == o.to) {
+        // Sent back to the node that sent it here: two nodes redirecting to
+        // each other. This one (the second) is failing: the key ends, and
+        // only this node's breaker hears of it, so that one breaker opens.
+        C::Add(counters_->protocol_errors);
+        misbehaved = "MOVED slot " + std::to_string(o.slot) + " back to " + o.to.ToString() +
+                     ", which had MOVED it here";
+        handler.Fail(op, OpFailure::kRedirectLimit);
+        continue;
+      }
+      op.moved_from = node.address;
     } else if (o.kind == OpOutcome::Kind::kAsk) {
       C::Add(counters_->asked);
       op.ask = o.to;
     } else {
       C::Add(counters_->retries);
       op.retry_later = true;
-      misbehaved = true;
+      misbehaved = "answered TRYAGAIN or LOADING";
     }
     again->push_back(&op);
   }
@@ -239,15 +264,17 @@ void BatchRunner::RunOnNode(Node& node, std::span<KeyOp* const> ops, uint64_t ca
   const bool healthy = conn->healthy();
   const bool slow = conn->slow_reply();
   node.pool.Release(std::move(conn));
-  if (healthy && !misbehaved) {
+  if (healthy && misbehaved.empty()) {
     node.breaker.OnSuccess();
   } else if (healthy) {
-    if (node.breaker.OnFailure(env_->NowMicros())) C::Add(counters_->breaker_opens);
+    if (node.breaker.OnFailure(env_->NowMicros(), misbehaved)) C::Add(counters_->breaker_opens);
   } else {
+    router_->MarkStale();  // down: a failover may be under way
     // A slow reply counts in the breaker's slow window too: the node's
     // quick answers to small requests in between must not hide it.
     const uint64_t now = env_->NowMicros();
-    if (slow ? node.breaker.OnSlowFailure(now) : node.breaker.OnFailure(now)) {
+    const std::string cause = s.ok() ? "connection broken" : s.message();
+    if (slow ? node.breaker.OnSlowFailure(now, cause) : node.breaker.OnFailure(now, cause)) {
       C::Add(counters_->breaker_opens);
     }
     fail_from(i, OpFailure::kUnavailable);

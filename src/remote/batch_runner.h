@@ -11,9 +11,13 @@
 // one round trip. Each reply has its own deadline: command_timeout plus
 // 10 ms per MiB it carries. MOVED updates the slot map and retries on the
 // new owner, ASK retries once on the named node behind ASKING, TRYAGAIN /
-// CLUSTERDOWN / LOADING retry after a short backoff (10, 20, 40, 80, 160 ms);
-// a key is given up after 5 of these (kRedirectLimit), and at once when a
-// node redirects it to that node itself.
+// LOADING retry after a short backoff (10, 20, 40, 80, 160 ms); a key is
+// given up after 5 of these (kRedirectLimit), and at once when a node
+// redirects it to that node itself, or MOVEDs it back to the node whose
+// MOVED sent it there (two nodes redirecting to each other: the second is
+// failing). CLUSTERDOWN (a failover under way) fails the key at once, a
+// miss, and marks the slot map stale: the node that says so is healthy, and
+// its breaker is not touched.
 //
 // The whole call has one deadline (CallDeadlineFor: what one round trip
 // of all its bytes may take, a connect included): no backoff sleeps past
@@ -29,7 +33,8 @@
 //
 // Any failure of a connection (connect, timeout, slow reply, I/O, protocol error)
 // fails every key of that node not answered yet (kUnavailable), drops the
-// connection and counts against the node's breaker; so does a round trip
+// connection, marks a Cluster's slot map stale (a failover may be under way)
+// and counts against the node's breaker, naming its cause; so does a round trip
 // answered with a retry or a redirect to the node itself (the node is up
 // but cannot serve), and so does each bad value the caller reports
 // (ReportBadValue). A clean round trip closes it. The handler's reply reader must consume exactly the replies of
@@ -68,6 +73,8 @@ struct KeyOp {
   uint32_t attempts = 0;           // redirects and retries so far
   std::optional<NodeAddress> ask;  // the next attempt goes here, behind ASKING
   bool retry_later = false;        // the last reply asked for a backoff
+  // The node whose MOVED sent the key where it is asked now.
+  std::optional<NodeAddress> moved_from;
 };
 
 // What a reply says about its key.
@@ -76,7 +83,8 @@ struct OpOutcome {
     kDone,   // answered (whatever the answer was)
     kMoved,  // ask `to` (and remember it owns `slot`)
     kAsk,    // ask `to` once, behind ASKING
-    kRetry,  // ask the same node again after a backoff
+    kRetry,        // ask the same node again after a backoff
+    kClusterDown,  // the cluster cannot serve the slot now: a miss, map stale
   };
   Kind kind = Kind::kDone;
   uint16_t slot = 0;

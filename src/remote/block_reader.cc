@@ -69,7 +69,7 @@ void BlockReader::CountMiss(const GetResult& r) {
   switch (r.state) {
     case State::kBad:
       C::Add(counters_->bad_values);
-      counters_->events.BadValue();
+      counters_->events.BadValue(r.missing_part);
       break;
     case State::kUnavailable:
     case State::kPending:
@@ -126,7 +126,7 @@ void BlockReader::LoadBuffers(
   GetOps get(*values_, keys.size(), alloc, counters_, mac_, pool_, &decode_);
   runner_->Run(ops, get);
   get.WaitChecks();
-  std::vector<BlockKey> bad, unsigned_values;
+  std::vector<BlockKey> bad, evicted, unsigned_values;
   for (size_t i = 0; i < keys.size(); ++i) {
     GetResult& r = get.results()[i];
     bool is_unsigned = false;
@@ -144,7 +144,7 @@ void BlockReader::LoadBuffers(
     r.buffer = BlockBuffer();
     CountMiss(r);
     if (is_unsigned) unsigned_values.push_back(keys[i]);
-    if (r.state == State::kBad) bad.push_back(keys[i]);
+    if (r.state == State::kBad) (r.missing_part ? evicted : bad).push_back(keys[i]);
     if (r.state == State::kAllocError) {
       done(i, r.alloc_error);
     } else {
@@ -152,6 +152,8 @@ void BlockReader::LoadBuffers(
     }
   }
   DeleteBad(bad);
+  // A part evicted by the server's LRU says nothing against the node.
+  DeleteBad(evicted, /*bad=*/false);
   DeleteBad(unsigned_values, /*bad=*/false);
 }
 
@@ -184,7 +186,7 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
     r.state = is_unsigned ? State::kMiss : State::kBad;
   }
   CountMiss(r);
-  if (r.state == State::kBad) DeleteBad({key});
+  if (r.state == State::kBad) DeleteBad({key}, /*bad=*/!r.missing_part);
   if (is_unsigned) DeleteBad({key}, /*bad=*/false);
   if (r.state == State::kTooSmall) {
     return Status::InvalidArgument("remote: buffer of " + std::to_string(dst.size()) +

@@ -19,8 +19,9 @@ CircuitBreaker::Admit CircuitBreaker::Allow(uint64_t now_micros) {
   return Admit::kNo;
 }
 
-void CircuitBreaker::Notify(BreakerChange change, uint64_t open_micros) const {
-  if (options_.on_change) options_.on_change(change, open_micros);
+void CircuitBreaker::Notify(BreakerChange change, uint64_t open_micros,
+                            std::string_view cause) const {
+  if (options_.on_change) options_.on_change(change, open_micros, cause);
 }
 
 void CircuitBreaker::OnSuccess() {
@@ -32,7 +33,7 @@ void CircuitBreaker::OnSuccess() {
     failures_ = 0;
     open_micros_ = 0;
   }
-  if (was_open) Notify(BreakerChange::kClosed, 0);
+  if (was_open) Notify(BreakerChange::kClosed, 0, {});
 }
 
 bool CircuitBreaker::OpenLocked(uint64_t now_micros) {
@@ -45,11 +46,15 @@ bool CircuitBreaker::OpenLocked(uint64_t now_micros) {
   return !was_open;
 }
 
-bool CircuitBreaker::OnFailure(uint64_t now_micros) { return Fail(now_micros, false); }
+bool CircuitBreaker::OnFailure(uint64_t now_micros, std::string_view cause) {
+  return Fail(now_micros, false, cause);
+}
 
-bool CircuitBreaker::OnSlowFailure(uint64_t now_micros) { return Fail(now_micros, true); }
+bool CircuitBreaker::OnSlowFailure(uint64_t now_micros, std::string_view cause) {
+  return Fail(now_micros, true, cause);
+}
 
-bool CircuitBreaker::Fail(uint64_t now_micros, bool slow) {
+bool CircuitBreaker::Fail(uint64_t now_micros, bool slow, std::string_view cause) {
   BreakerChange change;
   uint64_t open_micros;
   {
@@ -74,11 +79,11 @@ bool CircuitBreaker::Fail(uint64_t now_micros, bool slow) {
     OpenLocked(now_micros);
     open_micros = open_micros_;
   }
-  Notify(change, open_micros);
+  Notify(change, open_micros, cause);
   return true;
 }
 
-bool CircuitBreaker::Trip(uint64_t now_micros) {
+bool CircuitBreaker::Trip(uint64_t now_micros, std::string_view cause) {
   BreakerChange change;
   uint64_t open_micros;
   {
@@ -88,7 +93,7 @@ bool CircuitBreaker::Trip(uint64_t now_micros) {
     OpenLocked(now_micros);
     open_micros = open_micros_;
   }
-  Notify(change, open_micros);
+  Notify(change, open_micros, cause);
   return true;
 }
 

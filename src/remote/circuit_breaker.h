@@ -20,7 +20,9 @@
 // Each change of state an operator must hear of (DESIGN.md §7) goes to
 // BreakerOptions::on_change, after mu_ is released: opened from closed (the
 // node is down or failing), opened again after a failed probe (still
-// down), closed by a successful probe (back up).
+// down), closed by a successful probe (back up). A failure names its cause
+// (the failed call's status message), which on_change hands on, so that the
+// "down" line says why (refused, name resolution, TLS handshake, timeout).
 //
 // Thread safety: all methods are safe from any thread (one mutex, mu_).
 #ifndef KVTIER_REMOTE_CIRCUIT_BREAKER_H_
@@ -28,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
@@ -46,8 +49,9 @@ struct BreakerOptions {
   uint64_t max_open_micros = 30'000'000;
   uint64_t slow_window_micros = 10'000'000;
   // Called on each change above with the open time now in force (0 for
-  // kClosed), on the thread that caused it, with no lock held. Optional.
-  std::function<void(BreakerChange change, uint64_t open_micros)> on_change;
+  // kClosed) and the cause the failure that made it gave ("" if none), on
+  // the thread that caused it, with no lock held. Optional.
+  std::function<void(BreakerChange change, uint64_t open_micros, std::string_view cause)> on_change;
 };
 
 class CircuitBreaker {
@@ -64,22 +68,22 @@ class CircuitBreaker {
   // reports the outcome with OnSuccess() or OnFailure().
   Admit Allow(uint64_t now_micros);
   void OnSuccess();
-  // True if this failure opened the breaker.
-  bool OnFailure(uint64_t now_micros);
+  // True if this failure opened the breaker. `cause`: why the call failed.
+  bool OnFailure(uint64_t now_micros, std::string_view cause = {});
   // A failure that was a slow reply: OnFailure(), and also counted in a
   // window that successes do not reset. True if it opened the breaker.
-  bool OnSlowFailure(uint64_t now_micros);
+  bool OnSlowFailure(uint64_t now_micros, std::string_view cause = {});
   // Opens the breaker now (e.g. the server did not answer at Open()).
   // True if it was not open already.
-  bool Trip(uint64_t now_micros);
+  bool Trip(uint64_t now_micros, std::string_view cause = {});
   // True while calls would be refused without a probe being due.
   bool IsOpen(uint64_t now_micros);
 
  private:
   enum class State : uint8_t { kClosed, kOpen, kHalfOpen };
   bool OpenLocked(uint64_t now_micros) REQUIRES(mu_);
-  bool Fail(uint64_t now_micros, bool slow) EXCLUDES(mu_);
-  void Notify(BreakerChange change, uint64_t open_micros) const;
+  bool Fail(uint64_t now_micros, bool slow, std::string_view cause) EXCLUDES(mu_);
+  void Notify(BreakerChange change, uint64_t open_micros, std::string_view cause) const;
 
   const BreakerOptions options_;
   Mutex mu_;

@@ -70,7 +70,9 @@ TEST(CircuitBreaker, SlowFailuresOpenItDespiteSuccessesInBetween) {
 TEST(CircuitBreaker, ReportsEachChangeOfState) {
   std::vector<std::pair<BreakerChange, uint64_t>> seen;
   BreakerOptions o = Opts();
-  o.on_change = [&](BreakerChange c, uint64_t open_micros) { seen.emplace_back(c, open_micros); };
+  o.on_change = [&](BreakerChange c, uint64_t open_micros, std::string_view) {
+    seen.emplace_back(c, open_micros);
+  };
   CircuitBreaker b(o);
   b.OnSuccess();  // closed already: nothing to report
   for (int i = 0; i < 3; ++i) (void)b.OnFailure(0);

@@ -180,8 +180,8 @@ size_t CountGets(FakeRedisServer& server) {
   return n;
 }
 
-// A Redis loading a large RDB answers -LOADING for minutes; a cluster in
-// trouble answers -TRYAGAIN or -CLUSTERDOWN. Each round trip answered so
+// A Redis loading a large RDB answers -LOADING for minutes; a node in the
+// middle of a resharding answers -TRYAGAIN. Each round trip answered so
 // counts toward the breaker: three such round trips open it within the
 // first call, and the calls after it do not touch the server.
 class RetryAnswer : public ::testing::TestWithParam<const char*> {};
@@ -212,8 +212,32 @@ TEST_P(RetryAnswer, ForEverOpensTheBreakerWithinTheFirstCall) {
 INSTANTIATE_TEST_SUITE_P(
     FakeServer, RetryAnswer,
     ::testing::Values("-LOADING Redis is loading the dataset in memory\r\n",
-                      "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
-                      "-CLUSTERDOWN The cluster is down\r\n"));
+                      "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"));
+
+// -CLUSTERDOWN says the cluster lost a master (a failover under way), not
+// that this node fails: each key is a miss at once (no backoff, no retry),
+// and the node's breaker stays closed however long it lasts, so that the
+// healthy masters keep serving their slots.
+TEST(FakeServer, ClusterDownIsAMissThatLeavesTheBreakerClosed) {
+  Fixture f = Start(AnswerGets("-CLUSTERDOWN The cluster is down\r\n"), [](RemoteTierOptions* o) {
+    o->breaker_failure_threshold = 3;
+    o->breaker_open_ms = 60'000;
+    o->breaker_max_open_ms = 60'000;
+  });
+  const std::vector<BlockKey> keys = TestKeys(79);
+  for (int call = 1; call <= 4; ++call) {
+    for (const SharedBlock& b : f.tier->GetMany(keys)) EXPECT_EQ(b, nullptr);
+    RemoteTierStats s = f.tier->Stats();
+    EXPECT_EQ(s.misses_unavailable, 79u * call);
+    EXPECT_EQ(CountGets(*f.server), 79u * call);  // every call reaches the node
+  }
+  RemoteTierStats s = f.tier->Stats();
+  EXPECT_EQ(s.retries, 0u);
+  EXPECT_EQ(s.breaker_opens, 0u);
+  EXPECT_EQ(s.breaker_rejections, 0u);
+  EXPECT_EQ(s.nodes_down, 0u);
+  EXPECT_EQ(s.redirect_limit, 0u);
+}
 
 // A node that sends a key to itself (MOVED or ASK naming its own address)
 // would be asked again and again: each key ends after its first answer,
@@ -615,11 +639,51 @@ TEST(FakeCluster, MovedAskTryAgainAndTheRedirectLimit) {
   EXPECT_EQ(tier.Get(TestBlockKey(9)), nullptr);
   EXPECT_LT(w.Seconds(), kMarginSeconds);
   RemoteTierStats s = tier.Stats();
-  EXPECT_EQ(s.redirect_limit, 1u);
-  EXPECT_EQ(s.moved, 1u + 6u);  // the first test's, then the loop's six
+  // The key goes to the other node, which sends it back: a protocol error
+  // of the second node's, and the key ends there.
+  EXPECT_EQ(s.redirect_limit, 0u);
+  EXPECT_EQ(s.moved, 1u + 2u);  // the first test's, then the loop's two
   EXPECT_EQ(s.hits, 3u);
   EXPECT_EQ(s.misses, 1u);
-  EXPECT_EQ(s.protocol_errors, 0u);
+  EXPECT_EQ(s.protocol_errors, 1u);
+}
+
+// Two nodes that MOVED a slot to each other for ever: each call ends at
+// the second redirect, held against the node that sent the key back (B:
+// calls start at A, which owns the slot in every slot map), so that after
+// `breaker_failure_threshold` such calls in a row exactly one breaker is
+// open and the calls after it are refused at once. (The router's own
+// CLUSTER SHARDS to B, answered, may reset B's count once in a while: the
+// calls go on until it opens, bounded.) Before, every call went round six
+// times and no breaker ever opened.
+TEST(FakeCluster, MutualMovedOpensOneBreaker) {
+  FakeCluster fc;
+  fc.mode = FakeCluster::kMovedLoop;
+  RemoteTierOptions o = FakeOptions("redis-cluster://" + fc.a->address(), fc.layout);
+  o.breaker_failure_threshold = 3;
+  o.breaker_open_ms = 60'000;
+  o.breaker_max_open_ms = 60'000;
+  Result<std::unique_ptr<RemoteTier>> t = RemoteTier::Open(o, Env::Default());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  RemoteTier& tier = **t;
+  int calls = 0;
+  for (; calls < 100 && tier.Stats().breaker_opens == 0; ++calls) {
+    EXPECT_EQ(tier.Get(TestBlockKey(9)), nullptr);
+  }
+  RemoteTierStats s = tier.Stats();
+  ASSERT_EQ(s.breaker_opens, 1u);
+  EXPECT_EQ(s.nodes_down, 1u);
+  EXPECT_GE(s.protocol_errors, 3u);
+  EXPECT_EQ(s.protocol_errors, static_cast<uint64_t>(calls));  // one per call
+  // Open: B is not asked again; A goes on answering (its breaker closed).
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(tier.Get(TestBlockKey(9)), nullptr);
+  s = tier.Stats();
+  EXPECT_EQ(s.breaker_opens, 1u);
+  EXPECT_EQ(s.nodes_down, 1u);
+  EXPECT_EQ(s.protocol_errors, static_cast<uint64_t>(calls));
+  EXPECT_EQ(s.redirect_limit, 0u);
+  EXPECT_EQ(s.misses, static_cast<uint64_t>(calls) + 5u);
+  EXPECT_GE(s.breaker_rejections, 5u);
 }
 
 }  // namespace

@@ -33,14 +33,36 @@ void NodeTable::SetSlot(uint16_t slot, const NodeAddress& owner) {
   if (i != kNoNode) slots_[slot % kClusterSlots] = i;
 }
 
-void NodeTable::SetSlots(const std::vector<SlotRange>& ranges) {
+uint32_t NodeTable::SetSlots(const std::vector<SlotRange>& ranges) {
   MutexLock lock(&mu_);
+  const std::array<uint16_t, kClusterSlots> before = slots_;
   slots_.fill(kNoNode);
   for (const SlotRange& r : ranges) {
     const uint16_t i = IndexLocked(r.master);
     if (i == kNoNode) continue;
     for (uint32_t s = r.first; s <= r.last && s < kClusterSlots; ++s) slots_[s] = i;
   }
+  uint32_t moved = 0;
+  for (size_t s = 0; s < kClusterSlots; ++s) {
+    moved += before[s] != kNoNode && slots_[s] != kNoNode && before[s] != slots_[s];
+  }
+  return moved;
+}
+
+std::vector<std::shared_ptr<Node>> NodeTable::Owners(bool* complete) {
+  MutexLock lock(&mu_);
+  std::vector<bool> seen(nodes_.size(), false);
+  std::vector<std::shared_ptr<Node>> out;
+  *complete = true;
+  for (uint16_t i : slots_) {
+    if (i == kNoNode) {
+      *complete = false;
+    } else if (!seen[i]) {
+      seen[i] = true;
+      out.push_back(nodes_[i]);
+    }
+  }
+  return out;
 }
 
 bool NodeTable::Complete() {

@@ -61,7 +61,10 @@ class NodeTable {
   // Records one slot's owner (after a MOVED).
   void SetSlot(uint16_t slot, const NodeAddress& owner);
   // Replaces the whole slot map: slots outside `ranges` become unknown.
-  void SetSlots(const std::vector<SlotRange>& ranges);
+  // Returns how many slots that had a master now have another one.
+  uint32_t SetSlots(const std::vector<SlotRange>& ranges);
+  // The nodes that own a slot, each once; `*complete`: every slot has one.
+  std::vector<std::shared_ptr<Node>> Owners(bool* complete);
   // True if every slot has an owner.
   bool Complete();
   // Every node known, in address order.

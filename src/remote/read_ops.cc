@@ -27,6 +27,10 @@ Status Oversized(uint64_t n, uint64_t max) {
                             " bytes, more than the " + std::to_string(max) + " expected");
 }
 
+// The shortest value that can hold a block: a block file starts with its
+// 8-byte header length (DESIGN.md §4).
+constexpr uint64_t kMinValueBytes = 8;
+
 Status SkipBulk(Connection* conn, uint64_t n) {
   KVTIER_RETURN_IF_ERROR(conn->Skip(n));
   return ReadBulkEnd(*conn);
@@ -123,6 +127,13 @@ void GetOps::Fail(const KeyOp& op, OpFailure why) {
 
 std::span<std::byte> GetOps::Destination(GetResult& r, size_t index, uint64_t size) {
   r.size = size;
+  if (size < kMinValueBytes) {
+    // Not even a block file's length word: no block (an empty SET, a
+    // truncated write). Bad before any buffer is asked for, so that it is
+    // counted and deleted, not skipped as an allocation failure.
+    r.state = State::kBad;
+    return {};
+  }
   if (!allocate_) {
     if (size > dsts_[index].size()) {
       r.state = State::kTooSmall;
@@ -231,7 +242,8 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
       if (i == 0) {
         r.state = State::kMiss;
       } else if (i < needed) {
-        r.state = State::kBad;  // a missing part
+        r.state = State::kBad;  // a missing part (evicted, or a writer that stopped)
+        r.missing_part = true;
       }
       continue;
     }

@@ -88,6 +88,7 @@ struct GetResult {
   uint64_t size = 0;   // value bytes (kRead, kTooSmall)
   BlockBuffer buffer;  // allocating mode: the value (kRead)
   Status alloc_error;  // kAllocError
+  bool missing_part = false;  // kBad because a part was absent (LRU eviction)
   // With a ValueMac: the stored `:mac` (nullopt: none; "" when it was too
   // long to be one), and for a value read whole (kRead), its verdict.
   std::optional<std::string> mac;

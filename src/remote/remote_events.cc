@@ -8,15 +8,43 @@ std::string Seconds(uint64_t micros) {
   return std::to_string(micros / 1000) + " ms";
 }
 
+bool Contains(std::string_view text, std::string_view what) {
+  return text.find(what) != std::string_view::npos;
+}
+
+// "CAUSE: MESSAGE" ("MESSAGE" when its cause has no name), "" without one.
+std::string Because(std::string_view message) {
+  if (message.empty()) return "";
+  const std::string_view cause = FailureCause(message);
+  const std::string text(message.substr(0, 300));
+  return cause.empty() ? text : std::string(cause) + ": " + text;
+}
+
 }  // namespace
 
+std::string_view FailureCause(std::string_view m) {
+  // TLS first: "TLS handshake timed out" is a handshake failure.
+  if (Contains(m, "TLS handshake")) return "TLS handshake failed";
+  if (Contains(m, "Connection refused")) return "connection refused";
+  if (Contains(m, "Name or service not known") || Contains(m, "name resolution") ||
+      Contains(m, "nodename nor servname") || Contains(m, "No address associated") ||
+      Contains(m, "Can't resolve")) {
+    return "name resolution failed";
+  }
+  if (Contains(m, "timed out") || Contains(m, "Timeout") || Contains(m, "timeout")) {
+    return "timed out";
+  }
+  return "";
+}
+
 void RemoteEvents::BreakerChanged(const std::string& address, BreakerChange change,
-                                  uint64_t open_micros) {
+                                  uint64_t open_micros, std::string_view cause) {
   switch (change) {
     case BreakerChange::kOpened:
       log_.Emit(kDown, LogLevel::kWarning, [&] {
+        const std::string why = Because(cause);
         return "remote: redis " + address + " is down or failing (" +
-               std::to_string(failure_threshold_) +
+               (why.empty() ? "" : why + "; ") + std::to_string(failure_threshold_) +
                " failed calls in a row, or no answer at open): its circuit breaker is open, "
                "loads from it are misses and copies to it are dropped; next try in " +
                Seconds(open_micros);
@@ -24,7 +52,9 @@ void RemoteEvents::BreakerChanged(const std::string& address, BreakerChange chan
       return;
     case BreakerChange::kReopened:
       log_.Emit(kStillDown, LogLevel::kDebug, [&] {
-        return "remote: redis " + address + " is still down; next try in " + Seconds(open_micros);
+        const std::string why = Because(cause);
+        return "remote: redis " + address + " is still down" +
+               (why.empty() ? "" : " (" + why + ")") + "; next try in " + Seconds(open_micros);
       });
       return;
     case BreakerChange::kClosed:
@@ -50,7 +80,15 @@ void RemoteEvents::OutOfMemory() {
   });
 }
 
-void RemoteEvents::BadValue() {
+void RemoteEvents::BadValue(bool missing_parts) {
+  if (missing_parts) {
+    log_.Emit(kMissingParts, LogLevel::kWarning, [] {
+      return std::string(
+          "remote: a value in redis is missing parts (evicted by the server's maxmemory-policy, "
+          "or its writer stopped mid-write): it is a miss and its other parts are deleted");
+    });
+    return;
+  }
   log_.Emit(kBadValue, LogLevel::kWarning, [] {
     return std::string(
         "remote: a value in redis failed verification (damaged, written for another layout, or "
@@ -63,6 +101,17 @@ void RemoteEvents::MacFailure(const std::string& key_hex, std::string_view why) 
     return "remote: block " + key_hex.substr(0, 16) + "... in redis has " + std::string(why) +
            ": not served (a miss, recomputed) and deleted; a writer without this host's "
            "remote_mac_keys, or a poisoning attempt (docs/remote-tier.md, Security)";
+  });
+}
+
+}  // namespace kvtier::remote
+
+namespace kvtier::remote {
+
+void RemoteEvents::SlotMapChanged(const std::string& from, uint32_t moved) {
+  log_.Emit(kSlotMap, LogLevel::kInfo, [&] {
+    return "remote: the cluster's slot map was reloaded from " + from + ": " +
+           std::to_string(moved) + " slots have a new master (a failover or resharding)";
   });
 }
 

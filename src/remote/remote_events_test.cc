@@ -174,3 +174,101 @@ TEST(RemoteEvents, OomAndBadValuesAreOneLineEach) {
 
 }  // namespace
 }  // namespace kvtier::remote
+
+namespace kvtier::remote {
+namespace {
+
+// The one "is down" line a tier that cannot reach `url` at Open() logs.
+std::string DownLineAtOpen(const std::string& url) {
+  RecordingLogger logger;
+  auto tier = RemoteTier::Open(EventOptions(url, &logger), Env::Default());
+  EXPECT_TRUE(tier.ok()) << tier.status().ToString();
+  auto lines = logger.Matching("is down");
+  EXPECT_THAT(lines, SizeIs(1));
+  return lines.empty() ? "" : lines[0].message;
+}
+
+// The "down" line says why: refused, a name that does not resolve, a
+// server that never answers, a TLS handshake with a plaintext port. Before,
+// it said only "down or failing".
+TEST(RemoteEvents, TheDownLineNamesItsCause) {
+  std::string url, address;
+  {
+    auto gone = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
+      return std::optional<Reply>();
+    });
+    ASSERT_TRUE(gone.ok());
+    url = (*gone)->url();
+    address = (*gone)->address();
+  }  // closed: connects are refused
+  EXPECT_THAT(DownLineAtOpen(url),
+              HasSubstr("redis " + address + " is down or failing (connection refused: "));
+
+  EXPECT_THAT(DownLineAtOpen("redis://kvtier-no-such-host.invalid:6379"),
+              HasSubstr("redis kvtier-no-such-host.invalid:6379 is down or failing (name "
+                        "resolution failed: "));
+
+  auto silent = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
+    return std::optional<Reply>(Reply{"", Then::kStall});  // PING never answered
+  });
+  ASSERT_TRUE(silent.ok());
+  EXPECT_THAT(DownLineAtOpen((*silent)->url()),
+              HasSubstr("redis " + (*silent)->address() + " is down or failing (timed out: "));
+
+  auto plain = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
+    return std::optional<Reply>(Reply{"-ERR not TLS\r\n", Then::kClose});
+  });
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(DownLineAtOpen("rediss://" + (*plain)->address()),
+              HasSubstr("redis " + (*plain)->address() +
+                        " is down or failing (TLS handshake failed: "));
+}
+
+// A multi-part value with a part gone (what maxmemory-policy allkeys-lru
+// does to a value it half evicts) is logged as missing parts, not as
+// damaged or poisoned, and is not held against the node: its breaker stays
+// closed though one bad value would open it. The other parts are deleted.
+TEST(RemoteEvents, AnEvictedPartIsLoggedAsMissingPartsNotAsDamage) {
+  Result<std::string> url = testing::TestRedisUrl();
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  RecordingLogger logger;
+  const ModelLayout layout = MultiPartLayout();
+  RemoteTierOptions o = TestOptions(*url, layout, "evicted-part");
+  o.part_bytes = 4096;
+  o.info_log = &logger;
+  o.breaker_failure_threshold = 1;
+  o.breaker_open_ms = 60'000;
+  o.breaker_max_open_ms = 60'000;
+  std::unique_ptr<RemoteTier> tier = OpenTier(o);
+  ASSERT_NE(tier, nullptr);
+  const BlockKey key = TestBlockKey(3);
+  SharedBlock block = TestBlock(layout, 3);
+  ASSERT_GT(block->size(), 2u * 4096u);
+  ASSERT_TRUE(tier->PutSync(key, block->span()).ok());
+  RawRedis raw(*url);
+  ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
+  ASSERT_EQ(raw.Run({"DEL", names.PartName(key, 1)}), "int:1");
+
+  EXPECT_EQ(tier->Get(key), nullptr);
+  RemoteTierStats s = tier->Stats();
+  EXPECT_EQ(s.bad_values, 1u);
+  EXPECT_EQ(s.bad_values_deleted, 1u);
+  EXPECT_EQ(s.breaker_opens, 0u);
+  EXPECT_EQ(s.nodes_down, 0u);
+  EXPECT_EQ(raw.Run({"EXISTS", names.PartName(key, 0)}), "int:0");
+  auto lines = logger.Matching("missing parts");
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(lines[0].level, LogLevel::kWarning);
+  EXPECT_THAT(lines[0].message, HasSubstr("evicted by the server's maxmemory-policy"));
+  EXPECT_THAT(logger.Matching("failed verification"), SizeIs(0));
+  EXPECT_THAT(logger.Matching("is down"), SizeIs(0));
+
+  // Stored again, it is served.
+  ASSERT_TRUE(tier->PutSync(key, block->span()).ok());
+  SharedBlock got = tier->Get(key);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->size(), block->size());
+}
+
+}  // namespace
+}  // namespace kvtier::remote

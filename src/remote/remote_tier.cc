@@ -126,8 +126,12 @@ std::shared_ptr<remote::Node> RemoteTierImpl::MakeNode(const remote::NodeAddress
   b.failure_threshold = options_.breaker_failure_threshold;
   b.open_micros = uint64_t{options_.breaker_open_ms} * 1000;
   b.max_open_micros = uint64_t{options_.breaker_max_open_ms} * 1000;
-  b.on_change = [this, name = a.ToString()](remote::BreakerChange change, uint64_t open_micros) {
-    counters_.events.BreakerChanged(name, change, open_micros);
+  b.on_change = [this, name = a.ToString()](remote::BreakerChange change, uint64_t open_micros,
+                                            std::string_view cause) {
+    counters_.events.BreakerChanged(name, change, open_micros, cause);
+    // A Cluster node gone down: the slot map may name a master that a
+    // failover is replacing; the router reloads it off the request path.
+    if (change != remote::BreakerChange::kClosed) router_.MarkStale();
   };
   return std::make_shared<remote::Node>(std::move(p), options_.connections_per_node, b, env_,
                                         &counters_);
@@ -176,12 +180,13 @@ Status RemoteTierImpl::Start() {
     // Start with the breakers open: calls miss at once until a probe finds
     // the server.
     for (const std::shared_ptr<remote::Node>& n : table_.All()) {
-      if (n->breaker.Trip(env_->NowMicros())) C::Add(counters_.breaker_opens);
+      if (n->breaker.Trip(env_->NowMicros(), s.message())) C::Add(counters_.breaker_opens);
     }
   }
   for (uint32_t i = 0; i < options_.writer_threads; ++i) {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
   }
+  router_.StartRefresher();
   return Status::Ok();
 }
 
@@ -409,6 +414,7 @@ Status RemoteTierImpl::Close() {
   }
   for (std::thread& t : writers_) t.join();
   writers_.clear();
+  router_.StopRefresher();  // a reload in progress ends within its bound
   for (const std::shared_ptr<remote::Node>& n : table_.All()) n->pool.Close();
   // A read still running does its own hashing from here on.
   if (verify_pool_) verify_pool_->Close();

@@ -9,6 +9,9 @@ namespace kvtier::remote {
 namespace {
 
 constexpr uint64_t kStaleRefreshIntervalMicros = 100'000;
+constexpr uint64_t kMasterDownRefreshIntervalMicros = 250'000;
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 }  // namespace
 
@@ -42,14 +45,65 @@ std::shared_ptr<Node> Router::NodeAt(const NodeAddress& address) {
 void Router::OnMoved(uint16_t slot, const NodeAddress& to) {
   if (single_) return;
   table_->SetSlot(slot, to);
-  stale_.store(true);
+  MarkStale();
 }
 
-bool Router::DueLocked(uint64_t now) const {
+void Router::MarkStale() {
+  if (single_ || stale_.exchange(true)) return;
+  MutexLock lock(&mu_);
+  wake_.Signal();
+}
+
+uint64_t Router::DueAt() const {
   const uint64_t last = last_attempt_micros_.load();
-  const uint64_t wait =
-      last_failed_.load() ? options_.failed_refresh_backoff_micros : kStaleRefreshIntervalMicros;
-  return last == 0 || now >= last + wait;
+  if (last == 0) return 0;
+  const uint64_t wait = last_failed_.load()  ? options_.failed_refresh_backoff_micros
+                        : master_down_.load() ? kMasterDownRefreshIntervalMicros
+                                              : kStaleRefreshIntervalMicros;
+  return SaturatingAdd(last, wait);
+}
+
+bool Router::DueLocked(uint64_t now) const { return now >= DueAt(); }
+
+void Router::StartRefresher() {
+  if (single_ || refresher_.joinable()) return;
+  refresher_ = env_->StartThread([this] { RefresherLoop(); });
+}
+
+void Router::StopRefresher() {
+  if (!refresher_.joinable()) return;
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    wake_.Signal();
+  }
+  refresher_.join();
+}
+
+void Router::RefresherLoop() {
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      while (!stop_ && !stale_.load()) wake_.Wait(&lock);
+      if (stop_) return;
+      const uint64_t now = env_->NowMicros();
+      const uint64_t due = DueAt();
+      if (now < due) {
+        (void)wake_.WaitFor(&lock, due - now);
+        continue;
+      }
+    }
+    RefreshIfStale();
+  }
+}
+
+bool Router::MasterDown() {
+  bool complete = true;
+  const uint64_t now = env_->NowMicros();
+  for (const std::shared_ptr<Node>& n : table_->Owners(&complete)) {
+    if (n->breaker.IsOpen(now)) return true;
+  }
+  return !complete;
 }
 
 void Router::RefreshIfStale() {
@@ -68,12 +122,21 @@ Status Router::Refresh() {
   std::vector<std::shared_ptr<Node>> candidates = table_->All();
   Status last = Status::Unavailable("no cluster node known");
   bool auth_refused = false;
+  // A bound on the whole reload, however many nodes time out.
+  const uint64_t end = SaturatingAdd(
+      env_->NowMicros(),
+      3 * (options_.connect_timeout_micros + options_.command_timeout_micros));
   for (const std::shared_ptr<Node>& node : candidates) {
+    if (env_->NowMicros() >= end) break;
     if (node->breaker.IsOpen(env_->NowMicros())) continue;
     Status s = RefreshFrom(*node);
     if (s.ok()) {
       last_failed_.store(false);
+      // A master still down (a failover not done yet): ask again soon.
+      const bool down = MasterDown();
+      master_down_.store(down);
       refreshing_.store(false);
+      if (down) MarkStale();
       return s;
     }
     if (s.IsInvalidArgument()) auth_refused = true;  // credentials refused, or not a cluster
@@ -81,8 +144,8 @@ Status Router::Refresh() {
   }
   RemoteCounters::Add(counters_->topology_failures);
   last_failed_.store(true);
-  stale_.store(true);
   refreshing_.store(false);
+  MarkStale();
   if (auth_refused) return last;
   return Status::Unavailable(
       "no cluster node answered CLUSTER SHARDS/SLOTS (last: " + last.message() + ")");
@@ -93,7 +156,9 @@ Status Router::RefreshFrom(Node& node) {
   Result<std::unique_ptr<Connection>> conn =
       node.pool.Acquire(now + options_.connect_timeout_micros + options_.command_timeout_micros);
   if (!conn.ok()) {
-    if (node.breaker.OnFailure(env_->NowMicros())) RemoteCounters::Add(counters_->breaker_opens);
+    if (node.breaker.OnFailure(env_->NowMicros(), conn.status().message())) {
+      RemoteCounters::Add(counters_->breaker_opens);
+    }
     return conn.status();
   }
   Connection& c = **conn;
@@ -125,7 +190,9 @@ Status Router::RefreshFrom(Node& node) {
   const bool healthy = c.healthy();
   node.pool.Release(std::move(conn).value());
   if (!healthy) {
-    if (node.breaker.OnFailure(env_->NowMicros())) RemoteCounters::Add(counters_->breaker_opens);
+    if (node.breaker.OnFailure(env_->NowMicros(), ranges.status().message())) {
+      RemoteCounters::Add(counters_->breaker_opens);
+    }
     return ranges.status();
   }
   node.breaker.OnSuccess();
@@ -133,8 +200,9 @@ Status Router::RefreshFrom(Node& node) {
   if (ranges->empty()) {
     return Status::Unavailable("redis " + node.address.ToString() + " serves no slot yet");
   }
-  table_->SetSlots(*ranges);
+  const uint32_t moved = table_->SetSlots(*ranges);
   RemoteCounters::Add(counters_->topology_refreshes);
+  if (moved > 0) counters_->events.SlotMapChanged(node.address.ToString(), moved);
   return Status::Ok();
 }
 
