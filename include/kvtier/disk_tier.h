@@ -176,6 +176,13 @@ struct DiskTierOptions {
   // the tier. A TieredCache sets it to CacheOptions::info_log when null.
   // nullptr = none. Default nullptr.
   Logger* info_log = nullptr;
+  // Called with the key of each block Store() accepted that is not on disk
+  // after all: its write failed (a full disk, an I/O error, an index that
+  // refused its row) or was skipped (a read-only folder). Runs on the
+  // thread that wrote it (a writer thread, or the caller of Store()), with
+  // no lock held; it must not call back into the tier. A TieredCache sets
+  // it to drop its disk hint for the key. nullptr = none. Default nullptr.
+  std::function<void(const BlockKey&)> write_failure_listener;
 
   // OK, or InvalidArgument naming the bad field.
   Status Validate() const;
@@ -220,6 +227,7 @@ struct SignatureUsage {
   X(errors, kCounter, "failed writes, index calls, renames")                       \
   X(inline_writes, kCounter, "stores written on the caller's thread (queue full)") \
   X(drops, kCounter, "stores dropped under OnPressure::kDrop")                     \
+  X(read_only_skips, kCounter, "stores skipped: the folder is read-only")          \
   X(quarantined, kCounter, "files moved to quarantine/ (bad, foreign)")            \
   X(bytes_written, kCounter, "block bytes persisted")                              \
   X(bytes_read, kCounter, "block bytes served")                                    \
@@ -297,6 +305,16 @@ class DiskTier {
   // to quarantine/ and rebuilt from the files by the reconcile, unless
   // another tier (in any process) has the folder open: then Unavailable,
   // and the file is left alone.
+  //
+  // A folder this process cannot write (a read-only mount, an image,
+  // another user's files: a probe file cannot be created in it with EROFS,
+  // EACCES or EPERM) is opened read-only, with one log line: blocks are
+  // served (the index read-only, or immutable where SQLite cannot make its
+  // shared-memory file), Store() skips every block and counts it in
+  // `read_only_skips` (returning OK; write_failure_listener is told), access
+  // times are not recorded, nothing is evicted, reconciled or quarantined,
+  // and Erase, Forget, Clear, EnforceLimit and Reconcile return
+  // FailedPrecondition.
   // REQUIRES: env != nullptr, outliving the tier.
   static Result<std::unique_ptr<DiskTier>> Open(const DiskTierOptions& options, Env* env);
 

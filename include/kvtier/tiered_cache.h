@@ -248,7 +248,7 @@ struct SharedLoadOptions {
   X(matches, kCounter, "Match() calls")                                                         \
   X(match_blocks, kCounter, "blocks they reported available")                                   \
   X(match_disk_probes, kCounter, "index misses checked with the disk tier")                     \
-  X(stale_disk_hints, kCounter, "disk hints a disk read found wrong")                           \
+  X(stale_disk_hints, kCounter, "disk hints found wrong (a read missed, a write failed)")       \
   X(match_remote_probes, kCounter, "keys Match asked the remote tier about")                    \
   X(match_remote_found, kCounter, "... that it reported present")                               \
   /* Remote reads (Load, LoadShared) */                                                         \

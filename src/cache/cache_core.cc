@@ -57,6 +57,10 @@ Status CacheCore::Init() {
     DiskTierOptions d = *options_.disk;
     if (d.info_log == nullptr) d.info_log = options_.info_log;
     d.layout_signature = options_.layout_signature;
+    // A block the disk tier accepted but could not write (full disk) is not
+    // on disk: the hint WriteBack or StoreOne left must not make Match claim
+    // it (issue 31).
+    d.write_failure_listener = [this](const BlockKey& key) { NoteDiskMiss(key); };
     KVTIER_ASSIGN_OR_RETURN(disk_, DiskTier::Open(d, env_));
   }
   if (options_.remote.has_value()) {
@@ -186,13 +190,24 @@ Status CacheCore::CheckHeader(const BlockKey& key, const BlockBuffer& block) con
   return Status::Ok();
 }
 
-Status CacheCore::WriteBack(const BlockKey& key, const SharedBlock& block) {
+Status CacheCore::StoreOnDisk(const BlockKey& key, const SharedBlock& block) {
+  // The hint goes in before the disk tier has the block: a writer thread
+  // that fails the write at once drops it (write_failure_listener), and
+  // must not find it set only afterwards. A refused store drops a hint it
+  // set itself.
+  const bool hinted = (index_.Lookup(key) & TierBit(IndexTier::kDisk)) != 0;
+  index_.MarkPresent(key, IndexTier::kDisk);
   Status s = disk_->Store(key, block);
+  if (!s.ok() && !hinted) index_.MarkAbsent(key, IndexTier::kDisk);
+  return s;
+}
+
+Status CacheCore::WriteBack(const BlockKey& key, const SharedBlock& block) {
+  Status s = StoreOnDisk(key, block);
   if (!s.ok()) {
     CacheCounters::Add(counters_.write_back_errors);
     return s;
   }
-  index_.MarkPresent(key, IndexTier::kDisk);
   CacheCounters::Add(counters_.write_backs);
   CacheCounters::Add(counters_.bytes_written_back, block->size());
   return s;
@@ -207,13 +222,11 @@ Status CacheCore::StoreOne(const BlockKey& key, const SharedBlock& block, WriteP
     // The budget cannot hold it (too large, or reservations hold the room):
     // the disk tier still can.
     CacheCounters::Add(counters_.store_bypasses);
-    KVTIER_RETURN_IF_ERROR(disk_->Store(key, block));
-    index_.MarkPresent(key, IndexTier::kDisk);
+    KVTIER_RETURN_IF_ERROR(StoreOnDisk(key, block));
     CacheCounters::Add(counters_.bytes_written_through, block->size());
     return Status::Ok();
   }
-  KVTIER_RETURN_IF_ERROR(disk_->Store(key, block));
-  index_.MarkPresent(key, IndexTier::kDisk);
+  KVTIER_RETURN_IF_ERROR(StoreOnDisk(key, block));
   CacheCounters::Add(counters_.bytes_written_through, block->size());
   // The disk tier has it (queued and readable): a host copy is a bonus, and
   // a refusal (budget held by reservations) is counted by the host tier.

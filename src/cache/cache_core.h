@@ -114,6 +114,9 @@ class CacheCore {
   // Queues an accepted block for the remote tier; a refusal is counted.
   void PutRemote(const BlockKey& key, const SharedBlock& block);
   Status CheckHeader(const BlockKey& key, const BlockBuffer& block) const;
+  // disk_->Store() with the index's disk hint set first (dropped again if
+  // the store is refused and the hint was not there before).
+  Status StoreOnDisk(const BlockKey& key, const SharedBlock& block);
   // Hands a dirty block to the disk tier (eviction sink, Flush, Close).
   Status WriteBack(const BlockKey& key, const SharedBlock& block);
   // Writes dirty host entries down until `deadline_micros` (env clock);

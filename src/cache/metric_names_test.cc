@@ -154,7 +154,7 @@ allocated_bytes bytes bytes_read bytes_written compatible_bytes compatible_entri
 effective_max_bytes entries errors evictions expired hits hits_pending incompatible_misses
 inline_writes load_latency loads misses per_signature per_signature[].blocks
 per_signature[].bytes per_signature[].compatible per_signature[].signature quarantine_files
-quarantined queue_blocks queue_bytes reconcile_adopted reconcile_passes reconcile_rows_dropped
+quarantined queue_blocks queue_bytes read_only_skips reconcile_adopted reconcile_passes reconcile_rows_dropped
 reconcile_running reconcile_temps_removed saves saves_deduplicated saves_persisted
 unlink_failures write_latency)");
 const std::vector<std::string> kDiskHistograms = {"load_latency", "write_latency"};
@@ -263,6 +263,7 @@ kvtier_disk_unlink_failures_total counter
 kvtier_disk_errors_total counter
 kvtier_disk_inline_writes_total counter
 kvtier_disk_drops_total counter
+kvtier_disk_read_only_skips_total counter
 kvtier_disk_quarantined_total counter
 kvtier_disk_bytes_written_total counter
 kvtier_disk_bytes_read_total counter

@@ -33,7 +33,7 @@ const std::string kCacheJson =
     R"json(,"max_us":7000,"p50_us":7,"p99_us":7000,"sum_us":7029},"loads":1003,"misses":1006,"per_signa)json"
     R"json(ture":[{"blocks":1030,"bytes":1031,"compatible":true,"signature":"sig\"a\\b\nc"},{"blocks":1)json"
     R"json(032,"bytes":1033,"compatible":false,"signature":"other"}],"quarantine_files":1029,"quarantin)json"
-    R"json(ed":1014,"queue_blocks":1022,"queue_bytes":1021,"reconcile_adopted":1018,"reconcile_passes":)json"
+    R"json(ed":1014,"queue_blocks":1022,"queue_bytes":1021,"read_only_skips":0,"reconcile_adopted":1018,"reconcile_passes":)json"
     R"json(1017,"reconcile_rows_dropped":1019,"reconcile_running":true,"reconcile_temps_removed":1020,")json"
     R"json(saves":1000,"saves_deduplicated":1002,"saves_persisted":1001,"unlink_failures":1010,"write_l)json"
     R"json(atency":{"buckets":[{"count":1,"lt_us":1},{"count":1,"lt_us":16},{"count":1,"lt_us":64},{"co)json"
@@ -83,7 +83,7 @@ const std::string kDiskJson =
     R"json(_us":7,"p99_us":7000,"sum_us":7029},"loads":1003,"misses":1006,"per_signature":[{"blocks":10)json"
     R"json(30,"bytes":1031,"compatible":true,"signature":"sig\"a\\b\nc"},{"blocks":1032,"bytes":1033,"c)json"
     R"json(ompatible":false,"signature":"other"}],"quarantine_files":1029,"quarantined":1014,"queue_blo)json"
-    R"json(cks":1022,"queue_bytes":1021,"reconcile_adopted":1018,"reconcile_passes":1017,"reconcile_row)json"
+    R"json(cks":1022,"queue_bytes":1021,"read_only_skips":0,"reconcile_adopted":1018,"reconcile_passes":1017,"reconcile_row)json"
     R"json(s_dropped":1019,"reconcile_running":true,"reconcile_temps_removed":1020,"saves":1000,"saves_)json"
     R"json(deduplicated":1002,"saves_persisted":1001,"unlink_failures":1010,"write_latency":{"buckets":)json"
     R"json([{"count":1,"lt_us":1},{"count":1,"lt_us":16},{"count":1,"lt_us":64},{"count":1,"lt_us":1638)json"
@@ -366,6 +366,8 @@ kvtier_disk_errors_total 1011
 kvtier_disk_inline_writes_total 1012
 # TYPE kvtier_disk_drops_total counter
 kvtier_disk_drops_total 1013
+# TYPE kvtier_disk_read_only_skips_total counter
+kvtier_disk_read_only_skips_total 0
 # TYPE kvtier_disk_quarantined_total counter
 kvtier_disk_quarantined_total 1014
 # TYPE kvtier_disk_bytes_written_total counter

@@ -75,6 +75,18 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
   auto index =
       files.ok() ? disk::DiskIndex::Open(path, o) : Result<std::unique_ptr<disk::DiskIndex>>(files);
   if (!index.ok()) index = disk::NameIndexError(layout, index.status());
+  if (index.ok() && writer) {
+    // gc first checks the pages (PRAGMA quick_check: O(pages), no index
+    // cross-check): a damaged page SQLite still opens would otherwise fail
+    // every run, and no orphan would ever be adopted.
+    Result<std::string> check = (*index)->QuickCheck();
+    if (!check.ok() && check.status().IsCorruption()) {
+      index = disk::NameIndexError(layout, check.status());
+    } else if (check.ok() && *check != "ok") {
+      index = Status::Corruption("index " + path +
+                                 " fails PRAGMA quick_check: " + check->substr(0, 200));
+    }
+  }
   if (!index.ok() && index.status().IsCorruption() && writer) {
     // As a DiskTier does: set it aside and start anew, only with the
     // folder to ourselves; ApplyGc adopts the block files into the new one.

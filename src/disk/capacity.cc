@@ -85,6 +85,17 @@ Result<EvictOutcome> EvictChunk(DiskIndex* index, const EvictRequest& req, uint3
 
 }  // namespace
 
+std::string TooLargeMessage(uint64_t file_bytes, uint64_t blocks, uint64_t allocated, uint64_t unit,
+                            uint64_t limit, bool free_disk_binds) {
+  std::string what = blocks > 1 ? std::to_string(blocks) + " block files of " +
+                                      std::to_string(file_bytes) + " bytes in all"
+                                : "a block file of " + std::to_string(file_bytes) + " bytes";
+  return what + " would take " + std::to_string(allocated) + " bytes of disk (in units of " +
+         std::to_string(unit) + " bytes), which exceeds the disk tier's effective limit of " +
+         std::to_string(limit) + " bytes (on allocated bytes; set by " +
+         (free_disk_binds ? "free_space_fraction of the folder's disk" : "max_bytes") + ")";
+}
+
 uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes) {
   uint64_t limit = spec.max_bytes == 0 ? UINT64_MAX : spec.max_bytes;
   if (spec.free_bytes != UINT64_MAX) {
@@ -309,16 +320,18 @@ Result<Capacity::Reservation> Capacity::Reserve(uint64_t file_bytes, uint64_t bl
     MutexLock lock(&mu_);
     last_limit_ = limit;
   }
-  if (limit < configured && totals.bytes + reserve_bytes > limit) {
-    counters_->events.Pressure(totals.bytes, limit, spec.max_bytes);
+  // Like with like: the limit is on allocated bytes, as are the reserved
+  // ones (file lengths would keep small blocks, which take a whole unit
+  // each, from ever reaching it).
+  if (limit < configured && totals.allocated + reserve_bytes > limit) {
+    counters_->events.Pressure(totals.allocated, limit, spec.max_bytes);
   }
   if (bytes > limit) {
     // A reading taken while the disk was full must not block stores until
     // it expires: read it again next time.
     InvalidateFreeSpace();
-    return Status::ResourceExhausted("block of " + std::to_string(file_bytes) +
-                                     " bytes exceeds the disk tier's effective limit of " +
-                                     std::to_string(limit) + " bytes");
+    return Status::ResourceExhausted(
+        TooLargeMessage(file_bytes, blocks, bytes, unit, limit, limit < configured));
   }
   bool bytes_over = totals.allocated + reserve_bytes > limit;
   bool entries_over = spec.max_entries != 0 && totals.entries + reserve_blocks > spec.max_entries;

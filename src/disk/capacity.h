@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
@@ -54,6 +55,13 @@ struct LimitSpec {
 
 // min(max_bytes, fraction × (tracked_bytes + free_bytes)).
 uint64_t EffectiveLimitBytes(const LimitSpec& spec, uint64_t tracked_bytes);
+
+// Why a store of `blocks` files of `file_bytes` in all, taking `allocated`
+// bytes in units of `unit`, does not fit under `limit` (allocated bytes),
+// which the free disk (or else max_bytes) sets: one sentence that says what
+// exceeds what.
+std::string TooLargeMessage(uint64_t file_bytes, uint64_t blocks, uint64_t allocated, uint64_t unit,
+                            uint64_t limit, bool free_disk_binds);
 
 struct EvictRequest {
   LimitSpec limit;

@@ -132,6 +132,59 @@ void DiskEvents::WriteFailed(const Status& s) {
             [&] { return "disk: " + dir_ + ": block write failed: " + cause; });
 }
 
+void DiskEvents::ReadOnlyFolder(const Status& why) {
+  log_.Emit(kReadOnly, LogLevel::kWarning, [&] {
+    return "disk: " + dir_ + ": the folder is read-only (" + why.message() +
+           "): blocks are served, stores are skipped (read_only_skips), nothing is evicted "
+           "or repaired";
+  });
+}
+
+void DiskEvents::IndexCorrupt(const Status& s, IndexFoundAt found, IndexOutcome outcome,
+                              std::string_view detail) {
+  std::string_view action;
+  Kind kind = kIndexRebuilt;
+  switch (outcome) {
+    case IndexOutcome::kRebuilt:
+      action = "set aside in quarantine/ and rebuilt from the block files";
+      break;
+    case IndexOutcome::kOpenRefused:
+      kind = kIndexOpenRefused;
+      action =
+          "other processes have the folder open: this open fails, and the first open after they "
+          "close it rebuilds the index";
+      break;
+    case IndexOutcome::kServing:
+      kind = kIndexServing;
+      action =
+          "other processes have the folder open: blocks are served from their files where the "
+          "index is not needed, and the index is set aside and rebuilt once they close it";
+      break;
+    case IndexOutcome::kRebuildFailed:
+      kind = kIndexRebuildFailed;
+      action = "setting it aside failed, tried again when the damage is met next: ";
+      break;
+  }
+  log_.Emit(kind, LogLevel::kError, [&] {
+    return "disk: " + dir_ + ": the index is damaged (found " +
+           (found == IndexFoundAt::kOpen ? "at open" : "while serving") + ": " + s.message() +
+           "); " + std::string(action) + std::string(detail);
+  });
+}
+
+void DiskEvents::ReadFailed(const Status& s) {
+  log_.Emit(kReadFailed, LogLevel::kError, [&] {
+    return "disk: " + dir_ + ": reading a block file failed (" + WriteFailureCauseOf(s) +
+           "); the load is a miss";
+  });
+}
+
+void DiskEvents::ReconcileFailed(const Status& s) {
+  log_.Emit(kReconcileFailed, LogLevel::kError, [&] {
+    return "disk: " + dir_ + ": the reconcile (folder <-> index repair) failed: " + s.message();
+  });
+}
+
 std::vector<WriteFailureCause> DiskEvents::WriteFailures() {
   std::vector<WriteFailureCause> out;
   {

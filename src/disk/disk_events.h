@@ -47,12 +47,46 @@ class DiskEvents {
   void QueueFull(uint64_t queue_max_bytes, bool dropped);
   // A block write failed with `s`: counted by cause, and logged.
   void WriteFailed(const Status& s);
+  // The folder cannot be written (`why`): it is served read-only.
+  void ReadOnlyFolder(const Status& why);
+  // When a damaged index was found.
+  enum class IndexFoundAt : uint8_t { kOpen, kServing };
+  // What became of a damaged index.
+  enum class IndexOutcome : uint8_t {
+    kRebuilt,        // set aside and rebuilt from the block files
+    kOpenRefused,    // found at open, others have the folder open: Open() fails
+    kServing,        // found while serving, others have the folder open: left alone
+    kRebuildFailed,  // setting it aside failed (`detail` says why)
+  };
+  // The index reported corruption (`s`), at open or while serving; each
+  // outcome is its own kind of line (a "rebuilt" is never held back by the
+  // "left alone" before it).
+  void IndexCorrupt(const Status& s, IndexFoundAt found, IndexOutcome outcome,
+                    std::string_view detail = {});
+  // Reading a block file failed with an I/O error (EIO): a miss.
+  void ReadFailed(const Status& s);
+  // A reconcile pass failed with `s`.
+  void ReconcileFailed(const Status& s);
 
   // The cause table (DiskTierStats::write_failures).
   std::vector<WriteFailureCause> WriteFailures();
 
  private:
-  enum Kind : size_t { kPressure, kNoSpace, kQuarantine, kInlineWrite, kDrop, kWriteFailed };
+  enum Kind : size_t {
+    kPressure,
+    kNoSpace,
+    kQuarantine,
+    kInlineWrite,
+    kDrop,
+    kWriteFailed,
+    kReadOnly,
+    kIndexRebuilt,
+    kIndexOpenRefused,
+    kIndexServing,
+    kIndexRebuildFailed,
+    kReadFailed,
+    kReconcileFailed,
+  };
 
   EventLog log_;
   std::string dir_;

@@ -45,7 +45,10 @@ constexpr std::string_view kUpsert =
     "created_at = excluded.created_at, last_access = max(last_access, excluded.last_access), "
     "header_hash = excluded.header_hash";
 constexpr std::string_view kTouch =
-    "UPDATE blocks SET last_access = ?2 WHERE key = ?1 AND last_access < ?2";
+    "UPDATE blocks SET last_access = max(last_access, ?2) WHERE key = ?1";
+// The newest access time in the index: the floor of the next fresh stamp
+// (AccessClock).
+constexpr std::string_view kNewestAccess = "SELECT coalesce(max(last_access), 0) FROM blocks";
 constexpr std::string_view kDelete = "DELETE FROM blocks WHERE key = ?1";
 constexpr std::string_view kTouchIfSame =
     "UPDATE blocks SET last_access = max(last_access, ?6) WHERE key = ?1 AND sig = ?2 AND "
@@ -82,6 +85,31 @@ constexpr std::string_view kExpired =
     "ORDER BY created_at, key LIMIT ?2 OFFSET ?3";
 
 std::span<const uint8_t> KeyBlob(const BlockKey& key) { return {key.bytes.data(), 32}; }
+
+// Access times of a write transaction that records fresh accesses (a
+// write, a read, a writer finding its block on disk): each one later than
+// every access time already in the index and than the one before it, and
+// never earlier than the wall clock's reading. Eviction orders by these
+// times, so a block touched now is the newest whatever the wall clock did:
+// blocks stamped while the clock ran ahead do not outlive the ones written
+// after it stepped back (issue 33). Read under the write lock (BEGIN
+// IMMEDIATE), so the sequence is one for every process sharing the folder.
+class AccessClock {
+ public:
+  static Result<AccessClock> Read(SqliteDb* db) {
+    KVTIER_ASSIGN_OR_RETURN(int64_t newest, db->QueryInt(kNewestAccess));
+    return AccessClock(newest);
+  }
+  int64_t Next(int64_t wall_us) {
+    const int64_t after = last_ == INT64_MAX ? INT64_MAX : last_ + 1;
+    last_ = std::max(wall_us, after);
+    return last_;
+  }
+
+ private:
+  explicit AccessClock(int64_t newest) : last_(newest) {}
+  int64_t last_;
+};
 
 IndexRow ReadRow(const SqliteStatement& s) {
   IndexRow row;
@@ -193,7 +221,7 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::OpenReadOnly(std::unique_ptr<DiskI
     if (!db.ok()) return db.status();
     version = (*db)->QueryInt("PRAGMA user_version");
     if (version.ok()) {
-      index->Release(std::move(db).value());
+      index->Release(std::move(db).value(), 0);
       break;
     }
     if (!version.status().IsIOError() && !version.status().IsUnavailable()) break;
@@ -215,6 +243,12 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
   std::unique_ptr<DiskIndex> index(new DiskIndex(path, options));
   if (options.read_only) return OpenReadOnly(std::move(index));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, index->OpenConnection());
+  KVTIER_RETURN_IF_ERROR(PrepareSchema(db.get(), path));
+  index->Release(std::move(db), 0);
+  return index;
+}
+
+Status DiskIndex::PrepareSchema(SqliteDb* db, const std::string& path) {
   // The first statement reads the file header: NOTADB/CORRUPT show up here.
   // Processes opening a new index at once all read it in rollback mode and
   // each needs an exclusive lock to switch it to WAL: SQLite refuses all
@@ -225,7 +259,7 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
   constexpr int kJournalModeTries = 16;
   std::string mode;
   for (int attempt = 1;; ++attempt) {
-    Result<std::string> m = JournalModeWal(db.get());
+    Result<std::string> m = JournalModeWal(db);
     if (m.ok() || !m.status().IsUnavailable() || attempt == kJournalModeTries) {
       KVTIER_ASSIGN_OR_RETURN(mode, std::move(m));
       break;
@@ -241,7 +275,7 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
   }
   KVTIER_ASSIGN_OR_RETURN(int64_t version, db->QueryInt("PRAGMA user_version"));
   if (version == 0) {
-    Transaction tx(db.get());
+    Transaction tx(db);
     KVTIER_RETURN_IF_ERROR(tx.Begin());
     KVTIER_ASSIGN_OR_RETURN(version, db->QueryInt("PRAGMA user_version"));
     if (version == 0) {
@@ -256,30 +290,89 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
                                       std::to_string(kIndexSchemaVersion));
   }
   // A damaged file may still pass the header check; touch the tables.
-  KVTIER_RETURN_IF_ERROR(ReadTotals(db.get(), 1).status());
-  index->Release(std::move(db));
-  return index;
+  return ReadTotals(db, 1).status();
+}
+
+Status DiskIndex::Rebuild(const std::function<Status()>& set_aside) {
+  std::unordered_map<std::string, int64_t> sigs;
+  {
+    MutexLock lock(&mu_);
+    sigs = sig_ids_;
+  }
+  DropConnections();
+  KVTIER_RETURN_IF_ERROR(set_aside());
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, OpenConnection());
+  KVTIER_RETURN_IF_ERROR(PrepareSchema(db.get(), path_));
+  {
+    Transaction tx(db.get());
+    KVTIER_RETURN_IF_ERROR(tx.Begin());
+    KVTIER_ASSIGN_OR_RETURN(
+        SqliteStatement * ins,
+        db->Prepare("INSERT INTO signatures(id, signature) VALUES(?1, ?2) ON CONFLICT DO NOTHING"));
+    for (const auto& [signature, id] : sigs) {
+      StatementScope scope(ins);
+      ins->BindInt64(1, id);
+      ins->BindText(2, signature);
+      KVTIER_RETURN_IF_ERROR(ins->Run());
+    }
+    KVTIER_RETURN_IF_ERROR(tx.Commit());
+  }
+  // Connections opened while the files moved may have the old one open.
+  DropConnections();
+  uint64_t generation;
+  {
+    MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  Release(std::move(db), generation);
+  return Status::Ok();
+}
+
+void DiskIndex::DropConnections() {
+  std::vector<std::unique_ptr<SqliteDb>> old;
+  {
+    MutexLock lock(&mu_);
+    ++generation_;
+    old.swap(free_);
+  }
+  for (auto& db : old) db->KeepWalOnClose();
 }
 
 DiskIndex::~DiskIndex() = default;
 
 Result<DiskIndex::Lease> DiskIndex::Acquire() {
+  uint64_t generation;
   {
     MutexLock lock(&mu_);
+    generation = generation_;
     if (!free_.empty()) {
       std::unique_ptr<SqliteDb> db = std::move(free_.back());
       free_.pop_back();
-      return Lease(this, std::move(db));
+      return Lease(this, std::move(db), generation);
     }
   }
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, OpenConnection());
-  return Lease(this, std::move(db));
+  return Lease(this, std::move(db), generation);
 }
 
-void DiskIndex::Release(std::unique_ptr<SqliteDb> db) {
+void DiskIndex::Release(std::unique_ptr<SqliteDb> db, uint64_t generation) {
   db->Rollback();  // never return a connection with an open transaction
-  MutexLock lock(&mu_);
-  free_.push_back(std::move(db));
+  bool current;
+  {
+    MutexLock lock(&mu_);
+    current = generation == generation_;
+    if (current && db->corruption().ok()) {
+      free_.push_back(std::move(db));
+      return;
+    }
+  }
+  // Not reused: the file it has open was replaced, or its cache may hold
+  // damaged pages.
+  if (!current) db->KeepWalOnClose();
+  const Status found = db->corruption();
+  db.reset();
+  // Damage in a file that has been replaced since is no news.
+  if (!found.ok() && current && options_.on_corruption) options_.on_corruption(found);
 }
 
 Result<int64_t> DiskIndex::SignatureId(std::string_view signature) {
@@ -299,6 +392,9 @@ Result<int64_t> DiskIndex::SignatureId(std::string_view signature) {
       if (row) id = sel->ColumnInt64(0);
     }
     if (id == 0 && attempt == 0) {
+      if (options_.read_only) {
+        return Status::NotFound("index: no block of signature " + std::string(signature));
+      }
       KVTIER_ASSIGN_OR_RETURN(SqliteStatement * ins, db->Prepare(kSigInsert));
       StatementScope scope(ins);
       ins->BindText(1, signature);
@@ -396,17 +492,21 @@ Result<std::vector<std::optional<IndexRow>>> DiskIndex::LookupMany(std::span<con
   return out;
 }
 
-Status DiskIndex::Upsert(std::span<const IndexRow> rows) {
-  return UpsertIf(rows, FileCheck()).status();
+Status DiskIndex::Upsert(std::span<const IndexRow> rows, AccessTimes times) {
+  return UpsertIf(rows, FileCheck(), times).status();
 }
 
 Result<std::vector<bool>> DiskIndex::UpsertIf(std::span<const IndexRow> rows,
-                                              const FileCheck& describes_file) {
+                                              const FileCheck& describes_file, AccessTimes times) {
   std::vector<bool> written(rows.size(), false);
   if (rows.empty()) return written;
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
   Transaction tx(db.get());
   KVTIER_RETURN_IF_ERROR(tx.Begin());
+  std::optional<AccessClock> clock;
+  if (times == AccessTimes::kFresh) {
+    KVTIER_ASSIGN_OR_RETURN(clock, AccessClock::Read(db.get()));
+  }
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kUpsert));
   for (size_t i = 0; i < rows.size(); ++i) {
     const IndexRow& r = rows[i];
@@ -416,7 +516,7 @@ Result<std::vector<bool>> DiskIndex::UpsertIf(std::span<const IndexRow> rows,
     stmt->BindInt64(2, r.sig_id);
     stmt->BindInt64(3, static_cast<int64_t>(r.size));
     stmt->BindInt64(4, r.created_at_us);
-    stmt->BindInt64(5, r.last_access_us);
+    stmt->BindInt64(5, clock ? clock->Next(r.last_access_us) : r.last_access_us);
     stmt->BindInt64(6, static_cast<int64_t>(r.header_hash));
     KVTIER_RETURN_IF_ERROR(stmt->Run());
     written[i] = true;
@@ -430,11 +530,12 @@ Status DiskIndex::Touch(std::span<const std::pair<BlockKey, int64_t>> touches) {
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
   Transaction tx(db.get());
   KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(AccessClock clock, AccessClock::Read(db.get()));
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTouch));
   for (const auto& [key, at] : touches) {
     StatementScope scope(stmt);
     stmt->BindBlob(1, KeyBlob(key));
-    stmt->BindInt64(2, at);
+    stmt->BindInt64(2, clock.Next(at));
     KVTIER_RETURN_IF_ERROR(stmt->Run());
   }
   return tx.Commit();
@@ -467,6 +568,7 @@ Result<std::vector<bool>> DiskIndex::TouchIfPresentMany(std::span<const IndexRow
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
   Transaction tx(db.get());
   KVTIER_RETURN_IF_ERROR(tx.Begin());
+  KVTIER_ASSIGN_OR_RETURN(AccessClock clock, AccessClock::Read(db.get()));
   KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(kTouchIfSame));
   for (size_t i = 0; i < rows.size(); ++i) {
     const IndexRow& row = rows[i];
@@ -476,7 +578,7 @@ Result<std::vector<bool>> DiskIndex::TouchIfPresentMany(std::span<const IndexRow
     stmt->BindInt64(3, static_cast<int64_t>(row.size));
     stmt->BindInt64(4, row.created_at_us);
     stmt->BindInt64(5, static_cast<int64_t>(row.header_hash));
-    stmt->BindInt64(6, at_us);
+    stmt->BindInt64(6, clock.Next(at_us));
     KVTIER_RETURN_IF_ERROR(stmt->Run());
     touched[i] = db->Changes() > 0;
   }
@@ -616,9 +718,13 @@ Result<bool> DiskIndex::WriteTransaction::Delete(const BlockKey& key) {
 
 Status DiskIndex::WriteTransaction::Commit() { return db_->Commit(); }
 
-Result<std::string> DiskIndex::IntegrityCheck() {
+Result<std::string> DiskIndex::IntegrityCheck() { return RunCheck("PRAGMA integrity_check"); }
+
+Result<std::string> DiskIndex::QuickCheck() { return RunCheck("PRAGMA quick_check"); }
+
+Result<std::string> DiskIndex::RunCheck(std::string_view pragma) {
   KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
-  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare("PRAGMA integrity_check"));
+  KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(pragma));
   StatementScope scope(stmt);
   std::string out;
   while (true) {

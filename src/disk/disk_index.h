@@ -16,6 +16,9 @@
 //
 // Connections come from a pool: a call takes one (opening a new one outside
 // the lock when none is free), uses it without any lock held, and returns it.
+// A connection that found the file damaged is closed on return and
+// reported (IndexOptions::on_corruption); Rebuild() puts a new file in
+// place under the same object.
 //
 // Thread safety: all methods may be called from many threads at once. One
 // mutex guards the connection pool and the signature-id cache; no SQLite
@@ -87,6 +90,21 @@ struct IndexOptions {
   // process cannot write (read-only mount, another user's copy) is opened
   // immutable (sqlite_db.h). Every write method then fails with kIOError.
   bool read_only = false;
+  // Called with the status when a call found the file damaged (SQLite said
+  // CORRUPT or NOTADB), at any time after Open(), from the calling thread
+  // with no lock held; the connection that saw it is closed, not reused.
+  // nullptr = none.
+  std::function<void(const Status&)> on_corruption;
+};
+
+// The access times of rows being written.
+enum class AccessTimes : uint8_t {
+  // As given (a reconcile adopting a file dates it by its mtime).
+  kAsGiven,
+  // Fresh accesses (a write): each row's time becomes max(its own, one
+  // more than the newest access time in the index), so the order eviction
+  // follows survives wall-clock steps (Touch() does the same).
+  kFresh,
 };
 
 class DiskIndex {
@@ -100,7 +118,8 @@ class DiskIndex {
                                                  const IndexOptions& options);
   ~DiskIndex();
 
-  // The id of `signature`, inserting it if new (cached).
+  // The id of `signature`, inserting it if new (cached); read-only:
+  // NotFound if it is new.
   Result<int64_t> SignatureId(std::string_view signature);
   // Totals per signature that has blocks, sorted by signature.
   Result<std::vector<SignatureTotals>> PerSignature();
@@ -113,7 +132,7 @@ class DiskIndex {
   Result<std::vector<std::optional<IndexRow>>> LookupMany(std::span<const BlockKey> keys);
   // Inserts or replaces rows in one transaction. A replaced row keeps the
   // later of the two access times.
-  Status Upsert(std::span<const IndexRow> rows);
+  Status Upsert(std::span<const IndexRow> rows, AccessTimes times = AccessTimes::kAsGiven);
   // Whether a row still describes the file at its key's path.
   using FileCheck = std::function<bool(const IndexRow&)>;
   // Upsert() of the rows for which `describes_file` holds, asked inside the
@@ -123,13 +142,14 @@ class DiskIndex {
   // when it commits: a row read or computed earlier cannot overwrite the row
   // of a file another process has put in place since.
   Result<std::vector<bool>> UpsertIf(std::span<const IndexRow> rows,
-                                     const FileCheck& describes_file);
+                                     const FileCheck& describes_file,
+                                     AccessTimes times = AccessTimes::kAsGiven);
   // Replaces the row of `old_row.key` by `new_row` only if it still
   // describes the same file as `old_row` (SameFile): a reader that found a
   // valid block file of another writer in place of the one the row
   // describes. True if it replaced the row.
   Result<bool> ReplaceIfSame(const IndexRow& old_row, const IndexRow& new_row);
-  // Raises the last-access time of the row of `row.key` to `at_us` if that
+  // Marks the row of `row.key` accessed at `at_us` (as Touch()) if that
   // row still describes the same file (SameFile), in a write transaction:
   // true if it did. A writer uses it to confirm that a block it finds
   // indexed is not being evicted at this moment (an eviction holds the
@@ -137,7 +157,11 @@ class DiskIndex {
   Result<bool> TouchIfPresent(const IndexRow& row, int64_t at_us);
   // TouchIfPresent() of every row in one transaction; result i for rows[i].
   Result<std::vector<bool>> TouchIfPresentMany(std::span<const IndexRow> rows, int64_t at_us);
-  // Raises last-access times (never lowers them), one transaction.
+  // Records accesses, one transaction: each row's last-access time becomes
+  // at least max(the given time, one more than the newest access time in
+  // the index, one more than the touch before it), never lower than it was:
+  // an access recorded now is the newest even after the wall clock stepped
+  // back (AccessTimes::kFresh).
   Status Touch(std::span<const std::pair<BlockKey, int64_t>> touches);
   // Deletes rows; returns how many existed.
   Result<uint64_t> Delete(std::span<const BlockKey> keys);
@@ -166,6 +190,21 @@ class DiskIndex {
 
   // PRAGMA integrity_check: "ok" or SQLite's findings.
   Result<std::string> IntegrityCheck();
+  // PRAGMA quick_check (the same checks but indexes against their tables:
+  // O(pages)): "ok" or SQLite's findings.
+  Result<std::string> QuickCheck();
+
+  // Replaces the index file by a new, empty one: closes every pooled
+  // connection (those in use are closed when returned), calls `set_aside`
+  // (which moves the old files away), creates the schema anew and registers
+  // the signatures this object has handed out under the same ids, so the
+  // callers' ids stay valid. REQUIRES: the caller holds the folder lock
+  // exclusively (no other process uses the file).
+  Status Rebuild(const std::function<Status()>& set_aside);
+  // Closes every pooled connection (those in use are closed when
+  // returned): the next calls open the file now at the path, e.g. one
+  // another process has rebuilt.
+  void DropConnections();
 
  private:
   class Lease;
@@ -174,12 +213,18 @@ class DiskIndex {
   // Open() with IndexOptions::read_only.
   static Result<std::unique_ptr<DiskIndex>> OpenReadOnly(std::unique_ptr<DiskIndex> index);
   Result<Lease> Acquire();
-  void Release(std::unique_ptr<SqliteDb> db);
+  void Release(std::unique_ptr<SqliteDb> db, uint64_t generation);
+  // WAL mode, the schema (created if new) and its version on `db`.
+  static Status PrepareSchema(SqliteDb* db, const std::string& path);
+  Result<std::string> RunCheck(std::string_view pragma);
 
   const std::string path_;
   const IndexOptions options_;
   bool immutable_ = false;  // read_only in a folder that cannot be written; set in Open
   Mutex mu_;
+  // Bumped by Rebuild() and DropConnections(): a connection of an earlier
+  // generation is closed when returned.
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
   std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);
 };
@@ -191,11 +236,12 @@ bool SameFile(const IndexRow& a, const IndexRow& b);
 // A pooled connection, returned to the pool when destroyed.
 class DiskIndex::Lease {
  public:
-  Lease(DiskIndex* owner, std::unique_ptr<SqliteDb> db) : owner_(owner), db_(std::move(db)) {}
+  Lease(DiskIndex* owner, std::unique_ptr<SqliteDb> db, uint64_t generation)
+      : owner_(owner), db_(std::move(db)), generation_(generation) {}
   Lease(Lease&&) = default;
   Lease& operator=(Lease&&) = default;
   ~Lease() {
-    if (db_ != nullptr) owner_->Release(std::move(db_));
+    if (db_ != nullptr) owner_->Release(std::move(db_), generation_);
   }
   SqliteDb* operator->() const { return db_.get(); }
   SqliteDb* get() const { return db_.get(); }
@@ -203,6 +249,7 @@ class DiskIndex::Lease {
  private:
   DiskIndex* owner_;
   std::unique_ptr<SqliteDb> db_;
+  uint64_t generation_;
 };
 
 // The queries and deletes of one write transaction on one pooled

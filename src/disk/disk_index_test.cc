@@ -129,7 +129,10 @@ TEST(DiskIndexTest, TotalsFollowInsertsReplacementsAndDeletesPerSignature) {
   EXPECT_EQ(*idx->IntegrityCheck(), "ok");
 }
 
-TEST(DiskIndexTest, TouchOnlyMovesAccessTimesForward) {
+// A touch records an access now: the row becomes the newest, even when the
+// time given is earlier than the row's (a clock that stepped back), and is
+// never moved back.
+TEST(DiskIndexTest, TouchMakesTheRowTheNewest) {
   TempDir dir;
   auto idx = OpenIndex(dir.Sub("index.sqlite"));
   int64_t sig = *idx->SignatureId("s");
@@ -137,7 +140,7 @@ TEST(DiskIndexTest, TouchOnlyMovesAccessTimesForward) {
   ASSERT_THAT(idx->Upsert(rows), IsOk());
   std::vector<std::pair<BlockKey, int64_t>> t1 = {{TestBlockKey(1), 50}, {TestBlockKey(7), 1}};
   ASSERT_THAT(idx->Touch(t1), IsOk());
-  EXPECT_EQ((*idx->Lookup(TestBlockKey(1)))->last_access_us, 100);
+  EXPECT_EQ((*idx->Lookup(TestBlockKey(1)))->last_access_us, 101);
   std::vector<std::pair<BlockKey, int64_t>> t2 = {{TestBlockKey(1), 500}};
   ASSERT_THAT(idx->Touch(t2), IsOk());
   EXPECT_EQ((*idx->Lookup(TestBlockKey(1)))->last_access_us, 500);

@@ -100,6 +100,13 @@ class ControlledEnv final : public EnvWrapper {
 
   // Moves NowUnixMicros() forward by `us`.
   void AdvanceUnix(int64_t us) { offset_us_ += us; }
+  // A wall-clock step by `us` (< 0: back, as NTP or an operator sets a
+  // clock that ran ahead right): readings go on increasing from the new
+  // time.
+  void StepUnix(int64_t us) {
+    offset_us_ += us;
+    last_ = 0;
+  }
   // FreeSpace() returns fn() (no function: ask the base Env).
   void SetFreeSpace(std::function<uint64_t()> fn) {
     std::lock_guard<std::mutex> lock(mu_);

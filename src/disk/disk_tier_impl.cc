@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "core/saturating_time.h"
 #include "disk/full_disk_open.h"
@@ -31,6 +32,11 @@ Result<std::unique_ptr<DiskTier>> OpenWithKillHook(const DiskTierOptions& option
 }
 
 namespace {
+
+// Errors that say this process may not write the folder.
+bool IsReadOnlyError(const Status& s) {
+  return s.sys_errno() == EROFS || s.sys_errno() == EACCES || s.sys_errno() == EPERM;
+}
 
 uint64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
@@ -67,11 +73,47 @@ Status DiskTierImpl::CreateFolder(const std::string& path) {
   return Status::Ok();
 }
 
+Status DiskTierImpl::ProbeWritable() {
+  // A fixed name: a probe a killed process left behind is truncated and
+  // removed by the next one; two at once only race on its removal.
+  const std::string probe = JoinPath(options_.dir, ".kvtier-write-probe");
+  WriteFileOptions wo;
+  wo.permissions = options_.file_permissions;
+  wo.exclusive = false;
+  auto file = env_->CreateFile(probe, wo);
+  if (!file.ok()) return file.status();
+  Status closed = (*file)->Close();
+  Status removed = env_->RemoveFile(probe);
+  if (!closed.ok()) return closed;
+  return removed.ok() || removed.IsNotFound() ? Status::Ok() : removed;
+}
+
+Status DiskTierImpl::OpenReadOnlyIndex() {
+  IndexOptions io;
+  io.busy_timeout_ms = options_.sqlite_busy_timeout_ms;
+  io.read_only = true;
+  // Shared, where the lock file exists and can be locked: a process that
+  // rebuilds the index (which needs the folder alone) waits for this one.
+  auto lock = FolderLock::Acquire(env_, layout_, FileLock::kShared, options_.file_permissions,
+                                  uint64_t{options_.sqlite_busy_timeout_ms} * 1000);
+  if (lock.ok()) folder_lock_ = std::move(lock).value();
+  Status files = CheckIndexFiles(env_, layout_);
+  auto index = files.ok() ? DiskIndex::Open(layout_.IndexPath(), io)
+                          : Result<std::unique_ptr<DiskIndex>>(files);
+  if (!index.ok()) {
+    return NameIndexError(layout_, index.status()).WithContext("read-only folder " + options_.dir);
+  }
+  index_ = std::move(index).value();
+  return Status::Ok();
+}
+
 Status DiskTierImpl::OpenIndex() {
+  if (read_only_) return OpenReadOnlyIndex();
   const std::string path = layout_.IndexPath();
   const bool existed = env_->Stat(path).ok();
   IndexOptions io;
   io.busy_timeout_ms = options_.sqlite_busy_timeout_ms;
+  io.on_corruption = [this](const Status& s) { OnIndexCorruption(s); };
   // NORMAL in both modes: a WAL commit lost to a power cut only loses rows,
   // and the files they describe (fsynced, in kFsync mode) are adopted again by
   // the reconcile. FULL would add an fsync to every commit.
@@ -93,12 +135,17 @@ Status DiskTierImpl::OpenIndex() {
     auto sole =
         FolderLock::Acquire(env_, layout_, FileLock::kExclusive, options_.file_permissions, 0);
     if (!sole.ok()) {
+      counters_.events.IndexCorrupt(index.status(), DiskEvents::IndexFoundAt::kOpen,
+                                    DiskEvents::IndexOutcome::kOpenRefused);
       return Status::Unavailable(index.status().message() +
                                  "; other processes have the folder open: it is set aside and "
                                  "rebuilt by the first Open() after they close it");
     }
     KVTIER_RETURN_IF_ERROR(SetAsideIndexFiles(env_, layout_, quarantine_.get()));
+    counters_.events.IndexCorrupt(index.status(), DiskEvents::IndexFoundAt::kOpen,
+                                  DiskEvents::IndexOutcome::kRebuilt);
     index = DiskIndex::Open(path, io);
+    rebuilt_at_open_ = index.ok();
     sole->Release();
     KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
                                                               options_.file_permissions, wait_us));
@@ -131,16 +178,27 @@ Status DiskTierImpl::OpenIndex() {
 
 Status DiskTierImpl::Init() {
   KVTIER_RETURN_IF_ERROR(CreateFolder(options_.dir));
-  KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.BlocksDir()));
-  KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.QuarantineDir()));
+  if (Status probe = ProbeWritable(); !probe.ok()) {
+    if (!IsReadOnlyError(probe)) return probe.WithContext("DiskTier::Open");
+    read_only_ = true;
+    counters_.events.ReadOnlyFolder(probe);
+  }
+  if (!read_only_) {
+    KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.BlocksDir()));
+    KVTIER_RETURN_IF_ERROR(CreateFolder(layout_.QuarantineDir()));
+  }
   writer_ = std::make_unique<BlockWriter>(env_, &layout_, &options_, &kill_hook_);
-  if (options_.durability == Durability::kFsync) {
+  if (options_.durability == Durability::kFsync && !read_only_) {
     // (kChecksum makes subfolders as needed: mkdir is all it costs.)
     KVTIER_RETURN_IF_ERROR(writer_->MakeAllSubdirs());
   }
   quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
   KVTIER_RETURN_IF_ERROR(OpenIndex());
-  KVTIER_ASSIGN_OR_RETURN(sig_id_, index_->SignatureId(options_.layout_signature));
+  Result<int64_t> sig = index_->SignatureId(options_.layout_signature);
+  if (read_only_ && sig.status().IsNotFound()) {
+    sig = int64_t{0};  // no block of this layout in the folder: no row has id 0
+  }
+  KVTIER_ASSIGN_OR_RETURN(sig_id_, std::move(sig));
   capacity_ =
       std::make_unique<Capacity>(&options_, env_, index_.get(), &layout_, &counters_, &kill_hook_);
   committer_ = std::make_unique<GroupCommitter>(
@@ -183,10 +241,10 @@ Status DiskTierImpl::Init() {
   rp.sig_id = sig_id_;
   rp.touches_due = [this] { WakeTouchFlush(); };
   read_path_ = std::make_unique<ReadPath>(std::move(rp));
-  for (uint32_t i = 0; i < options_.writer_threads; ++i) {
+  for (uint32_t i = 0; i < options_.writer_threads && !read_only_; ++i) {
     writers_.push_back(env_->StartThread([this] { WriterLoop(); }));
   }
-  if (!options_.reconcile_on_open && options_.open_reconcile_entries > 0) {
+  if (!options_.reconcile_on_open && options_.open_reconcile_entries > 0 && !read_only_) {
     // A bounded share of the reconcile, from a subfolder that differs from
     // open to open, so that every writer adopts some of what killed writers
     // left behind. Its failures are the full reconcile's to report.
@@ -200,7 +258,9 @@ Status DiskTierImpl::Init() {
   }
   {
     MutexLock lock(&mu_);
-    reconcile_running_ = options_.reconcile_on_open;
+    // A rebuilt index learns the files from the reconcile, asked for or not.
+    reconcile_running_ = ((options_.reconcile_on_open || rebuilt_at_open_) && !read_only_) ||
+                         index_damage_.has_value();
   }
   maintenance_ = env_->StartThread([this] { MaintenanceLoop(); });
   return Status::Ok();
@@ -240,6 +300,11 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
     return Status::InvalidArgument("DiskTier::Store: block " + key.Hex() + " is empty");
   }
   KVTIER_RETURN_IF_ERROR(CheckStoreHeader(key, *block));
+  if (read_only_) {
+    DiskCounters::Add(counters_.read_only_skips);
+    if (options_.write_failure_listener) options_.write_failure_listener(key);
+    return Status::Ok();
+  }
   if (options_.writer_threads > 0) {
     switch (pending_->Enqueue(key, block, options_.queue_wait_micros)) {
       case PendingWrites::AddOutcome::kQueued:
@@ -274,6 +339,56 @@ Status DiskTierImpl::Store(const BlockKey& key, SharedBlock block) {
     counters_.events.QueueFull(pending_->max_bytes(), /*dropped=*/false);
   }
   return write_path_->Write(std::span<const std::shared_ptr<PendingBlock>>(&p, 1))[0];
+}
+
+void DiskTierImpl::OnIndexCorruption(const Status& s) {
+  DiskCounters::Add(counters_.errors);
+  MutexLock lock(&mu_);
+  if (index_damage_.has_value()) return;  // a repair is due already
+  index_damage_ = s;
+  // WaitForBackgroundReconcile() waits for the repair's outcome.
+  reconcile_running_ = true;
+  maintenance_cv_.Signal();
+}
+
+bool DiskTierImpl::RepairIndex(const Status& cause) {
+  const uint64_t wait_us = uint64_t{options_.sqlite_busy_timeout_ms} * 1000;
+  // As at Open(): only with the folder to ourselves, or the others would go
+  // on using the old file while we use the new one.
+  folder_lock_.Release();
+  auto sole =
+      FolderLock::Acquire(env_, layout_, FileLock::kExclusive, options_.file_permissions, 0);
+  Status rebuilt =
+      sole.ok()
+          ? index_->Rebuild([this] { return SetAsideIndexFiles(env_, layout_, quarantine_.get()); })
+          : sole.status();
+  if (sole.ok()) sole->Release();
+  auto shared =
+      FolderLock::Acquire(env_, layout_, FileLock::kShared, options_.file_permissions, wait_us);
+  if (shared.ok()) folder_lock_ = std::move(shared).value();
+  if (!sole.ok()) {
+    // Another process may rebuild it first: our next calls open whatever
+    // file is at the path then.
+    index_->DropConnections();
+    counters_.events.IndexCorrupt(cause, DiskEvents::IndexFoundAt::kServing,
+                                  DiskEvents::IndexOutcome::kServing);
+    return false;
+  }
+  if (!rebuilt.ok()) {
+    DiskCounters::Add(counters_.errors);
+    counters_.events.IndexCorrupt(cause, DiskEvents::IndexFoundAt::kServing,
+                                  DiskEvents::IndexOutcome::kRebuildFailed, rebuilt.message());
+    return false;
+  }
+  counters_.events.IndexCorrupt(cause, DiskEvents::IndexFoundAt::kServing,
+                                DiskEvents::IndexOutcome::kRebuilt);
+  Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
+                          capacity_.get(), &counters_};
+  if (Result<ReconcileReport> r = Reconciler(parts).Run(stop_); !r.ok()) {
+    DiskCounters::Add(counters_.errors);
+    counters_.events.ReconcileFailed(r.status());
+  }
+  return true;
 }
 
 void DiskTierImpl::WakeTouchFlush() {
@@ -322,10 +437,17 @@ Status DiskTierImpl::ForEachKey(const std::function<void(const BlockKey&, uint64
   });
 }
 
+Status DiskTierImpl::CheckWritable(const char* what) const {
+  if (!read_only_) return Status::Ok();
+  return Status::FailedPrecondition(std::string(what) + ": the folder " + options_.dir +
+                                    " is read-only");
+}
+
 Result<bool> DiskTierImpl::Erase(const BlockKey& key) {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::Erase: the tier is closed");
   }
+  KVTIER_RETURN_IF_ERROR(CheckWritable("DiskTier::Erase"));
   bool removed = pending_->Cancel(key);
   touches_.Forget(key);
   // File first: a crash in between leaves a row without a file (a miss),
@@ -344,6 +466,7 @@ Result<bool> DiskTierImpl::Forget(const BlockKey& key) {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::Forget: the tier is closed");
   }
+  KVTIER_RETURN_IF_ERROR(CheckWritable("DiskTier::Forget"));
   bool removed = pending_->Cancel(key);
   touches_.Forget(key);
   KVTIER_ASSIGN_OR_RETURN(uint64_t rows, index_->Delete(std::span<const BlockKey>(&key, 1)));
@@ -354,6 +477,7 @@ Result<uint64_t> DiskTierImpl::Clear() {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::Clear: the tier is closed");
   }
+  KVTIER_RETURN_IF_ERROR(CheckWritable("DiskTier::Clear"));
   pending_->CancelAll();
   touches_.Clear();
   uint64_t removed = 0;
@@ -387,7 +511,7 @@ Result<uint64_t> DiskTierImpl::Clear() {
 
 void DiskTierImpl::FlushTouches() {
   std::vector<std::pair<BlockKey, int64_t>> batch = touches_.Drain();
-  if (batch.empty()) return;
+  if (batch.empty() || read_only_) return;  // a read-only index records no access
   if (!index_->Touch(batch).ok()) DiskCounters::Add(counters_.errors);
 }
 
@@ -402,6 +526,7 @@ Result<uint64_t> DiskTierImpl::EnforceLimit() {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::EnforceLimit: the tier is closed");
   }
+  KVTIER_RETURN_IF_ERROR(CheckWritable("DiskTier::EnforceLimit"));
   KVTIER_ASSIGN_OR_RETURN(EvictOutcome out, capacity_->EnforceLimit());
   return out.bytes_freed;
 }
@@ -410,6 +535,7 @@ Result<ReconcileReport> DiskTierImpl::Reconcile() {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::Reconcile: the tier is closed");
   }
+  KVTIER_RETURN_IF_ERROR(CheckWritable("DiskTier::Reconcile"));
   Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
                           capacity_.get(), &counters_};
   return Reconciler(parts).Run(stop_);
@@ -429,9 +555,12 @@ void DiskTierImpl::MaintenanceLoop() {
   if (run_reconcile) {
     Reconciler::Parts parts{&options_,       env_,      &layout_, index_.get(), quarantine_.get(),
                             capacity_.get(), &counters_};
-    if (!Reconciler(parts).Run(stop_).ok()) DiskCounters::Add(counters_.errors);
+    if (Result<ReconcileReport> r = Reconciler(parts).Run(stop_); !r.ok()) {
+      DiskCounters::Add(counters_.errors);
+      counters_.events.ReconcileFailed(r.status());
+    }
     MutexLock lock(&mu_);
-    reconcile_running_ = false;
+    reconcile_running_ = index_damage_.has_value();
     reconcile_cv_.SignalAll();
   }
   // Retention is applied a few times per retention period (at most every
@@ -445,16 +574,32 @@ void DiskTierImpl::MaintenanceLoop() {
   uint64_t last_expiry = env_->NowMicros();
   uint64_t last_quarantine = last_expiry;
   while (true) {
+    std::optional<Status> damage;
     {
       MutexLock lock(&mu_);
       // One timed wait: an early wake-up only flushes the touches sooner.
-      if (!maintenance_stop_ && !touch_flush_wanted_) {
+      if (!maintenance_stop_ && !touch_flush_wanted_ && !index_damage_.has_value()) {
         maintenance_cv_.WaitFor(&lock, SaturatingMul(options_.touch_flush_interval_ms, 1000));
       }
       if (maintenance_stop_) return;
       touch_flush_wanted_ = false;
+      damage = index_damage_;
+    }
+    if (damage.has_value()) {
+      const bool repaired = RepairIndex(*damage);
+      MutexLock lock(&mu_);
+      // Not repaired (others hold the folder): the next call that finds the
+      // damage asks again, at most once per wait above.
+      index_damage_.reset();
+      reconcile_running_ = false;
+      reconcile_cv_.SignalAll();
+      if (!repaired && !maintenance_stop_) {
+        maintenance_cv_.WaitFor(&lock, SaturatingMul(options_.touch_flush_interval_ms, 1000));
+      }
+      continue;
     }
     FlushTouches();
+    if (read_only_) continue;
     const uint64_t now = env_->NowMicros();
     if (expiry_every_us > 0 && now - last_expiry >= expiry_every_us) {
       last_expiry = now;

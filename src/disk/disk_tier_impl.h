@@ -23,6 +23,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -79,7 +80,13 @@ class DiskTierImpl final : public DiskTier {
 
  private:
   Status CreateFolder(const std::string& path);
+  // OK if a file can be created in the folder; else why not.
+  Status ProbeWritable();
   Status OpenIndex();
+  // OpenIndex() of a read-only folder: the index read-only or immutable.
+  Status OpenReadOnlyIndex();
+  // FailedPrecondition naming `what` in a read-only folder.
+  Status CheckWritable(const char* what) const;
 
   void WriterLoop();
   void MaintenanceLoop();
@@ -87,6 +94,13 @@ class DiskTierImpl final : public DiskTier {
 
   // Asks the maintenance thread to flush the touch buffer now.
   void WakeTouchFlush();
+  // The index reported damage (IndexOptions::on_corruption, any thread):
+  // asks the maintenance thread to repair it.
+  void OnIndexCorruption(const Status& s);
+  // On the maintenance thread: if no other process has the folder open,
+  // sets the index aside, rebuilds it and reconciles the files into it
+  // (true); else logs and leaves it (false). One log line either way.
+  bool RepairIndex(const Status& cause);
   Status CheckStoreHeader(const BlockKey& key, const BlockBuffer& block);
 
   const DiskTierOptions options_;
@@ -110,6 +124,8 @@ class DiskTierImpl final : public DiskTier {
   std::unique_ptr<ReadPath> read_path_;
   TouchBuffer touches_;
   int64_t sig_id_ = 0;
+  bool read_only_ = false;        // the folder cannot be written; set by Init()
+  bool rebuilt_at_open_ = false;  // OpenIndex() set a damaged index aside
   std::atomic<bool> closed_{false};
   std::atomic<bool> stop_{false};  // background reconcile: stop early
   std::vector<std::thread> writers_;
@@ -119,7 +135,10 @@ class DiskTierImpl final : public DiskTier {
   CondVar maintenance_cv_;
   bool maintenance_stop_ GUARDED_BY(mu_) = false;
   bool touch_flush_wanted_ GUARDED_BY(mu_) = false;
+  // Set while a reconcile runs or an index repair is due or running.
   bool reconcile_running_ GUARDED_BY(mu_) = false;
+  // The damage the index reported, until the maintenance thread acts on it.
+  std::optional<Status> index_damage_ GUARDED_BY(mu_);
   CondVar reconcile_cv_;
 };
 

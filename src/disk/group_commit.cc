@@ -14,7 +14,8 @@ Result<std::vector<bool>> GroupCommitter::Commit(std::span<const IndexRow> rows)
       committing_ = true;
       open_ = nullptr;
       lock.Unlock();
-      Result<std::vector<bool>> written = index_->UpsertIf(mine->rows, describes_file_);
+      Result<std::vector<bool>> written =
+          index_->UpsertIf(mine->rows, describes_file_, AccessTimes::kFresh);
       lock.Lock();
       mine->written = std::move(written);
       mine->done = true;

@@ -72,6 +72,7 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
     }
     if (outcome == ReadOutcome::kError) {
       DiskCounters::Add(p_.counters->errors);
+      p_.counters->events.ReadFailed(error);
       return miss;
     }
     // Gone or bad: judge the file by the row as it is now, not as it was
@@ -123,6 +124,7 @@ Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const
   if (outcome == ReadOutcome::kNoBuffer) return error;
   if (outcome == ReadOutcome::kError) {
     DiskCounters::Add(p_.counters->errors);
+    p_.counters->events.ReadFailed(error);
     return std::optional<size_t>();
   }
   auto row = p_.index->Lookup(key);

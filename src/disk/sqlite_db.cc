@@ -6,9 +6,46 @@
 
 namespace kvtier::disk {
 
+namespace {
+
+// What SQLite's VFS last reported on this thread about a failed file
+// operation ("os_unix.c:1234: (13) open(/d/index.sqlite-wal) - Permission
+// denied"): the file and the system call, which sqlite3_errmsg() leaves out
+// ("disk I/O error"). A connection is used by one thread at a time and the
+// VFS reports on the failing call's thread, so SqliteStatus(), on the same
+// thread, takes it.
+thread_local std::string vfs_report;
+
+void OnSqliteLog(void*, int code, const char* message) {
+  const int primary = code & 0xff;
+  if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY ||
+      primary == SQLITE_FULL || primary == SQLITE_PERM) {
+    vfs_report = message != nullptr ? message : "";
+  }
+}
+
+// The VFS's report on the failure just seen, cut to its "syscall(path) -
+// error" part.
+std::string TakeVfsReport() {
+  std::string r = std::move(vfs_report);
+  vfs_report.clear();
+  if (const size_t at = r.find(") "); r.starts_with("os_") && at != std::string::npos) {
+    r = r.substr(at + 2);
+  }
+  return r;
+}
+
+}  // namespace
+
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   std::string msg = "index: " + std::string(what) + ": ";
   msg += (db != nullptr) ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const int primary = rc & 0xff;
+  if (std::string vfs = TakeVfsReport();
+      !vfs.empty() && (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN ||
+                       primary == SQLITE_READONLY || primary == SQLITE_FULL)) {
+    msg += " (" + vfs + ")";
+  }
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -72,7 +109,7 @@ Result<bool> SqliteStatement::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return SqliteStatus(db_, rc, sqlite3_sql(stmt_));
+  return owner_->Failure(rc, sqlite3_sql(stmt_));
 }
 
 Status SqliteStatement::Run() {
@@ -111,7 +148,8 @@ namespace {
 // Only possible before SQLite initializes; if the application initialized it
 // first, its setting stands (SQLITE_MISUSE, ignored).
 void ConfigureSqliteOnce() {
-  static const int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  static const int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) |
+                        sqlite3_config(SQLITE_CONFIG_LOG, OnSqliteLog, nullptr);
   (void)rc;
 }
 
@@ -159,8 +197,14 @@ Status SqliteDb::Exec(std::string_view sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
   sqlite3_free(err);
-  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, text);
+  if (rc != SQLITE_OK) return Failure(rc, text);
   return Status::Ok();
+}
+
+Status SqliteDb::Failure(int rc, std::string_view what) {
+  Status s = SqliteStatus(db_, rc, what);
+  if (s.IsCorruption() && corruption_.ok()) corruption_ = s;
+  return s;
 }
 
 Result<SqliteStatement*> SqliteDb::Prepare(std::string_view sql) {
@@ -171,9 +215,9 @@ Result<SqliteStatement*> SqliteDb::Prepare(std::string_view sql) {
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(stmt);
-    return SqliteStatus(db_, rc, "prepare " + std::string(sql));
+    return Failure(rc, "prepare " + std::string(sql));
   }
-  auto owned = std::make_unique<SqliteStatement>(stmt, db_);
+  auto owned = std::make_unique<SqliteStatement>(stmt, this);
   SqliteStatement* raw = owned.get();
   statements_.emplace(std::string(sql), std::move(owned));
   return raw;
@@ -202,5 +246,10 @@ void SqliteDb::Rollback() {
 }
 
 int64_t SqliteDb::Changes() const { return sqlite3_changes64(db_); }
+
+void SqliteDb::KeepWalOnClose() {
+  int persist = 1;
+  (void)sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+}
 
 }  // namespace kvtier::disk

@@ -5,7 +5,11 @@
 // from a pool). Every SQLite error becomes a Status: BUSY/LOCKED →
 // kUnavailable, CORRUPT/NOTADB → kCorruption, FULL → kResourceExhausted,
 // IOERR/CANTOPEN → kIOError, anything else → kInternal; the message names the
-// SQL and SQLite's own text.
+// SQL and SQLite's own text, and for an I/O error the file and system call
+// that failed as SQLite's VFS reported them (e.g. "open(/d/index.sqlite-wal)
+// - Permission denied"). A connection remembers the first CORRUPT/NOTADB
+// error it returned (corruption()), so its owner can tell a damaged file
+// from a failed call.
 //
 // Thread safety: none; one thread at a time per object.
 #ifndef KVTIER_DISK_SQLITE_DB_H_
@@ -31,9 +35,11 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what);
 // `path` percent-encoded for the path part of a SQLite `file:` URI.
 std::string UriPath(std::string_view path);
 
+class SqliteDb;
+
 class SqliteStatement {
  public:
-  explicit SqliteStatement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
+  SqliteStatement(sqlite3_stmt* stmt, SqliteDb* owner) : stmt_(stmt), owner_(owner) {}
   ~SqliteStatement();
   SqliteStatement(const SqliteStatement&) = delete;
   SqliteStatement& operator=(const SqliteStatement&) = delete;
@@ -56,7 +62,7 @@ class SqliteStatement {
 
  private:
   sqlite3_stmt* stmt_;
-  sqlite3* db_;
+  SqliteDb* owner_;
 };
 
 // Resets a statement when the scope ends, so an early return leaves it
@@ -114,9 +120,21 @@ class SqliteDb {
   int64_t Changes() const;
   sqlite3* raw() const { return db_; }
 
+  // Makes the close leave the -wal and -shm files where they are
+  // (SQLITE_FCNTL_PERSIST_WAL): SQLite removes them by path, and for a
+  // connection whose database file has been moved away (DiskIndex::
+  // Rebuild) that path names the new database's files.
+  void KeepWalOnClose();
+
+  // The first Corruption status this connection returned; OK if none.
+  const Status& corruption() const { return corruption_; }
+  // SqliteStatus(raw(), rc, what), remembered if it is a Corruption.
+  Status Failure(int rc, std::string_view what);
+
  private:
   explicit SqliteDb(sqlite3* db) : db_(db) {}
   sqlite3* db_;
+  Status corruption_;
   std::map<std::string, std::unique_ptr<SqliteStatement>, std::less<>> statements_;
 };
 

@@ -188,6 +188,7 @@ void WritePath::Finish(const std::shared_ptr<PendingBlock>& p, const Status& sta
   if (!status.ok()) {
     DiskCounters::Add(p_.counters->errors);
     p_.counters->events.WriteFailed(status);
+    if (p_.options->write_failure_listener) p_.options->write_failure_listener(p->key);
   }
   if (p_.pending->Retire(p)) {
     // Erased while being written: remove what was written.
