@@ -64,8 +64,10 @@ enum {
   KVTIER_E_BUFFER_TOO_SMALL = 9
 };
 
-/* The message of the last call on this thread that failed ("" if none has).
- * Valid until the next kvtier call on this thread. Never NULL. */
+/* The message of the last call on this thread that failed ("" if none has),
+ * at most 1023 bytes. Never NULL. The pointer is the thread's own buffer,
+ * valid for the thread's lifetime; its text stays until the next failing
+ * call on this thread (calls that succeed leave it alone). */
 KVTIER_C_API const char* kvtier_last_error(void);
 
 /* "OK", "NOT_FOUND", ..., "BUFFER_TOO_SMALL"; "UNKNOWN" for other values. */

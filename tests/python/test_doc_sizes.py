@@ -47,3 +47,28 @@ def test_docs_state_these_sizes(source_dir):
         assert "%d" % header in ops, name
     with open(os.path.join(source_dir, "docs", "c-api.md"), encoding="utf-8") as f:
         assert "(`tiny`: %d bytes)" % SIZES["tiny"][2] in f.read()
+
+
+def test_last_error_lifetime_is_what_header_and_docs_say(source_dir):
+    """kvtier_last_error(): the header and docs/c-api.md say the same as the
+    code does (issue 33 item 12): the text stays until the next failing call
+    on the thread; calls that succeed leave it alone."""
+    import ctypes
+    lib = ctypes.CDLL(os.path.join(os.environ["KVTIER_BUILD_DIR"], "libkvtier_c.so"))
+    lib.kvtier_last_error.restype = ctypes.c_char_p
+    cache = ctypes.c_void_p()
+    assert lib.kvtier_cache_open(b"{not json", ctypes.byref(cache)) != 0
+    failed = lib.kvtier_last_error()
+    assert failed.startswith(b"kvtier_cache_open"), failed
+    sig = ctypes.create_string_buffer(4096)
+    n = ctypes.c_size_t()
+    assert lib.kvtier_layout_signature(b"tiny", sig, 4096, ctypes.byref(n)) == 0
+    assert lib.kvtier_last_error() == failed
+    with open(os.path.join(source_dir, "include", "kvtier", "kvtier_c.h"), encoding="utf-8") as f:
+        header = " ".join(w for w in f.read().split() if w != "*")  # comment lines joined
+    assert ("its text stays until the next failing call on this thread (calls that succeed "
+            "leave it alone)") in header
+    with open(os.path.join(source_dir, "docs", "c-api.md"), encoding="utf-8") as f:
+        doc = " ".join(f.read().split())
+    assert ("stays until the next failing call on that thread (calls that succeed leave it "
+            "alone;") in doc
