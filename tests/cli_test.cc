@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "testing/temp_dir.h"
 
@@ -178,6 +180,36 @@ TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
   EXPECT_EQ(j["prefix_tokens"], 256);
   EXPECT_EQ(j["prefix_blocks"], 16);
   EXPECT_EQ(j["block_bytes"], 4096);
+
+  // Issue 32: each ratio per repeat, its median and worst beside its
+  // target; warm (no --drop-caches): no O_DIRECT loop, the warm target.
+  r = Run("bench pool --layout tiny --tokens 256 --repeats 3 --json --dir '" + tmp_.path() +
+          "/cache3'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["repeats"], 3);
+    for (const char* t : {"host", "host_memcpy", "disk", "raw_read", "pool"}) {
+      EXPECT_EQ(j["runs_ms"][t].size(), 3u) << t;
+    }
+    EXPECT_EQ(j["runs_ms"]["raw_direct"].size(), 0u);
+    EXPECT_TRUE(j["raw_direct_GBps"].is_null());
+    const nlohmann::json& host = j["ratios"]["host_vs_memcpy"];
+    EXPECT_EQ(host["runs"].size(), 3u);
+    EXPECT_EQ(host["target"], 1.0);
+    EXPECT_EQ(host["target_worst"], 0.7);
+    EXPECT_EQ(host["better"], "higher");
+    EXPECT_EQ(host["median"], j["host_vs_memcpy"]);
+    const nlohmann::json& disk = j["ratios"]["disk_vs_limit"];
+    EXPECT_EQ(disk["target"], 0.5);
+    EXPECT_FALSE(disk.contains("target_worst"));
+    for (const nlohmann::json* ratio : {&host, &disk}) {
+      std::vector<double> runs = (*ratio)["runs"].get<std::vector<double>>();
+      std::sort(runs.begin(), runs.end());
+      EXPECT_EQ((*ratio)["worst"].get<double>(), runs[0]);
+      EXPECT_EQ((*ratio)["median"].get<double>(), runs[1]);
+    }
+  }
 
   r = Run("bench pool --layout no-such-layout");
   EXPECT_EQ(r.exit_code, 2);

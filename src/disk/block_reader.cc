@@ -120,6 +120,17 @@ std::optional<PrefetchedRead> BlockReader::PrefetchTensors(const IndexRow& row,
   return PrefetchedRead{std::move(plan), std::move(file)};
 }
 
+bool BlockReader::PrefetchWhole(const BlockKey& key) const {
+  ReadFileOptions ro;
+  ro.follow_symlinks = false;
+  Status error;
+  std::unique_ptr<RandomAccessFile> file;
+  if (Open(layout_->BlockPath(key), ro, &file, &error) != ReadOutcome::kOk) return false;
+  const uint64_t size = file->size();
+  if (size == 0 || (options_.direct_io && size >= options_.direct_io_min_bytes)) return false;
+  return file->Prefetch(0, size).ok();
+}
+
 ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask,
                                      std::span<std::byte> dst, uint64_t* bytes_read,
                                      Status* error,

@@ -102,6 +102,14 @@ class BlockReader {
   // such file), to be passed to ReadTensors.
   std::optional<PrefetchedRead> PrefetchTensors(const IndexRow& row, const TensorMask& mask) const;
 
+  // Asks the device, without waiting, for the whole file of `key`, as
+  // PrefetchTensors does for a partial read: a reader that asks for its next
+  // block before it reads and verifies the current one keeps the device busy
+  // meanwhile. Only for a file that Read or ReadUnindexed will read through
+  // the page cache: one that direct_io will read (direct_io_min_bytes or
+  // more) would be read twice. Advice: true when something was asked for.
+  bool PrefetchWhole(const BlockKey& key) const;
+
   // Gives the buffer a block of `size` bytes is read into: exactly `size`
   // bytes, or the reason there is none.
   using DstFn = std::function<Result<std::span<std::byte>>(uint64_t size)>;

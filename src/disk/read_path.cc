@@ -18,6 +18,10 @@ constexpr size_t kTouchFlushThreshold = 4096;
 // Blocks a lane of partial reads asks the device for ahead of the one it
 // reads (ReadPath::LoadTensorBuffers).
 constexpr size_t kPartialLookahead = 2;
+// ... of whole reads: one, so that each lane's next file is on its way
+// while it verifies and hands out the one it has (whole files are large:
+// more would hold page cache that a long load evicts before it reads it).
+constexpr size_t kWholeLookahead = 1;
 
 }  // namespace
 
@@ -136,10 +140,19 @@ Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const
   return ReadFromDisk(key, **row, dst);
 }
 
-std::optional<PrefetchedRead> ReadPath::PrefetchAhead(const Located& where,
+std::optional<PrefetchedRead> ReadPath::PrefetchAhead(const BlockKey& key, const Located& where,
                                                       const TensorMask* mask) {
+  if (where.pending != nullptr) return std::nullopt;  // served from memory
+  if (mask == nullptr) {
+    // A whole read opens the file itself: the advice is all.
+    if (where.unindexed || (where.row.has_value() && where.row->sig_id == p_.sig_id &&
+                            !Expired(*where.row))) {
+      (void)p_.reader->PrefetchWhole(key);
+    }
+    return std::nullopt;
+  }
   // Only a partial read of a row's file that ReadFromDisk will read.
-  if (mask == nullptr || where.pending != nullptr || !where.row.has_value()) return std::nullopt;
+  if (!where.row.has_value()) return std::nullopt;
   const IndexRow& row = *where.row;
   if (row.sig_id != p_.sig_id || Expired(row)) return std::nullopt;
   try {
@@ -310,14 +323,12 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
       reported[i].store(true, std::memory_order_relaxed);
       done(i, std::move(out));
     };
-    if (!partial) {
-      p_.runner->Run(keys.size(), [&](size_t i) { load(i, nullptr); });
-      return;
-    }
-    // Partial reads are a few small preads per block, each waiting on the
-    // device: a lane asks for its next block (PrefetchAhead) before it reads
-    // the one it has, so the device always holds a block's requests more
-    // per lane than whole reads would give it.
+    // A lane asks the device for its next block (PrefetchAhead) before it
+    // reads the one it has, so the device holds more requests than there
+    // are lanes while they verify and hand out: partial reads are a few
+    // small preads per block, each waiting on the device; a whole read's
+    // verification and hand-out take as long as its read from a fast disk.
+    const size_t lookahead = partial ? kPartialLookahead : kWholeLookahead;
     std::atomic<size_t> next{0};
     const size_t lanes = std::min(keys.size(), p_.runner->lanes());
     p_.runner->Run(lanes, [&](size_t) {
@@ -325,11 +336,12 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
       // were asked for.
       std::deque<std::pair<size_t, std::optional<PrefetchedRead>>> mine;
       while (true) {
-        while (mine.size() <= kPartialLookahead) {
+        while (mine.size() <= lookahead) {
           const size_t j = next.fetch_add(1, std::memory_order_relaxed);
           if (j >= keys.size()) break;
           // The lane's first block is read at once: nothing to ask ahead.
-          mine.emplace_back(j, mine.empty() ? std::nullopt : PrefetchAhead(where[j], mask_of(j)));
+          mine.emplace_back(
+              j, mine.empty() ? std::nullopt : PrefetchAhead(keys[j], where[j], mask_of(j)));
         }
         if (mine.empty()) break;
         auto& [i, ahead] = mine.front();

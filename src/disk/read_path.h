@@ -13,9 +13,9 @@
 //      that is gone, and quarantines a damaged one;
 //   4. counts each load (hit, miss, bytes, latency) and notes each hit's
 //      access time in the touch buffer.
-// LoadMany and LoadBuffers read on the ParallelRunner's threads; a batch with
-// partial reads runs in lanes (one per thread and the caller) that each ask
-// the device for their next block before they read the one they have.
+// LoadMany and LoadBuffers read on the ParallelRunner's threads; LoadBuffers
+// runs in lanes (one per thread and the caller) that each ask the device for
+// their next block before they read the one they have.
 //
 // The parts belong to the DiskTierImpl; this class only borrows them and
 // holds no state of its own, so it has no mutex.
@@ -104,11 +104,14 @@ class ReadPath {
   Result<std::optional<size_t>> LoadLocated(const BlockKey& key, Located where, const DstFn& dst,
                                             const TensorMask* mask = nullptr,
                                             PrefetchedRead* prefetched = nullptr);
-  // For a partial read of a row's file that LoadLocated will read: asks the
-  // device for it now (BlockReader::PrefetchTensors). nullopt: nothing
-  // asked (no mask, a pending block, no row, an incompatible or expired
-  // one, no file).
-  std::optional<PrefetchedRead> PrefetchAhead(const Located& where, const TensorMask* mask);
+  // For a read of a file that LoadLocated will read: asks the device for it
+  // now. A partial read of a row's file (BlockReader::PrefetchTensors) gives
+  // what it asked for; a whole read asks for the file
+  // (BlockReader::PrefetchWhole) and gives nullopt. nullopt also when
+  // nothing was asked (a pending block, a partial read without a row, an
+  // incompatible or expired one, no file).
+  std::optional<PrefetchedRead> PrefetchAhead(const BlockKey& key, const Located& where,
+                                              const TensorMask* mask);
   // Reads and verifies the file `row` describes. A file found gone or bad
   // makes it look at the row again first: if another process replaced the
   // block meanwhile it reads the new one (once); only a file that disagrees

@@ -85,16 +85,19 @@ TEST(RemoteEvents, DownStillDownAndBackUpAreOneLineEach) {
   EXPECT_GE((*tier)->Stats().breaker_opens, 2u);
 }
 
+// The address of a server that was started and stopped: connects to it
+// are refused. "" if none could be started.
+std::string RefusingAddress() {
+  auto gone = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
+    return std::optional<Reply>();
+  });
+  return gone.ok() ? (*gone)->address() : "";
+}
+
 TEST(RemoteEvents, NoServerAtOpenIsADownLine) {
-  std::string url, address;
-  {
-    auto gone = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
-      return std::optional<Reply>();
-    });
-    ASSERT_TRUE(gone.ok());
-    url = (*gone)->url();
-    address = (*gone)->address();
-  }  // closed: connects are refused
+  const std::string address = RefusingAddress();
+  ASSERT_NE(address, "");
+  const std::string url = "redis://" + address;
   RecordingLogger logger;
   auto tier = RemoteTier::Open(EventOptions(url, &logger), Env::Default());
   ASSERT_TRUE(tier.ok()) << tier.status().ToString();
@@ -172,11 +175,6 @@ TEST(RemoteEvents, OomAndBadValuesAreOneLineEach) {
   EXPECT_EQ(bad[0].level, LogLevel::kWarning);
 }
 
-}  // namespace
-}  // namespace kvtier::remote
-
-namespace kvtier::remote {
-namespace {
 
 // The one "is down" line a tier that cannot reach `url` at Open() logs.
 std::string DownLineAtOpen(const std::string& url) {
@@ -192,16 +190,9 @@ std::string DownLineAtOpen(const std::string& url) {
 // server that never answers, a TLS handshake with a plaintext port. Before,
 // it said only "down or failing".
 TEST(RemoteEvents, TheDownLineNamesItsCause) {
-  std::string url, address;
-  {
-    auto gone = FakeRedisServer::Start([](const FakeRedisServer::Command&) {
-      return std::optional<Reply>();
-    });
-    ASSERT_TRUE(gone.ok());
-    url = (*gone)->url();
-    address = (*gone)->address();
-  }  // closed: connects are refused
-  EXPECT_THAT(DownLineAtOpen(url),
+  const std::string address = RefusingAddress();
+  ASSERT_NE(address, "");
+  EXPECT_THAT(DownLineAtOpen("redis://" + address),
               HasSubstr("redis " + address + " is down or failing (connection refused: "));
 
   EXPECT_THAT(DownLineAtOpen("redis://kvtier-no-such-host.invalid:6379"),

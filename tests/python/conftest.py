@@ -11,8 +11,8 @@ the sanitizer runtime (see cmake/KvtierPython.cmake). Run by hand:
 scripts/wheels also runs them in virtual environments where a wheel is
 installed and numpy and torch may be missing: a test file that imports a
 package this Python lacks (itself or through a helper module of this folder),
-and the engine tests (test_vllm*, test_sglang*: torch) without torch, are not
-collected; the report's header names them. make_blocks() skips its test
+the engine tests (test_vllm*, test_sglang*: torch) without torch, and those of
+CHILD_NEEDS without what their child processes import, are not collected; the report's header names them. make_blocks() skips its test
 without numpy.
 """
 
@@ -30,6 +30,8 @@ ROOT = os.environ.get("KVTIER_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINE_TESTS = ("test_vllm", "test_sglang")
+# Test files whose child processes import what the file itself does not.
+CHILD_NEEDS = {"test_example.py": {"numpy"}, "test_readme.py": {"numpy"}}
 
 
 def _installed(name):
@@ -79,6 +81,7 @@ def _missing_imports():
         needs = _imports(name[:-3], {"conftest"})
         if name.startswith(ENGINE_TESTS):
             needs |= {"numpy", "torch"}
+        needs |= CHILD_NEEDS.get(name, set())
         lacking = sorted(n for n in needs if not _installed(n))
         if lacking:
             missing[name] = lacking
