@@ -594,6 +594,8 @@ Result<json> ReadConfigFile(const std::string& path) {
   return root;
 }
 
+static_assert(kMaxOptionJsonDepth == internal::kMaxUserJsonDepth);
+
 Result<json> ParseOptionsText(std::string_view text, const std::string& what) {
   const std::optional<internal::JsonError> bad = internal::CheckUserJson(text);
   if (bad.has_value() && bad->kind == internal::JsonErrorKind::kTooDeep) {

@@ -91,6 +91,10 @@ Status ApplyOptions(const nlohmann::json& object, CacheSpec* spec);
 Status ApplyConfigFile(const std::string& path, CacheSpec* spec);
 // The object of a JSON config file, checked to be one (no nested "config").
 Result<nlohmann::json> ReadConfigFile(const std::string& path);
+// How deep option JSON may nest (core's kMaxUserJsonDepth, which the
+// bindings' users cannot include): Python's option lists too.
+inline constexpr int kMaxOptionJsonDepth = 32;
+
 // Parses option JSON (a config file's text, the C API's options_json) with
 // internal::CheckUserJson's limits first: InvalidArgument "<what>: ..." for
 // text that is not JSON, nests deeper than kMaxUserJsonDepth or repeats a

@@ -20,7 +20,6 @@
 
 #include "bindings/cache_spec.h"
 #include "bindings/option_table.h"
-#include "core/json_strict.h"
 #include "kvtier/block_file.h"
 #include "kvtier/block_key.h"
 #include "kvtier/tiered_cache.h"
@@ -66,9 +65,9 @@ nlohmann::json OptionToJson(const std::string& name, py::handle obj, int depth =
   }
   if (PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr())) {
     // A list option (remote_mac_keys: paths).
-    if (depth >= internal::kMaxUserJsonDepth) {
+    if (depth >= bindings::kMaxOptionJsonDepth) {
       ThrowInvalid(name + ": lists nested deeper than " +
-                   std::to_string(internal::kMaxUserJsonDepth) + " levels");
+                   std::to_string(bindings::kMaxOptionJsonDepth) + " levels");
     }
     nlohmann::json items = nlohmann::json::array();
     for (py::handle item : obj) items.push_back(OptionToJson(name, item, depth + 1));

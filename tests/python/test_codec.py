@@ -205,8 +205,8 @@ def test_arrays_of_another_shape_are_refused_naming_the_axis(tmp_path):
             assert cache.load_tensors(key, outs) is True
             for got, want_t in zip(outs, good):
                 assert got.tobytes() == want_t.tobytes()
-        with pytest.raises(kvtier.InvalidArgument, match=r"axis 2 is 16, the layout's is 32"):
-            cache.load_tensors(key, [np.empty((2, 16, 16), np.uint8)] + raw[1:])
+        with pytest.raises(kvtier.InvalidArgument, match=r"axis 1 is 32, the layout's is 16"):
+            cache.load_tensors(key, [np.empty((2, 32, 16), np.uint8)] + raw[1:])
 
 
 def test_int_arguments_out_of_range_are_invalid_argument():
