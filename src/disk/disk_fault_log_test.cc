@@ -105,9 +105,10 @@ TEST(DiskFaultLogTest, NearlyFullFiresForBlocksSmallerThanAnAllocationUnit) {
   const uint64_t file = MakeTestBlock(SmallLayout(), TestBlockKey(0))->size();
   const uint64_t unit = disk_test::AllocatedOnDisk(dir.path(), file);
   ASSERT_GE(unit, 2 * file) << "needs a file system with allocation units above " << file;
-  // Half of (held + free) may be used: 5.5 units with 11 free (one reading,
-  // adjusted by what the tier writes and frees). Six blocks reach it in
-  // allocated bytes; in file lengths 8 blocks (and 30) stay far below.
+  // Half of (held + free) may be used, with 11 units free (read again before
+  // the limit binds): k blocks held and one more reach it from k = 10 on in
+  // allocated bytes ((k + 1) units > (k + 11) / 2 units); in file lengths
+  // they never do.
   FreeSpaceEnv env(Env::Default(), 11 * unit);
   RecordingLogger log;
   DiskTierOptions o = TestOptions(dir.path(), SmallLayout());
@@ -117,7 +118,7 @@ TEST(DiskFaultLogTest, NearlyFullFiresForBlocksSmallerThanAnAllocationUnit) {
   o.writer_threads = 1;
   auto t = DiskTier::Open(o, &env);
   ASSERT_THAT(t, IsOk());
-  for (uint64_t i = 0; i < 8; ++i) {
+  for (uint64_t i = 0; i < 16; ++i) {
     ASSERT_THAT((*t)->Store(TestBlockKey(i), MakeTestBlock(SmallLayout(), TestBlockKey(i))),
                 IsOk());
     ASSERT_THAT((*t)->Flush(), IsOk());

@@ -126,6 +126,12 @@ Status DiskTierImpl::OpenIndex() {
   // would follow, fail or block on it): it is a corrupt index.
   Status files = CheckIndexFiles(env_, layout_);
   auto index = files.ok() ? DiskIndex::Open(path, io) : Result<std::unique_ptr<DiskIndex>>(files);
+  if (index.ok()) {
+    // The signatures' own index is read here first: damage there is damage
+    // found at open.
+    Result<int64_t> sig = (*index)->SignatureId(options_.layout_signature);
+    if (!sig.ok() && sig.status().IsCorruption()) index = sig.status();
+  }
   if (!index.ok()) index = NameIndexError(layout_, index.status());
   if (!index.ok() && index.status().IsCorruption()) {
     // Not a usable database: keep it for inspection and rebuild from files,
@@ -146,6 +152,10 @@ Status DiskTierImpl::OpenIndex() {
                                   DiskEvents::IndexOutcome::kRebuilt);
     index = DiskIndex::Open(path, io);
     rebuilt_at_open_ = index.ok();
+    {
+      MutexLock lock(&mu_);
+      index_damage_.reset();  // what the set-aside file reported while being opened
+    }
     sole->Release();
     KVTIER_ASSIGN_OR_RETURN(folder_lock_, FolderLock::Acquire(env_, layout_, FileLock::kShared,
                                                               options_.file_permissions, wait_us));

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace kvtier::disk {
@@ -18,20 +19,27 @@ thread_local std::string vfs_report;
 
 void OnSqliteLog(void*, int code, const char* message) {
   const int primary = code & 0xff;
-  if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY ||
-      primary == SQLITE_FULL || primary == SQLITE_PERM) {
-    vfs_report = message != nullptr ? message : "";
+  // Only the VFS's own reports ("os_unix.c:..."): the statement-level line
+  // SQLite logs after them repeats what sqlite3_errmsg() says.
+  if ((primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY ||
+       primary == SQLITE_FULL || primary == SQLITE_PERM) &&
+      message != nullptr && std::string_view(message).starts_with("os_")) {
+    vfs_report = message;
   }
 }
 
-// The VFS's report on the failure just seen, cut to its "syscall(path) -
-// error" part.
+// The VFS's report on the failure just seen ("os_unix.c:N: (errno)
+// call(path) - text") as "call(path) - text", the text from the errno where
+// SQLite left it empty.
 std::string TakeVfsReport() {
   std::string r = std::move(vfs_report);
   vfs_report.clear();
-  if (const size_t at = r.find(") "); r.starts_with("os_") && at != std::string::npos) {
-    r = r.substr(at + 2);
-  }
+  const size_t open = r.find(": (");
+  const size_t close = open == std::string::npos ? open : r.find(") ", open);
+  if (close == std::string::npos) return r;
+  const int err = std::atoi(r.c_str() + open + 3);
+  r = r.substr(close + 2);
+  if (r.ends_with(" - ") && err > 0) r += std::strerror(err);
   return r;
 }
 
