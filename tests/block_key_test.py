@@ -2,7 +2,7 @@
 """`kvtier key` against an independent hashlib implementation of block key v1.
 
 Runs the CLI over seeded random inputs (model ids, signatures, block sizes,
-salts, adapters, extras, token counts with partial blocks and zero tokens,
+salts, adapters, extras, token counts with partial blocks (zero tokens refused),
 --tokens and --tokens-file, text and --json output, --layout presets and
 JSON files) and compares stdout byte for byte with what
 tests/block_key_vectors.py computes. Then checks that bad input exits 2 with
@@ -131,13 +131,14 @@ def rand_shard(rng):
 
 def rand_tokens(rng, bt):
     kind = rng.random()
+    # At least one token: none at all is refused (fixed_cases checks that).
     if kind < 0.1:
-        count = 0
+        count = 1
     elif kind < 0.25:
-        count = rng.randint(1, bt - 1) if bt > 1 else 0  # partial block only
+        count = rng.randint(1, bt - 1) if bt > 1 else 1  # partial block only
     else:
         count = rng.randint(0, 5) * bt + rng.randint(0, bt - 1)
-        count = min(count, 5000)
+        count = max(1, min(count, 5000))
     big = rng.random() < 0.3
     return [rng.randint(0, 2**32 - 1) if big else rng.randint(0, 200000) for _ in range(count)]
 
@@ -261,16 +262,22 @@ SIG4 = signature(4, preset_layers("tiny", 4))
 
 
 def fixed_cases(runner, tmp):
-    # Whitespace-only and empty token input is zero tokens.
-    ns = ns_key("m", SIG4, 4)
-    runner.expect_keys("empty --tokens", ["--model", "m", "--signature", SIG4, "--block-tokens",
-                                          "4", "--tokens", ""], ns, [], True)
+    # Empty and whitespace-only token input is refused (issue 33 item 9:
+    # it used to print nothing and exit 0): exit 2, one line naming the flag.
     blank = os.path.join(tmp, "blank.txt")
     with open(blank, "w") as f:
         f.write(" \n\t\n")
-    runner.expect_keys("blank --tokens-file", ["--model", "m", "--signature", SIG4,
-                                               "--block-tokens", "4", "--tokens-file", blank],
-                       ns, [], False)
+    for what, extra, line in (
+            ("empty --tokens", ["--tokens", ""], "kvtier: --tokens: no token ids (give at least one)\n"),
+            ("blank --tokens", ["--tokens", " \t"], "kvtier: --tokens: no token ids (give at least one)\n"),
+            ("blank --tokens-file", ["--tokens-file", blank],
+             "kvtier: --tokens-file %s: no token ids (give at least one)\n" % blank)):
+        r = runner.run(["--model", "m", "--signature", SIG4, "--block-tokens", "4"] + extra)
+        if r.returncode != 2 or r.stdout != b"" or r.stderr != line.encode():
+            runner.fail(what, "rc=%d stdout=%r stderr=%r" % (r.returncode, r.stdout, r.stderr))
+        else:
+            runner.passed += 1
+    ns = ns_key("m", SIG4, 4)
     # The tokens of the documented vector "basic" (docs/block-key.md).
     toks = list(range(1, 11))
     runner.expect_keys("basic vector", ["--model", "m", "--signature", SIG4, "--block-tokens", "4",

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
+#include <sstream>
 
 #include "kvtier/env.h"
 
@@ -37,6 +39,33 @@ Result<ModelLayout> BenchLayout(const CLI::Option* layout_opt, const std::string
   l.layers.push_back(layer);
   KVTIER_RETURN_IF_ERROR(l.Validate());
   return l;
+}
+
+Result<uint64_t> MemAvailableBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (!line.starts_with("MemAvailable:")) continue;
+    std::istringstream in(line.substr(13));
+    uint64_t kib = 0;
+    std::string unit;
+    if (in >> kib >> unit && unit == "kB") return SatMul(kib, 1024);
+    break;
+  }
+  return Status::IOError("cannot read MemAvailable from /proc/meminfo", 0);
+}
+
+Status CheckMemory(const std::string& what, uint64_t needed) {
+  KVTIER_ASSIGN_OR_RETURN(uint64_t available, MemAvailableBytes());
+  if (needed <= available) return Status::Ok();
+  return Status::InvalidArgument(what + " needs " + std::to_string(needed) + " bytes of RAM; " +
+                                 std::to_string(available) + " are available (MemAvailable)");
+}
+
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+uint64_t SatMul(uint64_t a, uint64_t b) {
+  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
 Status DropCaches() {

@@ -29,6 +29,22 @@ Result<ModelLayout> BenchLayout(const CLI::Option* layout_opt, const std::string
                                 const CLI::Option* block_bytes_opt, uint64_t block_bytes,
                                 uint64_t max_block_bytes, const std::string& range_error);
 
+// The kernel's MemAvailable (/proc/meminfo) in bytes: what this process
+// may allocate without swapping others out. IOError if it cannot be read.
+Result<uint64_t> MemAvailableBytes();
+
+// The RAM guard of every command that allocates its working set up front
+// (the benches, the demo, read buffers faulted in at open): InvalidArgument
+// "<what> needs N bytes of RAM; M are available (MemAvailable)" when
+// `needed` is over MemAvailable, so that a size inside a flag's range but
+// beyond this machine is refused before anything is allocated instead of
+// meeting the OOM killer. `needed` saturates: callers add with SatAdd/SatMul.
+Status CheckMemory(const std::string& what, uint64_t needed);
+
+// a + b and a * b, saturating at UINT64_MAX (sizes a user typed).
+uint64_t SatAdd(uint64_t a, uint64_t b);
+uint64_t SatMul(uint64_t a, uint64_t b);
+
 // Writes back dirty pages and drops the page cache (needs root:
 // FailedPrecondition naming --drop-caches otherwise).
 Status DropCaches();

@@ -27,11 +27,13 @@
 #include <memory>
 #include <vector>
 
+#include "bench_util.h"
 #include "command.h"
 #include "config_flag.h"
 #include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
+#include "progress.h"
 #include "synth/block_generator.h"
 #include "stderr_logger.h"
 
@@ -279,10 +281,27 @@ int Run(const BenchArgs& a, const CommonFlags& flags) {
   Result<KeyChain> kc = KeyChain::Create(ns);
   if (!kc.ok()) return ReportError(flags, kc.status());
 
+  {
+    // Up front, before anything is allocated: the Match index (its keys and
+    // up to twice the target bytes per block) and the host part's blocks
+    // with one batch of destination buffers.
+    const uint64_t block_bytes = SatAdd(layout->BlockBytes(), uint64_t{64} << 10);
+    const uint64_t host_blocks = std::min<uint64_t>(
+        *m, std::max<uint64_t>(4, kHostWorkingSetBytes / std::max<uint64_t>(block_bytes, 1)));
+    const uint64_t needed =
+        SatAdd(SatMul(*m, sizeof(BlockKey) + 2 * static_cast<uint64_t>(kIndexTargetBytes)),
+               SatMul(host_blocks + std::min<uint64_t>(kMaxBatch, host_blocks), block_bytes));
+    if (Status s = CheckMemory("--blocks " + std::to_string(*m) + " of " + layout->name, needed);
+        !s.ok()) {
+      return ReportError(flags, s);
+    }
+  }
   // Match first: its RSS reading must not see the host part's blocks being
   // freed.
+  Step(flags.json, "bench cache", "Match over " + std::to_string(*m) + " indexed blocks");
   Result<MatchFigures> match = BenchMatch(*layout, *kc, *m, a.samples, a.config);
   if (!match.ok()) return ReportError(flags, match.status(), kExitFailure);
+  Step(flags.json, "bench cache", "host hits against memcpy");
   Result<HostFigures> host = BenchHostHits(*layout, *kc, *m, a.round_bytes, a.config);
   if (!host.ok()) return ReportError(flags, host.status(), kExitFailure);
 

@@ -57,6 +57,7 @@
 #include "kvtier/env.h"
 #include "kvtier/file_tree.h"
 #include "kvtier/layout.h"
+#include "progress.h"
 #include "synth/block_generator.h"
 #include "stderr_logger.h"
 
@@ -377,6 +378,10 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
     return Status::Ok();
   };
   for (uint32_t round = 0; round < a.rounds; ++round) {
+    Step(flags.json, "bench disk",
+         "round " + std::to_string(round + 1) + "/" + std::to_string(a.rounds) +
+             ": write and read " + std::to_string(keys.size()) +
+             " blocks, raw and through the tier");
     Status s = Status::Ok();
     if (round % 2 == 0) {
       if (s.ok()) s = best(&fig.raw_write_s, raw_write()).WithContext("raw write");
@@ -393,6 +398,7 @@ int Run(const BenchDiskArgs& a, const CommonFlags& flags) {
   }
 
   // Reopen: from Open() to the first hit, reconcile running behind it.
+  Step(flags.json, "bench disk", "reopen");
   Status s = Status::Ok();
   if (a.drop_caches && !(s = DropCaches()).ok()) return fail(s);
   {

@@ -54,6 +54,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
+#include "progress.h"
 #include "raw_read.h"
 #include "repeat_stats.h"
 #include "stderr_logger.h"
@@ -422,6 +423,18 @@ std::function<int()> SetupBenchPool(CLI::App* app, const CommonFlags* flags) {
           *flags, Status::InvalidArgument("--tokens " + std::to_string(args->tokens) +
                                           " is less than one block of " + std::to_string(bt)));
     }
+    // At the peak the prefix lives four times in RAM: the source K/V, the
+    // host tier's block files and two pools' slots (and read buffers of the
+    // same size on the disk runs).
+    if (Status s = CheckMemory("--tokens " + std::to_string(args->tokens) + " (" +
+                                   std::to_string(b.blocks) + " blocks of " + b.layout.name + ")",
+                               SatMul(SatMul(b.blocks, b.layout.BlockBytes() + kHeaderRoom), 4));
+        !s.ok()) {
+      return ReportError(*flags, s);
+    }
+    Step(flags->json, "bench pool",
+         std::to_string(b.blocks) + " blocks of " + b.layout.name + ", " +
+             std::to_string(args->repeats) + " runs of each restore");
     b.prefix = b.blocks * bt;
     b.prompt.resize(b.prefix + 1);
     for (size_t i = 0; i < b.prompt.size(); ++i) {

@@ -80,6 +80,7 @@
 #include "kvtier/read_buffers.h"
 #include "kvtier/redis_url.h"
 #include "kvtier/remote_tier.h"
+#include "progress.h"
 #include "synth/block_generator.h"
 #include "stderr_logger.h"
 
@@ -145,6 +146,15 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
   if (!layout.ok()) return ReportError(flags, layout.status());
   if (a.blocks == 0 || a.blocks > 1'000'000) {
     return ReportError(flags, Status::InvalidArgument("--blocks: must be 1..1000000"));
+  }
+  // Every block lives in RAM for the whole run, and one batch of read
+  // buffers beside them.
+  if (Status s = CheckMemory("--blocks " + std::to_string(a.blocks) + " of " +
+                                 std::to_string(layout->BlockBytes()) + " bytes",
+                             SatMul(SatAdd(a.blocks, std::min<uint64_t>(a.batch, a.blocks)),
+                                    SatAdd(layout->BlockBytes(), uint64_t{64} << 10)));
+      !s.ok()) {
+    return ReportError(flags, s);
   }
   // A bad --config is bad input, found before any connect.
   if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
@@ -346,6 +356,9 @@ int Run(const BenchRemoteArgs& a, const CommonFlags& flags) {
     return Status::Ok();
   };
   for (round_no = 0; round_no < a.rounds; ++round_no) {
+    Step(flags.json, "bench remote",
+         "round " + std::to_string(round_no + 1) + "/" + std::to_string(a.rounds) + ": set and get " +
+             std::to_string(keys.size()) + " blocks, raw and through the tier");
     tier.reset();
     signed_tier.reset();
     tls_tier.reset();

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "bench_util.h"
 #include "command.h"
 #include "config_flag.h"
 #include "engine/demo.h"
@@ -127,6 +128,17 @@ std::function<int()> SetupDemo(CLI::App* app, const CommonFlags* flags) {
     if (args->model == "hybrid") engine::UseHybridModel(&o);
     o.model.kv_bits = args->kv_bits;
     o.model.kv_group = std::min<uint32_t>(32, o.model.head_dim);
+    // The serving pool's slots are allocated when it opens: refused here if
+    // this machine cannot hold them, before the folder is touched.
+    if (o.pool_blocks != 0) {
+      const uint64_t block_bytes = o.model.KvLayout(o.block_tokens).BlockBytes();
+      if (Status s = CheckMemory("--pool-blocks " + std::to_string(o.pool_blocks) + " of " +
+                                     std::to_string(block_bytes) + " bytes",
+                                 SatMul(o.pool_blocks, block_bytes));
+          !s.ok()) {
+        return ReportError(*flags, s);
+      }
+    }
     CacheOptions host;
     host.host.capacity_bytes = o.host_bytes;
     RemoteTierOptions r;

@@ -1,6 +1,6 @@
 // `kvtier gc DIR`: removes what a cache folder no longer needs (DESIGN.md §6).
 //
-//   kvtier gc DIR [--max-bytes N] [--retention-seconds S]
+//   kvtier gc (DIR | --config F with disk_dir) [--max-bytes N] [--retention-seconds S]
 //                 [--drop-other-layouts (--layout P | --signature S)]
 //                 [--keep-quarantine] [--dry-run] [--json]
 //
@@ -15,10 +15,13 @@
 //   "totals": {"entries", "bytes", "by_reason": {reason: {"entries", "bytes"}}}
 //   (what the plan holds, also on a dry run), "removed", "bytes_freed"}
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "command.h"
 #include "config_flag.h"
 #include "folder_flags.h"
+#include "progress.h"
 
 namespace kvtier::cli {
 namespace {
@@ -36,8 +39,17 @@ struct GcArgs {
   CLI::Option* retention_opt = nullptr;
   CLI::Option* layout_opt = nullptr;
   CLI::Option* signature_opt = nullptr;
-  ConfigFlag config;  // disk_max_bytes and disk_retention apply
+  CLI::Option* dir_opt = nullptr;
+  ConfigFlag config;  // disk_dir, disk_max_bytes and disk_retention apply
 };
+
+// DIR if given, else the file's disk_dir.
+Result<std::string> FolderOf(const GcArgs& a) {
+  if (a.dir_opt->count() > 0) return a.dir;
+  KVTIER_ASSIGN_OR_RETURN(std::optional<std::string> dir, a.config.String("disk_dir"));
+  if (!dir) return Status::InvalidArgument("give the cache folder DIR (or --config with disk_dir)");
+  return *std::move(dir);
+}
 
 int Run(const GcArgs& a, const CommonFlags& flags) {
   CacheGcRequest req;
@@ -46,6 +58,8 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
   configured.max_bytes = 0;
   configured.retention_seconds = 0;
   if (Status s = a.config.ApplyTo({.disk = &configured}); !s.ok()) return ReportError(flags, s);
+  Result<std::string> dir = FolderOf(a);
+  if (!dir.ok()) return ReportError(flags, dir.status());
   if (configured.max_bytes > 0) req.max_bytes = configured.max_bytes;
   if (configured.retention_seconds > 0) req.retention_seconds = configured.retention_seconds;
   if (a.max_bytes_opt->count() > 0) {
@@ -74,14 +88,18 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
   req.quarantine = !a.keep_quarantine;
   // A dry run only reads, so it works on a folder the user may only read.
   auto folder = OpenCacheFolder(
-      a.dir, a.dry_run ? CacheFolderAccess::kReadOnly : CacheFolderAccess::kReadWrite);
+      *dir, a.dry_run ? CacheFolderAccess::kReadOnly : CacheFolderAccess::kReadWrite);
   if (!folder.ok()) return ReportError(flags, folder.status());
+  Step(flags.json, "gc", "planning " + *dir);
   auto plan = (*folder)->PlanGc(req);
   if (!plan.ok()) return ReportError(flags, plan.status(), kExitFailure);
   uint64_t planned_bytes = 0;
   for (const CacheGcItem& item : *plan) planned_bytes += item.bytes;
   uint64_t freed = 0;
   if (!a.dry_run) {
+    Step(flags.json, "gc",
+         "removing " + std::to_string(plan->size()) + " entries, " + std::to_string(planned_bytes) +
+             " bytes");
     auto r = (*folder)->ApplyGc(*plan);
     if (!r.ok()) return ReportError(flags, r.status(), kExitFailure);
     freed = *r;
@@ -120,7 +138,8 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
 
 std::function<int()> SetupGc(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<GcArgs>();
-  app->add_option("dir", a->dir, "Cache folder")->required();
+  a->dir_opt =
+      app->add_option("dir", a->dir, "Cache folder (default: the --config file's disk_dir)");
   a->config.Add(app);
   a->max_bytes_opt =
       app->add_option("--max-bytes", a->max_bytes,

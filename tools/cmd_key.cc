@@ -54,9 +54,12 @@ Result<std::vector<uint32_t>> ReadTokens(const KeyArgs& a) {
   if (inline_tokens == file_tokens) {
     return Status::InvalidArgument("give exactly one of --tokens or --tokens-file");
   }
+  // No token at all is a mistake (an empty shell variable, an empty file),
+  // not a request for zero keys: said, not answered with empty output.
   if (inline_tokens) {
     Result<std::vector<uint32_t>> t = ParseTokenList(a.tokens);
     if (!t.ok()) return t.status().WithContext("--tokens");
+    if (t->empty()) return Status::InvalidArgument("--tokens: no token ids (give at least one)");
     return t;
   }
   Result<std::vector<std::byte>> bytes =
@@ -65,6 +68,10 @@ Result<std::vector<uint32_t>> ReadTokens(const KeyArgs& a) {
   std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   Result<std::vector<uint32_t>> t = ParseTokenList(text);
   if (!t.ok()) return t.status().WithContext("--tokens-file " + a.tokens_file);
+  if (t->empty()) {
+    return Status::InvalidArgument("--tokens-file " + a.tokens_file +
+                                   ": no token ids (give at least one)");
+  }
   return t;
 }
 

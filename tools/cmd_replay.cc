@@ -119,7 +119,7 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
                                    a.payload.substr(0, 40) + "'");
   }
   const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
-  const bool has_disk_dir = a.disk_dir_opt->count() > 0;
+  const bool has_disk_dir = !a.disk_dir.empty();  // --disk-dir or the file's disk_dir
   if (has_disk_tokens) {
     KVTIER_ASSIGN_OR_RETURN(uint64_t disk_tokens,
                             ParseReplayTokens("--disk-tokens", a.disk_tokens));
@@ -251,10 +251,25 @@ void PrintText(const nlohmann::json& j) {
   std::cout << out.str();
 }
 
-int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
+// The --config file's layout, host_policy and disk_dir where their flags
+// were not given (remote and remote_* apply in MakePlan); every other option
+// is refused: replay sizes its tiers in tokens, and opens them itself.
+Status ApplyReplayConfig(ReplayArgs* a) {
   // A bad or unknown option in --config is an error in both modes, even
   // where the sweep (a simulation, no tier opened) has no use for it.
-  if (Status s = a.config.ApplyTo({}); !s.ok()) return ReportError(flags, s);
+  KVTIER_RETURN_IF_ERROR(a->config.ApplyTo({}));
+  KVTIER_RETURN_IF_ERROR(a->config.RefuseOthers(
+      "replay", {"layout", "host_policy", "disk_dir", "remote", "remote_"},
+      "replay sizes its tiers with --ram-tokens and --disk-tokens; it applies layout, "
+      "host_policy, disk_dir, remote and remote_*"));
+  KVTIER_RETURN_IF_ERROR(a->config.FillString("layout", "--layout", &a->layout));
+  KVTIER_RETURN_IF_ERROR(a->config.FillString("host_policy", "--policy", &a->policy));
+  return a->config.FillString("disk_dir", "--disk-dir", &a->disk_dir);
+}
+
+int RunReplay(const ReplayArgs& args, const CommonFlags& flags) {
+  ReplayArgs a = args;
+  if (Status s = ApplyReplayConfig(&a); !s.ok()) return ReportError(flags, s);
   if (a.sweep_opt->count() > 0) {
     if (a.remote_opt->count() > 0 || a.remote_prefix_opt->count() > 0) {
       return ReportError(
@@ -291,7 +306,7 @@ int RunReplay(const ReplayArgs& a, const CommonFlags& flags) {
   const uint64_t distinct = std::max<uint64_t>(1, replay::DistinctBlocks(*trace));
   const uint64_t ram_blocks = std::min(plan->ram_blocks, distinct);
   const uint64_t disk_blocks = std::min(plan->disk_blocks, distinct);
-  ProgressBar progress("requests");
+  ProgressBar progress("requests", flags.json);
   nlohmann::json j;
   int exit_code = kExitOk;
   if (!plan->real) {

@@ -53,7 +53,7 @@ Result<SweepPlan> MakeSweepPlan(const ReplayArgs& a) {
     o.policies = {*p};
   }
   const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
-  const bool has_disk_dir = a.disk_dir_opt->count() > 0;
+  const bool has_disk_dir = !a.disk_dir.empty();  // --disk-dir or the file's disk_dir
   if (has_disk_tokens) {
     KVTIER_ASSIGN_OR_RETURN(o.disk_tokens, ParseReplayTokens("--disk-tokens", a.disk_tokens));
   }
@@ -167,7 +167,7 @@ int RunReplaySweep(const ReplayArgs& a, const CommonFlags& flags) {
   if (!trace.ok()) return ReportError(flags, trace.status());
 
   const auto start = std::chrono::steady_clock::now();
-  ProgressBar progress("requests, all points");
+  ProgressBar progress("requests, all points", flags.json);
   plan->options.on_progress = [&progress](uint64_t done, uint64_t total) {
     progress.Update(done, total);
   };

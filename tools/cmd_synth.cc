@@ -32,6 +32,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "progress.h"
 #include "remote_synth.h"
 #include "synth/block_generator.h"
 #include "token_list.h"
@@ -169,6 +170,19 @@ Result<std::unique_ptr<BlockTarget>> MakeTarget(const SynthArgs& a, const ModelL
   if (a.check && !cache && !remote) {
     return Status::InvalidArgument("--check only goes with --cache or --remote");
   }
+  // --layout, --block-tokens and --model name the blocks; the file's
+  // options are the tier's, and one this target cannot apply is refused.
+  if (remote) {
+    KVTIER_RETURN_IF_ERROR(
+        a.config.RefuseOthers("synth --remote", {"remote", "remote_"},
+                              "it writes through the remote tier alone: remote_* apply"));
+  } else if (cache) {
+    KVTIER_RETURN_IF_ERROR(a.config.RefuseOthers(
+        "synth --cache", {"disk_"}, "it writes through the disk tier alone: disk_* apply"));
+  } else {
+    KVTIER_RETURN_IF_ERROR(
+        a.config.RefuseOthers("synth --out", {}, "it writes plain files and opens no tier"));
+  }
   if (remote) {
     auto sink = RemoteSynthSink::Open(a.remote, layout, a.config);
     if (!sink.ok()) return sink.status().WithContext("--remote");
@@ -206,6 +220,7 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
   // rest are still tried: the counts are printed in every case (DESIGN.md
   // §6), with the first error on stderr and exit 1.
   Status first_error = Status::Ok();
+  ProgressBar progress("blocks", flags.json);
   for (size_t i = 0; i < keys.size(); ++i) {
     const BlockKey& parent = i == 0 ? chain->ns() : keys[i - 1];
     Result<BlockBuffer> file = MakeBlockFile(*layout, keys[i], parent, chain->ns(), now);
@@ -215,7 +230,10 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
     } else if (first_error.ok()) {
       first_error = s;
     }
+    progress.Update(i + 1, keys.size());
   }
+  progress.Finish();
+  if (a.check) Step(flags.json, "synth", "checking " + std::to_string(keys.size()) + " blocks");
   if (auto* cache = dynamic_cast<CacheTarget*>(target->get())) {
     uint64_t failed = 0;
     Status s = cache->sink()->Finish(&failed);
@@ -257,7 +275,7 @@ int Run(const SynthArgs& a, const CommonFlags& flags) {
 std::function<int()> SetupSynth(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<SynthArgs>();
   app->add_option("--layout", a->layout, "Layout preset or .json file")->required();
-  a->config.Add(app);  // disk_* (--cache) or remote_* (--remote) apply
+  a->config.Add(app);  // disk_* (--cache) or remote_* (--remote) apply; others are refused
   app->add_option("--block-tokens", a->block_tokens, "Tokens per block (default: the layout's)")
       ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   app->add_option("--model", a->model, "Model id for the keys (default \"synth\")");

@@ -3,8 +3,13 @@
 // A PATH that is a disk-tier cache folder (or a symlink to one) is checked
 // as a whole (CacheFolder::Verify, its index opened read-only): every block
 // file as below, with the key its name gives, against its index row;
-// foreign entries and rows whose file is gone are failures too. Any other PATH must be a regular
-// file (symlinks are not followed); it is read whole and decoded with every check of
+// foreign entries and rows whose file is gone are failures too. Any other
+// folder (a cache's quarantine/, `synth --out` output) is walked: every entry
+// under it, at any depth, in name order, is checked as a PATH given alone,
+// a file named <key hex>.safetensors (or, as in quarantine/,
+// <...>-<key hex>.safetensors) against the key its name gives unless --key
+// is given; an empty folder has nothing that fails. Any other PATH must be a
+// regular file (symlinks are not followed); it is read whole and decoded with every check of
 // docs/block-format.md, plus the expected key (--key) and layout (--signature, or --layout which
 // also pins every tensor's dtype and shape). Exit 0 iff every file is valid, 1 if any is not, 2 on
 // bad arguments.
@@ -20,9 +25,11 @@
 //   valid), else a BlockFileError name (docs/block-format.md) or one of
 //   not_found, not_regular_file, file_too_large, io_error, or, for a cache
 //   folder whose index.sqlite cannot be used, bad_index.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "command.h"
 #include "folder_flags.h"
@@ -113,7 +120,7 @@ std::string Detail(const Status& s) {
   return m.substr(0, at) + m.substr(close + 3);
 }
 
-// A folder that is not a cache folder is one more non-regular file.
+// One file given alone or found under a folder.
 FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
   FileVerdict v{path, "", ""};
   Env* env = Env::Default();
@@ -153,6 +160,43 @@ FileVerdict VerifyFile(const std::string& path, const Expectations& expect) {
   return v;
 }
 
+// The key a block file's name gives: "<64 hex>.safetensors", alone or
+// after a '-' (quarantine/'s "<unix s>-<pid>-<n>-<original name>").
+std::optional<BlockKey> KeyOfName(std::string_view name) {
+  constexpr std::string_view kSuffix = ".safetensors";
+  constexpr size_t kHex = 64;
+  if (!name.ends_with(kSuffix) || name.size() < kHex + kSuffix.size()) return std::nullopt;
+  const size_t start = name.size() - kSuffix.size() - kHex;
+  if (start > 0 && name[start - 1] != '-') return std::nullopt;
+  return BlockKey::FromHex(name.substr(start, kHex));
+}
+
+// Every entry under the folder `dir` (not a cache folder), depth first in
+// name order; folders are walked, everything else is checked as a file.
+Status VerifyTree(const std::string& dir, const Expectations& expect,
+                  std::vector<FileVerdict>* out) {
+  Env* env = Env::Default();
+  KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = JoinPath(dir, name);
+    Result<FileInfo> info = env->Stat(path);
+    if (info.ok() && info->type == FileType::kDirectory) {
+      KVTIER_RETURN_IF_ERROR(VerifyTree(path, expect, out));
+      continue;
+    }
+    Expectations e = expect;
+    if (!e.key) e.key = KeyOfName(name);
+    out->push_back(VerifyFile(path, e));
+  }
+  return Status::Ok();
+}
+
+bool IsFolder(const std::string& path) {
+  Result<FileInfo> info = Env::Default()->Stat(path);
+  return info.ok() && info->type == FileType::kDirectory;
+}
+
 int Run(const VerifyArgs& a, const CommonFlags& flags) {
   Result<Expectations> expect = BuildExpectations(a);
   if (!expect.ok()) return ReportError(flags, expect.status());
@@ -176,6 +220,12 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
       }
       for (CacheFileVerdict& v : *folder) {
         verdicts.push_back({std::move(v.path), std::move(v.reason), std::move(v.message)});
+      }
+      continue;
+    }
+    if (IsFolder(path)) {
+      if (Status s = VerifyTree(path, *expect, &verdicts); !s.ok()) {
+        verdicts.push_back({path, s.IsNotFound() ? "not_found" : "io_error", s.message()});
       }
       continue;
     }
@@ -236,7 +286,9 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
 
 std::function<int()> SetupVerify(CLI::App* app, const CommonFlags* flags) {
   auto a = std::make_shared<VerifyArgs>();
-  app->add_option("paths", a->paths, "Block files or cache folders to check")->required();
+  app->add_option("paths", a->paths,
+                  "Block files, cache folders, or folders of block files (walked) to check")
+      ->required();
   a->key_opt = app->add_option("--key", a->key, "Key (64 hex digits) every file must hold");
   a->signature_opt =
       app->add_option("--signature", a->signature, "Layout signature every file must have");

@@ -40,6 +40,32 @@ Status ConfigFlag::ApplyTo(const ConfigTargets& targets,
   return Status::Ok();
 }
 
+Status ConfigFlag::RefuseOthers(std::string_view command,
+                                std::initializer_list<std::string_view> applied,
+                                std::string_view hint) const {
+  if (!given()) return Status::Ok();
+  KVTIER_ASSIGN_OR_RETURN(nlohmann::json object, bindings::ReadConfigFile(path_));
+  for (const auto& [name, value] : object.items()) {
+    bool ok = false;
+    for (std::string_view a : applied) {
+      ok |= a.ends_with('_') ? name.starts_with(a) : name == a;
+    }
+    if (!ok) {
+      return Status::InvalidArgument("--config " + path_ + ": " + std::string(command) +
+                                     " cannot apply option " + name + " (" + std::string(hint) +
+                                     ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ConfigFlag::FillString(const char* option, const char* flag, std::string* value) const {
+  if (app_ != nullptr && app_->count(flag) > 0) return Status::Ok();
+  KVTIER_ASSIGN_OR_RETURN(std::optional<std::string> v, String(option));
+  if (v) *value = *std::move(v);
+  return Status::Ok();
+}
+
 Result<std::optional<std::string>> ConfigFlag::String(const char* option) const {
   if (!given()) return std::optional<std::string>();
   KVTIER_ASSIGN_OR_RETURN(nlohmann::json object, bindings::ReadConfigFile(path_));

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "kvtier/disk_tier.h"
 #include "kvtier/remote_tier.h"
@@ -44,6 +45,18 @@ class ConfigFlag {
   // options are InvalidArgument naming them (and the file).
   Status ApplyTo(const ConfigTargets& targets,
                  std::initializer_list<FlagOverride> overrides = {}) const;
+
+  // So that no option of the file is dropped silently: InvalidArgument
+  // naming the first option (in name order) that `command` cannot
+  // apply, i.e. whose name is not in `applied` (an entry ending in '_' is a
+  // prefix: "remote_"), with `hint` saying what to use instead.
+  Status RefuseOthers(std::string_view command, std::initializer_list<std::string_view> applied,
+                      std::string_view hint) const;
+
+  // Sets `*value` to the file's string option `option` (checked like every
+  // option) unless `flag` was given on the command line or the file has no
+  // such option.
+  Status FillString(const char* option, const char* flag, std::string* value) const;
 
   // The file's value of a string option (layout, disk_dir, remote, ...),
   // if the file names one, checked like every option.

@@ -61,6 +61,23 @@ int main(int argc, char** argv) {
                 << "' (see --help)\n";
       return kExitUsage;
     }
+    // Likewise under a group (`kvtier bench foo`), naming the ones it has.
+    if (auto group = argc > 1 ? groups.find(argv[1]) : groups.end(); group != groups.end()) {
+      std::string names;
+      bool known_sub = false;
+      for (const CLI::App* sub : group->second->get_subcommands({})) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+        known_sub |= argc > 2 && sub->get_name() == argv[2];
+      }
+      if (argc < 3 || (argv[2][0] != '-' && !known_sub)) {
+        std::cerr << "kvtier: "
+                  << (argc < 3 ? "'" + group->first + "' needs a command"
+                               : "unknown " + group->first + " command '" +
+                                     std::string(argv[2]).substr(0, 100) + "'")
+                  << " (one of: " << names << ")\n";
+        return kExitUsage;
+      }
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

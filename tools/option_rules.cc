@@ -82,7 +82,9 @@ void FollowFolderLinks(CLI::App* app) {
 
 void AcceptSizeUnits(CLI::App* app) {
   for (CLI::Option* opt : app->get_options()) {
-    if (opt->get_type_name() != "SIZE") continue;
+    // get_type_name() appends each validator's description ("SIZE:INT in
+    // [1 - 68719476736]" with a Range check): the name starts with SIZE.
+    if (!opt->get_type_name().starts_with("SIZE")) continue;
     // To plain decimal bytes before CLI11 converts the text to an integer.
     opt->transform(CLI::Validator(
         [](std::string& text) -> std::string {

@@ -14,6 +14,7 @@
 #include "command.h"
 #include "config_flag.h"
 #include "kvtier/status.h"
+#include "progress.h"
 
 namespace kvtier::cli {
 
@@ -54,41 +55,6 @@ Result<std::vector<uint64_t>> ParseSweepList(std::string_view text);
 
 // Runs `kvtier replay --sweep` (RunReplay hands over when --sweep is given).
 int RunReplaySweep(const ReplayArgs& a, const CommonFlags& flags);
-
-// A one-line progress bar on stderr, drawn only when stderr is a terminal.
-class ProgressBar {
- public:
-  explicit ProgressBar(std::string unit)
-      : unit_(std::move(unit)), enabled_(isatty(STDERR_FILENO) == 1) {}
-  ~ProgressBar() { Finish(); }
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-
-  void Update(uint64_t done, uint64_t total) {
-    if (!enabled_ || total == 0) return;
-    const uint64_t permille = done * 1000 / total;
-    if (permille == last_permille_) return;
-    last_permille_ = permille;
-    constexpr int kWidth = 40;
-    const int filled = static_cast<int>(done * kWidth / total);
-    std::fprintf(stderr, "\r[%s%s] %5.1f%% %llu/%llu %s", std::string(filled, '#').c_str(),
-                 std::string(kWidth - filled, ' ').c_str(), permille / 10.0,
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                 unit_.c_str());
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-  void Finish() {
-    if (drawn_) std::fputs("\n", stderr);
-    drawn_ = false;
-  }
-
- private:
-  const std::string unit_;
-  const bool enabled_;
-  uint64_t last_permille_ = UINT64_MAX;
-  bool drawn_ = false;
-};
 
 }  // namespace kvtier::cli
 

@@ -396,6 +396,15 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   // The script, and how long its longest conversation gets.
   const std::string system = Prefix(DemoSystemPrompt(), o.system_prompt_bytes);
   report.system_prompt_tokens = system.size();
+  if (o.block_tokens > system.size()) {
+    // Refused before anything runs: no prompt would fill a block the tiers
+    // could serve after the restart, and the demo would show nothing.
+    return Status::InvalidArgument(
+        "block_tokens " + std::to_string(o.block_tokens) + ": more than the " +
+        std::to_string(system.size()) +
+        "-token system prompt every conversation shares, so no block would be cached; give 1.." +
+        std::to_string(system.size()));
+  }
   const uint32_t turns = o.turns_before_restart + o.turns_after_restart;
   size_t longest = 0;
   for (uint32_t c = 0; c < o.conversations; ++c) {
@@ -405,6 +414,13 @@ Result<DemoReport> RunDemo(const DemoOptions& o,
   }
   const uint32_t seq_blocks =
       static_cast<uint32_t>((longest + o.block_tokens - 1) / o.block_tokens);
+  if (o.pool_blocks != 0 && o.pool_blocks < seq_blocks) {
+    // Refused before anything runs: the first long request would fail.
+    return Status::InvalidArgument(
+        "pool_blocks " + std::to_string(o.pool_blocks) + ": the longest conversation needs " +
+        std::to_string(seq_blocks) + " blocks of " + std::to_string(o.block_tokens) +
+        " tokens; give 0 (sized for it) or at least " + std::to_string(seq_blocks));
+  }
   report.pool_blocks = o.pool_blocks != 0 ? o.pool_blocks : seq_blocks + seq_blocks / 16 + 2;
   // A pool this machine cannot hold is bad input: refused here, before the
   // folder is touched or anything is allocated.

@@ -49,6 +49,25 @@ def test_docs_state_these_sizes(source_dir):
         assert "(`tiny`: %d bytes)" % SIZES["tiny"][2] in f.read()
 
 
+def test_pages_state_the_tiny_file_size(source_dir, cli):
+    """disk-tier.md, remote-tier.md and replay.md state tiny's block file size
+    (issue 33 item 12: they still said 5,024, 5,016 and 4,960): the size
+    today, which replay's own blocks have too."""
+    import json
+    import subprocess
+    total = "{:,}".format(SIZES["tiny"][2])
+    for page, phrase in (("disk-tier.md", "a %s-byte `tiny` block" % total),
+                         ("remote-tier.md", "layout `tiny` (%s-byte block files today;" % total),
+                         ("replay.md", "(%s-byte block files today, `block_file_bytes`" % total)):
+        with open(os.path.join(source_dir, "docs", page), encoding="utf-8") as f:
+            text = " ".join(f.read().split())
+        assert phrase in text, page
+    trace = os.path.join(source_dir, "tests", "data", "mooncake", "synthetic_trace.jsonl")
+    out = subprocess.run([cli, "replay", trace, "--ram-tokens", "100000", "--limit", "5",
+                          "--json"], capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(out.stdout)["block_file_bytes"] == SIZES["tiny"][2]
+
+
 def test_last_error_lifetime_is_what_header_and_docs_say(source_dir):
     """kvtier_last_error(): the header and docs/c-api.md say the same as the
     code does (issue 33 item 12): the text stays until the next failing call

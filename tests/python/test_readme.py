@@ -40,3 +40,14 @@ def test_readme_python_then_c(source_dir, tmp_path):
                          text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "1 of 4 blocks cached\nblock 0: %d bytes\n" % os.path.getsize(files[0])
+
+
+def test_readme_demo_counts_agree(source_dir):
+    """The README's demo output with --remote (issue 33 item 12: its second
+    host line said 449, the hybrid model's count, where the default prints
+    167): only the second host reads from Redis (the first one's folder
+    holds every block), so its count is the requests line's `remote N`."""
+    text = open(os.path.join(source_dir, "README.md")).read()
+    pairs = re.findall(r"^    requests \d+: .*, remote (\d+)\n    second host: (\d+) prefix blocks "
+                       r"from Redis", text, re.M)
+    assert pairs == [("167", "167")], pairs
