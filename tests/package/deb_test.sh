@@ -27,7 +27,8 @@ for f in ./usr/bin/kvtier ./usr/include/kvtier/kvtier_c.h ./usr/include/kvtier/t
          ./usr/lib/cmake/kvtier/kvtierTargets.cmake ./usr/lib/pkgconfig/kvtier.pc \
          ./usr/lib/python3/dist-packages/kvtier/__init__.py \
          ./usr/lib/python3/dist-packages/kvtier/integrations/sglang.py \
-         ./usr/lib/python3/dist-packages/kvtier/integrations/vllm.py; do
+         ./usr/lib/python3/dist-packages/kvtier/integrations/vllm/__init__.py \
+         ./usr/lib/python3/dist-packages/kvtier/integrations/vllm/_offload_route.py; do
   grep -qx "$f" <<<"$contents" || fail "$deb lacks $f"
 done
 for pattern in '^./usr/lib/libkvtier.so.0.1.0$' '^./usr/lib/libkvtier_c.so.0.1.0$' \

@@ -1,8 +1,7 @@
 """kvtier.integrations.sglang on a disk that is really full: what
 batch_exists claims must load (issue 31: it said 8, every load failed, the
 next check said 0: a failed disk write left a hint that claimed the block).
-Needs the disk tier's fix (a failed write drops its hint), which is not on
-this branch: see the sglang helper's report."""
+Fails on 1229907 (8 claimed, 1 loaded)."""
 
 
 import sglang_fakes as fakes
@@ -23,7 +22,14 @@ def test_batch_exists_after_failed_disk_writes_counts_only_loadable_pages(
     keys = page_keys(8, "h")
     results = backend.batch_set_v1(keys, indices(8, 4))
     assert len(results) == 8 and all(isinstance(r, bool) for r in results)
+    # Every write settled (written or failed): a write still in flight is
+    # readable and rightly claimed; one that failed must not be.
+    for store in backend._stores.values():
+        store.cache.flush()
     claimed = backend.batch_exists(keys)
+    # The RAM tier kept the last pages stored; the first ones went to the
+    # full disk and failed: no leading page is loadable.
+    assert claimed == 0
     dst = fakes.MHAPool(**shape)
     backend.register_mem_pool_host(dst)
     assert backend.batch_get_v1(keys[:claimed], indices(claimed, 4)) == [True] * claimed
