@@ -54,6 +54,22 @@ def start_redis(port, work):
     sys.exit("redis-server did not start on port %d" % port)
 
 
+def wait_for_keys(port, seconds):
+    """True once the server holds a key (DBSIZE > 0), within `seconds`."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+                s.sendall(b"DBSIZE\r\n")
+                reply = s.recv(64)
+                if reply.startswith(b":") and int(reply[1:].split(b"\r")[0]) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    return False
+
+
 class Lines:
     """Collects a stream's lines on a thread; wait_for() blocks until one
     contains a text."""
@@ -98,7 +114,9 @@ def main():
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     err = Lines(replay.stderr)
     try:
-        time.sleep(2.0)  # the replay is storing into and loading from Redis
+        # Killed only once the replay has stored into Redis (a busy machine may
+        # take seconds to open the cache: a kill before that is an open failure).
+        r.check(wait_for_keys(port, 120), "the replay stored nothing into Redis in 120 s")
         r.check(replay.poll() is None, "the replay ended before the server was killed")
         server.kill()
         server.wait()
