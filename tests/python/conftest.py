@@ -1,4 +1,4 @@
-"""Fixtures of the kvtier Python tests (run by ctest as py_kvtier_module).
+"""Fixtures of the kvtier Python tests (run by ctest as py_kvtier_module.<file>).
 
 ctest sets PYTHONPATH to <build>/python, KVTIER_CLI to the kvtier command and
 KVTIER_SOURCE_DIR to the repository; under a sanitizer build it also preloads
@@ -93,6 +93,13 @@ def _missing_imports():
 # fail is an error, not a file left out.
 _MISSING = _missing_imports() if os.environ.get("KVTIER_TEST_VENV") == "1" else {}
 collect_ignore = sorted(_MISSING)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "fork: forks a child (no exec) that starts threads; ThreadSanitizer kills such "
+        "a child, so the tsan build deselects these tests (cmake/KvtierPython.cmake) and the "
+        "dev build runs them")
 
 
 def pytest_report_header(config):

@@ -101,6 +101,7 @@ def mp_child(cache, key, block, queue):
     child_checks(cache, key, block, queue.put)
 
 
+@pytest.mark.fork
 def test_multiprocessing_fork_child_gets_failed_precondition(tmp_path):
     cache, keys, blocks = open_cache(tmp_path)
     ctx = multiprocessing.get_context("fork")
@@ -115,6 +116,7 @@ def test_multiprocessing_fork_child_gets_failed_precondition(tmp_path):
     cache.close()
 
 
+@pytest.mark.fork
 def test_a_cache_opened_in_the_child_works_there(tmp_path):
     cache, keys, blocks = open_cache(tmp_path)
     cache.flush()

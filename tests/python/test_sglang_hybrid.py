@@ -258,6 +258,7 @@ def run_in_child(body, timeout=120):
         return pipe.read().decode()
 
 
+@pytest.mark.fork
 def test_backend_used_in_a_forked_child_reopens_there(sglang, tmp_path, caplog):
     """Python's multiprocessing forks by default on Linux: a backend opened
     in the parent (its threads running, a load done) and used in the child.

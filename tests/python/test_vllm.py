@@ -569,6 +569,7 @@ def test_evictions_are_announced_as_one_removed_event(tmp_path):
     assert conn.events() == []
 
 
+@pytest.mark.fork
 def test_a_forked_child_opens_its_own_cache_and_reads_the_parents_blocks(tmp_path):
     conn, caches = make_connector(tmp_path, seed=25)
     hashes = vh.block_hashes(list(range(BLOCK)), BLOCK)

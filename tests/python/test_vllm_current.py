@@ -300,6 +300,7 @@ def test_the_current_interface_imports_in_a_fresh_process():
 
 # --- Fork ---------------------------------------------------------------------------
 
+@pytest.mark.fork
 def test_a_forked_child_opens_its_own_cache_and_reads_the_parents_blocks(kv, tmp_path):
     conn, _ = make_connector(kv, tmp_path, seed=15)
     keys = keys_of(1)
