@@ -10,11 +10,11 @@
 // (a folder the user may only read works).
 //   --json: {"dir", "count", "bytes", "entries": [{"key", "signature",
 //   "bytes", "created_at", "last_access"[, "compatible"]}]} (times in unix
-//   seconds).
-#include <algorithm>
+//   seconds; "error" and "code" too if the index failed part way).
+// Both stream: memory stays flat however many blocks the folder holds.
 #include <ctime>
 #include <iostream>
-#include <tuple>
+#include <optional>
 
 #include "command.h"
 #include "folder_flags.h"
@@ -40,45 +40,71 @@ std::string Utc(int64_t unix_us) {
   return buf;
 }
 
+nlohmann::json EntryJson(const CacheFolderEntry& e, const std::optional<std::string>& ref) {
+  nlohmann::json j = {{"key", e.key.Hex()},
+                      {"signature", e.signature},
+                      {"bytes", e.bytes},
+                      {"created_at", static_cast<double>(e.created_at_us) / 1e6},
+                      {"last_access", static_cast<double>(e.last_access_us) / 1e6}};
+  if (ref) j["compatible"] = e.signature == *ref;
+  return j;
+}
+
+// Streams the listing: one entry in memory at a time, whatever the folder
+// holds. --json prints what PrintJson would print for the whole object
+// (keys sorted, compact), its totals from the index's per-signature counts.
 int Run(const LsArgs& a, const CommonFlags& flags) {
   auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
                                 a.signature_opt->count() > 0);
   if (!ref.ok()) return ReportError(flags, ref.status());
   auto folder = OpenCacheFolder(a.dir);
   if (!folder.ok()) return ReportError(flags, folder.status());
-  auto entries = (*folder)->ListEntries();
-  if (!entries.ok()) return ReportError(flags, entries.status(), kExitFailure);
-  std::sort(entries->begin(), entries->end(), [](const auto& x, const auto& y) {
-    return std::tie(x.last_access_us, x.key) < std::tie(y.last_access_us, y.key);
-  });
+  uint64_t count = 0;
   uint64_t bytes = 0;
-  for (const CacheFolderEntry& e : *entries) bytes += e.bytes;
+  Status listed;
   if (flags.json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const CacheFolderEntry& e : *entries) {
-      nlohmann::json j = {{"key", e.key.Hex()},
-                          {"signature", e.signature},
-                          {"bytes", e.bytes},
-                          {"created_at", static_cast<double>(e.created_at_us) / 1e6},
-                          {"last_access", static_cast<double>(e.last_access_us) / 1e6}};
-      if (*ref) j["compatible"] = e.signature == **ref;
-      list.push_back(std::move(j));
+    auto usage = (*folder)->PerSignature();
+    if (!usage.ok()) return ReportError(flags, usage.status(), kExitFailure);
+    uint64_t total_count = 0;
+    uint64_t total_bytes = 0;
+    for (const SignatureUsage& u : *usage) {
+      total_count += u.blocks;
+      total_bytes += u.bytes;
     }
-    PrintJson({{"dir", a.dir}, {"count", entries->size()}, {"bytes", bytes}, {"entries", list}});
+    auto dump = [](const nlohmann::json& j) {
+      return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    std::cout << "{\"bytes\":" << total_bytes << ",\"count\":" << total_count
+              << ",\"dir\":" << dump(a.dir) << ",\"entries\":[";
+    listed = (*folder)->ForEachEntryByAccess([&](const CacheFolderEntry& e) {
+      std::cout << (count++ ? "," : "") << dump(EntryJson(e, *ref));
+    });
+    std::cout << "]";
+    if (!listed.ok()) {  // part of the list is out: the error ends the one object
+      std::cout << ",\"code\":" << dump(std::string(StatusCodeName(listed.code())))
+                << ",\"error\":" << dump(listed.message());
+    }
+    std::cout << "}\n";
   } else {
     if (!a.no_header) {
       std::cout << "key  bytes  created  last_access  " << (*ref ? "layout  " : "")
                 << "signature\n";
     }
-    for (const CacheFolderEntry& e : *entries) {
+    listed = (*folder)->ForEachEntryByAccess([&](const CacheFolderEntry& e) {
+      ++count;
+      bytes += e.bytes;
       std::cout << e.key.Hex() << "  " << e.bytes << "  " << Utc(e.created_at_us) << "  "
                 << Utc(e.last_access_us) << "  ";
       if (*ref) std::cout << (e.signature == **ref ? "compatible  " : "other-layout  ");
       std::cout << e.signature << "\n";
-    }
-    std::cout << entries->size() << " blocks, " << bytes << " bytes\n";
+    });
+    if (listed.ok()) std::cout << count << " blocks, " << bytes << " bytes\n";
   }
   std::cout.flush();
+  if (!listed.ok()) {
+    std::cerr << "kvtier: " << listed.message() << "\n";
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

@@ -16,6 +16,7 @@
 #define KVTIER_CACHE_FOLDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -140,6 +141,11 @@ class CacheFolder {
 
   // Every index row, in key order.
   Result<std::vector<CacheFolderEntry>> ListEntries();
+  // Calls `fn` for every index row, oldest access first (ties in key
+  // order), reading a bounded batch at a time: memory does not grow with
+  // the folder (`kvtier ls` streams through it). Rows written or removed
+  // while it runs may or may not be seen.
+  Status ForEachEntryByAccess(const std::function<void(const CacheFolderEntry&)>& fn);
   // Blocks and bytes per signature that has blocks, sorted by signature
   // (`compatible` left false).
   Result<std::vector<SignatureUsage>> PerSignature();

@@ -177,6 +177,23 @@ Result<std::vector<CacheFolderEntry>> CacheFolder::ListEntries() {
   return out;
 }
 
+Status CacheFolder::ForEachEntryByAccess(
+    const std::function<void(const CacheFolderEntry&)>& fn) {
+  KVTIER_ASSIGN_OR_RETURN(std::vector<disk::SignatureTotals> sigs, index_->PerSignature());
+  CacheFolderEntry e;
+  return index_->ForEachRowByAccess([&](const disk::IndexRow& r) {
+    e.key = r.key;
+    e.signature.clear();
+    for (const disk::SignatureTotals& t : sigs) {
+      if (t.sig_id == r.sig_id) e.signature = t.signature;
+    }
+    e.bytes = r.size;
+    e.created_at_us = r.created_at_us;
+    e.last_access_us = r.last_access_us;
+    fn(e);
+  });
+}
+
 Result<std::vector<SignatureUsage>> CacheFolder::PerSignature() {
   KVTIER_ASSIGN_OR_RETURN(std::vector<disk::SignatureTotals> sigs, index_->PerSignature());
   std::vector<SignatureUsage> out;

@@ -77,6 +77,12 @@ constexpr std::string_view kRange =
 constexpr std::string_view kAfter =
     "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks WHERE key > ?1 "
     "ORDER BY key LIMIT ?2";
+constexpr std::string_view kLruFirst =
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks "
+    "ORDER BY last_access, key LIMIT ?1";
+constexpr std::string_view kLruAfter =
+    "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks "
+    "WHERE (last_access, key) > (?1, ?2) ORDER BY last_access, key LIMIT ?3";
 constexpr std::string_view kLru =
     "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks "
     "ORDER BY last_access, key LIMIT ?1 OFFSET ?2";
@@ -674,6 +680,29 @@ Status DiskIndex::ForEachRow(const std::function<void(const IndexRow&)>& fn, uin
     for (const IndexRow& r : rows) fn(r);
     if (rows.size() < batch) return Status::Ok();
     after = rows.back().key;
+  }
+}
+
+Status DiskIndex::ForEachRowByAccess(const std::function<void(const IndexRow&)>& fn,
+                                     uint32_t batch) {
+  std::optional<IndexRow> after;
+  while (true) {
+    std::vector<IndexRow> rows;
+    {
+      KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
+      KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(after ? kLruAfter : kLruFirst));
+      if (after) {
+        stmt->BindInt64(1, after->last_access_us);
+        stmt->BindBlob(2, KeyBlob(after->key));
+        stmt->BindInt64(3, batch);
+      } else {
+        stmt->BindInt64(1, batch);
+      }
+      KVTIER_ASSIGN_OR_RETURN(rows, ReadRows(stmt));
+    }
+    for (const IndexRow& r : rows) fn(r);
+    if (rows.size() < batch) return Status::Ok();
+    after = rows.back();
   }
 }
 

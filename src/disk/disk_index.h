@@ -177,6 +177,11 @@ class DiskIndex {
   Result<std::vector<IndexRow>> RowsWithPrefix(uint8_t prefix);
   // Calls `fn` for every row in key order, `batch` rows per read snapshot.
   Status ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch = 1024);
+  // Calls `fn` for every row, oldest access first (ties in key order),
+  // `batch` rows per read snapshot: memory bounded by `batch` whatever the
+  // index holds.
+  Status ForEachRowByAccess(const std::function<void(const IndexRow&)>& fn,
+                            uint32_t batch = 1024);
   // Rows in LRU order (oldest access first), at most `limit`.
   Result<std::vector<IndexRow>> LruRows(uint32_t limit);
   // The signature text of an id ("" if unknown).

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -182,6 +183,33 @@ TEST(DiskIndexTest, RowsPersistAcrossReopenAndPrefixRangesAreExact) {
                   /*batch=*/7),
               IsOk());
   EXPECT_EQ(seen, 300u);
+}
+
+// `kvtier ls` streams through this: oldest access first, ties in key order,
+// every row once across batch boundaries that fall inside a run of ties.
+TEST(DiskIndexTest, ForEachRowByAccessIsOldestFirstWithTiesInKeyOrder) {
+  TempDir dir;
+  auto idx = OpenIndex(dir.Sub("index.sqlite"));
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 300; ++i) {
+    rows.push_back(Row(i, sig, i + 1, 1000 + static_cast<int64_t>((i * 37) % 40)));
+  }
+  ASSERT_THAT(idx->Upsert(rows, AccessTimes::kAsGiven), IsOk());
+  std::vector<std::pair<int64_t, BlockKey>> want;
+  for (const IndexRow& r : rows) want.emplace_back(r.last_access_us, r.key);
+  std::sort(want.begin(), want.end());
+  std::vector<std::pair<int64_t, BlockKey>> got;
+  ASSERT_THAT(idx->ForEachRowByAccess(
+                  [&](const IndexRow& r) { got.emplace_back(r.last_access_us, r.key); },
+                  /*batch=*/7),
+              IsOk());
+  EXPECT_EQ(got, want);
+  got.clear();
+  ASSERT_THAT(idx->ForEachRowByAccess(
+                  [&](const IndexRow& r) { got.emplace_back(r.last_access_us, r.key); }),
+              IsOk());
+  EXPECT_EQ(got, want);
 }
 
 TEST(DiskIndexTest, NotADatabaseIsCorruption) {

@@ -1,10 +1,13 @@
 #include "python/logger_py.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -94,6 +97,25 @@ class PythonLogger final : public Logger {
     drained_.wait_for(lock, std::chrono::seconds(5), [&] { return in_delivery_ == 0; });
   }
 
+  // pthread_atfork handlers: `mu_` is held across fork() by the forking
+  // thread, so no other thread is inside it when the image is copied.
+  void BeforeFork() { mu_.lock(); }
+  void AfterForkInParent() { mu_.unlock(); }
+  // The delivery thread and any thread that waited on the condition
+  // variables are the parent's: the child delivers its own lines with a
+  // thread of its own, started by its first line. The queued lines are the
+  // parent's to deliver.
+  void AfterForkInChild() {
+    new (&wake_) std::condition_variable();
+    new (&drained_) std::condition_variable();
+    queue_.clear();
+    delivered_ = 0;
+    in_delivery_ = 0;
+    dropped_ = 0;
+    started_ = false;
+    mu_.unlock();
+  }
+
  private:
   uint64_t queued_total_locked() const { return delivered_ + in_delivery_ + queue_.size(); }
 
@@ -146,7 +168,16 @@ class PythonLogger final : public Logger {
 };
 
 PythonLogger* TheLogger() {
-  static PythonLogger* const logger = new PythonLogger();
+  static PythonLogger* const logger = [] {
+    auto* created = new PythonLogger();
+    // fork() copies the logger but not its delivery thread, and may copy
+    // `mu_` held by a thread that is not in the child: the child then waits
+    // forever in the first Log() or close(). The lock is taken around
+    // fork() and the child starts over with its own thread.
+    pthread_atfork([] { TheLogger()->BeforeFork(); }, [] { TheLogger()->AfterForkInParent(); },
+                   [] { TheLogger()->AfterForkInChild(); });
+    return created;
+  }();
   return logger;
 }
 

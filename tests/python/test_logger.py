@@ -3,10 +3,14 @@ from kvtier's own threads, without raising into them or deadlocking."""
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
+
+import pytest
 
 import kvtier
 from conftest import make_blocks
@@ -126,3 +130,68 @@ def test_logging_is_off_the_callers_thread(tmp_path):
         log.setLevel(old_level)
     assert handler.entered.is_set()
     assert handler.released_in_time == [True]
+
+
+class Collecting(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.fork
+def test_a_forked_child_delivers_its_own_lines(tmp_path):
+    # The parent's delivery thread is inside a handler (Blocking) when the
+    # process forks: the child has no such thread and inherits a logger that
+    # believes it has one. Its cache's quarantine line must still reach the
+    # child's logging before close() returns. Before the fork handlers the
+    # line never arrived (close() gave up after 5 s).
+    (tmp_path / "p").mkdir()
+    (tmp_path / "k").mkdir()
+    parent_folder, parent_key, _ = damaged_block_on_disk(tmp_path / "p")
+    child_folder, child_key, child_hex = damaged_block_on_disk(tmp_path / "k")
+    log = logging.getLogger("kvtier")
+    blocking = Blocking()
+    log.addHandler(blocking)
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    cache = kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=parent_folder)
+    try:
+        assert cache.load(parent_key) is None
+        assert blocking.entered.wait(60)  # the delivery thread is in the handler now
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 if its line arrived
+            code = 1
+            try:
+                log.removeHandler(blocking)
+                mine = Collecting()
+                log.addHandler(mine)
+                with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=child_folder) as own:
+                    assert own.load(child_key) is None
+                code = 0 if any(child_hex in line and "quarantine" in line
+                                for line in mine.lines) else 3
+            finally:
+                os._exit(code)
+        blocking.go.set()
+        status = wait_child(pid, 120)
+    finally:
+        blocking.go.set()
+        cache.close()
+        log.removeHandler(blocking)
+        log.setLevel(old_level)
+    assert status == 0, "the child's exit status %r (3: its line did not arrive)" % status
+
+
+def wait_child(pid, limit_s):
+    """The child's exit status, or kills it after limit_s (a hang) and says so."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return "hung"
