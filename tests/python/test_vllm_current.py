@@ -407,3 +407,77 @@ def test_the_tier_announces_its_stores_and_removals(kv, tmp_path):
     # Group 1's blocks are not group 0's.
     ctx = b.ReqContext(req_id="r")
     assert tier_lookup(tier, keys_of(1, group=0)[0], ctx) is b.LookupResult.MISS
+
+
+# --- get_stats and lookups without block reads --------------------------------
+
+P = "vllm:kv_offload_kvtier_"
+
+
+def counters(payload):
+    """{name: {label values: value}} of a payload's counters."""
+    data = payload.data
+    return {n: v for n, v in data["data"].items() if data["types"][n] == "counter"}
+
+
+def test_get_stats_is_vllms_stats_payload_filled_from_kvtier(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=40)
+    definitions = type(conn.spec).build_metric_definitions(conn.spec.extra_config)
+    now = [100.0]
+    conn.manager._stats._clock = lambda: now[0]
+    first = conn.manager.get_stats()
+    stats_cls = vc.module(vc.METRICS_MODULE).OffloadingConnectorStats
+    assert isinstance(first, stats_cls) and counters(first) == {}
+    vc.observe(definitions, first)
+    keys = keys_of(4)
+    assert conn.store(keys, [(list(range(8)), 0)]) == keys
+    now[0] += 0.5  # vLLM asks every step; kvtier's counters are read once a second
+    assert conn.manager.get_stats() is None
+    now[0] += 1.0
+    stored = conn.manager.get_stats()
+    vc.observe(definitions, stored)
+    block = conn.spec.plan.groups[0].layout.block_file_bytes  # what kvtier writes
+    assert counters(stored) == {P + "stores": {(): 4}, P + "stored_bytes": {(): 4 * block}}
+    assert stored.data["data"][P + "bytes"][("host",)] >= 4 * block
+    assert conn.load(keys, [(list(range(10, 18)), 0)])
+    now[0] += 1.0
+    loaded = counters(conn.manager.get_stats())  # only the increase since the last payload
+    assert loaded[P + "hits"] == {("host",): 4} and P + "stores" not in loaded
+    assert set(loaded) == {P + "hits", P + "loaded_bytes"}
+    # Summed by vLLM's aggregate over payloads, the counters are kvtier's totals.
+    total = stats_cls().aggregate(stored).aggregate(conn.manager.get_stats() or stats_cls())
+    assert total.data["data"][P + "stores"] == {(): 4}
+
+
+def test_a_lookup_reads_no_block_and_prepare_load_still_pins(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, seed=41)
+    keys = keys_of(3)
+    assert conn.store(keys, [(list(range(6)), 0)]) == keys
+    cache = conn.spec.caches()[0]
+    cache.flush()
+    reads = ("lookups", "hits_host", "hits_disk", "hits_remote", "misses", "bytes_loaded_host",
+             "bytes_loaded_disk")
+    before = {n: cache.stats()[n] for n in reads}
+    assert conn.lookup(keys) == 3  # three HITs from the index alone
+    assert conn.lookup(keys_of(2, salt=b"other")) == 0
+    assert {n: cache.stats()[n] for n in reads} == before
+    src = conn.prepare_load(keys)  # the read and the verification happen here
+    assert cache.stats()["lookups"] == before["lookups"] + 3
+    erase_everywhere(kv, conn, keys)
+    assert conn.transfer_load(keys, src, [(list(range(20, 26)), 0)])
+    assert vc.gpu_bytes(pages, 0, list(range(20, 26))) == vc.gpu_bytes(pages, 0, list(range(6)))
+
+
+def test_the_tier_reports_its_stats_in_vllms_payload(kv, tmp_path):
+    tier, _ = make_tier(kv, tmp_path, seed=42)
+    now = [5.0]
+    tier._stats._clock = lambda: now[0]
+    tier.get_stats()
+    keys = keys_of(3)
+    tier.submit_store(tier_job(tier, 1, keys, [0, 1, 2]))
+    assert finished(tier)[1].success
+    now[0] += 2.0
+    payload = tier.get_stats()
+    vc.observe(type(tier).build_metric_definitions({}), payload)
+    assert counters(payload) == {P + "stores": {(): 3},
+                                 P + "stored_bytes": {(): 3 * tier.layout.block_file_bytes}}

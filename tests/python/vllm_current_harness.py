@@ -32,6 +32,8 @@ SOURCES = {
                      "033af9c591f87ade2e713f2c6643361057e6a105"),
     "tier_factory": ("vllm/v1/kv_offload/tiering/factory.py",
                      "0411f953de014cc29c91aa7060d66f603bde6a54"),
+    "metrics": ("vllm/backends/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py",
+                "a8f1d79812aa51e1036eba41286879eb09bd1635"),
 }
 # Facts the drivers follow (source key, fact).
 FACTS = [
@@ -52,6 +54,13 @@ FACTS = [
                 "load); drain_jobs; take_events"),
     ("tier_factory", "register_tier(tier_type, module_path, class_name); the tier config "
                      "minus 'type' goes to the class as keywords"),
+    ("base", "OffloadingManager.get_stats() -> OffloadingConnectorStats | None; "
+             "OffloadingSpec.build_metric_definitions(cls, extra_config) -> {name: "
+             "Offloading{Counter,Gauge}Metadata(documentation, labelnames)}"),
+    ("metrics", "OffloadingConnectorStats(data={types, data}): increase_counter(name, value, "
+                "labelvalues), set_gauge(...); aggregate sums counters, keeps the last gauge; "
+                "the Prometheus side asserts each name was declared by the spec and "
+                "len(labelvalues) == len(labelnames)"),
 ]
 
 
@@ -164,6 +173,22 @@ class OffloadingEvent:
     removal_expected: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class OffloadingMetricMetadata:
+    documentation: str
+    labelnames: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingCounterMetadata(OffloadingMetricMetadata):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingGaugeMetadata(OffloadingMetricMetadata):
+    pass
+
+
 class OffloadingManager(abc.ABC):
     @abc.abstractmethod
     def lookup(self, key, req_context):
@@ -264,6 +289,10 @@ class OffloadingWorker(abc.ABC):
 
 
 class OffloadingSpec(abc.ABC):
+    @classmethod
+    def build_metric_definitions(cls, extra_config):
+        return {}
+
     def __init__(self, config):
         self.config = config
         self.extra_config = config.extra_config
@@ -279,6 +308,51 @@ class OffloadingSpec(abc.ABC):
     @abc.abstractmethod
     def get_worker(self, kv_caches):
         pass
+
+
+# --- the connector's metrics.py ---------------------------------------------------
+
+@dataclasses.dataclass
+class OffloadingConnectorStats:
+    data: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if "data" not in self.data:
+            self.data = {"types": {}, "data": {}}
+
+    def aggregate(self, other):
+        for name, values in other.data["data"].items():
+            kind = other.data["types"][name]
+            self.data["types"].setdefault(name, kind)
+            mine = self.data["data"].setdefault(name, {})
+            for labels, value in values.items():
+                mine[labels] = mine.get(labels, 0) + value if kind == "counter" else value
+        return self
+
+    def is_empty(self):
+        return not self.data["data"]
+
+    def increase_counter(self, name, value=1, labelvalues=()):
+        self.data["types"].setdefault(name, "counter")
+        values = self.data["data"].setdefault(name, {})
+        values[labelvalues] = values.get(labelvalues, 0) + value
+
+    def set_gauge(self, name, value, labelvalues=()):
+        self.data["types"].setdefault(name, "gauge")
+        self.data["data"].setdefault(name, {})[labelvalues] = value
+
+
+def observe(definitions, payload):
+    """What vLLM's Prometheus side checks of a payload (SOURCES["metrics"]):
+    every name declared, as many label values as label names, numbers."""
+    for name, values in payload.data["data"].items():
+        assert name in definitions, name
+        kind = payload.data["types"][name]
+        expected = {"counter": "OffloadingCounterMetadata", "gauge": "OffloadingGaugeMetadata"}
+        assert type(definitions[name]).__name__ == expected[kind], name
+        for labels, value in values.items():
+            assert len(labels) == len(definitions[name].labelnames), (name, labels)
+            assert isinstance(value, (int, float)), (name, value)
 
 
 # --- vllm/v1/kv_offload/tiering/base.py and factory.py ---------------------------
@@ -369,11 +443,14 @@ _BASE_NAMES = ("make_offload_key", "get_offload_block_hash", "get_offload_group_
                "Locality", "ReqContext", "LookupResult", "RequestOffloadingContext",
                "LoadStoreSpec", "PrepareStoreOutput", "OffloadingEvent", "OffloadingManager",
                "GPULoadStoreSpec", "CanonicalKVCacheTensor", "CanonicalKVCacheRef",
-               "CanonicalKVCaches", "TransferResult", "OffloadingWorker", "OffloadingSpec")
+               "CanonicalKVCaches", "TransferResult", "OffloadingWorker", "OffloadingSpec",
+               "OffloadingMetricMetadata", "OffloadingCounterMetadata", "OffloadingGaugeMetadata")
 _CONFIG_NAMES = ("OffloadingGroupConfig", "OffloadingModelConfig", "OffloadingCacheConfig",
                  "OffloadingParallelConfig", "OffloadingConfig")
 _TIER_NAMES = ("JobMetadata", "JobResult", "SecondaryTierManager")
-PACKAGES = ("vllm", "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.tiering")
+METRICS_MODULE = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics"
+PACKAGES = ("vllm", "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.tiering") + tuple(
+    METRICS_MODULE.rsplit(".", n)[0] for n in range(5, 0, -1))
 
 
 def stand_in_modules(base_overrides=None):
@@ -390,6 +467,7 @@ def stand_in_modules(base_overrides=None):
         "vllm.v1.kv_offload.config": {n: here[n] for n in _CONFIG_NAMES},
         "vllm.v1.kv_offload.tiering.base": {n: here[n] for n in _TIER_NAMES},
         "vllm.v1.kv_offload.tiering.factory": {"SecondaryTierFactory": SecondaryTierFactory},
+        METRICS_MODULE: {"OffloadingConnectorStats": OffloadingConnectorStats},
     }
     for name, attrs in contents.items():
         mods[name] = types.ModuleType(name)

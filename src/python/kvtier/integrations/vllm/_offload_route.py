@@ -41,7 +41,7 @@ import numpy as np
 
 import kvtier
 
-from . import _common
+from . import _common, _stats
 from ._common import (MEDIUM, PINS, Announcer, block_key, cache_options, dtype_name, load_promised,
                       local_worker, logger, read_verified, register_local_worker,
                       shared_cache)
@@ -173,6 +173,12 @@ class KvtierOffloadingSpec(OffloadingSpecBase):
     """vLLM OffloadingSpec (spec_name "KvtierOffloadingSpec", spec_module_path
     "kvtier.integrations.vllm") over kvtier caches, one per group layout."""
 
+    @classmethod
+    def build_metric_definitions(cls, extra_config):
+        """The metrics get_stats() reports (vLLM's Prometheus side asserts
+        that every reported name was declared here)."""
+        return _stats.metric_definitions()
+
     def __init__(self, config):
         super().__init__(config)
         self.options = cache_options(config.extra_config, keep_only_kvtier=True)
@@ -206,6 +212,7 @@ class KvtierOffloadingManager(OffloadingManagerBase):
         self.locality = None if options.get("remote") else getattr(Locality, "LOCAL", None)
         self._lock = threading.Lock()
         self._storing = collections.Counter()
+        self._stats = _stats.StatsReporter(caches)
         self._events = Announcer(lambda keys, removed: make(
             OffloadingEvent, keys=keys, medium=self.medium, removed=removed,
             locality=self.locality))
@@ -220,8 +227,11 @@ class KvtierOffloadingManager(OffloadingManagerBase):
         return read_verified(self.caches[g], self.plan.groups[g].layout, keys)
 
     def lookup(self, key, req_context):
+        """HIT when kvtier's index holds every shard's block (contains only:
+        no block is read on vLLM's scheduler thread); prepare_load reads,
+        verifies and pins what vLLM then loads."""
         try:
-            if len(self._verified(key)) < len(self.plan.shard_ranks()):
+            if not self._present(key):
                 return LookupResult.MISS
             self._events.stored([key], only_new=True)
             return LookupResult.HIT
@@ -303,9 +313,10 @@ class KvtierOffloadingManager(OffloadingManagerBase):
         self._events.clear()
 
     def get_stats(self):
-        # vLLM's OffloadingConnectorStats is the connector's; kvtier's counters
-        # are on its caches (stats(), prometheus()).
-        return None
+        """vLLM's OffloadingConnectorStats filled from the kvtier caches'
+        counters (increases since the last payload; _stats.METRICS), or None
+        when nothing is new."""
+        return self._stats.take()
 
     def shutdown(self):
         for cache in self.caches:

@@ -31,7 +31,7 @@ import numpy as np
 
 import kvtier
 
-from . import _common
+from . import _common, _stats
 from ._common import (PINS, Announcer, block_key, cache_options, load_promised, logger,
                       read_verified, shared_cache)
 from ._offload_route import LookupResult, Locality, Medium, OffloadingEvent, \
@@ -69,6 +69,11 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
     vLLM's scheduler thread and returns at once; copies run on kvtier's own
     threads. Thread-safe: one lock over the job and promise tables."""
 
+    @classmethod
+    def build_metric_definitions(cls, extra_config):
+        """The metrics get_stats() reports."""
+        return _stats.metric_definitions()
+
     def __init__(self, offloading_spec, primary_kv_view, tier_type=TIER_TYPE, **options):
         super().__init__(offloading_spec, primary_kv_view, tier_type)
         config = offloading_spec.config
@@ -82,6 +87,7 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
             "layers": [{"repeat": 1, "cache_type": "vllm_primary_slot",
                         "states": [{"role": "kv", "dtype": "U8", "shape": ["T", self._slot]}]}]}))
         self.cache = shared_cache(self.layout, self.options)
+        self._stats = _stats.StatsReporter([self.cache])
         p = config.parallel
         self._parallel = b"" if getattr(p, "is_parallelism_agnostic", False) else (
             b";tp=%d;pp=%d;pcp=%d;dcp=%d" % (p.tp_size, p.pp_size, p.pcp_size, p.dcp_size))
@@ -269,7 +275,8 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         yield from self._events.take(self._present)
 
     def get_stats(self):
-        return None  # kvtier's counters: self.cache.stats(), prometheus()
+        """vLLM's OffloadingConnectorStats from the cache's counters, or None."""
+        return self._stats.take()
 
     def shutdown(self):
         self.drain_jobs()
