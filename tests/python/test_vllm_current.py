@@ -481,3 +481,45 @@ def test_the_tier_reports_its_stats_in_vllms_payload(kv, tmp_path):
     vc.observe(type(tier).build_metric_definitions({}), payload)
     assert counters(payload) == {P + "stores": {(): 3},
                                  P + "stored_bytes": {(): 3 * tier.layout.block_file_bytes}}
+
+
+# --- Found by the tier drive (vLLM's multi-tier code at 017e9f44, docs/vllm.md) --
+
+def test_vllms_out_of_tree_tier_config_builds_the_kvtier_tier(kv, tmp_path):
+    """vLLM imports nothing of kvtier before it builds its tiers, so "kvtier"
+    (registered at kvtier's import) is unknown there; the class name with
+    module_path is the config that works."""
+    factory = vc.module("vllm.v1.kv_offload.tiering.factory").SecondaryTierFactory
+    config = {"type": "KvtierSecondaryTier", "module_path": "kvtier.integrations.vllm",
+              "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20}
+    cls = factory.get_tier_class(config)
+    assert cls is kv.KvtierSecondaryTier
+    assert sorted(cls.build_metric_definitions(config)) == sorted(kv._stats.METRICS)
+    primary = np.zeros((4, SLOT), np.uint8)
+    tier = factory.create_secondary_tier(config, memoryview(primary), make_spec(kv, tmp_path))
+    assert tier.tier_type == "KvtierSecondaryTier" and tier.options["host_bytes"] == 1 << 20
+    tier.shutdown()
+
+
+def test_the_tier_lets_go_of_the_primary_view_at_shutdown(kv, tmp_path):
+    """vLLM's primary tier closes its mmap after the tiers' shutdown(); an array
+    the tier kept over the view made that close fail (BufferError, the region
+    leaked)."""
+    import gc
+    import mmap
+    mm = mmap.mmap(-1, 4 * SLOT)
+    rows = np.frombuffer(mm, np.int8).reshape(4, SLOT)  # as vLLM's region builds it
+    view = memoryview(rows)
+    factory = vc.module("vllm.v1.kv_offload.tiering.factory").SecondaryTierFactory
+    tier = factory.create_secondary_tier(
+        {"type": "kvtier", "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20}, view,
+        make_spec(kv, tmp_path))
+    tier.submit_store(tier_job(tier, 1, keys_of(2), [0, 1]))
+    assert finished(tier)[1].success
+    tier.shutdown()
+    view.release()
+    del rows
+    gc.collect()
+    mm.close()  # BufferError while the tier holds an array over the view
+    tier.submit_load(tier_job(tier, 2, keys_of(1), [2]))  # after shutdown: a failed job
+    assert finished(tier)[2].success is False

@@ -32,6 +32,10 @@ SOURCES = {
                      "033af9c591f87ade2e713f2c6643361057e6a105"),
     "tier_factory": ("vllm/v1/kv_offload/tiering/factory.py",
                      "0411f953de014cc29c91aa7060d66f603bde6a54"),
+    # The multi-tier code the tier drive ran (docs/vllm.md), from neuralmagic/vllm, a fork
+    # that tracks vllm-project/vllm main: the newest tiering/base.py the index offers.
+    "tiering": ("vllm/v1/kv_offload/tiering/{base,factory,manager,spec}.py (neuralmagic/vllm)",
+                "017e9f4448b700e85ee16023287b025693c72b9e"),
     "metrics": ("vllm/backends/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py",
                 "a8f1d79812aa51e1036eba41286879eb09bd1635"),
 }
@@ -54,6 +58,13 @@ FACTS = [
                 "load); drain_jobs; take_events"),
     ("tier_factory", "register_tier(tier_type, module_path, class_name); the tier config "
                      "minus 'type' goes to the class as keywords"),
+    ("tiering", "get_tier_class(tier_config): a registered type, else getattr(import_module("
+                "module_path), type); create_secondary_tier pops type and module_path and "
+                "passes the rest as keywords; build_metric_definitions(tier_config) of the "
+                "tier class joins the spec's"),
+    ("tiering", "primary_kv_view = memoryview(numpy (num_blocks, row) int8 over the "
+                "/dev/shm mmap); at shutdown the primary tier releases it and closes the "
+                "mmap after every tier's shutdown()"),
     ("base", "OffloadingManager.get_stats() -> OffloadingConnectorStats | None; "
              "OffloadingSpec.build_metric_definitions(cls, extra_config) -> {name: "
              "Offloading{Counter,Gauge}Metadata(documentation, labelnames)}"),
@@ -429,10 +440,22 @@ class SecondaryTierFactory:
                                                    class_name)
 
     @classmethod
+    def get_tier_class(cls, tier_config):
+        tier_type = tier_config.get("type")
+        if tier_type in cls._registry:
+            return cls._registry[tier_type]()
+        if tier_config.get("module_path") is None:
+            raise ValueError("Unknown secondary tier type: %r" % tier_type)
+        tier_cls = getattr(importlib.import_module(tier_config["module_path"]), tier_type)
+        assert issubclass(tier_cls, SecondaryTierManager)
+        return tier_cls
+
+    @classmethod
     def create_secondary_tier(cls, tier_config, primary_kv_view, offloading_spec):
+        tier_cls = cls.get_tier_class(tier_config)
         config = dict(tier_config)
         tier_type = config.pop("type")
-        tier_cls = cls._registry[tier_type]()
+        config.pop("module_path", None)
         return tier_cls(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view,
                         tier_type=tier_type, **config)
 

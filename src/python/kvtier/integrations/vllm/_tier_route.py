@@ -220,6 +220,8 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
             self._finished.append(result)
 
     def _slot_bytes(self, block_id):
+        if self._view is None:
+            raise kvtier.FailedPrecondition("vllm: the tier is shut down")
         return self._view[block_id * self._slot:(block_id + 1) * self._slot]
 
     def _store(self, keys, block_ids):
@@ -279,8 +281,11 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         return self._stats.take()
 
     def shutdown(self):
+        """Drains, lets go of vLLM's primary view (vLLM closes its mmap after
+        this; an array kept over it would stop that close), flushes."""
         self.drain_jobs()
         self._pool.shutdown(wait=True)
+        self._view = None
         for req in list(self._promised):
             self._release(req)
         try:
