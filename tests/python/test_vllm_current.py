@@ -399,8 +399,9 @@ def test_the_tier_announces_its_stores_and_removals(kv, tmp_path):
     tier.submit_store(tier_job(tier, 1, keys, [0, 1]))
     assert finished(tier)[1].success
     (stored,) = list(tier.take_events())
-    assert (stored.keys, stored.removed, stored.medium, stored.ownership) == \
-        (keys, False, b.Medium.STORAGE, "kvtier")
+    assert (stored.keys, stored.removed, stored.medium) == (keys, False, b.Medium.STORAGE)
+    # ownership: a field of OffloadingEvent at 0105e232, gone at 017e9f44.
+    assert getattr(stored, "ownership", "kvtier") == "kvtier"
     tier.cache.erase(tier.kv_key(keys[1]))
     (removed,) = list(tier.take_events())
     assert (removed.keys, removed.removed) == ([keys[1]], True)

@@ -565,10 +565,17 @@ def offloading_config(extra, *, layers=(2,), tokens=4, chunk=2, heads=2, head_di
         enable_kv_cache_events=True, extra_config=dict(extra), engine_id="engine-0",
         model=cfg.OffloadingModelConfig(name=model, dtype="float16"),
         cache=cfg.OffloadingCacheConfig(tokens_per_hash=tokens, blocks_per_chunk=chunk),
-        parallel=cfg.OffloadingParallelConfig(
+        parallel=_only_fields(cfg.OffloadingParallelConfig, dict(
             rank=rank, world_size=tp, tp_size=tp, pp_size=1, pcp_size=1, dcp_size=1,
-            data_parallel_index=0, is_parallelism_agnostic=False),
+            data_parallel_index=0, is_parallelism_agnostic=False,
+            data_parallel_size=1, data_parallel_rank_local=None)),  # (the last two: 017e9f44)
         replicated_layout=replicated)
+
+
+def _only_fields(cls, values):
+    """cls(**values) with the fields this vLLM's dataclass has."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def layer_tensors(layers, num_blocks, tokens, heads, head_dim, seed):

@@ -6,9 +6,17 @@ JobResult with successful_keys) and the fs tier
 (tiering/fs/manager.py at 0255eeaa: a primary slot is primary_kv_view.strides[0]
 bytes at block_id * that offset), with base.py at 0105e232.
 
-Configure it as a secondary tier of type "kvtier" (``register_secondary_tier``
-registers the type with vLLM's SecondaryTierFactory, done when this module is
-imported); the tier's config keys other than ``type`` are kvtier options.
+Driven through vLLM's own TieringOffloadingSpec / TieringOffloadingManager /
+SecondaryTierFactory at neuralmagic/vllm 017e9f44 (a fork that tracks
+vllm-project/vllm main; tiering/base.py there: TransferJob, JobResult with
+successful_keys, build_metric_definitions, get_stats).
+
+Configure it as a secondary tier ``{"type": "KvtierSecondaryTier",
+"module_path": "kvtier.integrations.vllm", ...}``: vLLM imports nothing of
+kvtier before it builds its tiers, so its factory finds the class through
+``module_path``. (``register_secondary_tier`` also registers the short type
+"kvtier" when this module is imported first.) The tier's config keys other
+than ``type`` and ``module_path`` are kvtier options.
 
 A kvtier block holds one primary slot (one OffloadKey's chunk, all workers'
 bytes as vLLM's CPU tier lays them out). Its key is
