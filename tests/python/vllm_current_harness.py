@@ -15,6 +15,7 @@ import enum
 import importlib
 import os
 import sys
+import time
 import types
 from typing import Any
 
@@ -38,9 +39,16 @@ SOURCES = {
                 "017e9f4448b700e85ee16023287b025693c72b9e"),
     "metrics": ("vllm/backends/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py",
                 "a8f1d79812aa51e1036eba41286879eb09bd1635"),
+    # How the connector's scheduler side takes lookup's answers (neuralmagic/vllm).
+    "scheduler": ("vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py",
+                  "017e9f4448b700e85ee16023287b025693c72b9e"),
 }
 # Facts the drivers follow (source key, fact).
 FACTS = [
+    ("scheduler", "_maximal_prefix_lookup: HIT counts; HIT_PENDING counts and defers; RETRY "
+                  "does not count, defers, and the scan goes on; MISS ends it; a deferred "
+                  "request (get_num_new_matched_tokens None) is asked again on a later step; "
+                  "on_request_finished(req_context) once per request"),
     ("base", "OffloadKey = block hash + group index as 4 bytes big-endian"),
     ("base", "OffloadingManager: lookup(key, req_context) -> LookupResult; prepare_load, "
              "prepare_store, on_new_request abstract; every other method (keys, req_context)"),
@@ -659,16 +667,32 @@ class Connector:
         ids = [i for group_ids, _ in groups for i in group_ids]
         return b.GPULoadStoreSpec(ids, [len(g) for g, _ in groups], [s for _, s in groups])
 
-    def lookup(self, keys, req="req-0"):
+    def lookup(self, keys, req="req-0", answers=None):
+        """A new request's hit count as SOURCES["scheduler"]'s
+        _maximal_prefix_lookup finds it: HIT counts, MISS ends the scan,
+        RETRY (and HIT_PENDING) keep scanning and defer the request, which
+        vLLM asks about again on a later step (here: once the manager says
+        it has no pending work). `answers` collects each pass's results."""
         b = module("vllm.v1.kv_offload.base")
         ctx = b.ReqContext(req_id=req)
         self.manager.on_new_request(ctx)
-        hits = 0
-        for key in keys:
-            if self.manager.lookup(key, ctx) != b.LookupResult.HIT:
-                break
-            hits += 1
-        return hits
+        deadline = time.monotonic() + 300
+        while True:
+            hits, defer, seen = 0, False, []
+            for key in keys:
+                result = self.manager.lookup(key, ctx)
+                seen.append(result.name)
+                if result is b.LookupResult.MISS:
+                    break
+                defer |= result in (b.LookupResult.RETRY, b.LookupResult.HIT_PENDING)
+                hits += result is not b.LookupResult.RETRY
+            if answers is not None:
+                answers.append(seen)
+            if not defer:
+                return hits
+            assert time.monotonic() < deadline, "lookups deferred for 300 s"
+            while getattr(self.manager, "has_pending_work", lambda: False)():
+                time.sleep(0.001)  # vLLM's next scheduler step
 
     def prepare_load(self, keys, req="req-0"):
         b = module("vllm.v1.kv_offload.base")
