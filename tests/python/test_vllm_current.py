@@ -12,6 +12,8 @@ that commit's vllm.py).
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -400,11 +402,233 @@ def test_the_tier_announces_its_stores_and_removals(kv, tmp_path):
     tier.submit_store(tier_job(tier, 1, keys, [0, 1]))
     assert finished(tier)[1].success
     (stored,) = list(tier.take_events())
-    assert (stored.keys, stored.removed, stored.medium, stored.ownership) == \
-        (keys, False, b.Medium.STORAGE, "kvtier")
+    assert (stored.keys, stored.removed, stored.medium) == (keys, False, b.Medium.STORAGE)
+    # ownership: a field of OffloadingEvent at 0105e232, gone at 017e9f44.
+    assert getattr(stored, "ownership", "kvtier") == "kvtier"
     tier.cache.erase(tier.kv_key(keys[1]))
     (removed,) = list(tier.take_events())
     assert (removed.keys, removed.removed) == ([keys[1]], True)
     # Group 1's blocks are not group 0's.
     ctx = b.ReqContext(req_id="r")
     assert tier_lookup(tier, keys_of(1, group=0)[0], ctx) is b.LookupResult.MISS
+
+
+# --- get_stats and lookups without block reads --------------------------------
+
+P = "vllm:kv_offload_kvtier_"
+
+
+def counters(payload):
+    """{name: {label values: value}} of a payload's counters."""
+    data = payload.data
+    return {n: v for n, v in data["data"].items() if data["types"][n] == "counter"}
+
+
+def test_get_stats_is_vllms_stats_payload_filled_from_kvtier(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=40)
+    definitions = type(conn.spec).build_metric_definitions(conn.spec.extra_config)
+    now = [100.0]
+    conn.manager._stats._clock = lambda: now[0]
+    first = conn.manager.get_stats()
+    stats_cls = vc.module(vc.METRICS_MODULE).OffloadingConnectorStats
+    assert isinstance(first, stats_cls) and counters(first) == {}
+    vc.observe(definitions, first)
+    keys = keys_of(4)
+    assert conn.store(keys, [(list(range(8)), 0)]) == keys
+    now[0] += 0.5  # vLLM asks every step; kvtier's counters are read once a second
+    assert conn.manager.get_stats() is None
+    now[0] += 1.0
+    stored = conn.manager.get_stats()
+    vc.observe(definitions, stored)
+    block = conn.spec.plan.groups[0].layout.block_file_bytes  # what kvtier writes
+    assert counters(stored) == {P + "stores": {(): 4}, P + "stored_bytes": {(): 4 * block}}
+    assert stored.data["data"][P + "bytes"][("host",)] >= 4 * block
+    assert conn.load(keys, [(list(range(10, 18)), 0)])
+    now[0] += 1.0
+    loaded = counters(conn.manager.get_stats())  # only the increase since the last payload
+    assert loaded[P + "hits"] == {("host",): 4} and P + "stores" not in loaded
+    assert set(loaded) == {P + "hits", P + "loaded_bytes"}
+    # Summed by vLLM's aggregate over payloads, the counters are kvtier's totals.
+    total = stats_cls().aggregate(stored).aggregate(conn.manager.get_stats() or stats_cls())
+    assert total.data["data"][P + "stores"] == {(): 4}
+
+
+def reopen(kv):
+    """Another process's view: the blocks on disk only."""
+    for cache in list(kv._caches.values()):
+        cache.flush()
+        cache.close()
+    kv._caches.clear()
+
+
+def damage_on_disk(conn, key):
+    """Flips the last byte of `key`'s block file (rank 0) in the disk tier."""
+    hexkey = conn.spec.plan.kv_keys(key)[0].hex()
+    path = os.path.join(conn.spec.options["disk_dir"], "blocks", hexkey[:2],
+                        hexkey + ".safetensors")
+    with open(path, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+class ReadRecorder:
+    """A kvtier.Cache that records the thread of every block read."""
+
+    READS = ("load", "load_many", "load_into", "load_tensors")
+
+    def __init__(self, cache):
+        self._cache, self.reads = cache, []
+
+    def __getattr__(self, name):
+        attr = getattr(self._cache, name)
+        if name not in self.READS:
+            return attr
+
+        def read(*args, **kwargs):
+            self.reads.append((name, threading.get_ident(), threading.current_thread().name))
+            return attr(*args, **kwargs)
+        return read
+
+
+def test_a_damaged_disk_block_is_never_a_hit_and_vllm_recomputes_it(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, seed=41)
+    keys = keys_of(3)
+    assert conn.store(keys, [(list(range(6)), 0)]) == keys
+    reopen(kv)
+    damage_on_disk(conn, keys[1])
+    conn2, pages2 = make_connector(kv, tmp_path, seed=42)
+    answers = []
+    # Every key is in kvtier's index: RETRY each (vLLM scans on), then the
+    # verified reads decide: HIT for the good block, MISS for the damaged one.
+    assert conn2.lookup(keys, answers=answers) == 1
+    assert answers == [["RETRY"] * 3, ["HIT", "MISS"]]
+    assert conn2.load(keys[:1], [([20, 21], 0)])  # vLLM loads the hit, recomputes the rest
+    assert vc.gpu_bytes(pages2, 0, [20, 21]) == vc.gpu_bytes(pages, 0, [0, 1])
+    assert conn2.failed == [] and kv.PINS.nbytes() == 0
+    assert conn2.lookup(keys) == 1  # the damaged block stays a miss
+
+
+def test_a_good_disk_block_is_retry_then_hit_and_loads_what_the_lookup_read(kv, tmp_path):
+    conn, pages = make_connector(kv, tmp_path, seed=43)
+    keys = keys_of(3)
+    assert conn.store(keys, [(list(range(6)), 0)]) == keys
+    reopen(kv)
+    conn2, pages2 = make_connector(kv, tmp_path, seed=44)
+    answers = []
+    assert conn2.lookup(keys, answers=answers) == 3
+    assert answers == [["RETRY"] * 3, ["HIT"] * 3]
+    cache = conn2.spec.caches()[0]
+    read = cache.stats()["lookups"]
+    src = conn2.prepare_load(keys)  # the bytes the lookups verified: no second read
+    assert cache.stats()["lookups"] == read
+    erase_everywhere(kv, conn2, keys)
+    assert conn2.transfer_load(keys, src, [(list(range(20, 26)), 0)])
+    assert vc.gpu_bytes(pages2, 0, list(range(20, 26))) == vc.gpu_bytes(pages, 0, list(range(6)))
+    assert conn2.manager._holds.held_bytes() == 0 and kv.PINS.nbytes() == 0
+
+
+def test_a_lookup_reads_no_block_on_the_calling_thread(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=45)
+    keys = keys_of(3)
+    assert conn.store(keys, [(list(range(6)), 0)]) == keys  # in the host tier too
+    recorder = conn.manager.caches[0] = ReadRecorder(conn.manager.caches[0])
+    assert conn.lookup(keys) == 3
+    assert conn.lookup(keys_of(2, salt=b"other"), req="other") == 0
+    me = threading.get_ident()
+    assert recorder.reads and all(t != me for _, t, _ in recorder.reads)
+    assert {name.split("_")[0] for _, _, name in recorder.reads} == {"kvtier-vllm-lookup"}
+    recorder.reads.clear()
+    conn.prepare_load(keys)
+    assert recorder.reads == []
+
+
+def test_what_a_request_holds_ends_with_it_and_is_bounded(kv, tmp_path):
+    conn, _ = make_connector(kv, tmp_path, seed=46)
+    keys = keys_of(3)
+    assert conn.store(keys, [(list(range(6)), 0)]) == keys
+    b = vc.module("vllm.v1.kv_offload.base")
+    holds = conn.manager._holds
+    assert conn.lookup(keys, req="a") == 3
+    block = conn.spec.plan.groups[0].layout.block_file_bytes
+    assert holds.held_bytes() == 3 * block
+    conn.manager.on_request_finished(b.ReqContext(req_id="a"))
+    assert holds.held_bytes() == 0
+    # A request gone while its read runs: the read's bytes are dropped.
+    gate, read = threading.Event(), holds._read
+    holds._read = lambda key: (gate.wait(300), read(key))[1]
+    ctx = b.ReqContext(req_id="b")
+    assert conn.manager.lookup(keys[0], ctx) is b.LookupResult.RETRY
+    conn.manager.on_request_finished(ctx)
+    gate.set()
+    while conn.manager.has_pending_work():
+        time.sleep(0.001)
+    assert holds.held_bytes() == 0
+    holds._read = read
+    # At most max_bytes held or reserved: a lookup beyond is a miss.
+    holds.max_bytes = conn.spec.plan.groups[0].layout.max_file_bytes
+    assert conn.lookup(keys, req="c") == 1
+    assert holds.held_bytes() == block
+    # A request vLLM never finishes is dropped after max_idle seconds.
+    now = time.monotonic() + holds.max_idle + 2.0
+    holds._clock = lambda: now
+    assert conn.manager.lookup(keys_of(1, salt=b"other")[0], ctx) is b.LookupResult.MISS
+    assert holds.held_bytes() == 0
+
+
+def test_the_tier_reports_its_stats_in_vllms_payload(kv, tmp_path):
+    tier, _ = make_tier(kv, tmp_path, seed=42)
+    now = [5.0]
+    tier._stats._clock = lambda: now[0]
+    tier.get_stats()
+    keys = keys_of(3)
+    tier.submit_store(tier_job(tier, 1, keys, [0, 1, 2]))
+    assert finished(tier)[1].success
+    now[0] += 2.0
+    payload = tier.get_stats()
+    vc.observe(type(tier).build_metric_definitions({}), payload)
+    assert counters(payload) == {P + "stores": {(): 3},
+                                 P + "stored_bytes": {(): 3 * tier.layout.block_file_bytes}}
+
+
+# --- Found by the tier drive (vLLM's multi-tier code at 017e9f44, docs/vllm.md) --
+
+def test_vllms_out_of_tree_tier_config_builds_the_kvtier_tier(kv, tmp_path):
+    """vLLM imports nothing of kvtier before it builds its tiers, so "kvtier"
+    (registered at kvtier's import) is unknown there; the class name with
+    module_path is the config that works."""
+    factory = vc.module("vllm.v1.kv_offload.tiering.factory").SecondaryTierFactory
+    config = {"type": "KvtierSecondaryTier", "module_path": "kvtier.integrations.vllm",
+              "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20}
+    cls = factory.get_tier_class(config)
+    assert cls is kv.KvtierSecondaryTier
+    assert sorted(cls.build_metric_definitions(config)) == sorted(kv._stats.METRICS)
+    primary = np.zeros((4, SLOT), np.uint8)
+    tier = factory.create_secondary_tier(config, memoryview(primary), make_spec(kv, tmp_path))
+    assert tier.tier_type == "KvtierSecondaryTier" and tier.options["host_bytes"] == 1 << 20
+    tier.shutdown()
+
+
+def test_the_tier_lets_go_of_the_primary_view_at_shutdown(kv, tmp_path):
+    """vLLM's primary tier closes its mmap after the tiers' shutdown(); an array
+    the tier kept over the view made that close fail (BufferError, the region
+    leaked)."""
+    import gc
+    import mmap
+    mm = mmap.mmap(-1, 4 * SLOT)
+    rows = np.frombuffer(mm, np.int8).reshape(4, SLOT)  # as vLLM's region builds it
+    view = memoryview(rows)
+    factory = vc.module("vllm.v1.kv_offload.tiering.factory").SecondaryTierFactory
+    tier = factory.create_secondary_tier(
+        {"type": "kvtier", "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20}, view,
+        make_spec(kv, tmp_path))
+    tier.submit_store(tier_job(tier, 1, keys_of(2), [0, 1]))
+    assert finished(tier)[1].success
+    tier.shutdown()
+    view.release()
+    del rows
+    gc.collect()
+    mm.close()  # BufferError while the tier holds an array over the view
+    tier.submit_load(tier_job(tier, 2, keys_of(1), [2]))  # after shutdown: a failed job
+    assert finished(tier)[2].success is False

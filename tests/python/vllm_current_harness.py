@@ -15,6 +15,7 @@ import enum
 import importlib
 import os
 import sys
+import time
 import types
 from typing import Any
 
@@ -32,9 +33,22 @@ SOURCES = {
                      "033af9c591f87ade2e713f2c6643361057e6a105"),
     "tier_factory": ("vllm/v1/kv_offload/tiering/factory.py",
                      "0411f953de014cc29c91aa7060d66f603bde6a54"),
+    # The multi-tier code the tier drive ran (docs/vllm.md), from neuralmagic/vllm, a fork
+    # that tracks vllm-project/vllm main: the newest tiering/base.py the index offers.
+    "tiering": ("vllm/v1/kv_offload/tiering/{base,factory,manager,spec}.py (neuralmagic/vllm)",
+                "017e9f4448b700e85ee16023287b025693c72b9e"),
+    "metrics": ("vllm/backends/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py",
+                "a8f1d79812aa51e1036eba41286879eb09bd1635"),
+    # How the connector's scheduler side takes lookup's answers (neuralmagic/vllm).
+    "scheduler": ("vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py",
+                  "017e9f4448b700e85ee16023287b025693c72b9e"),
 }
 # Facts the drivers follow (source key, fact).
 FACTS = [
+    ("scheduler", "_maximal_prefix_lookup: HIT counts; HIT_PENDING counts and defers; RETRY "
+                  "does not count, defers, and the scan goes on; MISS ends it; a deferred "
+                  "request (get_num_new_matched_tokens None) is asked again on a later step; "
+                  "on_request_finished(req_context) once per request"),
     ("base", "OffloadKey = block hash + group index as 4 bytes big-endian"),
     ("base", "OffloadingManager: lookup(key, req_context) -> LookupResult; prepare_load, "
              "prepare_store, on_new_request abstract; every other method (keys, req_context)"),
@@ -52,6 +66,20 @@ FACTS = [
                 "load); drain_jobs; take_events"),
     ("tier_factory", "register_tier(tier_type, module_path, class_name); the tier config "
                      "minus 'type' goes to the class as keywords"),
+    ("tiering", "get_tier_class(tier_config): a registered type, else getattr(import_module("
+                "module_path), type); create_secondary_tier pops type and module_path and "
+                "passes the rest as keywords; build_metric_definitions(tier_config) of the "
+                "tier class joins the spec's"),
+    ("tiering", "primary_kv_view = memoryview(numpy (num_blocks, row) int8 over the "
+                "/dev/shm mmap); at shutdown the primary tier releases it and closes the "
+                "mmap after every tier's shutdown()"),
+    ("base", "OffloadingManager.get_stats() -> OffloadingConnectorStats | None; "
+             "OffloadingSpec.build_metric_definitions(cls, extra_config) -> {name: "
+             "Offloading{Counter,Gauge}Metadata(documentation, labelnames)}"),
+    ("metrics", "OffloadingConnectorStats(data={types, data}): increase_counter(name, value, "
+                "labelvalues), set_gauge(...); aggregate sums counters, keeps the last gauge; "
+                "the Prometheus side asserts each name was declared by the spec and "
+                "len(labelvalues) == len(labelnames)"),
 ]
 
 
@@ -164,6 +192,22 @@ class OffloadingEvent:
     removal_expected: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class OffloadingMetricMetadata:
+    documentation: str
+    labelnames: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingCounterMetadata(OffloadingMetricMetadata):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadingGaugeMetadata(OffloadingMetricMetadata):
+    pass
+
+
 class OffloadingManager(abc.ABC):
     @abc.abstractmethod
     def lookup(self, key, req_context):
@@ -264,6 +308,10 @@ class OffloadingWorker(abc.ABC):
 
 
 class OffloadingSpec(abc.ABC):
+    @classmethod
+    def build_metric_definitions(cls, extra_config):
+        return {}
+
     def __init__(self, config):
         self.config = config
         self.extra_config = config.extra_config
@@ -279,6 +327,51 @@ class OffloadingSpec(abc.ABC):
     @abc.abstractmethod
     def get_worker(self, kv_caches):
         pass
+
+
+# --- the connector's metrics.py ---------------------------------------------------
+
+@dataclasses.dataclass
+class OffloadingConnectorStats:
+    data: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if "data" not in self.data:
+            self.data = {"types": {}, "data": {}}
+
+    def aggregate(self, other):
+        for name, values in other.data["data"].items():
+            kind = other.data["types"][name]
+            self.data["types"].setdefault(name, kind)
+            mine = self.data["data"].setdefault(name, {})
+            for labels, value in values.items():
+                mine[labels] = mine.get(labels, 0) + value if kind == "counter" else value
+        return self
+
+    def is_empty(self):
+        return not self.data["data"]
+
+    def increase_counter(self, name, value=1, labelvalues=()):
+        self.data["types"].setdefault(name, "counter")
+        values = self.data["data"].setdefault(name, {})
+        values[labelvalues] = values.get(labelvalues, 0) + value
+
+    def set_gauge(self, name, value, labelvalues=()):
+        self.data["types"].setdefault(name, "gauge")
+        self.data["data"].setdefault(name, {})[labelvalues] = value
+
+
+def observe(definitions, payload):
+    """What vLLM's Prometheus side checks of a payload (SOURCES["metrics"]):
+    every name declared, as many label values as label names, numbers."""
+    for name, values in payload.data["data"].items():
+        assert name in definitions, name
+        kind = payload.data["types"][name]
+        expected = {"counter": "OffloadingCounterMetadata", "gauge": "OffloadingGaugeMetadata"}
+        assert type(definitions[name]).__name__ == expected[kind], name
+        for labels, value in values.items():
+            assert len(labels) == len(definitions[name].labelnames), (name, labels)
+            assert isinstance(value, (int, float)), (name, value)
 
 
 # --- vllm/v1/kv_offload/tiering/base.py and factory.py ---------------------------
@@ -355,10 +448,22 @@ class SecondaryTierFactory:
                                                    class_name)
 
     @classmethod
+    def get_tier_class(cls, tier_config):
+        tier_type = tier_config.get("type")
+        if tier_type in cls._registry:
+            return cls._registry[tier_type]()
+        if tier_config.get("module_path") is None:
+            raise ValueError("Unknown secondary tier type: %r" % tier_type)
+        tier_cls = getattr(importlib.import_module(tier_config["module_path"]), tier_type)
+        assert issubclass(tier_cls, SecondaryTierManager)
+        return tier_cls
+
+    @classmethod
     def create_secondary_tier(cls, tier_config, primary_kv_view, offloading_spec):
+        tier_cls = cls.get_tier_class(tier_config)
         config = dict(tier_config)
         tier_type = config.pop("type")
-        tier_cls = cls._registry[tier_type]()
+        config.pop("module_path", None)
         return tier_cls(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view,
                         tier_type=tier_type, **config)
 
@@ -369,11 +474,14 @@ _BASE_NAMES = ("make_offload_key", "get_offload_block_hash", "get_offload_group_
                "Locality", "ReqContext", "LookupResult", "RequestOffloadingContext",
                "LoadStoreSpec", "PrepareStoreOutput", "OffloadingEvent", "OffloadingManager",
                "GPULoadStoreSpec", "CanonicalKVCacheTensor", "CanonicalKVCacheRef",
-               "CanonicalKVCaches", "TransferResult", "OffloadingWorker", "OffloadingSpec")
+               "CanonicalKVCaches", "TransferResult", "OffloadingWorker", "OffloadingSpec",
+               "OffloadingMetricMetadata", "OffloadingCounterMetadata", "OffloadingGaugeMetadata")
 _CONFIG_NAMES = ("OffloadingGroupConfig", "OffloadingModelConfig", "OffloadingCacheConfig",
                  "OffloadingParallelConfig", "OffloadingConfig")
 _TIER_NAMES = ("JobMetadata", "JobResult", "SecondaryTierManager")
-PACKAGES = ("vllm", "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.tiering")
+METRICS_MODULE = "vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics"
+PACKAGES = ("vllm", "vllm.v1", "vllm.v1.kv_offload", "vllm.v1.kv_offload.tiering") + tuple(
+    METRICS_MODULE.rsplit(".", n)[0] for n in range(5, 0, -1))
 
 
 def stand_in_modules(base_overrides=None):
@@ -390,6 +498,7 @@ def stand_in_modules(base_overrides=None):
         "vllm.v1.kv_offload.config": {n: here[n] for n in _CONFIG_NAMES},
         "vllm.v1.kv_offload.tiering.base": {n: here[n] for n in _TIER_NAMES},
         "vllm.v1.kv_offload.tiering.factory": {"SecondaryTierFactory": SecondaryTierFactory},
+        METRICS_MODULE: {"OffloadingConnectorStats": OffloadingConnectorStats},
     }
     for name, attrs in contents.items():
         mods[name] = types.ModuleType(name)
@@ -464,10 +573,17 @@ def offloading_config(extra, *, layers=(2,), tokens=4, chunk=2, heads=2, head_di
         enable_kv_cache_events=True, extra_config=dict(extra), engine_id="engine-0",
         model=cfg.OffloadingModelConfig(name=model, dtype="float16"),
         cache=cfg.OffloadingCacheConfig(tokens_per_hash=tokens, blocks_per_chunk=chunk),
-        parallel=cfg.OffloadingParallelConfig(
+        parallel=_only_fields(cfg.OffloadingParallelConfig, dict(
             rank=rank, world_size=tp, tp_size=tp, pp_size=1, pcp_size=1, dcp_size=1,
-            data_parallel_index=0, is_parallelism_agnostic=False),
+            data_parallel_index=0, is_parallelism_agnostic=False,
+            data_parallel_size=1, data_parallel_rank_local=None)),  # (the last two: 017e9f44)
         replicated_layout=replicated)
+
+
+def _only_fields(cls, values):
+    """cls(**values) with the fields this vLLM's dataclass has."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def layer_tensors(layers, num_blocks, tokens, heads, head_dim, seed):
@@ -551,16 +667,32 @@ class Connector:
         ids = [i for group_ids, _ in groups for i in group_ids]
         return b.GPULoadStoreSpec(ids, [len(g) for g, _ in groups], [s for _, s in groups])
 
-    def lookup(self, keys, req="req-0"):
+    def lookup(self, keys, req="req-0", answers=None):
+        """A new request's hit count as SOURCES["scheduler"]'s
+        _maximal_prefix_lookup finds it: HIT counts, MISS ends the scan,
+        RETRY (and HIT_PENDING) keep scanning and defer the request, which
+        vLLM asks about again on a later step (here: once the manager says
+        it has no pending work). `answers` collects each pass's results."""
         b = module("vllm.v1.kv_offload.base")
         ctx = b.ReqContext(req_id=req)
         self.manager.on_new_request(ctx)
-        hits = 0
-        for key in keys:
-            if self.manager.lookup(key, ctx) != b.LookupResult.HIT:
-                break
-            hits += 1
-        return hits
+        deadline = time.monotonic() + 300
+        while True:
+            hits, defer, seen = 0, False, []
+            for key in keys:
+                result = self.manager.lookup(key, ctx)
+                seen.append(result.name)
+                if result is b.LookupResult.MISS:
+                    break
+                defer |= result in (b.LookupResult.RETRY, b.LookupResult.HIT_PENDING)
+                hits += result is not b.LookupResult.RETRY
+            if answers is not None:
+                answers.append(seen)
+            if not defer:
+                return hits
+            assert time.monotonic() < deadline, "lookups deferred for 300 s"
+            while getattr(self.manager, "has_pending_work", lambda: False)():
+                time.sleep(0.001)  # vLLM's next scheduler step
 
     def prepare_load(self, keys, req="req-0"):
         b = module("vllm.v1.kv_offload.base")

@@ -24,10 +24,11 @@ share a block) and the shard ``tp=<rank>/<size>`` (left out when vLLM says
 the layout is replicated, e.g. MLA).
 
 Failures never raise into vLLM: lookup answers MISS, prepare_store None, a
-job that fails reports success False (vLLM's worker asserts success, so
-promised blocks are pinned: prepare_load holds their verified bytes until
-complete_load, and a load spec carries them when the worker is another
-process).
+job that fails reports success False (vLLM's worker asserts success, so a
+lookup answers HIT only for a block whose verified bytes it holds: it starts
+the read on kvtier's threads and answers RETRY, _lookup_holds; prepare_load
+pins those bytes until complete_load, and a load spec carries them when the
+worker is another process).
 """
 
 import collections
@@ -41,7 +42,7 @@ import numpy as np
 
 import kvtier
 
-from . import _common
+from . import _common, _lookup_holds, _stats
 from ._common import (MEDIUM, PINS, Announcer, block_key, cache_options, dtype_name, load_promised,
                       local_worker, logger, read_verified, register_local_worker,
                       shared_cache)
@@ -173,6 +174,12 @@ class KvtierOffloadingSpec(OffloadingSpecBase):
     """vLLM OffloadingSpec (spec_name "KvtierOffloadingSpec", spec_module_path
     "kvtier.integrations.vllm") over kvtier caches, one per group layout."""
 
+    @classmethod
+    def build_metric_definitions(cls, extra_config):
+        """The metrics get_stats() reports (vLLM's Prometheus side asserts
+        that every reported name was declared here)."""
+        return _stats.metric_definitions()
+
     def __init__(self, config):
         super().__init__(config)
         self.options = cache_options(config.extra_config, keep_only_kvtier=True)
@@ -206,6 +213,9 @@ class KvtierOffloadingManager(OffloadingManagerBase):
         self.locality = None if options.get("remote") else getattr(Locality, "LOCAL", None)
         self._lock = threading.Lock()
         self._storing = collections.Counter()
+        self._stats = _stats.StatsReporter(caches)
+        self._holds = _lookup_holds.LookupHolds(
+            self._read_all, lambda key: self._blocks(key) * self._layout(key).max_file_bytes)
         self._events = Announcer(lambda keys, removed: make(
             OffloadingEvent, keys=keys, medium=self.medium, removed=removed,
             locality=self.locality))
@@ -214,29 +224,54 @@ class KvtierOffloadingManager(OffloadingManagerBase):
         cache = self.caches[self.plan.group_of(key)]
         return all(cache.contains(k) is not None for k in self.plan.kv_keys(key))
 
+    def _layout(self, key):
+        return self.plan.groups[self.plan.group_of(key)].layout
+
+    def _blocks(self, key):
+        return len(self.plan.shard_ranks())
+
     def _verified(self, key):
         g = self.plan.group_of(key)
         keys = self.plan.kv_keys(key)
         return read_verified(self.caches[g], self.plan.groups[g].layout, keys)
 
+    def _read_all(self, key):
+        """Every shard's verified block file of `key`, or None (on the
+        lookup pool's threads)."""
+        blocks = self._verified(key)
+        return blocks if len(blocks) == self._blocks(key) else None
+
     def lookup(self, key, req_context):
+        """HIT when this request holds the key's verified blocks; a key
+        kvtier's index has (contains only: no block is read on vLLM's
+        scheduler thread) starts their verified read on kvtier's threads and
+        answers RETRY, a later lookup HIT or, if a block was missing or
+        damaged, MISS."""
         try:
-            if len(self._verified(key)) < len(self.plan.shard_ranks()):
-                return LookupResult.MISS
-            self._events.stored([key], only_new=True)
-            return LookupResult.HIT
+            answer = self._holds.lookup(_req_id(req_context), key, self._present)
+            if answer == _lookup_holds.HIT:
+                self._events.stored([key], only_new=True)
+                return LookupResult.HIT
+            return LookupResult.RETRY if answer == _lookup_holds.RETRY else LookupResult.MISS
         except Exception as e:
             logger.warning("vllm: lookup failed, answering a miss: %s", e)
             return LookupResult.MISS
 
+    def has_pending_work(self):
+        """True while a read a lookup started runs (vLLM keeps stepping)."""
+        return self._holds.busy()
+
     def prepare_load(self, keys, req_context):
-        """Pins what vLLM will load: the verified block files are held (PINS,
-        and in the spec when no worker runs here) until complete_load."""
+        """Pins what vLLM will load: the verified block files the lookups
+        read (read now only for a key no lookup of this request holds) are
+        held (PINS, and in the spec when no worker runs here) until
+        complete_load."""
         keys = list(keys)
         carried = {}
         try:
             for key in keys:
-                for kv_key, data in self._verified(key).items():
+                blocks = self._holds.take(_req_id(req_context), key)
+                for kv_key, data in (blocks or self._verified(key)).items():
                     PINS.hold(kv_key, data)
                     carried[kv_key] = data
             want = len(keys) * len(self.plan.shard_ranks())
@@ -288,7 +323,11 @@ class KvtierOffloadingManager(OffloadingManagerBase):
             logger.warning("vllm: complete_store failed: %s", e)
 
     def on_new_request(self, req_context):
+        self._holds.drop(_req_id(req_context))  # a request id seen again: a new request
         return RequestOffloadingContext()
+
+    def on_request_finished(self, req_context):
+        self._holds.drop(_req_id(req_context))
 
     def take_events(self):
         yield from self._events.take(self._present)
@@ -300,19 +339,26 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                 cache.clear()
             except kvtier.Error as e:
                 logger.warning("vllm: reset_cache: %s", e)
+        self._holds.clear()
         self._events.clear()
 
     def get_stats(self):
-        # vLLM's OffloadingConnectorStats is the connector's; kvtier's counters
-        # are on its caches (stats(), prometheus()).
-        return None
+        """vLLM's OffloadingConnectorStats filled from the kvtier caches'
+        counters (increases since the last payload; _stats.METRICS), or None
+        when nothing is new."""
+        return self._stats.take()
 
     def shutdown(self):
+        self._holds.close()
         for cache in self.caches:
             try:
                 cache.flush()
             except kvtier.Error as e:
                 logger.warning("vllm: shutdown flush: %s", e)
+
+
+def _req_id(req_context):
+    return getattr(req_context, "req_id", None)
 
 
 # --- The worker side ----------------------------------------------------------

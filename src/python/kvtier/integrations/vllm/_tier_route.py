@@ -6,9 +6,17 @@ JobResult with successful_keys) and the fs tier
 (tiering/fs/manager.py at 0255eeaa: a primary slot is primary_kv_view.strides[0]
 bytes at block_id * that offset), with base.py at 0105e232.
 
-Configure it as a secondary tier of type "kvtier" (``register_secondary_tier``
-registers the type with vLLM's SecondaryTierFactory, done when this module is
-imported); the tier's config keys other than ``type`` are kvtier options.
+Driven through vLLM's own TieringOffloadingSpec / TieringOffloadingManager /
+SecondaryTierFactory at neuralmagic/vllm 017e9f44 (a fork that tracks
+vllm-project/vllm main; tiering/base.py there: TransferJob, JobResult with
+successful_keys, build_metric_definitions, get_stats).
+
+Configure it as a secondary tier ``{"type": "KvtierSecondaryTier",
+"module_path": "kvtier.integrations.vllm", ...}``: vLLM imports nothing of
+kvtier before it builds its tiers, so its factory finds the class through
+``module_path``. (``register_secondary_tier`` also registers the short type
+"kvtier" when this module is imported first.) The tier's config keys other
+than ``type`` and ``module_path`` are kvtier options.
 
 A kvtier block holds one primary slot (one OffloadKey's chunk, all workers'
 bytes as vLLM's CPU tier lays them out). Its key is
@@ -31,7 +39,7 @@ import numpy as np
 
 import kvtier
 
-from . import _common
+from . import _common, _stats
 from ._common import (PINS, Announcer, block_key, cache_options, load_promised, logger,
                       read_verified, shared_cache)
 from ._offload_route import LookupResult, Locality, Medium, OffloadingEvent, \
@@ -69,6 +77,11 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
     vLLM's scheduler thread and returns at once; copies run on kvtier's own
     threads. Thread-safe: one lock over the job and promise tables."""
 
+    @classmethod
+    def build_metric_definitions(cls, extra_config):
+        """The metrics get_stats() reports."""
+        return _stats.metric_definitions()
+
     def __init__(self, offloading_spec, primary_kv_view, tier_type=TIER_TYPE, **options):
         super().__init__(offloading_spec, primary_kv_view, tier_type)
         config = offloading_spec.config
@@ -82,6 +95,7 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
             "layers": [{"repeat": 1, "cache_type": "vllm_primary_slot",
                         "states": [{"role": "kv", "dtype": "U8", "shape": ["T", self._slot]}]}]}))
         self.cache = shared_cache(self.layout, self.options)
+        self._stats = _stats.StatsReporter([self.cache])
         p = config.parallel
         self._parallel = b"" if getattr(p, "is_parallelism_agnostic", False) else (
             b";tp=%d;pp=%d;pcp=%d;dcp=%d" % (p.tp_size, p.pp_size, p.pcp_size, p.dcp_size))
@@ -214,6 +228,8 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
             self._finished.append(result)
 
     def _slot_bytes(self, block_id):
+        if self._view is None:
+            raise kvtier.FailedPrecondition("vllm: the tier is shut down")
         return self._view[block_id * self._slot:(block_id + 1) * self._slot]
 
     def _store(self, keys, block_ids):
@@ -269,11 +285,15 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         yield from self._events.take(self._present)
 
     def get_stats(self):
-        return None  # kvtier's counters: self.cache.stats(), prometheus()
+        """vLLM's OffloadingConnectorStats from the cache's counters, or None."""
+        return self._stats.take()
 
     def shutdown(self):
+        """Drains, lets go of vLLM's primary view (vLLM closes its mmap after
+        this; an array kept over it would stop that close), flushes."""
         self.drain_jobs()
         self._pool.shutdown(wait=True)
+        self._view = None
         for req in list(self._promised):
             self._release(req)
         try:
