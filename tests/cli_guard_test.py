@@ -17,7 +17,9 @@ draws on a terminal (issue 33 items 8 and 9):
      DIR/quarantine` on a healthy cache), a damaged file found at depth;
   6. --config: `gc` takes disk_dir; `replay` applies layout and host_policy
      and refuses host_bytes and disk_*; `synth --cache` refuses cache
-     options it cannot apply; nothing is dropped silently;
+     options it cannot apply; read_buffer_prefault_bytes (an engine's
+     option) is refused by name by every command; nothing is dropped
+     silently;
   7. progress on a terminal: `synth` draws a bar on stderr when stderr is a
      terminal (a pty), exact shape; nothing with --json or into a pipe.
 
@@ -220,6 +222,19 @@ def test_config(r, tmp):
     r.expect_error("synth --cache --config host_bytes", p,
                    "kvtier: --config %s: synth --cache cannot apply option host_bytes (it writes "
                    "through the disk tier alone: disk_* apply)\n" % cfg)
+
+    # read_buffer_prefault_bytes: no command applies it, each says so by name
+    # (1229907 dropped it silently: the commands ran without it).
+    cfg = write_config(tmp, "prefault.json", {"read_buffer_prefault_bytes": "1MiB"})
+    for words, args in (("bench pool", ["bench", "pool", "--layout", "tiny"]),
+                        ("bench cache", ["bench", "cache", "--layout", "tiny", "--blocks", "64"]),
+                        ("gc", ["gc", cache, "--dry-run"]),
+                        ("replay", ["replay", TRACE, "--ram-tokens", "100000"])):
+        p = r.run(*args, "--config", cfg)
+        r.expect_error("%s --config read_buffer_prefault_bytes" % words, p,
+                       "kvtier: --config %s: %s cannot apply option read_buffer_prefault_bytes (it "
+                       "is for an engine's cache opened from Python or C; the commands size their "
+                       "read buffers themselves)\n" % (cfg, words))
 
 
 def run_on_pty(cli, args):

@@ -11,6 +11,11 @@ On the repository's copy of the Mooncake trace (tests/data/mooncake/):
     a PNG of the SVG's size showing each policy's line colour, the
     unbounded-capacity line and, with a disk tier, the shaded gain;
   - bad sweep flags exit 2 with one line naming the flag;
+  - the committed pictures (docs/images/*.svg) are, byte for byte, what the
+    commands docs/replay.md gives for them draw now;
+  - a --config file's disk_dir is the real-payload sweep's disk folder
+    (D/<policy>-<N> replays into it), and one given to a `--payload none`
+    sweep is refused naming --config's disk_dir;
   - capacities over 2^40 tokens exit 2 naming the option; a capacity at the
     limit replays fine with memory that follows the trace (the child's peak
     RSS stays within twice that of a small capacity's run).
@@ -22,6 +27,7 @@ Prints "N passed, M failed" last and exits non-zero on any failure.
 import argparse
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -200,6 +206,65 @@ def check_bad_sweeps(runner, trace, tmp):
         runner.expect_usage_error("sweep " + what, [trace] + args, needle)
 
 
+SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def doc_plot_commands():
+    """(svg path, [replay args]) for each `--plot docs/images/X.svg` command
+    of docs/replay.md, its continuation lines joined."""
+    text = open(os.path.join(SOURCE, "docs", "replay.md"), encoding="utf-8").read()
+    text = text.replace("\\\n", " ")
+    out = []
+    for m in re.finditer(r"^build/release/kvtier replay \$T (.*--plot (docs/images/\S+\.svg).*)$",
+                         text, re.M):
+        out.append((m.group(2), m.group(1).split()))
+    return out
+
+
+def check_committed_pictures(runner, trace, tmp):
+    # The pictures docs/replay.md shows are the output of its commands
+    # (the same sweep always draws the same bytes); on 1229907's tree the
+    # RAM-only picture predated the drawing order of 0fc71dd (lru over
+    # the other lines) and differed.
+    commands = doc_plot_commands()
+    runner.expect_eq("docs/replay.md: commands drawing the committed pictures", len(commands), 2)
+    for svg, args in commands:
+        out = os.path.join(tmp, os.path.basename(svg))
+        args = [out if a == svg else a for a in args]
+        p = runner.run([trace] + args)
+        runner.check("%s: exit 0" % svg, p.returncode == 0, p.stderr[:300])
+        with open(os.path.join(SOURCE, svg), "rb") as f:
+            committed = f.read()
+        drawn = open(out, "rb").read() if os.path.exists(out) else b""
+        runner.check("%s: the command draws the committed bytes" % svg, drawn == committed,
+                     "%d bytes drawn, %d committed" % (len(drawn), len(committed)))
+
+
+def check_config_disk_dir(runner, trace, tmp):
+    # --config's disk_dir is the sweep's disk folder: D/<policy>-<N>.
+    disk = os.path.join(tmp, "config-disk")
+    cfg = os.path.join(tmp, "sweep-disk.json")
+    with open(cfg, "w") as f:
+        json.dump({"disk_dir": disk}, f)
+    j = runner.replay_json("sweep --config disk_dir", [
+        trace, "--sweep", "4096,8192", "--payload", "real", "--disk-tokens", "65536",
+        "--limit", "40", "--config", cfg])
+    if j is not None:
+        runner.expect_eq("sweep --config disk_dir: rows", len(j.get("rows", [])), 2)
+        runner.expect_eq("sweep --config disk_dir: wrong", [r.get("wrong") for r in j["rows"]],
+                         [0, 0])
+    runner.expect_eq("sweep --config disk_dir: the folders",
+                     sorted(os.listdir(disk)) if os.path.isdir(disk) else None,
+                     ["lru-4096", "lru-8192"])
+    runner.expect_usage_error("sweep --payload none, --config disk_dir", [
+        trace, "--sweep", "4096", "--config", cfg],
+        "--config's disk_dir is only used with --payload real")
+    runner.expect_usage_error("sweep --payload real, --config disk_dir, no --disk-tokens", [
+        trace, "--sweep", "4096", "--payload", "real", "--config", cfg],
+        "give both --disk-dir and --disk-tokens for a disk tier, or neither (the folder is "
+        "--config's disk_dir)")
+
+
 def peak_rss_kib(cli, args):
     """Runs the CLI; returns (exit code, stdout, its own peak RSS in KiB)."""
     p = subprocess.Popen([cli, "replay"] + args, stdout=subprocess.PIPE,
@@ -253,6 +318,9 @@ def main():
             if plot is not None:
                 check_plot(runner, plot, disk)
         check_bad_sweeps(runner, args.trace, tmp)
+        check_config_disk_dir(runner, args.trace, tmp)
+        if os.path.abspath(args.trace) == os.path.abspath(TRACE):
+            check_committed_pictures(runner, args.trace, tmp)
         check_limits(runner, args.trace, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

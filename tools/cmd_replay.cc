@@ -61,6 +61,30 @@ Result<uint64_t> ParseReplayTokens(std::string_view flag, std::string_view text)
   return v;
 }
 
+Result<uint64_t> ReplayDiskTokens(const ReplayArgs& a, bool real) {
+  const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
+  const bool has_disk_dir = !a.disk_dir.empty();
+  // The folder of a --config file is named as such: the user typed no flag.
+  const std::string from_config =
+      has_disk_dir && a.disk_dir_opt->count() == 0 ? " (the folder is --config's disk_dir)" : "";
+  uint64_t disk_tokens = 0;
+  if (has_disk_tokens) {
+    KVTIER_ASSIGN_OR_RETURN(disk_tokens, ParseReplayTokens("--disk-tokens", a.disk_tokens));
+  }
+  if (real && has_disk_tokens != has_disk_dir) {
+    return Status::InvalidArgument(
+        "--payload real: give both --disk-dir and --disk-tokens for a disk tier, or neither" +
+        from_config);
+  }
+  if (!real && has_disk_dir) {
+    return Status::InvalidArgument(
+        (from_config.empty() ? "--disk-dir" : "--config's disk_dir") +
+        std::string(" is only used with --payload real (--payload none keeps no files; "
+                    "--disk-tokens alone sizes its disk tier)"));
+  }
+  return disk_tokens;
+}
+
 Result<std::vector<uint64_t>> ParseSweepList(std::string_view text) {
   std::vector<uint64_t> sizes;
   size_t start = 0;
@@ -118,22 +142,8 @@ Result<ReplayPlan> MakePlan(const ReplayArgs& a) {
     return Status::InvalidArgument("--payload: expected real or none, got '" +
                                    a.payload.substr(0, 40) + "'");
   }
-  const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
-  const bool has_disk_dir = !a.disk_dir.empty();  // --disk-dir or the file's disk_dir
-  if (has_disk_tokens) {
-    KVTIER_ASSIGN_OR_RETURN(uint64_t disk_tokens,
-                            ParseReplayTokens("--disk-tokens", a.disk_tokens));
-    plan.disk_blocks = disk_tokens / kTraceBlockTokens;
-  }
-  if (plan.real && has_disk_tokens != has_disk_dir) {
-    return Status::InvalidArgument(
-        "--payload real: give both --disk-dir and --disk-tokens for a disk tier, or neither");
-  }
-  if (!plan.real && has_disk_dir) {
-    return Status::InvalidArgument(
-        "--disk-dir is only used with --payload real (--payload none keeps no files; "
-        "--disk-tokens alone sizes its disk tier)");
-  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t disk_tokens, ReplayDiskTokens(a, plan.real));
+  plan.disk_blocks = disk_tokens / kTraceBlockTokens;
   KVTIER_ASSIGN_OR_RETURN(plan.policy, ParseHostEvictionPolicy(a.policy));
   if (a.limit_opt->count() > 0) {
     KVTIER_ASSIGN_OR_RETURN(plan.limit, ParseReplayCount("--limit", a.limit, 1));

@@ -52,20 +52,7 @@ Result<SweepPlan> MakeSweepPlan(const ReplayArgs& a) {
     }
     o.policies = {*p};
   }
-  const bool has_disk_tokens = a.disk_tokens_opt->count() > 0;
-  const bool has_disk_dir = !a.disk_dir.empty();  // --disk-dir or the file's disk_dir
-  if (has_disk_tokens) {
-    KVTIER_ASSIGN_OR_RETURN(o.disk_tokens, ParseReplayTokens("--disk-tokens", a.disk_tokens));
-  }
-  if (real && has_disk_tokens != has_disk_dir) {
-    return Status::InvalidArgument(
-        "--payload real: give both --disk-dir and --disk-tokens for a disk tier, or neither");
-  }
-  if (!real && has_disk_dir) {
-    return Status::InvalidArgument(
-        "--disk-dir is only used with --payload real (--payload none keeps no files; "
-        "--disk-tokens alone sizes its disk tier)");
-  }
+  KVTIER_ASSIGN_OR_RETURN(o.disk_tokens, ReplayDiskTokens(a, real));
   if (a.limit_opt->count() > 0) {
     KVTIER_ASSIGN_OR_RETURN(plan.limit, ParseReplayCount("--limit", a.limit, 1));
   }

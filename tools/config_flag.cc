@@ -6,6 +6,19 @@
 #include "bindings/option_table.h"
 
 namespace kvtier::cli {
+namespace {
+
+// "bench pool", "replay": the command's words after `kvtier`.
+std::string CommandWords(const CLI::App* app) {
+  std::string words = app->get_name();
+  for (const CLI::App* p = app->get_parent(); p != nullptr && p->get_parent() != nullptr;
+       p = p->get_parent()) {
+    words = p->get_name() + " " + words;
+  }
+  return words;
+}
+
+}  // namespace
 
 void ConfigFlag::Add(CLI::App* app) {
   app_ = app;
@@ -27,6 +40,14 @@ Status ConfigFlag::ApplyTo(const ConfigTargets& targets,
   if (targets.remote != nullptr) spec.remote_tier = *targets.remote;
   Status s = bindings::ApplyOptions(object, &spec);
   if (!s.ok()) return s.WithContext("--config " + path_);
+  // An engine's option (Python, C), applied where a cache is opened from
+  // a CacheSpec; the commands build their caches and buffers themselves.
+  if (spec.Has("read_buffer_prefault_bytes")) {
+    return Status::InvalidArgument(
+        "--config " + path_ + ": " + CommandWords(app_) +
+        " cannot apply option read_buffer_prefault_bytes (it is for an engine's cache opened "
+        "from Python or C; the commands size their read buffers themselves)");
+  }
   if (targets.cache != nullptr) {
     // The tiers' own options travel in targets.disk / targets.remote.
     std::optional<DiskTierOptions> disk = std::move(targets.cache->disk);

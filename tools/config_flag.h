@@ -42,7 +42,8 @@ class ConfigFlag {
 
   // Applies the file's options to `targets` (nothing without --config),
   // skipping each option whose flag in `overrides` was given. Bad or unknown
-  // options are InvalidArgument naming them (and the file).
+  // options are InvalidArgument naming them (and the file), and so is
+  // read_buffer_prefault_bytes, which no command applies.
   Status ApplyTo(const ConfigTargets& targets,
                  std::initializer_list<FlagOverride> overrides = {}) const;
 

@@ -50,6 +50,12 @@ Result<uint64_t> ParseReplayCount(std::string_view flag, std::string_view text, 
 // at most kMaxReplayTokens (2^40). InvalidArgument naming the flag.
 Result<uint64_t> ParseReplayTokens(std::string_view flag, std::string_view text);
 
+// The disk tier's size in tokens (0: none) from --disk-tokens, checked
+// against the folder (--disk-dir, or --config's disk_dir): with a real
+// payload both or neither; with none, no folder. The messages name where
+// the folder came from.
+Result<uint64_t> ReplayDiskTokens(const ReplayArgs& a, bool real);
+
 // "N1,N2,..." for --sweep: 1..kMaxSweepPoints distinct token counts.
 Result<std::vector<uint64_t>> ParseSweepList(std::string_view text);
 

@@ -177,8 +177,8 @@ enum {
 };
 
 /* *tier = the fastest tier holding key (KVTIER_TIER_HOST, _DISK, _REMOTE),
- * or KVTIER_TIER_NONE. No data is read (the disk tier's index, one Redis
- * EXISTS). */
+ * or KVTIER_TIER_NONE. No block data is read (the disk tier's index; one
+ * Redis GETRANGE of the value's first 8 bytes, its header length). */
 KVTIER_C_API int kvtier_cache_contains(kvtier_cache* cache, const uint8_t key[32], int* tier);
 
 /* Removes key's block from every tier (Redis: under the cache's prefix).

@@ -435,7 +435,9 @@ class TieredCache {
   // memory (PoolOptions::prefault_slots). The buffers wait in the read
   // buffer pool, which keeps at most read_buffer_pool_bytes. Returns how
   // many were added. InvalidArgument if the layout is invalid or its
-  // signature is not the cache's; ResourceExhausted when memory runs out;
+  // signature is not the cache's; ResourceExhausted when memory runs out,
+  // or up front, before any buffer, when the buffers would need more than
+  // the kernel's MemAvailable (/proc/meminfo, read through the Env);
   // FailedPrecondition after Close.
   Result<uint64_t> PrefaultReadBuffers(const ModelLayout& layout, uint64_t count);
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/mutex.h"
@@ -21,6 +23,28 @@ BlockIndex::Options IndexOptions(const CacheOptions& o) {
   BlockIndex::Options io;
   io.expected_keys = static_cast<size_t>(std::min(o.index_expected_blocks, kMaxReservedIndexKeys));
   return io;
+}
+
+// The kernel's MemAvailable (/proc/meminfo, read through `env`) in bytes;
+// nullopt where there is none to read (not Linux, a test Env without it).
+std::optional<uint64_t> MemAvailableBytes(Env* env) {
+  Result<std::unique_ptr<RandomAccessFile>> f = env->OpenForRead("/proc/meminfo", {});
+  if (!f.ok()) return std::nullopt;
+  std::string text(16 << 10, '\0');  // /proc files say size 0: read what comes
+  Result<size_t> n = (*f)->ReadAt(0, std::as_writable_bytes(std::span(text)));
+  if (!n.ok()) return std::nullopt;
+  text.resize(*n);
+  constexpr std::string_view kName = "MemAvailable:";
+  const size_t at = text.find(kName);
+  if (at == std::string::npos) return std::nullopt;
+  size_t i = text.find_first_not_of(' ', at + kName.size());
+  uint64_t kib = 0;
+  size_t digits = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9' && digits < 16; ++i, ++digits) {
+    kib = kib * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (digits == 0 || text.compare(i, 3, " kB") != 0) return std::nullopt;
+  return kib * 1024;
 }
 
 std::string Position(size_t i, const BlockKey& key) {
@@ -404,6 +428,19 @@ Result<uint64_t> CacheCore::PrefaultReadBuffers(const ModelLayout& layout, uint6
   req.tensors = views;
   KVTIER_ASSIGN_OR_RETURN(BlockBuffer sample, EncodeBlock(req));
   tensors.clear();
+  // Refused up front, as `kvtier bench` refuses what RAM cannot hold:
+  // faulting in more than the kernel has ends in its OOM killer, not in an
+  // error. The pool keeps at most read_buffer_pool_bytes, so no more is
+  // faulted in.
+  const uint64_t wanted = count > UINT64_MAX / sample.size() ? UINT64_MAX : count * sample.size();
+  const uint64_t needed = std::min(wanted, options_.read_buffer_pool_bytes);
+  if (std::optional<uint64_t> available = MemAvailableBytes(env_);
+      available.has_value() && needed > *available) {
+    return Status::ResourceExhausted(
+        "TieredCache::PrefaultReadBuffers: " + std::to_string(count) + " read buffers of " +
+        std::to_string(sample.size()) + " bytes need " + std::to_string(needed) +
+        " bytes of RAM; " + std::to_string(*available) + " are available (MemAvailable)");
+  }
   Result<uint64_t> added = buffers_->Prefault(sample.size(), count);
   if (!added.ok()) return added.status().WithContext("TieredCache::PrefaultReadBuffers");
   return added;

@@ -452,8 +452,9 @@ TEST_P(CacheRemoteTest, EmptyOrShortValueIsACountedMissAndIsDeleted) {
 
   std::unique_ptr<TieredCache> b = OpenCache(HostWithRemote("", url_, prefix_));
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(b->Contains(keys[0]), CacheTier::kRemote);  // EXISTS cannot tell
-  EXPECT_EQ(b->Match(keys).remote_blocks, 2u);
+  // Neither can start a block file: absent before any load (next test).
+  EXPECT_EQ(b->Contains(keys[0]), CacheTier::kNone);
+  EXPECT_EQ(b->Match(keys).remote_blocks, 0u);
   std::vector<LoadedBlock> got = LoadAll(*b, keys);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].tier, CacheTier::kNone);
@@ -480,6 +481,54 @@ TEST_P(CacheRemoteTest, EmptyOrShortValueIsACountedMissAndIsDeleted) {
   ASSERT_EQ(got.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(got[i].tier, CacheTier::kRemote);
+    EXPECT_TRUE(SameBytes(got[i].block, blocks[i])) << i;
+  }
+  EXPECT_EQ(c->Stats().remote->bad_values, 0u);
+}
+
+// Before any load, a value that cannot start a block file is absent to
+// contains, match and the writers' probe: Exists() reads each value's
+// first 8 bytes (GETRANGE, in the ACL every deployment uses) instead of
+// EXISTS, which cannot see a length. On 1229907 contains said "remote",
+// match counted all four, and the writers skipped them (skipped_existing
+// 4, nothing stored): phantoms until a load deleted them.
+TEST_P(CacheRemoteTest, AValueThatCannotBeABlockIsAbsentBeforeAnyLoad) {
+  const std::vector<BlockKey> keys = Keys(440, 4);
+  const std::vector<SharedBlock> blocks = Blocks(keys);
+  testing::RawRedis raw(url_);
+  auto name = [&](const BlockKey& k) { return prefix_ + "{" + k.Hex() + "}"; };
+  // Empty; 7 bytes; a header length of 0; a header length past 1 MiB.
+  const std::string zero_header(8, '\0');
+  std::string huge_header(8, '\0');
+  huge_header[3] = '\x01';  // 16 MiB, with a data section after it
+  ASSERT_EQ(raw.Run({"SET", name(keys[0]), ""}), "status:OK");
+  ASSERT_EQ(raw.Run({"SET", name(keys[1]), "1234567"}), "status:OK");
+  ASSERT_EQ(raw.Run({"SET", name(keys[2]), zero_header + "{}"}), "status:OK");
+  ASSERT_EQ(raw.Run({"SET", name(keys[3]), huge_header + std::string(64, ' ')}), "status:OK");
+
+  std::unique_ptr<TieredCache> b = OpenCache(HostWithRemote("", url_, prefix_));
+  ASSERT_NE(b, nullptr);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(b->Contains(keys[i]), CacheTier::kNone) << i;
+    EXPECT_EQ(b->Match(std::span(&keys[i], 1)).blocks, 0u) << i;
+  }
+  EXPECT_EQ(b->Stats().remote->exists_found, 0u);
+
+  // Stored, every block lands over its phantom (no writer skips it) and
+  // the next host is served the right bytes.
+  ASSERT_TRUE(b->Store(keys, blocks).ok());
+  ASSERT_TRUE(b->Flush().ok());
+  EXPECT_EQ(b->Stats().remote->skipped_existing, 0u);
+  EXPECT_EQ(b->Stats().remote->stored, keys.size());
+  EXPECT_EQ(b->Stats().remote->bad_values, 0u);
+  std::unique_ptr<TieredCache> c = OpenCache(HostWithRemote("", url_, prefix_));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Contains(keys[0]), CacheTier::kRemote);
+  EXPECT_EQ(c->Match(keys).remote_blocks, keys.size());
+  std::vector<LoadedBlock> got = LoadAll(*c, keys);
+  ASSERT_EQ(got.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(got[i].tier, CacheTier::kRemote) << i;
     EXPECT_TRUE(SameBytes(got[i].block, blocks[i])) << i;
   }
   EXPECT_EQ(c->Stats().remote->bad_values, 0u);

@@ -15,6 +15,7 @@
 
 #include "cache/cache_test_util.h"
 #include "kvtier/tiered_cache.h"
+#include "testing/memory_env.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -246,6 +247,33 @@ TEST(CacheSharedLoad, PrefaultedReadBuffersServeTheFirstRestore) {
   ASSERT_THAT(cache->Close(), IsOk());
   EXPECT_THAT(cache->PrefaultReadBuffers(TinyLayout(), 1),
               StatusIs(StatusCode::kFailedPrecondition));
+}
+
+// Read buffers are faulted in only where the kernel has the memory: a
+// prefault past MemAvailable (the Env's /proc/meminfo) is refused before
+// any buffer is allocated, naming both figures, instead of growing until
+// the OOM killer ends the process (issue 33 item 8). On 1229907 the 4
+// buffers were faulted in.
+TEST(CacheSharedLoad, PrefaultPastMemAvailableIsRefusedUpFront) {
+  MemoryEnv env;
+  ASSERT_THAT(env.CreateDirs("/proc", 0755), IsOk());
+  const std::string meminfo =
+      "MemTotal:        1048576 kB\nMemFree:             4 kB\nMemAvailable:       12 kB\n"
+      "Buffers:               0 kB\n";
+  ASSERT_THAT(env.WriteFileAtomic("/proc/meminfo", std::as_bytes(std::span(meminfo)), {}), IsOk());
+  auto cache = OpenCache(HostOnlyOptions(8), &env);
+  ASSERT_NE(cache, nullptr);
+  EXPECT_THAT(cache->PrefaultReadBuffers(TinyLayout(), 4),
+              StatusIs(StatusCode::kResourceExhausted,
+                       ::testing::HasSubstr("bytes of RAM; 12288 are available (MemAvailable)")));
+  EXPECT_EQ(cache->Stats().read_buffers_prefaulted, 0u);
+  EXPECT_EQ(cache->Stats().read_buffer_fresh_bytes, 0u);
+  // One buffer (a tiny block file, ~5 KB) fits.
+  auto added = cache->PrefaultReadBuffers(TinyLayout(), 1);
+  ASSERT_THAT(added, IsOk());
+  EXPECT_EQ(*added, 1u);
+  EXPECT_EQ(cache->Stats().read_buffers_prefaulted, 1u);
+  ASSERT_THAT(cache->Close(), IsOk());
 }
 
 // Promoted buffers come back when the host budget evicts their entries.

@@ -562,7 +562,8 @@ void RegisterCache(py::module_& m) {
       .def("contains", &PyCache::Contains, py::arg("key"),
            "contains(key: bytes) -> str | None\n\n"
            "The fastest tier holding `key`: \"host\", \"disk\" or \"remote\", or None. "
-           "Reads no data (the disk tier's index, one Redis EXISTS).")
+           "Reads no block data (the disk tier's index; one Redis GETRANGE of the "
+           "value's first 8 bytes, its header length).")
       .def("erase", &PyCache::Erase, py::arg("key"),
            "erase(key: bytes) -> bool\n\n"
            "Removes the block from every tier (Redis: under the cache's prefix). True if any "

@@ -20,6 +20,7 @@ struct Partial {
     kOpen,         // still being read
     kMiss,         // absent (or an error reply)
     kBad,          // present but wrong: delete it
+    kMissingPart,  // a part is gone (evicted, or deleted since round 1): delete the rest
     kUnavailable,  // no answer
     kAllocError,   // `error`
     kInvalid,      // the mask does not fit the block: `error`
@@ -90,7 +91,9 @@ void BlockReader::LoadPartial(
   const size_t n = keys.size();
   std::vector<Partial> ps(n);
   // One pipelined round trip per node of the GETRANGEs `pieces` holds for
-  // the keys still open; a short piece is a bad value.
+  // the keys still open; with `short_is_bad`, a piece that came back empty
+  // (its part's name is absent: GETRANGE answers "" for it) is a missing
+  // part, and one that came back short but not empty a bad value.
   auto run_round = [&](std::vector<std::vector<RangePiece>>& pieces, bool short_is_bad) {
     std::vector<size_t> open;
     for (size_t j = 0; j < n; ++j) {
@@ -123,7 +126,12 @@ void BlockReader::LoadPartial(
       }
       for (const RangePiece& piece : opieces[k]) {
         p.fetched += piece.received;
-        if (short_is_bad && piece.received != piece.dst.size()) p.verdict = Verdict::kBad;
+        if (!short_is_bad || piece.received == piece.dst.size()) continue;
+        if (piece.received > 0) {
+          p.verdict = Verdict::kBad;
+        } else if (p.verdict == Verdict::kOpen) {
+          p.verdict = Verdict::kMissingPart;
+        }
       }
       pieces[open[k]] = std::move(opieces[k]);  // round 1 reads `received`
     }
@@ -223,7 +231,7 @@ void BlockReader::LoadPartial(
   run_round(pieces, /*short_is_bad=*/true);
 
   // The verdicts.
-  std::vector<BlockKey> bad;
+  std::vector<BlockKey> bad, evicted;
   uint64_t lookups = 0;
   for (size_t j = 0; j < n; ++j) {
     Partial& p = ps[j];
@@ -246,6 +254,11 @@ void BlockReader::LoadPartial(
         r.state = State::kBad;
         bad.push_back(keys[j]);
         break;
+      case Verdict::kMissingPart:
+        r.state = State::kBad;
+        r.missing_part = true;
+        evicted.push_back(keys[j]);
+        break;
       case Verdict::kUnavailable:
         r.state = State::kUnavailable;
         break;
@@ -265,6 +278,9 @@ void BlockReader::LoadPartial(
   }
   C::Add(counters_->lookups, lookups);
   DeleteBad(bad);
+  // As LoadBuffers: a part evicted by the server's LRU says nothing against
+  // the node.
+  DeleteBad(evicted, /*bad=*/false);
 }
 
 }  // namespace kvtier::remote

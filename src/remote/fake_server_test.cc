@@ -83,10 +83,11 @@ TEST(FakeServer, GarbageIsAMissAndAProtocolError) {
 }
 
 TEST(FakeServer, WrongReplyTypes) {
-  // GET answered with an integer, EXISTS with a bulk, SET with an array.
+  // GET answered with an integer, Exists()'s GETRANGE with an integer, SET
+  // with an array.
   Fixture f = Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
     if (Is(c, "GET") || Is(c, "MGET")) return Reply{":5\r\n"};
-    if (Is(c, "EXISTS")) return Reply{"$1\r\n1\r\n"};
+    if (Is(c, "GETRANGE")) return Reply{":1\r\n"};
     if (Is(c, "SET")) return Reply{"*1\r\n+OK\r\n"};
     return std::nullopt;
   });
@@ -319,8 +320,8 @@ TEST(FakeServer, TricklingServerCostsOneCallDeadlineNotOnePerKey) {
 // the clock, is checked.
 TEST(FakeServer, ANaglingServerIsNotHeldUpByDelayedAcks) {
   Fixture f = Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
-    if (Is(c, "EXISTS")) {
-      Reply r{":1\r\n"};
+    if (Is(c, "GETRANGE")) {
+      Reply r{FakeHeadReply()};
       r.byte_writes = true;
       return r;
     }
@@ -426,7 +427,7 @@ TEST(FakeServer, RepeatedBadValuesOpenTheBreaker) {
 TEST(FakeServer, OomOnSetIsACountedDrop) {
   Fixture f = Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
     if (Is(c, "SET")) return Reply{"-OOM command not allowed when used memory > 'maxmemory'.\r\n"};
-    if (Is(c, "EXISTS")) return Reply{":0\r\n"};
+    if (Is(c, "GETRANGE")) return Reply{"$0\r\n\r\n"};
     return std::nullopt;
   });
   SharedBlock b = TestBlock(f.layout, 3);
@@ -543,7 +544,7 @@ TEST(FakeServer, PipelineWindowBoundsLargeRepliesNotSmallOnes) {
   };
   EXPECT_EQ(tier->Exists(keys), std::vector<bool>(50, false));
   ASSERT_TRUE(wait_closed(1));
-  EXPECT_EQ(count("EXISTS"), 50u);  // small replies: all in one round trip
+  EXPECT_EQ(count("GETRANGE"), 50u);  // Exists()'s small replies: all in one round trip
   std::vector<SharedBlock> got = tier->GetMany(keys);
   EXPECT_EQ(std::count(got.begin(), got.end(), nullptr), 50);
   ASSERT_TRUE(wait_closed(2));

@@ -43,7 +43,7 @@ RemoteTierOptions BudgetOptions(const std::string& url) {
 TEST(LookupBudget, LateAnswerIsAMissForThatCall) {
   std::unique_ptr<FakeRedisServer> server =
       FakeRedisServer::Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
-        if (Is(c, "EXISTS")) return Reply{":1\r\n", Reply::Then::kContinue, kSlowByteMicros};
+        if (Is(c, "GETRANGE")) return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
         return std::nullopt;
       }).value();
   std::unique_ptr<RemoteTier> tier = OpenTier(BudgetOptions(server->url()));
@@ -72,11 +72,11 @@ TEST(LookupBudget, ReplyStalledMidwayEndsTheCallAtTheBudget) {
   std::atomic<int> exists{0};
   std::unique_ptr<FakeRedisServer> server =
       FakeRedisServer::Start([&](const FakeRedisServer::Command& c) -> std::optional<Reply> {
-        if (!Is(c, "EXISTS")) return std::nullopt;
+        if (!Is(c, "GETRANGE")) return std::nullopt;
         if (exists.fetch_add(1) % 3 == 1) {
-          return Reply{":1\r\n", Reply::Then::kContinue, kSlowByteMicros};
+          return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
         }
-        return Reply{":1\r\n"};
+        return Reply{FakeHeadReply()};
       }).value();
   std::unique_ptr<RemoteTier> tier = OpenTier(BudgetOptions(server->url()));
   ASSERT_NE(tier, nullptr);
@@ -97,7 +97,7 @@ TEST(LookupBudget, ConnectIsInsideTheBudget) {
         if (Is(c, "PING") && pings.fetch_add(1) > 0) {
           return Reply{"+PONG\r\n", Reply::Then::kContinue, kSlowByteMicros / 2};
         }
-        if (Is(c, "EXISTS")) return Reply{":1\r\n", Reply::Then::kContinue, kSlowByteMicros};
+        if (Is(c, "GETRANGE")) return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
         return std::nullopt;
       }).value();
   std::unique_ptr<RemoteTier> tier = OpenTier(BudgetOptions(server->url()));

@@ -27,9 +27,6 @@ Status Oversized(uint64_t n, uint64_t max) {
                             " bytes, more than the " + std::to_string(max) + " expected");
 }
 
-// The shortest value that can hold a block: a block file starts with its
-// 8-byte header length (DESIGN.md §4).
-constexpr uint64_t kMinValueBytes = 8;
 
 Status SkipBulk(Connection* conn, uint64_t n) {
   KVTIER_RETURN_IF_ERROR(conn->Skip(n));
@@ -41,26 +38,66 @@ Status SkipBulk(Connection* conn, uint64_t n) {
 // --- EXISTS -------------------------------------------------------------------
 
 void ExistsOps::AppendRequest(const KeyOp& op, RequestBuffer* out) {
-  std::vector<std::string> names = layout_.PartNames(op.key, layout_.min_parts());
+  out->Command({"GETRANGE", layout_.PartName(op.key, 0), "0", std::to_string(kMinValueBytes - 1)});
+  if (Rest() == 0) return;
+  std::vector<std::string> names;
+  for (uint32_t i = 1; i < layout_.min_parts(); ++i) names.push_back(layout_.PartName(op.key, i));
   if (with_mac_) names.push_back(layout_.MacName(op.key));
   out->Command("EXISTS", names);
 }
 
 uint64_t ExistsOps::TransferBytes(const KeyOp& op) {
-  return 32 + uint64_t{layout_.min_parts() + 1} * (layout_.prefix().size() + 80);
+  return 48 + kMinValueBytes + uint64_t{layout_.min_parts() + 1} * (layout_.prefix().size() + 80);
 }
 
 Result<OpOutcome> ExistsOps::ReadReply(const KeyOp& op, Connection* conn) {
-  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{0, 0}));
-  if (h.type == ReplyType::kInteger) {
-    found_[op.index] = h.number == static_cast<int64_t>(layout_.min_parts() + (with_mac_ ? 1 : 0));
-    return OpOutcome{};
+  // Both replies are consumed, whatever the first said, so that the
+  // connection stays in sync.
+  std::optional<OpOutcome> redirect;
+  bool found = false;
+  bool error = false;
+  KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, ReplyLimits{kMinValueBytes, 0}));
+  if (h.type == ReplyType::kBulk) {
+    std::array<std::byte, kMinValueBytes> head{};
+    const size_t n = static_cast<size_t>(h.number);
+    KVTIER_RETURN_IF_ERROR(conn->ReadExact(std::span<std::byte>(head).first(n)));
+    KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
+    found = n == kMinValueBytes && PlausibleHead(head);
+  } else if (h.type == ReplyType::kError) {
+    const ServerError e = ParseServerError(h.text);
+    redirect = RedirectFor(e);
+    // WRONGTYPE: something else under the name, not a block (no error).
+    error = !redirect && e.kind != ServerErrorKind::kWrongType;
+  } else {
+    return UnexpectedReply("GETRANGE", h);
   }
-  if (h.type != ReplyType::kError) return UnexpectedReply("EXISTS", h);
-  const ServerError e = ParseServerError(h.text);
-  if (std::optional<OpOutcome> r = RedirectFor(e)) return *r;
-  C::Add(counters_->error_replies);
+  if (Rest() > 0) {
+    KVTIER_ASSIGN_OR_RETURN(ReplyHead r, ReadReplyHead(*conn, ReplyLimits{0, 0}));
+    if (r.type == ReplyType::kInteger) {
+      found = found && r.number == static_cast<int64_t>(Rest());
+    } else if (r.type == ReplyType::kError) {
+      const ServerError e = ParseServerError(r.text);
+      std::optional<OpOutcome> again = RedirectFor(e);
+      if (!redirect) redirect = again;
+      error = error || !again;
+      found = false;
+    } else {
+      return UnexpectedReply("EXISTS", r);
+    }
+  }
+  if (redirect) return *redirect;
+  if (error) C::Add(counters_->error_replies);
+  found_[op.index] = found && !error;
   return OpOutcome{};
+}
+
+uint32_t ExistsOps::Rest() const { return layout_.min_parts() - 1 + (with_mac_ ? 1 : 0); }
+
+bool ExistsOps::PlausibleHead(std::span<const std::byte, kMinValueBytes> head) const {
+  uint64_t n = 0;
+  std::memcpy(&n, head.data(), sizeof(n));
+  // The shortest safetensors header is "{}"; the longest is bounded.
+  return n >= 2 && layout_.TotalFromPrefix(head).has_value();
 }
 
 void ExistsOps::Fail(const KeyOp& op, OpFailure why) {

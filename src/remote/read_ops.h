@@ -1,6 +1,16 @@
 // The read requests of a RemoteTier as OpHandlers for BatchRunner:
 //
-//   ExistsOps  EXISTS <part 0> ... <part min_parts-1>  → all present?
+//   ExistsOps  GETRANGE <part 0> 0 7, and EXISTS <part 1> ... <part
+//              min_parts-1> [<:mac>] when the layout or a signing writer
+//              needs more than part 0 → all present, and part 0 starts
+//              with a block file's header length (8 bytes, 2 to 1 MiB)?
+//              So an empty or short value, or one that cannot start a
+//              block file, is absent to Match/Contains and to a writer's
+//              probe (which stores over it), without reading the value
+//              and with the commands the ACL already allows (GETRANGE is
+//              the partial reads'; STRLEN is not in it). A value that
+//              passes and is bad further on is found by the load: a
+//              counted miss, deleted.
 //   GetOps     GET <part 0> (one-part layouts) or MGET <every possible part>
 //              → the value, read straight from the socket into its
 //              destination: a new exact-size BlockBuffer, or the caller's
@@ -50,6 +60,10 @@
 
 namespace kvtier::remote {
 
+// The shortest value that can hold a block: a block file starts with its
+// 8-byte header length (DESIGN.md §4).
+inline constexpr uint64_t kMinValueBytes = 8;
+
 class ExistsOps : public OpHandler {
  public:
   // `with_mac`: a value exists only with its `:mac` too (a signing
@@ -66,6 +80,11 @@ class ExistsOps : public OpHandler {
   uint64_t failed() const { return failed_; }
 
  private:
+  // Names besides part 0 that must exist (the EXISTS command; 0: none sent).
+  uint32_t Rest() const;
+  // Whether `head` (part 0's first bytes) can start a block of the layout.
+  bool PlausibleHead(std::span<const std::byte, kMinValueBytes> head) const;
+
   const ValueLayout& layout_;
   std::vector<bool> found_;
   RemoteCounters* counters_;

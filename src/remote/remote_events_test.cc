@@ -111,7 +111,7 @@ TEST(RemoteEvents, AFullWriteQueueDropsCopiesAndSaysSoOnce) {
   std::atomic<int> writes_seen{0};
   auto server = FakeRedisServer::Start([&](const FakeRedisServer::Command& c)
                                            -> std::optional<Reply> {
-    if (Is(c, "EXISTS") || Is(c, "SET") || Is(c, "MULTI")) {
+    if (Is(c, "GETRANGE") || Is(c, "EXISTS") || Is(c, "SET") || Is(c, "MULTI")) {
       ++writes_seen;
       if (stall.load()) return Reply{"", Then::kStall};
     }
@@ -215,50 +215,103 @@ TEST(RemoteEvents, TheDownLineNamesItsCause) {
                         " is down or failing (TLS handshake failed: "));
 }
 
+// A tier over the test Redis with a multi-part layout (4 KiB parts) whose
+// breaker opens at the first failure, and a block stored through it.
+class EvictedPartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(url_.ok()) << url_.status().ToString();
+    o_.part_bytes = 4096;
+    o_.info_log = &logger_;
+    o_.breaker_failure_threshold = 1;
+    o_.breaker_open_ms = 60'000;
+    o_.breaker_max_open_ms = 60'000;
+    tier_ = OpenTier(o_);
+    ASSERT_NE(tier_, nullptr);
+    ASSERT_GT(block_->size(), 2u * 4096u);
+    ASSERT_TRUE(tier_->PutSync(key_, block_->span()).ok());
+  }
+  // Deletes part `i` of the block, as an LRU eviction does.
+  void Evict(uint32_t i) { ASSERT_EQ(raw_.Run({"DEL", names_.PartName(key_, i)}), "int:1"); }
+  // What one read of the block found: a miss counted as a bad value, its
+  // other parts deleted, one "missing parts" line and nothing against the
+  // node.
+  void ExpectLoggedAsMissingParts() {
+    RemoteTierStats s = tier_->Stats();
+    EXPECT_EQ(s.misses, 1u);
+    EXPECT_EQ(s.bad_values, 1u);
+    EXPECT_EQ(s.bad_values_deleted, 1u);
+    EXPECT_EQ(s.breaker_opens, 0u);
+    EXPECT_EQ(s.nodes_down, 0u);
+    EXPECT_EQ(raw_.Run({"EXISTS", names_.PartName(key_, 0)}), "int:0");
+    auto lines = logger_.Matching("missing parts");
+    ASSERT_THAT(lines, SizeIs(1));
+    EXPECT_EQ(lines[0].level, LogLevel::kWarning);
+    EXPECT_THAT(lines[0].message, HasSubstr("evicted by the server's maxmemory-policy"));
+    EXPECT_THAT(logger_.Matching("failed verification"), SizeIs(0));
+    EXPECT_THAT(logger_.Matching("is down"), SizeIs(0));
+  }
+  // LoadTensorBuffers of the block's last tensor: whether it was served.
+  bool LoadLastTensor() {
+    TensorMask last(layout_.TensorCount(), false);
+    last.back() = true;
+    const TensorMask masks[1] = {last};
+    int calls = 0;
+    bool served = false;
+    tier_->LoadTensorBuffers(std::span(&key_, 1), masks, {},
+                             [&](size_t, Result<std::optional<BlockBuffer>> r) {
+                               ++calls;
+                               EXPECT_TRUE(r.ok()) << r.status().ToString();
+                               served = r.ok() && r->has_value();
+                             });
+    EXPECT_EQ(calls, 1);
+    return served;
+  }
+
+  const Result<std::string> url_ = testing::TestRedisUrl();
+  const ModelLayout layout_ = MultiPartLayout();
+  RecordingLogger logger_;
+  RemoteTierOptions o_ = TestOptions(url_.ok() ? *url_ : "", layout_,
+                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::unique_ptr<RemoteTier> tier_;
+  const BlockKey key_ = TestBlockKey(3);
+  const SharedBlock block_ = TestBlock(layout_, 3);
+  RawRedis raw_{url_.ok() ? *url_ : ""};
+  const ValueLayout names_{o_.key_prefix, 4096, layout_.BlockBytes()};
+};
+
 // A multi-part value with a part gone (what maxmemory-policy allkeys-lru
 // does to a value it half evicts) is logged as missing parts, not as
 // damaged or poisoned, and is not held against the node: its breaker stays
 // closed though one bad value would open it. The other parts are deleted.
-TEST(RemoteEvents, AnEvictedPartIsLoggedAsMissingPartsNotAsDamage) {
-  Result<std::string> url = testing::TestRedisUrl();
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
-  RecordingLogger logger;
-  const ModelLayout layout = MultiPartLayout();
-  RemoteTierOptions o = TestOptions(*url, layout, "evicted-part");
-  o.part_bytes = 4096;
-  o.info_log = &logger;
-  o.breaker_failure_threshold = 1;
-  o.breaker_open_ms = 60'000;
-  o.breaker_max_open_ms = 60'000;
-  std::unique_ptr<RemoteTier> tier = OpenTier(o);
-  ASSERT_NE(tier, nullptr);
-  const BlockKey key = TestBlockKey(3);
-  SharedBlock block = TestBlock(layout, 3);
-  ASSERT_GT(block->size(), 2u * 4096u);
-  ASSERT_TRUE(tier->PutSync(key, block->span()).ok());
-  RawRedis raw(*url);
-  ValueLayout names(o.key_prefix, o.part_bytes, layout.BlockBytes());
-  ASSERT_EQ(raw.Run({"DEL", names.PartName(key, 1)}), "int:1");
-
-  EXPECT_EQ(tier->Get(key), nullptr);
-  RemoteTierStats s = tier->Stats();
-  EXPECT_EQ(s.bad_values, 1u);
-  EXPECT_EQ(s.bad_values_deleted, 1u);
-  EXPECT_EQ(s.breaker_opens, 0u);
-  EXPECT_EQ(s.nodes_down, 0u);
-  EXPECT_EQ(raw.Run({"EXISTS", names.PartName(key, 0)}), "int:0");
-  auto lines = logger.Matching("missing parts");
-  ASSERT_THAT(lines, SizeIs(1));
-  EXPECT_EQ(lines[0].level, LogLevel::kWarning);
-  EXPECT_THAT(lines[0].message, HasSubstr("evicted by the server's maxmemory-policy"));
-  EXPECT_THAT(logger.Matching("failed verification"), SizeIs(0));
-  EXPECT_THAT(logger.Matching("is down"), SizeIs(0));
-
+TEST_F(EvictedPartTest, AWholeReadLogsMissingPartsNotDamage) {
+  Evict(1);
+  EXPECT_EQ(tier_->Get(key_), nullptr);
+  ExpectLoggedAsMissingParts();
   // Stored again, it is served.
-  ASSERT_TRUE(tier->PutSync(key, block->span()).ok());
-  SharedBlock got = tier->Get(key);
+  ASSERT_TRUE(tier_->PutSync(key_, block_->span()).ok());
+  SharedBlock got = tier_->Get(key_);
   ASSERT_NE(got, nullptr);
-  EXPECT_EQ(got->size(), block->size());
+  EXPECT_EQ(got->size(), block_->size());
+}
+
+// The same for a partial read (LoadTensorBuffers: GETRANGE of the header
+// and of the selected tensors): a part gone since the write answers "" and
+// is a missing part. On 1229907 every short GETRANGE was a bad value:
+// "failed verification (damaged, ..., or poisoned ...)" and a failure on
+// the node's breaker (with a threshold of 1, it opened: breaker_opens 1,
+// nodes_down 1, no "missing parts" line).
+TEST_F(EvictedPartTest, APartialReadLogsMissingPartsNotDamage) {
+  // The last tensor ends the file: its last part is the one evicted.
+  const uint32_t parts = names_.PartsFor(block_->size());
+  ASSERT_GE(parts, 3u);
+  Evict(parts - 1);
+  EXPECT_FALSE(LoadLastTensor());
+  ExpectLoggedAsMissingParts();
+  // Stored again, the same partial read is served.
+  ASSERT_TRUE(tier_->PutSync(key_, block_->span()).ok());
+  EXPECT_TRUE(LoadLastTensor());
+  EXPECT_EQ(tier_->Stats().hits, 1u);
 }
 
 }  // namespace

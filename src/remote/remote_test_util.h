@@ -82,6 +82,15 @@ inline std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span(s));
 }
 
+// A fake server's answer to Exists()'s `GETRANGE <part 0> 0 7` for a value
+// that is there: the first 8 bytes of a block file (its header length, u64
+// little-endian) as a RESP bulk string.
+inline std::string FakeHeadReply(uint64_t header_bytes = 1024) {
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[i] = static_cast<char>((header_bytes >> (8 * i)) & 0xff);
+  return "$8\r\n" + head + "\r\n";
+}
+
 // Seconds since construction.
 class Stopwatch {
  public:

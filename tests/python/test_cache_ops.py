@@ -73,6 +73,14 @@ def test_prefaulted_read_buffers_serve_the_cold_restore(tmp_path):
                                                      "read_buffer_pool_bytes too"):
         kvtier.Cache("tiny", host_bytes=1 << 20, read_buffer_pool_bytes="1MiB",
                      read_buffer_prefault_bytes="2MiB")
+    # More than the machine has (64 TiB): refused at open before a buffer
+    # is faulted in, naming MemAvailable, instead of growing until the OOM
+    # killer ends the process (issue 33 item 8).
+    with pytest.raises(kvtier.ResourceExhausted,
+                       match=r"read_buffer_prefault_bytes: .* bytes of RAM; \d+ are available "
+                             r"\(MemAvailable\)"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, read_buffer_pool_bytes="64TiB",
+                     read_buffer_prefault_bytes="64TiB")
 
 
 def test_load_many_releases_the_gil(tmp_path):

@@ -9,6 +9,7 @@ computed without any cache, bit for bit.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,17 @@ def finish(proc):
 
 def run(*args, **kw):
     return finish(start(*args, **kw))
+
+
+def doc_table():
+    """docs/vllm.md's per-request table: (chat, turn, prompt, reused, stored,
+    logits) per row, in order."""
+    path = os.path.join(HERE, "..", "..", "docs", "vllm.md")
+    text = open(path, encoding="utf-8").read()
+    block = text[text.index("    chat turn prompt reused stored"):]
+    block = block[:block.index("\n\n")]
+    rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\w+)$", block, re.M)
+    return [tuple(int(v) for v in r[:5]) + (r[5],) for r in rows]
 
 
 def expected_reuse(requests, stored):
@@ -66,6 +78,10 @@ def test_reuse_across_a_restart_and_processes_bit_for_bit(tmp_path):
     assert first[0]["reused"] == 0 and min(r["reused"] for r in first[1:]) > 0
     # Those started with empty RAM: what they reuse came from process 1, by disk.
     assert min(r["reused"] for r in second) > 0
+    # docs/vllm.md shows these very rows (the runs are deterministic).
+    got = [(r["chat"], r["turn"], len(r["prompt"]), r["reused"], r["stored"],
+            "identical" if r["identical"] else "differ") for r in first + second]
+    assert got == doc_table()
     # A third process with another PYTHONHASHSEED computes other block hashes:
     # it reuses nothing (and is still exact).
     other = run(folder, str(tmp_path / "other.json"), "0", chats="0", seed="1")
