@@ -14,6 +14,11 @@ with any CPython 3.10+ calls build_wheel() in that interpreter, which
    kvtier/include/kvtier/kvtier_c.h; the kvtier command as a script (pip puts
    it in the environment's bin/).
 
+build_sdist() (`python3 -m build --no-isolation`, which builds the wheel
+from the sdist it made) packs the source files: git's tracked and untracked
+but not ignored ones in a git work tree, else every file but build/ and
+.git; with PKG-INFO.
+
 config_settings (pip: --config-settings key=value): build-dir (relative to the source
 folder or absolute), jobs (parallel compile jobs; default: all CPUs).
 No network, no build dependencies beyond CMake, Ninja, a C++20 compiler,
@@ -21,7 +26,9 @@ pybind11-dev and the interpreter's Python.h.
 """
 
 import base64
+import gzip
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -29,6 +36,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import zipfile
 
@@ -193,6 +201,44 @@ def _package_files(package):
     return sorted(found)
 
 
+def _source_files():
+    """The source folder's files to pack, relative to it, sorted."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], capture_output=True, check=True).stdout
+        names = {n.decode() for n in out.split(b"\0") if n}
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a work tree
+        names = set()
+        for folder, dirs, files in os.walk(ROOT):
+            rel = os.path.relpath(folder, ROOT)
+            dirs[:] = [d for d in dirs if not (rel == "." and d in ("build", ".git"))
+                       and d != "__pycache__"]
+            names |= {os.path.normpath(os.path.join(rel, f)) for f in files
+                      if not f.endswith(".pyc")}
+    # A tracked file deleted in the work tree is left out, as are links to folders.
+    return sorted(n for n in names
+                  if os.path.isfile(os.path.join(ROOT, n)) or os.path.islink(os.path.join(ROOT, n)))
+
+
+def _tar_add(tar, arcname, data=None, path=None):
+    if path is not None and os.path.islink(path):
+        info = tarfile.TarInfo(arcname)
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+    else:
+        if path is not None:
+            with open(path, "rb") as f:
+                data = f.read()
+            mode = 0o755 if os.access(path, os.X_OK) else 0o644
+        else:
+            mode = 0o644
+        info = tarfile.TarInfo(arcname)
+        info.size, info.mode = len(data), mode
+    info.mtime = 315532800  # ZIP_TIME: the same tree gives the same bytes
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    tar.addfile(info, None if info.type == tarfile.SYMTYPE else io.BytesIO(data))
+
+
 # --- PEP 517 hooks ---------------------------------------------------------
 
 def get_requires_for_build_wheel(config_settings=None):
@@ -207,6 +253,27 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     with open(os.path.join(dist_info, "WHEEL"), "w", encoding="utf-8") as f:
         f.write(_wheel_file())
     return _dist_info()
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    base = "%s-%s" % (NAME, _version())
+    name = base + ".tar.gz"
+    os.makedirs(sdist_directory, exist_ok=True)
+    path = os.path.join(sdist_directory, name)
+    with open(path + ".part", "wb") as raw:
+        # mtime=0 in the gzip header, for the same bytes again.
+        with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                _tar_add(tar, base + "/PKG-INFO", data=_metadata().encode())
+                for rel in _source_files():
+                    if rel != "PKG-INFO":
+                        _tar_add(tar, base + "/" + rel, path=os.path.join(ROOT, rel))
+    os.replace(path + ".part", path)
+    return name
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

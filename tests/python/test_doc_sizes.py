@@ -73,7 +73,8 @@ def test_last_error_lifetime_is_what_header_and_docs_say(source_dir):
     code does (issue 33 item 12): the text stays until the next failing call
     on the thread; calls that succeed leave it alone."""
     import ctypes
-    lib = ctypes.CDLL(os.path.join(os.environ["KVTIER_BUILD_DIR"], "libkvtier_c.so"))
+    # By its soname: in a wheel (scripts/wheels) libkvtier_c.so is a linker script.
+    lib = ctypes.CDLL(os.path.join(os.environ["KVTIER_BUILD_DIR"], "libkvtier_c.so.0"))
     lib.kvtier_last_error.restype = ctypes.c_char_p
     cache = ctypes.c_void_p()
     assert lib.kvtier_cache_open(b"{not json", ctypes.byref(cache)) != 0
