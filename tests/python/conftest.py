@@ -97,9 +97,9 @@ collect_ignore = sorted(_MISSING)
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "fork: forks a child (no exec) that starts threads; ThreadSanitizer kills such "
-        "a child, so the tsan build deselects these tests (cmake/KvtierPython.cmake) and the "
-        "dev build runs them")
+        "markers", "fork: forks a child (no exec) of a multi-threaded process; a sanitizer's "
+        "allocator is not fork-safe (GCC 12), so sanitized builds deselect these tests "
+        "(cmake/KvtierPython.cmake) and the wheels' unsanitized module runs them")
 
 
 def pytest_report_header(config):
