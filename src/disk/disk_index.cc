@@ -659,42 +659,18 @@ Result<std::vector<IndexRow>> DiskIndex::RowsWithPrefix(uint8_t prefix) {
   return ReadRows(stmt);
 }
 
-Status DiskIndex::ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch) {
-  constexpr std::string_view kFirst =
-      "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks ORDER BY key LIMIT "
-      "?1";
-  std::optional<BlockKey> after;
-  while (true) {
-    std::vector<IndexRow> rows;
-    {
-      KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
-      KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(after ? kAfter : kFirst));
-      if (after) {
-        stmt->BindBlob(1, KeyBlob(*after));
-        stmt->BindInt64(2, batch);
-      } else {
-        stmt->BindInt64(1, batch);
-      }
-      KVTIER_ASSIGN_OR_RETURN(rows, ReadRows(stmt));
-    }
-    for (const IndexRow& r : rows) fn(r);
-    if (rows.size() < batch) return Status::Ok();
-    after = rows.back().key;
-  }
-}
-
-Status DiskIndex::ForEachRowByAccess(const std::function<void(const IndexRow&)>& fn,
-                                     uint32_t batch) {
+Status DiskIndex::ForEachPage(
+    std::string_view first, std::string_view next,
+    const std::function<void(SqliteStatement*, const IndexRow&)>& bind_after,
+    const std::function<void(const IndexRow&)>& fn, uint32_t batch) {
   std::optional<IndexRow> after;
   while (true) {
     std::vector<IndexRow> rows;
     {
       KVTIER_ASSIGN_OR_RETURN(Lease db, Acquire());
-      KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(after ? kLruAfter : kLruFirst));
+      KVTIER_ASSIGN_OR_RETURN(SqliteStatement * stmt, db->Prepare(after ? next : first));
       if (after) {
-        stmt->BindInt64(1, after->last_access_us);
-        stmt->BindBlob(2, KeyBlob(after->key));
-        stmt->BindInt64(3, batch);
+        bind_after(stmt, *after);
       } else {
         stmt->BindInt64(1, batch);
       }
@@ -704,6 +680,31 @@ Status DiskIndex::ForEachRowByAccess(const std::function<void(const IndexRow&)>&
     if (rows.size() < batch) return Status::Ok();
     after = rows.back();
   }
+}
+
+Status DiskIndex::ForEachRow(const std::function<void(const IndexRow&)>& fn, uint32_t batch) {
+  constexpr std::string_view kFirst =
+      "SELECT key, sig, size, created_at, last_access, header_hash FROM blocks ORDER BY key LIMIT "
+      "?1";
+  return ForEachPage(
+      kFirst, kAfter,
+      [batch](SqliteStatement* stmt, const IndexRow& last) {
+        stmt->BindBlob(1, KeyBlob(last.key));
+        stmt->BindInt64(2, batch);
+      },
+      fn, batch);
+}
+
+Status DiskIndex::ForEachRowByAccess(const std::function<void(const IndexRow&)>& fn,
+                                     uint32_t batch) {
+  return ForEachPage(
+      kLruFirst, kLruAfter,
+      [batch](SqliteStatement* stmt, const IndexRow& last) {
+        stmt->BindInt64(1, last.last_access_us);
+        stmt->BindBlob(2, KeyBlob(last.key));
+        stmt->BindInt64(3, batch);
+      },
+      fn, batch);
 }
 
 Result<std::vector<IndexRow>> DiskIndex::LruRows(uint32_t limit) {

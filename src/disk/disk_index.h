@@ -222,6 +222,12 @@ class DiskIndex {
   // WAL mode, the schema (created if new) and its version on `db`.
   static Status PrepareSchema(SqliteDb* db, const std::string& path);
   Result<std::string> RunCheck(std::string_view pragma);
+  // Keyset paging: `first` (binding ?1 = limit) reads the first page, then
+  // `next` the page after the last row, bound by `bind_after` (which binds
+  // the limit too); `batch` rows per read snapshot.
+  Status ForEachPage(std::string_view first, std::string_view next,
+                     const std::function<void(SqliteStatement*, const IndexRow&)>& bind_after,
+                     const std::function<void(const IndexRow&)>& fn, uint32_t batch);
 
   const std::string path_;
   const IndexOptions options_;
