@@ -305,6 +305,35 @@ Status DiskIndex::Rebuild(const std::function<Status()>& set_aside) {
     MutexLock lock(&mu_);
     sigs = sig_ids_;
   }
+  // No connection in use while the files move (see the header), waited for
+  // in steps so that a lease that never comes back bounds the wait.
+  {
+    MutexLock lock(&mu_);
+    while (rebuilding_) leases_cv_.Wait(&lock);
+    rebuilding_ = true;
+    uint64_t timeouts = 0;
+    const uint64_t max_timeouts = std::max<uint64_t>(1, options_.busy_timeout_ms / 100);
+    while (leased_ > 0 && timeouts < max_timeouts) {
+      if (!leases_cv_.WaitFor(&lock, 100'000)) ++timeouts;
+    }
+    if (leased_ > 0) {
+      rebuilding_ = false;
+      leases_cv_.SignalAll();
+      return Status::Unavailable("index: " + std::to_string(leased_) +
+                                 " connection(s) still in use after " +
+                                 std::to_string(options_.busy_timeout_ms) +
+                                 " ms; not rebuilt");
+    }
+  }
+  Status rebuilt = RebuildUnused(set_aside, sigs);
+  MutexLock lock(&mu_);
+  rebuilding_ = false;
+  leases_cv_.SignalAll();
+  return rebuilt;
+}
+
+Status DiskIndex::RebuildUnused(const std::function<Status()>& set_aside,
+                                const std::unordered_map<std::string, int64_t>& sigs) {
   DropConnections();
   KVTIER_RETURN_IF_ERROR(set_aside());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, OpenConnection());
@@ -346,10 +375,31 @@ void DiskIndex::DropConnections() {
 
 DiskIndex::~DiskIndex() = default;
 
+namespace {
+
+// The indexes whose connections this thread holds, once per lease.
+thread_local std::vector<const DiskIndex*> t_leasing;
+
+bool ThisThreadLeases(const DiskIndex* index) {
+  return std::find(t_leasing.begin(), t_leasing.end(), index) != t_leasing.end();
+}
+
+void ForgetOneLease(const DiskIndex* index) {
+  auto it = std::find(t_leasing.begin(), t_leasing.end(), index);
+  if (it != t_leasing.end()) t_leasing.erase(it);  // absent: returned by another thread
+}
+
+}  // namespace
+
 Result<DiskIndex::Lease> DiskIndex::Acquire() {
   uint64_t generation;
   {
     MutexLock lock(&mu_);
+    if (!ThisThreadLeases(this)) {
+      while (rebuilding_) leases_cv_.Wait(&lock);
+    }
+    ++leased_;
+    t_leasing.push_back(this);
     generation = generation_;
     if (!free_.empty()) {
       std::unique_ptr<SqliteDb> db = std::move(free_.back());
@@ -357,8 +407,26 @@ Result<DiskIndex::Lease> DiskIndex::Acquire() {
       return Lease(this, std::move(db), generation);
     }
   }
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, OpenConnection());
-  return Lease(this, std::move(db), generation);
+  Result<std::unique_ptr<SqliteDb>> db = OpenConnection();
+  if (!db.ok()) {
+    MutexLock lock(&mu_);
+    --leased_;
+    ForgetOneLease(this);
+    leases_cv_.SignalAll();
+    return db.status();
+  }
+  return Lease(this, std::move(db).value(), generation);
+}
+
+void DiskIndex::Return(std::unique_ptr<SqliteDb> db, uint64_t generation) {
+  db->Rollback();  // never pool a connection with an open transaction, nor wait on one
+  {
+    MutexLock lock(&mu_);
+    --leased_;
+    ForgetOneLease(this);
+    leases_cv_.SignalAll();
+  }
+  Release(std::move(db), generation);
 }
 
 void DiskIndex::Release(std::unique_ptr<SqliteDb> db, uint64_t generation) {

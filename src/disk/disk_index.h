@@ -21,8 +21,9 @@
 // place under the same object.
 //
 // Thread safety: all methods may be called from many threads at once. One
-// mutex guards the connection pool and the signature-id cache; no SQLite
-// call runs under it.
+// mutex guards the connection pool, the count of connections on lease (a
+// Rebuild() waits for none) and the signature-id cache; no SQLite call runs
+// under it.
 #ifndef KVTIER_DISK_DISK_INDEX_H_
 #define KVTIER_DISK_DISK_INDEX_H_
 
@@ -199,12 +200,18 @@ class DiskIndex {
   // O(pages)): "ok" or SQLite's findings.
   Result<std::string> QuickCheck();
 
-  // Replaces the index file by a new, empty one: closes every pooled
-  // connection (those in use are closed when returned), calls `set_aside`
-  // (which moves the old files away), creates the schema anew and registers
-  // the signatures this object has handed out under the same ids, so the
-  // callers' ids stay valid. REQUIRES: the caller holds the folder lock
-  // exclusively (no other process uses the file).
+  // Replaces the index file by a new, empty one: stops handing out
+  // connections, waits (at most busy_timeout_ms, else kUnavailable and
+  // nothing changed) until every connection in use has come back, closes
+  // them all, calls `set_aside` (which moves the old files away), creates
+  // the schema anew and registers the signatures this object has handed out
+  // under the same ids, so the callers' ids stay valid. A connection opened
+  // while the files move would find a new empty file beside the old WAL
+  // (a reconcile that then failed with "disk I/O error" lost every row):
+  // so none is. A thread that holds a connection and asks for another one
+  // gets it at once (a caller's callback inside a walk of the rows), so the
+  // wait cannot deadlock on it. REQUIRES: the caller holds the folder lock
+  // exclusively (no other process uses the file) and no connection.
   Status Rebuild(const std::function<Status()>& set_aside);
   // Closes every pooled connection (those in use are closed when
   // returned): the next calls open the file now at the path, e.g. one
@@ -212,12 +219,19 @@ class DiskIndex {
   void DropConnections();
 
  private:
+  // Rebuild() once no connection is in use.
+  Status RebuildUnused(const std::function<Status()>& set_aside,
+                       const std::unordered_map<std::string, int64_t>& sigs);
   class Lease;
   DiskIndex(std::string path, IndexOptions options) : path_(std::move(path)), options_(options) {}
   Result<std::unique_ptr<SqliteDb>> OpenConnection();
   // Open() with IndexOptions::read_only.
   static Result<std::unique_ptr<DiskIndex>> OpenReadOnly(std::unique_ptr<DiskIndex> index);
+  // A pooled (or new) connection; waits while a Rebuild() runs unless this
+  // thread holds a connection of this index already.
   Result<Lease> Acquire();
+  // A leased connection back (Lease's destructor), then Release().
+  void Return(std::unique_ptr<SqliteDb> db, uint64_t generation);
   void Release(std::unique_ptr<SqliteDb> db, uint64_t generation);
   // WAL mode, the schema (created if new) and its version on `db`.
   static Status PrepareSchema(SqliteDb* db, const std::string& path);
@@ -237,6 +251,11 @@ class DiskIndex {
   // generation is closed when returned.
   uint64_t generation_ GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<SqliteDb>> free_ GUARDED_BY(mu_);
+  // Connections out on lease; Rebuild() waits for none and meanwhile sets
+  // rebuilding_, which holds back new leases (leases_cv_ both ways).
+  uint64_t leased_ GUARDED_BY(mu_) = 0;
+  bool rebuilding_ GUARDED_BY(mu_) = false;
+  CondVar leases_cv_;
   std::unordered_map<std::string, int64_t> sig_ids_ GUARDED_BY(mu_);
 };
 
@@ -252,7 +271,7 @@ class DiskIndex::Lease {
   Lease(Lease&&) = default;
   Lease& operator=(Lease&&) = default;
   ~Lease() {
-    if (db_ != nullptr) owner_->Release(std::move(db_), generation_);
+    if (db_ != nullptr) owner_->Return(std::move(db_), generation_);
   }
   SqliteDb* operator->() const { return db_.get(); }
   SqliteDb* get() const { return db_.get(); }

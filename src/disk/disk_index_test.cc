@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "disk/disk_test_util.h"
 #include "disk/sqlite_db.h"
@@ -210,6 +212,96 @@ TEST(DiskIndexTest, ForEachRowByAccessIsOldestFirstWithTiesInKeyOrder) {
                   [&](const IndexRow& r) { got.emplace_back(r.last_access_us, r.key); }),
               IsOk());
   EXPECT_EQ(got, want);
+}
+
+// Rebuild() moves the files only once no connection is in use: a tier's
+// repair once moved them while another thread's lease opened the path, that
+// connection found a new empty file beside the old WAL, and the reconcile
+// after the repair failed ("disk I/O error") with every row lost
+// (DamagedPageTest, under load). A holder that asks for another connection
+// meanwhile gets it: no deadlock.
+TEST(DiskIndexRebuildTest, WaitsForTheConnectionsInUseAndServesTheirHolders) {
+  TempDir dir;
+  const std::string path = dir.Sub("index.sqlite");
+  auto idx = OpenIndex(path);
+  int64_t sig = *idx->SignatureId("s");
+  std::vector<IndexRow> rows;
+  for (uint64_t i = 0; i < 10; ++i) rows.push_back(Row(i, sig, i + 1, 1000 + i));
+  ASSERT_THAT(idx->Upsert(rows, AccessTimes::kAsGiven), IsOk());
+
+  std::atomic<bool> moved{false}, released{false}, moved_while_held{false};
+  Status rebuilt = Status::Internal("not run");
+  std::thread rebuilder;
+  {
+    auto tx = idx->BeginWrite();  // a connection on lease
+    ASSERT_THAT(tx, IsOk());
+    rebuilder = std::thread([&] {
+      rebuilt = idx->Rebuild([&] {
+        moved = true;
+        moved_while_held = !released.load();
+        for (const char* suffix : {"", "-wal", "-shm"}) {
+          std::error_code ec;
+          std::filesystem::rename(path + suffix, path + ".old" + suffix, ec);
+        }
+        return Status::Ok();
+      });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the rebuild waits
+    EXPECT_FALSE(moved.load());
+    auto again = idx->Lookup(rows[4].key);  // a second connection, for the holder
+    ASSERT_THAT(again, IsOk());
+    EXPECT_TRUE(again->has_value());
+    released = true;
+  }
+  rebuilder.join();
+  ASSERT_THAT(rebuilt, IsOk());
+  EXPECT_TRUE(moved.load());
+  EXPECT_FALSE(moved_while_held.load());
+  // The new file: empty, the signature's id kept, writable.
+  auto gone = idx->Lookup(rows[0].key);
+  ASSERT_THAT(gone, IsOk());
+  EXPECT_FALSE(gone->has_value());
+  ASSERT_THAT(idx->Upsert(std::vector<IndexRow>{rows[3]}, AccessTimes::kAsGiven), IsOk());
+  auto back = idx->Lookup(rows[3].key);
+  ASSERT_THAT(back, IsOk());
+  ASSERT_TRUE(back->has_value());
+  EXPECT_EQ((*back)->sig_id, sig);
+}
+
+// A connection that does not come back bounds the wait: after
+// busy_timeout_ms the rebuild gives up (kUnavailable), moves nothing, and
+// the index serves on.
+TEST(DiskIndexRebuildTest, AConnectionHeldTooLongFailsTheRebuildAndMovesNothing) {
+  TempDir dir;
+  const std::string path = dir.Sub("index.sqlite");
+  IndexOptions o;
+  o.busy_timeout_ms = 300;
+  auto opened = DiskIndex::Open(path, o);
+  ASSERT_THAT(opened, IsOk());
+  std::unique_ptr<DiskIndex> idx = std::move(opened).value();
+  int64_t sig = *idx->SignatureId("s");
+  ASSERT_THAT(idx->Upsert(std::vector<IndexRow>{Row(1, sig, 10, 1000), Row(2, sig, 10, 1001)},
+                          AccessTimes::kAsGiven),
+              IsOk());
+  bool moved = false;
+  Status rebuilt = Status::Ok();
+  {
+    auto tx = idx->BeginWrite();
+    ASSERT_THAT(tx, IsOk());
+    std::thread t([&] {
+      rebuilt = idx->Rebuild([&] {
+        moved = true;
+        return Status::Ok();
+      });
+    });
+    t.join();  // returns while the transaction still holds its connection
+  }
+  EXPECT_THAT(rebuilt, StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(rebuilt.message(), HasSubstr("1 connection(s) still in use after 300 ms"));
+  EXPECT_FALSE(moved);
+  auto row = idx->Lookup(TestBlockKey(2));
+  ASSERT_THAT(row, IsOk());
+  EXPECT_TRUE(row->has_value());
 }
 
 TEST(DiskIndexTest, NotADatabaseIsCorruption) {
