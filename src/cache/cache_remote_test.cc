@@ -26,11 +26,11 @@ namespace {
 using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
 
-enum class Where { kSingle, kCluster };
+enum class RemoteWhere { kSingle, kCluster };
 
-std::string UrlFor(Where w) {
+std::string UrlFor(RemoteWhere w) {
   Result<std::string> u =
-      w == Where::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
+      w == RemoteWhere::kSingle ? testing::TestRedisUrl() : testing::TestRedisClusterUrl();
   EXPECT_TRUE(u.ok()) << u.status().ToString();
   return u.ok() ? *u : "";
 }
@@ -41,7 +41,7 @@ ModelLayout MultiPartLayout() {
   return ModelLayout::Attention("multipart", 2, 2, 80, DType::kF16, 32);
 }
 
-std::string TestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+std::string RemoteTestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
 
 // A host whose clock runs `offset_micros` ahead of the real one: blocks it
 // encodes carry a different created_at, so two hosts write different
@@ -94,15 +94,15 @@ bool SameBytes(const SharedBlock& a, const SharedBlock& b) {
          std::memcmp(a->data(), b->data(), a->size()) == 0;
 }
 
-class CacheRemoteTest : public ::testing::TestWithParam<Where> {
+class CacheRemoteTest : public ::testing::TestWithParam<RemoteWhere> {
  protected:
   std::string url_ = UrlFor(GetParam());
-  std::string prefix_ = testing::UniqueKeyPrefix(TestName());
+  std::string prefix_ = testing::UniqueKeyPrefix(RemoteTestName());
 };
 
 INSTANTIATE_TEST_SUITE_P(Servers, CacheRemoteTest,
-                         ::testing::Values(Where::kSingle, Where::kCluster), [](const auto& info) {
-                           return info.param == Where::kSingle ? "Single" : "Cluster";
+                         ::testing::Values(RemoteWhere::kSingle, RemoteWhere::kCluster), [](const auto& info) {
+                           return info.param == RemoteWhere::kSingle ? "Single" : "Cluster";
                          });
 
 // Host A computes and stores; host B (another folder, empty RAM) finds the
@@ -687,7 +687,7 @@ TEST(CacheRemoteDeadServerTest, OpensAndMissesWhenTheServerIsDown) {
   ASSERT_TRUE(port.ok());
   TempDir dir("cache_remote_dead");
   CacheOptions o = HostWithRemote(dir.path(), "redis://127.0.0.1:" + std::to_string(*port),
-                                  testing::UniqueKeyPrefix(TestName()));
+                                  testing::UniqueKeyPrefix(RemoteTestName()));
   o.remote->connect_timeout_ms = 200;
   o.remote->command_timeout_ms = 200;
   std::unique_ptr<TieredCache> c = OpenCache(o);
@@ -730,7 +730,7 @@ TEST(CacheRemotePausedServerTest, RequestPathNeverWaitsForAPausedServer) {
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   std::unique_ptr<testing::RedisServer> redis = std::move(started).value();
   TempDir dir("cache_remote_paused");
-  CacheOptions o = HostWithRemote(dir.path(), redis->url(), testing::UniqueKeyPrefix(TestName()));
+  CacheOptions o = HostWithRemote(dir.path(), redis->url(), testing::UniqueKeyPrefix(RemoteTestName()));
   o.remote->connect_timeout_ms = 30'000;
   o.remote->command_timeout_ms = 30'000;
   o.remote->lookup_budget_ms = 20;

@@ -398,7 +398,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, RoundTripTest, ::testing::Values("tiny", "qwen
 //   xxhsum -H2 /dev/null (empty input)  → 99aa06d3014798d86001c324468d497f
 //   bytes i % 251 for i in 0..99999     → 54182c58bbb1337c42c23aeead96750d
 
-std::string Hex(const std::array<uint8_t, 16>& a) {
+std::string ChecksumHex(const std::array<uint8_t, 16>& a) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   for (uint8_t b : a) {
@@ -409,11 +409,11 @@ std::string Hex(const std::array<uint8_t, 16>& a) {
 }
 
 TEST(BlockChecksumTest, MatchesXxhsumH2) {
-  EXPECT_EQ(Hex(BlockChecksum(AsBytes("kvtier"))), "2212090f62f31ca412c13ec0da2ff4f1");
-  EXPECT_EQ(Hex(BlockChecksum({})), "99aa06d3014798d86001c324468d497f");
+  EXPECT_EQ(ChecksumHex(BlockChecksum(AsBytes("kvtier"))), "2212090f62f31ca412c13ec0da2ff4f1");
+  EXPECT_EQ(ChecksumHex(BlockChecksum({})), "99aa06d3014798d86001c324468d497f");
   std::vector<std::byte> v(100000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::byte>(i % 251);
-  EXPECT_EQ(Hex(BlockChecksum(v)), "54182c58bbb1337c42c23aeead96750d");
+  EXPECT_EQ(ChecksumHex(BlockChecksum(v)), "54182c58bbb1337c42c23aeead96750d");
 }
 
 // ---------------------------------------------------------------------------
@@ -445,7 +445,7 @@ TEST(MetaChecksumTest, SmallVector) {
       "16\0",
       64);
   EXPECT_EQ(in.Bytes(), want);
-  EXPECT_EQ(Hex(in.Digest()), "cd99411468fde30c124ba46ea4c11ba4");
+  EXPECT_EQ(ChecksumHex(in.Digest()), "cd99411468fde30c124ba46ea4c11ba4");
 }
 
 // Tiny block 0 of tokens 0..15, model id "synth", created_at 1700000000 (the
@@ -477,7 +477,7 @@ TEST(MetaChecksumTest, EncoderWritesTheDocumentedVector) {
   Result<DecodedBlock> d = DecodeBlock(file->span(), {});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ASSERT_TRUE(d->meta.meta_checksum.has_value());
-  EXPECT_EQ(Hex(*d->meta.meta_checksum), "daf51ab4ca1032d4c1209be0f40ae760");
+  EXPECT_EQ(ChecksumHex(*d->meta.meta_checksum), "daf51ab4ca1032d4c1209be0f40ae760");
 }
 
 TEST(MetaChecksumTest, LegacyFileWithoutItStaysReadable) {

@@ -30,7 +30,7 @@ TensorSpec Spec(std::string role, DType d, std::vector<uint64_t> shape) {
   return s;
 }
 
-ModelLayout Tiny() { return ModelLayout::Preset("tiny").value(); }
+ModelLayout TinyVerifierLayout() { return ModelLayout::Preset("tiny").value(); }
 
 // Three cache types, four dtypes, meta states that need JSON escapes (the
 // escaped text sits outside the verifier's ranges).
@@ -362,7 +362,7 @@ struct BlockCase {
 };
 
 std::vector<Shape> Shapes() {
-  return {{"tiny", Tiny(), 0}, {"hybrid", Hybrid(), 0}, {"tiny, 5 of 16 tokens", Tiny(), 5}};
+  return {{"tiny", TinyVerifierLayout(), 0}, {"hybrid", Hybrid(), 0}, {"tiny, 5 of 16 tokens", TinyVerifierLayout(), 5}};
 }
 
 // ---------------------------------------------------------------------------
@@ -567,7 +567,7 @@ TEST(BlockVerifierTest, ALayoutBoundVerifierChecksTheLayoutFromItsTemplates) {
 }
 
 TEST(BlockVerifierTest, CountsEachPathExactly) {
-  const ModelLayout tiny = Tiny();
+  const ModelLayout tiny = TinyVerifierLayout();
   const std::string signature = tiny.Signature();
   BlockVerifier verifier;
   auto verify = [&](const Bytes& file, const BlockKey& key) {
@@ -637,7 +637,7 @@ TEST(BlockVerifierTest, CountsEachPathExactly) {
 }
 
 TEST(BlockVerifierTest, OldStyleFilesTakeTheFastPath) {
-  const ModelLayout tiny = Tiny();
+  const ModelLayout tiny = TinyVerifierLayout();
   BlockVerifier verifier;
   VerifiedBlockInfo info;
   for (uint64_t i = 0; i < 3; ++i) {
@@ -657,7 +657,7 @@ TEST(BlockVerifierTest, OldStyleFilesTakeTheFastPath) {
 // Reader threads verify different blocks (different keys and created_at
 // clocks, some corrupt) through one verifier.
 TEST(BlockVerifierTest, ManyThreadsThroughOneVerifier) {
-  const ModelLayout tiny = Tiny();
+  const ModelLayout tiny = TinyVerifierLayout();
   const std::string signature = tiny.Signature();
   constexpr int kThreads = 4, kBlocks = 60;
   struct Block {
@@ -718,7 +718,7 @@ TEST(BlockVerifierTest, ManyThreadsThroughOneVerifier) {
 // the pool's and the bindings' decoders do: DecodeBlock's and
 // DecodeBlockHeader's verdicts every time, each block's own key and clock.
 TEST(BlockVerifierTest, ManyThreadsDecodeThroughOneLayoutVerifier) {
-  const ModelLayout tiny = Tiny();
+  const ModelLayout tiny = TinyVerifierLayout();
   const std::string signature = tiny.Signature();
   constexpr int kThreads = 4, kBlocks = 60;
   struct Block {

@@ -26,7 +26,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-std::vector<std::byte> Bytes(std::string_view s) {
+std::vector<std::byte> PosixBytes(std::string_view s) {
   std::vector<std::byte> out(s.size());
   std::transform(s.begin(), s.end(), out.begin(), [](char c) { return std::byte(c); });
   return out;
@@ -56,7 +56,7 @@ class PosixEnvTest : public ::testing::Test {
   void Write(const std::string& path, std::string_view content) {
     auto f = env_->CreateFile(path, WriteFileOptions{});
     ASSERT_TRUE(f.ok()) << f.status().ToString();
-    ASSERT_TRUE((*f)->Append(Bytes(content)).ok());
+    ASSERT_TRUE((*f)->Append(PosixBytes(content)).ok());
     ASSERT_TRUE((*f)->Close().ok());
   }
 
@@ -95,7 +95,7 @@ TEST_F(PosixEnvTest, ExclusiveCreateRefusesExistingFile) {
   trunc.exclusive = false;
   auto g = env_->CreateFile(P("a"), trunc);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  ASSERT_TRUE((*g)->Append(Bytes("n")).ok());
+  ASSERT_TRUE((*g)->Append(PosixBytes("n")).ok());
   ASSERT_TRUE((*g)->Close().ok());
   auto data = env_->ReadWholeFile(P("a"), 100);
   ASSERT_TRUE(data.ok());
@@ -247,7 +247,7 @@ TEST_F(PosixEnvTest, PermissionsAreAppliedDespiteUmask) {
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE((*f)->Close().ok());
   ASSERT_TRUE(env_->CreateDir(P("d"), 0750).ok());
-  ASSERT_TRUE(env_->WriteFileAtomic(P("w"), Bytes("x"), opts).ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(P("w"), PosixBytes("x"), opts).ok());
   ::umask(old);
   EXPECT_EQ(ModeOf(P("f")), 0640u);
   EXPECT_EQ(ModeOf(P("d")), 0750u);

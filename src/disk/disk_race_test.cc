@@ -36,7 +36,7 @@ using testing::StatusIs;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-std::vector<std::byte> Bytes(const SharedBlock& b) {
+std::vector<std::byte> RaceBytes(const SharedBlock& b) {
   return std::vector<std::byte>(b->data(), b->data() + b->size());
 }
 
@@ -81,7 +81,7 @@ TEST(DiskRaceTest, SameKeyWithOtherBytesKeepsTheFirstFileAndARowThatDescribesIt)
   const BlockKey key = TestBlockKey(1);
   SharedBlock first = BlockAt(key, 1'700'000'000);
   SharedBlock second = BlockAt(key, 1'700'000'007);  // a clock 7 s ahead
-  ASSERT_NE(Bytes(first), Bytes(second));
+  ASSERT_NE(RaceBytes(first), RaceBytes(second));
 
   Gate gate;
   DiskTierOptions o = TestOptions(dir.path());
@@ -101,8 +101,8 @@ TEST(DiskRaceTest, SameKeyWithOtherBytesKeepsTheFirstFileAndARowThatDescribesIt)
   std::vector<char> on_disk((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   ASSERT_EQ(on_disk.size(), first->size());
   EXPECT_EQ(std::memcmp(on_disk.data(), first->data(), first->size()), 0);
-  EXPECT_EQ(LoadBytes(a.get(), key), Bytes(first));
-  EXPECT_EQ(LoadBytes(b.get(), key), Bytes(first));
+  EXPECT_EQ(LoadBytes(a.get(), key), RaceBytes(first));
+  EXPECT_EQ(LoadBytes(b.get(), key), RaceBytes(first));
   EXPECT_EQ(a->Stats().quarantined + b->Stats().quarantined, 0u);
   EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
   EXPECT_EQ(a->Stats().saves_persisted, 1u);
@@ -120,7 +120,7 @@ TEST(DiskRaceTest, LeftoverInvalidFileUnderTheFinalNameMakesWayForTheStore) {
   SharedBlock block = disk_test::MakeTestBlock(2);
   ASSERT_THAT(tier->Store(key, block), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
-  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(block));
+  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(block));
   EXPECT_EQ(tier->Stats().quarantined, 1u);
   EXPECT_EQ(tier->Stats().saves_persisted, 1u);
 }
@@ -148,7 +148,7 @@ TEST(DiskRaceTest, LoadLooksAtTheRowAgainBeforeJudgingAReplacedFile) {
     ASSERT_THAT(writer->Store(key, v2), IsOk());
     ASSERT_THAT(writer->Flush(), IsOk());
   });
-  EXPECT_EQ(LoadBytes(reader.get(), key), Bytes(v2));
+  EXPECT_EQ(LoadBytes(reader.get(), key), RaceBytes(v2));
   EXPECT_TRUE(replaced);
   EXPECT_EQ(reader->Stats().quarantined, 0u);
   EXPECT_EQ(reader->Stats().hits, 1u);
@@ -200,7 +200,7 @@ TEST(DiskRaceTest, RowOfAFileEvictedBeforeItCommitsLeavesTheRowOfTheFileInItsPla
   ASSERT_TRUE(row->has_value());
   EXPECT_EQ((*row)->header_hash, disk::HeaderHash(v3->span()));
   for (DiskTier* t : {first.get(), second.get(), third.get()}) {
-    EXPECT_EQ(LoadBytes(t, key), Bytes(v3));
+    EXPECT_EQ(LoadBytes(t, key), RaceBytes(v3));
     EXPECT_EQ(t->Stats().quarantined, 0u);
   }
   EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
@@ -238,7 +238,7 @@ TEST(DiskRaceTest, LoadDuringAnEvictionServesTheValidFileInTheVictimsPlace) {
   DiskTierOptions ro = TestOptions(dir.path());
   ro.sqlite_busy_timeout_ms = 50;  // its row update waits for the eviction
   auto reader = Open(ro, Env::Default());
-  EXPECT_EQ(LoadBytes(reader.get(), key), Bytes(v2));
+  EXPECT_EQ(LoadBytes(reader.get(), key), RaceBytes(v2));
   EXPECT_EQ(reader->Stats().quarantined, 0u);
   EXPECT_EQ(reader->Stats().hits, 1u);
   EXPECT_TRUE(std::filesystem::exists(path));
@@ -269,8 +269,8 @@ TEST(DiskRaceTest, FileFirstLoadServesTheNewerFileInPlaceOfTheRowsVersion) {
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
   ReplaceFileWith(BlockFilePath(dir.path(), key), v2);
-  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
-  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
+  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
+  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
   EXPECT_EQ(tier->Stats().quarantined, 0u);
   EXPECT_EQ(tier->Stats().hits, 2u);
   EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
@@ -290,8 +290,8 @@ TEST(DiskRaceTest, RowOfAnEarlierVersionIsReplacedByTheRowOfTheFileInPlace) {
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
   ReplaceFileWith(BlockFilePath(dir.path(), key), v2);
-  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
-  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(v2));
+  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
+  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
   EXPECT_EQ(tier->Stats().quarantined, 0u);
   EXPECT_EQ(tier->Stats().hits, 2u);
   auto index = disk::DiskIndex::Open(dir.path() + "/index.sqlite", disk::IndexOptions{});
@@ -333,11 +333,11 @@ TEST(DiskRaceTest, StoreRacingTheEvictionOfItsBlockNeverReportsAVanishedBlockAsS
   gate.Release();
   ASSERT_THAT(evictor->Flush(), IsOk());
   if (s.ok()) {
-    EXPECT_EQ(LoadBytes(writer.get(), k0), Bytes(b0));
+    EXPECT_EQ(LoadBytes(writer.get(), k0), RaceBytes(b0));
   }
   // Stored again once the eviction is over: written, not deduplicated.
   ASSERT_THAT(writer->Store(k0, b0), IsOk());
-  EXPECT_EQ(LoadBytes(writer.get(), k0), Bytes(b0));
+  EXPECT_EQ(LoadBytes(writer.get(), k0), RaceBytes(b0));
   EXPECT_EQ(writer->Stats().saves_persisted, 1u);
 }
 
@@ -380,7 +380,7 @@ TEST(DiskRaceTest, CorruptIndexIsNotRebuiltWhileAnotherTierHasTheFolderOpen) {
   auto rep = rebuilt->Reconcile();
   ASSERT_THAT(rep, IsOk());
   EXPECT_EQ(rep->adopted, 1u);
-  EXPECT_EQ(LoadBytes(rebuilt.get(), key), Bytes(block));
+  EXPECT_EQ(LoadBytes(rebuilt.get(), key), RaceBytes(block));
 }
 
 // Issue 12 item 4: temp files were judged abandoned by pid alone; in
@@ -405,7 +405,7 @@ TEST(DiskRaceTest, TempFileOfALiveWriterInAnotherPidNamespaceSurvivesTheReconcil
   auto w2 = Env::Default()->CreateFile(same_pid, wo);
   ASSERT_THAT(w1, IsOk());
   ASSERT_THAT(w2, IsOk());
-  ASSERT_THAT((*w1)->Append(Bytes(disk_test::MakeTestBlock(6))), IsOk());
+  ASSERT_THAT((*w1)->Append(RaceBytes(disk_test::MakeTestBlock(6))), IsOk());
 
   auto rep = tier->Reconcile();
   ASSERT_THAT(rep, IsOk());
@@ -447,7 +447,7 @@ TEST(DiskRaceTest, WithoutAdvisoryLocksOnlyOldTempFilesAreAbandoned) {
   // And the tier still writes and reads (its own temp files unlocked).
   ASSERT_THAT(tier->Store(key, disk_test::MakeTestBlock(7)), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
-  EXPECT_EQ(LoadBytes(tier.get(), key), Bytes(disk_test::MakeTestBlock(7)));
+  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(disk_test::MakeTestBlock(7)));
 }
 
 // Issue 12 item 2: retention_seconds × 10^6 overflowed, so a huge retention
@@ -465,7 +465,7 @@ TEST(DiskRaceTest, HugeRetentionExpiresNothing) {
       ASSERT_THAT(tier->Flush(), IsOk());
     }
     for (uint64_t i = 1; i < 4; ++i) {
-      EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(i)), Bytes(disk_test::MakeTestBlock(i)));
+      EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(i)), RaceBytes(disk_test::MakeTestBlock(i)));
     }
     ASSERT_THAT(tier->EnforceLimit(), IsOk());
     auto rep = tier->Reconcile();
@@ -503,7 +503,7 @@ TEST(DiskRaceTest, HostileCreatedAtInAnAdoptedHeaderNeitherOverflowsNorExpires) 
   EXPECT_EQ(rep->adopted, 4u);
   EXPECT_EQ(rep->expired, 0u);
   for (size_t i = 0; i < blocks.size(); ++i) {
-    EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(20 + i)), Bytes(blocks[i]));
+    EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(20 + i)), RaceBytes(blocks[i]));
   }
   EXPECT_EQ(tier->Stats().expired, 0u);
 }

@@ -29,7 +29,7 @@ using ::testing::HasSubstr;
 using testing::IsOk;
 using testing::StatusIs;
 
-constexpr uint64_t kBlocks = 40;
+constexpr uint64_t kRecoveryBlocks = 40;
 
 size_t FilesIn(const std::string& dir) {
   size_t n = 0;
@@ -48,18 +48,18 @@ class DiskRecoveryTest : public ::testing::Test {
     EXPECT_THAT(t, IsOk());
     return t.ok() ? std::move(t).value() : nullptr;
   }
-  // kBlocks blocks on disk, of which the rows of the first `orphans` are
+  // kRecoveryBlocks blocks on disk, of which the rows of the first `orphans` are
   // dropped (Forget keeps the file): what kill -9 between the publish and
   // the commit leaves.
   void MakeFolder(uint64_t orphans) {
     auto t = Open(TestOptions(dir_.path()));
     ASSERT_NE(t, nullptr);
-    for (uint64_t i = 0; i < kBlocks; ++i) {
+    for (uint64_t i = 0; i < kRecoveryBlocks; ++i) {
       ASSERT_THAT(t->Store(TestBlockKey(i), MakeTestBlock(i)), IsOk());
     }
     ASSERT_THAT(t->Flush(), IsOk());
     for (uint64_t i = 0; i < orphans; ++i) ASSERT_THAT(t->Forget(TestBlockKey(i)), IsOk());
-    EXPECT_EQ(t->Stats().entries, kBlocks - orphans);
+    EXPECT_EQ(t->Stats().entries, kRecoveryBlocks - orphans);
   }
   // As `kvtier synth --cache` opens a folder: no background reconcile.
   DiskTierOptions WriterOptions() {
@@ -85,7 +85,7 @@ TEST_F(DiskRecoveryTest, EveryWritersOpenAdoptsOrphanedFiles) {
   ASSERT_NE(t, nullptr);
   DiskTierStats s = t->Stats();
   EXPECT_EQ(s.reconcile_adopted, 9u);
-  EXPECT_EQ(s.entries, kBlocks - 1);
+  EXPECT_EQ(s.entries, kRecoveryBlocks - 1);
   EXPECT_EQ(s.quarantined, 1u);
   EXPECT_FALSE(fs::exists(bad));
   std::vector<std::byte> buf(8192);
@@ -95,7 +95,7 @@ TEST_F(DiskRecoveryTest, EveryWritersOpenAdoptsOrphanedFiles) {
 }
 
 TEST_F(DiskRecoveryTest, AnOpenReconcilesABoundedShare) {
-  MakeFolder(kBlocks);  // every file an orphan, spread over the subfolders
+  MakeFolder(kRecoveryBlocks);  // every file an orphan, spread over the subfolders
   DiskTierOptions o = WriterOptions();
   o.open_reconcile_entries = 1;  // one subfolder per open
   uint64_t adopted = 0;
@@ -103,10 +103,10 @@ TEST_F(DiskRecoveryTest, AnOpenReconcilesABoundedShare) {
     auto t = Open(o);
     ASSERT_NE(t, nullptr);
     const uint64_t now = t->Stats().entries;
-    EXPECT_LT(now - adopted, kBlocks / 4) << "open " << open << " walked too much";
+    EXPECT_LT(now - adopted, kRecoveryBlocks / 4) << "open " << open << " walked too much";
     adopted = now;
   }
-  EXPECT_LT(adopted, kBlocks);
+  EXPECT_LT(adopted, kRecoveryBlocks);
   o.open_reconcile_entries = 0;  // none at all
   auto t = Open(o);
   EXPECT_EQ(t->Stats().entries, adopted);
@@ -183,7 +183,7 @@ TEST_P(HostileIndexTest, ReadersNameItAndWritersSetItAsideAndRebuild) {
   // ... and the reconcile fills the new index from the files.
   auto rep = t->Reconcile();
   ASSERT_THAT(rep, IsOk());
-  EXPECT_EQ(t->Stats().entries, kBlocks);
+  EXPECT_EQ(t->Stats().entries, kRecoveryBlocks);
   ASSERT_THAT(t->Store(TestBlockKey(100), MakeTestBlock(100)), IsOk());
   ASSERT_THAT(t->Flush(), IsOk());
   EXPECT_EQ(t->Stats().errors, 0u);
@@ -213,7 +213,7 @@ TEST_P(HostileIndexTest, GcSetsItAsideAndAdoptsEveryFile) {
   ASSERT_THAT((*folder)->ApplyGc(*plan), IsOk());
   auto entries = (*folder)->ListEntries();
   ASSERT_THAT(entries, IsOk());
-  EXPECT_EQ(entries->size(), kBlocks);
+  EXPECT_EQ(entries->size(), kRecoveryBlocks);
   EXPECT_EQ(FilesIn(dir_.path() + "/quarantine"), 1u);
 }
 

@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 // T = 4 tokens per block; 2 layers × (K, V) × [2 heads, 4, 4] F16 = 256 bytes.
 constexpr uint64_t kBlockBytes = 256;
 
-std::vector<uint32_t> Iota(size_t n, uint32_t start = 100) {
+std::vector<uint32_t> PagedIota(size_t n, uint32_t start = 100) {
   std::vector<uint32_t> v(n);
   std::iota(v.begin(), v.end(), start);
   return v;
@@ -124,7 +124,7 @@ TEST_F(PagedPoolTest, PrefaultedSlotsAreAllocatedUpFront) {
 }
 
 TEST_F(PagedPoolTest, EveryAppendModeStoresTheSameBytes) {
-  const std::vector<uint32_t> tokens = Iota(10);
+  const std::vector<uint32_t> tokens = PagedIota(10);
   for (AppendMode mode : {AppendMode::kToken, AppendMode::kHeadRange, AppendMode::kLayer}) {
     Make(8);
     Fill(1, tokens, 0, mode);
@@ -154,7 +154,7 @@ TEST_F(PagedPoolTest, EveryAppendModeStoresTheSameBytes) {
 
 TEST_F(PagedPoolTest, BadCallsAreStatuses) {
   Make(8);
-  const std::vector<uint32_t> tokens = Iota(6);
+  const std::vector<uint32_t> tokens = PagedIota(6);
   std::vector<std::byte> row(16), short_row(15);
   std::span<const std::byte> kv[] = {row, row};
   std::span<const std::byte> bad[] = {row, short_row};
@@ -208,7 +208,7 @@ TEST_F(PagedPoolTest, BadCallsAreStatuses) {
 
 TEST_F(PagedPoolTest, AdvanceNeedsEveryLayer) {
   Make(8);
-  const std::vector<uint32_t> tokens = Iota(3);
+  const std::vector<uint32_t> tokens = PagedIota(3);
   ASSERT_THAT(pool_->Allocate(1, tokens), IsOk());
   std::vector<std::byte> row(16);
   std::span<const std::byte> kv[] = {row, row};
@@ -221,7 +221,7 @@ TEST_F(PagedPoolTest, AdvanceNeedsEveryLayer) {
 
 TEST_F(PagedPoolTest, SharedPrefixIsFreedOnlyWhenTheLastUserLeaves) {
   Make(16, EvictionPolicy::kLru, /*retain=*/false);
-  std::vector<uint32_t> a = Iota(14);
+  std::vector<uint32_t> a = PagedIota(14);
   Fill(1, a, 0);
   std::vector<uint32_t> b(a.begin(), a.begin() + 12);
   b.push_back(7);
@@ -255,7 +255,7 @@ TEST_F(PagedPoolTest, SharedPrefixIsFreedOnlyWhenTheLastUserLeaves) {
 
 TEST_F(PagedPoolTest, FreedBlocksStayCachedUntilTheirSlotIsNeeded) {
   Make(6);
-  std::vector<uint32_t> a = Iota(12);
+  std::vector<uint32_t> a = PagedIota(12);
   Fill(1, a, 0);
   ASSERT_THAT(pool_->Remove(1), IsOk());
   PoolStats s = pool_->GetStats();
@@ -272,7 +272,7 @@ TEST_F(PagedPoolTest, FreedBlocksStayCachedUntilTheirSlotIsNeeded) {
 
   // Another sequence takes all 6 slots: the plain ones first, then the
   // cached ones, which leave the index.
-  Fill(3, Iota(24, 500), 0);
+  Fill(3, PagedIota(24, 500), 0);
   EXPECT_EQ(pool_->GetStats().blocks_cached, 0u);
   ASSERT_THAT(pool_->Remove(3), IsOk());
   EXPECT_EQ(*pool_->Allocate(4, c), 0u);
@@ -280,7 +280,7 @@ TEST_F(PagedPoolTest, FreedBlocksStayCachedUntilTheirSlotIsNeeded) {
 
 TEST_F(PagedPoolTest, FullMatchCopiesTheLastBlockOnWriteAndSharesItAgain) {
   Make(8);
-  const std::vector<uint32_t> a = Iota(8);
+  const std::vector<uint32_t> a = PagedIota(8);
   Fill(1, a, 0);
   auto ta = *pool_->BlockTable(1);
 
@@ -309,7 +309,7 @@ TEST_F(PagedPoolTest, FullMatchCopiesTheLastBlockOnWriteAndSharesItAgain) {
 
 TEST_F(PagedPoolTest, RollbackAcrossBlockBoundaries) {
   Make(8);
-  const std::vector<uint32_t> a = Iota(10);
+  const std::vector<uint32_t> a = PagedIota(10);
   Fill(1, a, 0);
   ASSERT_EQ(pool_->FreeCount(), 5u);
 
@@ -342,7 +342,7 @@ TEST_F(PagedPoolTest, RollbackAcrossBlockBoundaries) {
 
 TEST_F(PagedPoolTest, RollbackIntoASharedBlockCopiesOnWrite) {
   Make(8);
-  const std::vector<uint32_t> a = Iota(9);
+  const std::vector<uint32_t> a = PagedIota(9);
   Fill(1, a, 0);
   Fill(2, a, 8);
   ASSERT_THAT(pool_->Rollback(2, 5), IsOk());
@@ -361,7 +361,7 @@ TEST_F(PagedPoolTest, RollbackIntoASharedBlockCopiesOnWrite) {
 
 TEST_F(PagedPoolTest, PackedViewIsCachedUntilTheSequenceChanges) {
   Make(8);
-  const std::vector<uint32_t> a = Iota(7);
+  const std::vector<uint32_t> a = PagedIota(7);
   Fill(1, a, 0);
   auto v1 = pool_->PackedLayer(1, 0);
   ASSERT_THAT(v1, IsOk());
@@ -406,8 +406,8 @@ TEST_F(PagedPoolTest, PackedViewIsCachedUntilTheSequenceChanges) {
 
 TEST_F(PagedPoolTest, StatsCountBlocksBytesAndSequences) {
   Make(8);
-  Fill(1, Iota(6), 0);
-  Fill(2, Iota(3, 900), 0);
+  Fill(1, PagedIota(6), 0);
+  Fill(2, PagedIota(3, 900), 0);
   PoolStats s = pool_->GetStats();
   EXPECT_EQ(s.mode, PoolMode::kPaged);
   EXPECT_EQ(s.blocks_total, 8u);
@@ -425,14 +425,14 @@ class EvictionTest : public PagedPoolTest {
  protected:
   void Setup4(EvictionPolicy policy) {
     Make(4, policy);
-    for (uint64_t id = 1; id <= 4; ++id) Fill(id, Iota(3, 100 * id), 0);
+    for (uint64_t id = 1; id <= 4; ++id) Fill(id, PagedIota(3, 100 * id), 0);
     // Touch sequence 2: LRU order becomes 1, 3, 4, 2.
-    ASSERT_EQ(*pool_->Allocate(2, Iota(4, 200)), 3u);
+    ASSERT_EQ(*pool_->Allocate(2, PagedIota(4, 200)), 3u);
   }
   Status Grow(uint64_t id) {
-    auto m = pool_->Allocate(id, Iota(2, 100 * id));
+    auto m = pool_->Allocate(id, PagedIota(2, 100 * id));
     if (!m.ok()) return m.status();
-    return kv_.Write(pool_.get(), id, Iota(2, 100 * id), 0, 1, AppendMode::kToken);
+    return kv_.Write(pool_.get(), id, PagedIota(2, 100 * id), 0, 1, AppendMode::kToken);
   }
 };
 
@@ -493,7 +493,7 @@ TEST_F(EvictionTest, NoPolicyMeansOutOfBlocks) {
 
 TEST_F(PagedPoolTest, EvictedSequenceIsRestoredFromHostMemory) {
   Make(8, EvictionPolicy::kLru, /*retain=*/false);
-  const std::vector<uint32_t> a = Iota(10);
+  const std::vector<uint32_t> a = PagedIota(10);
   Fill(1, a, 0);
   ASSERT_THAT(pool_->Evict(1), IsOk());
   EXPECT_FALSE(pool_->HasSequence(1));
@@ -520,7 +520,7 @@ TEST_F(PagedPoolTest, EvictedSequenceIsRestoredFromHostMemory) {
 
 TEST_F(PagedPoolTest, RestoreStopsWhereTheNewTokensDiverge) {
   Make(8, EvictionPolicy::kLru, /*retain=*/false);
-  const std::vector<uint32_t> a = Iota(10);
+  const std::vector<uint32_t> a = PagedIota(10);
   Fill(1, a, 0);
   ASSERT_THAT(pool_->Evict(1), IsOk());
   std::vector<uint32_t> b(a.begin(), a.begin() + 6);
@@ -531,18 +531,18 @@ TEST_F(PagedPoolTest, RestoreStopsWhereTheNewTokensDiverge) {
 
 TEST_F(PagedPoolTest, EvictedSequenceCanBeRemoved) {
   Make(8);
-  Fill(1, Iota(5), 0);
+  Fill(1, PagedIota(5), 0);
   ASSERT_THAT(pool_->Evict(1), IsOk());
   ASSERT_THAT(pool_->SetPriority(1, 3), IsOk());
   ASSERT_THAT(pool_->Remove(1), IsOk());
   EXPECT_EQ(pool_->GetStats().offloaded_sequences, 0u);
   EXPECT_THAT(pool_->Remove(1), StatusIs(StatusCode::kNotFound));
-  EXPECT_EQ(*pool_->Allocate(1, Iota(5)), 4u);  // full block 0 still cached
+  EXPECT_EQ(*pool_->Allocate(1, PagedIota(5)), 4u);  // full block 0 still cached
 }
 
 TEST_F(PagedPoolTest, AllocateOnALiveSequenceRollsBackToTheCommonPrefix) {
   Make(8);
-  const std::vector<uint32_t> a = Iota(9);
+  const std::vector<uint32_t> a = PagedIota(9);
   Fill(1, a, 0);
   std::vector<uint32_t> longer = a;
   longer.push_back(1);

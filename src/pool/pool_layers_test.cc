@@ -89,7 +89,7 @@ ModelLayout SlidingLayout() {
   return m;
 }
 
-std::vector<uint32_t> Iota(size_t n, uint32_t start = 100) {
+std::vector<uint32_t> LayersIota(size_t n, uint32_t start = 100) {
   std::vector<uint32_t> v(n);
   std::iota(v.begin(), v.end(), start);
   return v;
@@ -235,7 +235,7 @@ TEST_F(PoolLayersTest, GeometryFollowsTheTokenAxis) {
 TEST_F(PoolLayersTest, EveryAppendModeRoundTripsAHybridLayout) {
   for (AppendMode mode : {AppendMode::kToken, AppendMode::kHeadRange, AppendMode::kLayer}) {
     auto pool = Make(hybrid_);
-    const std::vector<uint32_t> tokens = Iota(11);
+    const std::vector<uint32_t> tokens = LayersIota(11);
     ASSERT_THAT(pool->Allocate(1, tokens), IsOk());
     ASSERT_THAT(kv_.Write(pool.get(), 1, tokens, 0, 6, mode), IsOk());
     ASSERT_THAT(kv_.Write(pool.get(), 1, tokens, 6, 11, mode), IsOk());
@@ -251,7 +251,7 @@ TEST_F(PoolLayersTest, EveryAppendModeRoundTripsAHybridLayout) {
 
 TEST_F(PoolLayersTest, RecurrentLayersTakeStatesNotAppends) {
   auto pool = Make(hybrid_);
-  const std::vector<uint32_t> tokens = Iota(9);
+  const std::vector<uint32_t> tokens = LayersIota(9);
   ASSERT_THAT(pool->Allocate(1, tokens), IsOk());
   std::vector<std::byte> row(3 * 8 * 4);
   std::vector<std::span<const std::byte>> one = {row, row};
@@ -297,7 +297,7 @@ TEST_F(PoolLayersTest, RecurrentLayersTakeStatesNotAppends) {
 
 TEST_F(PoolLayersTest, RecurrentRollbackGoesToSnapshotsOnly) {
   auto pool = Make(hybrid_);
-  const std::vector<uint32_t> tokens = Iota(14);
+  const std::vector<uint32_t> tokens = LayersIota(14);
   ASSERT_THAT(pool->Allocate(1, tokens), IsOk());
   ASSERT_THAT(kv_.Write(pool.get(), 1, tokens, 0, 14, AppendMode::kLayer), IsOk());
   EXPECT_THAT(pool->Rollback(1, 10),
@@ -314,7 +314,7 @@ TEST_F(PoolLayersTest, RecurrentRollbackGoesToSnapshotsOnly) {
 
 TEST_F(PoolLayersTest, RecurrentPrefixSharingAndCopyOnWrite) {
   auto pool = Make(hybrid_);
-  const std::vector<uint32_t> a = Iota(14);
+  const std::vector<uint32_t> a = LayersIota(14);
   ASSERT_THAT(pool->Allocate(1, a), IsOk());
   ASSERT_THAT(kv_.Write(pool.get(), 1, a, 0, 14, AppendMode::kLayer), IsOk());
   // b shares 10 tokens with a: only whole blocks with a snapshot are
@@ -355,7 +355,7 @@ TEST_F(PoolLayersTest, RecurrentPrefixSharingAndCopyOnWrite) {
 
 TEST_F(PoolLayersTest, RestoreAsksForExactlyTheTensorsThePrefixNeeds) {
   CountingStore store(hybrid_);
-  const std::vector<uint32_t> tokens = Iota(25);  // 6 full blocks + 1
+  const std::vector<uint32_t> tokens = LayersIota(25);  // 6 full blocks + 1
   {
     auto writer = Make(hybrid_, &store);
     ASSERT_THAT(writer->Allocate(1, tokens), IsOk());
@@ -423,7 +423,7 @@ TEST_F(PoolLayersTest, RestoreAsksForExactlyTheTensorsThePrefixNeeds) {
 
 TEST_F(PoolLayersTest, AShorterPrefixMovesTheWindowAndTheSnapshot) {
   CountingStore store(hybrid_);
-  const std::vector<uint32_t> tokens = Iota(25);
+  const std::vector<uint32_t> tokens = LayersIota(25);
   {
     auto writer = Make(hybrid_, &store);
     ASSERT_THAT(writer->Allocate(1, tokens), IsOk());
@@ -444,7 +444,7 @@ TEST_F(PoolLayersTest, AShorterPrefixMovesTheWindowAndTheSnapshot) {
 // landed without their snapshots (only block 5's was asked for), so none.
 TEST_F(PoolLayersTest, AShortLoadKeepsOnlyAResumablePrefix) {
   CountingStore store(hybrid_);
-  const std::vector<uint32_t> tokens = Iota(25);
+  const std::vector<uint32_t> tokens = LayersIota(25);
   {
     auto writer = Make(hybrid_, &store);
     ASSERT_THAT(writer->Allocate(1, tokens), IsOk());
@@ -473,7 +473,7 @@ TEST_F(PoolLayersTest, SlidingBlocksOutOfEveryWindowAreFreed) {
   const ModelLayout layout = SlidingLayout();
   KvOracle kv(layout);
   auto pool = Make(layout, nullptr, 16);
-  const std::vector<uint32_t> tokens = Iota(41);
+  const std::vector<uint32_t> tokens = LayersIota(41);
   ASSERT_THAT(pool->Allocate(1, tokens), IsOk());
   const size_t free0 = pool->FreeCount();
   for (size_t p = 0; p < 40; p += 5) {
@@ -503,7 +503,7 @@ TEST_F(PoolLayersTest, SlidingBlocksOutOfEveryWindowAreFreed) {
   EXPECT_EQ(pool->GetStats().window_freed_blocks, 8u + 7u);  // blocks 0..6 at 36
   EXPECT_TRUE(kv.Check(pool.get(), 1, std::span<const uint32_t>(tokens).first(36)));
   // A pool of 16 slots holds a sequence far longer than 16 blocks.
-  const std::vector<uint32_t> longer = Iota(201, 5000);
+  const std::vector<uint32_t> longer = LayersIota(201, 5000);
   ASSERT_THAT(pool->Allocate(2, longer), IsOk());
   for (size_t p = 0; p < 200; p += 8) {
     ASSERT_THAT(kv.Write(pool.get(), 2, longer, p, p + 8, AppendMode::kLayer), IsOk());
@@ -515,7 +515,7 @@ TEST_F(PoolLayersTest, SlidingRestoreSkipsBlocksOutOfTheWindow) {
   const ModelLayout layout = SlidingLayout();
   KvOracle kv(layout);
   CountingStore store(layout);
-  const std::vector<uint32_t> tokens = Iota(41);
+  const std::vector<uint32_t> tokens = LayersIota(41);
   {
     auto writer = Make(layout, &store);
     ASSERT_THAT(writer->Allocate(1, tokens), IsOk());
@@ -544,7 +544,7 @@ TEST_F(PoolLayersTest, SlidingRestoreSkipsBlocksOutOfTheWindow) {
 TEST_F(PoolLayersTest, EvictedHybridSequencesComeBack) {
   CountingStore store(hybrid_);
   auto pool = Make(hybrid_, &store);
-  const std::vector<uint32_t> tokens = Iota(15);
+  const std::vector<uint32_t> tokens = LayersIota(15);
   ASSERT_THAT(pool->Allocate(1, tokens), IsOk());
   ASSERT_THAT(kv_.Write(pool.get(), 1, tokens, 0, 14, AppendMode::kLayer), IsOk());
   ASSERT_THAT(pool->Evict(1), IsOk());
@@ -564,7 +564,7 @@ TEST_F(PoolLayersTest, DensePoolRoundTripsTokenAxesAnywhere) {
   KvOracle kv(layout);
   auto pool = DensePool::Create(pool_testing::TestDenseOptions(layout));
   ASSERT_THAT(pool, IsOk());
-  const std::vector<uint32_t> tokens = Iota(9);
+  const std::vector<uint32_t> tokens = LayersIota(9);
   ASSERT_THAT((*pool)->Allocate(1, tokens), IsOk());
   ASSERT_THAT(kv.Write(pool->get(), 1, tokens, 0, 9, AppendMode::kHeadRange), IsOk());
   EXPECT_TRUE(kv.Check(pool->get(), 1, tokens));

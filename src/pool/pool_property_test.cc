@@ -35,7 +35,7 @@ using ::kvtier::pool_testing::TestOptions;
 using ::kvtier::testing::IsOk;
 using ::kvtier::testing::StatusIs;
 
-constexpr size_t kT = 4;
+constexpr size_t kPropTokens = 4;
 constexpr uint64_t kIds = 8;
 
 struct Config {
@@ -64,7 +64,7 @@ class Model {
   std::vector<std::vector<uint32_t>> history;
 
   void Commit(const std::vector<uint32_t>& tokens) {
-    for (size_t k = kT; k <= tokens.size(); k += kT) {
+    for (size_t k = kPropTokens; k <= tokens.size(); k += kPropTokens) {
       committed.emplace(tokens.begin(), tokens.begin() + k);
     }
     history.push_back(tokens);
@@ -75,17 +75,17 @@ class Model {
     const size_t cap = tokens.empty() ? 0 : tokens.size() - 1;
     auto it = live.find(id);
     if (it != live.end()) return std::min(CommonPrefix(it->second, tokens), cap);
-    const size_t useful = std::min(tokens.size() / kT, (cap + kT - 1) / kT);
+    const size_t useful = std::min(tokens.size() / kPropTokens, (cap + kPropTokens - 1) / kPropTokens);
     size_t blocks = 0;
     while (blocks < useful && committed.count(std::vector<uint32_t>(
-                                  tokens.begin(), tokens.begin() + (blocks + 1) * kT)) != 0) {
+                                  tokens.begin(), tokens.begin() + (blocks + 1) * kPropTokens)) != 0) {
       ++blocks;
     }
-    size_t base = blocks * kT;
+    size_t base = blocks * kPropTokens;
     auto rit = evicted.find(id);
     if (rit != evicted.end()) {
       const auto& rec = rit->second;
-      if (blocks == rec.size() / kT && rec.size() % kT != 0) {
+      if (blocks == rec.size() / kPropTokens && rec.size() % kPropTokens != 0) {
         base = std::max(base, std::min({rec.size(), CommonPrefix(rec, tokens), cap}));
       }
     }
@@ -97,7 +97,7 @@ class PoolPropertyTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(PoolPropertyTest, MatchesTheReferenceModel) {
   const Config cfg = GetParam();
-  const ModelLayout layout = TestLayout(2, 2, 4, kT);
+  const ModelLayout layout = TestLayout(2, 2, 4, kPropTokens);
   const KvOracle kv(layout);
   MapBackingStore store;
   PoolOptions o = TestOptions(layout, cfg.total_blocks);
@@ -157,7 +157,7 @@ TEST_P(PoolPropertyTest, MatchesTheReferenceModel) {
         auto it = model.live.begin();
         std::advance(it, uniform(0, model.live.size() - 1));
         tokens = it->second;
-        tokens.resize(tokens.size() / kT * kT);
+        tokens.resize(tokens.size() / kPropTokens * kPropTokens);
         for (uint64_t i = 1; i <= kIds; ++i) {
           if (model.live.count(i) == 0 && model.evicted.count(i) == 0) id = i;
         }
@@ -248,7 +248,7 @@ TEST_P(PoolPropertyTest, MatchesTheReferenceModel) {
       ASSERT_TRUE(kv.Check(pool.get(), sid, tokens));
       auto table = pool->BlockTable(sid);
       ASSERT_THAT(table, IsOk());
-      ASSERT_GE(table->size(), (tokens.size() + kT - 1) / kT);
+      ASSERT_GE(table->size(), (tokens.size() + kPropTokens - 1) / kPropTokens);
       for (uint32_t slot : *table) ++refs[slot];
     }
     size_t used = 0;

@@ -24,7 +24,7 @@ using Reply = FakeRedisServer::Reply;
 // 4 bytes (":1\r\n") 400 ms apart: the answer is complete after 1.2 s.
 constexpr uint32_t kSlowByteMicros = 400'000;
 
-bool Is(const FakeRedisServer::Command& c, const char* name) { return !c.empty() && c[0] == name; }
+bool IsCommand(const FakeRedisServer::Command& c, const char* name) { return !c.empty() && c[0] == name; }
 
 RemoteTierOptions BudgetOptions(const std::string& url) {
   RemoteTierOptions o;
@@ -43,7 +43,7 @@ RemoteTierOptions BudgetOptions(const std::string& url) {
 TEST(LookupBudget, LateAnswerIsAMissForThatCall) {
   std::unique_ptr<FakeRedisServer> server =
       FakeRedisServer::Start([](const FakeRedisServer::Command& c) -> std::optional<Reply> {
-        if (Is(c, "GETRANGE")) return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
+        if (IsCommand(c, "GETRANGE")) return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
         return std::nullopt;
       }).value();
   std::unique_ptr<RemoteTier> tier = OpenTier(BudgetOptions(server->url()));
@@ -72,7 +72,7 @@ TEST(LookupBudget, ReplyStalledMidwayEndsTheCallAtTheBudget) {
   std::atomic<int> exists{0};
   std::unique_ptr<FakeRedisServer> server =
       FakeRedisServer::Start([&](const FakeRedisServer::Command& c) -> std::optional<Reply> {
-        if (!Is(c, "GETRANGE")) return std::nullopt;
+        if (!IsCommand(c, "GETRANGE")) return std::nullopt;
         if (exists.fetch_add(1) % 3 == 1) {
           return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
         }
@@ -94,10 +94,10 @@ TEST(LookupBudget, ConnectIsInsideTheBudget) {
   std::atomic<int> pings{0};
   std::unique_ptr<FakeRedisServer> server =
       FakeRedisServer::Start([&](const FakeRedisServer::Command& c) -> std::optional<Reply> {
-        if (Is(c, "PING") && pings.fetch_add(1) > 0) {
+        if (IsCommand(c, "PING") && pings.fetch_add(1) > 0) {
           return Reply{"+PONG\r\n", Reply::Then::kContinue, kSlowByteMicros / 2};
         }
-        if (Is(c, "GETRANGE")) return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
+        if (IsCommand(c, "GETRANGE")) return Reply{FakeHeadReply(), Reply::Then::kContinue, kSlowByteMicros};
         return std::nullopt;
       }).value();
   std::unique_ptr<RemoteTier> tier = OpenTier(BudgetOptions(server->url()));

@@ -30,7 +30,7 @@ namespace {
 using ::kvtier::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr double kMarginSeconds = 5.0;
+constexpr double kTlsMarginSeconds = 5.0;
 
 // The TLS servers' URLs and certificate folder: the KVTIER_TEST_REDIS_TLS_*
 // and KVTIER_TEST_TLS_DIR variables scripts/test exports, or else servers
@@ -239,7 +239,7 @@ TEST_F(RemoteTlsTest, PlaintextServerBehindRedissFailsWithinConnectTimeout) {
   o.connect_timeout_ms = 300;
   Stopwatch w;
   ExpectOpenFails(o, StatusCode::kUnavailable, "TLS handshake");
-  EXPECT_LT(w.Seconds(), (o.connect_timeout_ms + o.command_timeout_ms) / 1000.0 + kMarginSeconds);
+  EXPECT_LT(w.Seconds(), (o.connect_timeout_ms + o.command_timeout_ms) / 1000.0 + kTlsMarginSeconds);
 
   // Without require_server_at_open, Open() succeeds with the breaker open
   // and the failed handshake counted.
@@ -287,7 +287,7 @@ TEST_F(RemoteTlsTest, SilentServerFailsWithinConnectTimeout) {
   o.connect_timeout_ms = 300;
   Stopwatch w;
   ExpectOpenFails(o, StatusCode::kUnavailable, "TLS handshake timed out (is it a TLS port?)");
-  EXPECT_LT(w.Seconds(), (o.connect_timeout_ms + o.command_timeout_ms) / 1000.0 + kMarginSeconds);
+  EXPECT_LT(w.Seconds(), (o.connect_timeout_ms + o.command_timeout_ms) / 1000.0 + kTlsMarginSeconds);
 }
 
 TEST_F(RemoteTlsTest, ClientCertificate) {

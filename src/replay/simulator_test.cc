@@ -12,7 +12,7 @@ namespace {
 
 using ::kvtier::testing::StatusIs;
 
-TraceRequest Req(std::vector<uint64_t> ids, uint64_t input_length) {
+TraceRequest SimReq(std::vector<uint64_t> ids, uint64_t input_length) {
   TraceRequest r;
   r.input_length = input_length;
   r.hash_ids = std::move(ids);
@@ -40,7 +40,7 @@ TEST(SimOptions, ValidateNamesTheBadField) {
 }
 
 TEST(BlockHitTokens, LastBlockIsPartialAndBlocksPastTheInputCountZero) {
-  TraceRequest r = Req({1, 2, 3}, 1100);
+  TraceRequest r = SimReq({1, 2, 3}, 1100);
   EXPECT_EQ(BlockHitTokens(r, 0), 512u);
   EXPECT_EQ(BlockHitTokens(r, 1), 512u);
   EXPECT_EQ(BlockHitTokens(r, 2), 76u);
@@ -52,8 +52,8 @@ TEST(BlockHitTokens, LastBlockIsPartialAndBlocksPastTheInputCountZero) {
 //   r1 [1 2 3] 1300: match 2 → 1024; 3 evicts 1; RAM [2 3]
 //   r2 [1 2]    700: 1 absent → 0; 1 evicts 2, 2 evicts 3; RAM [1 2]
 //   r3 [1]      100: match 1 → min(512, 100) = 100
-const std::vector<TraceRequest> kSmall = {Req({1, 2}, 1000), Req({1, 2, 3}, 1300), Req({1, 2}, 700),
-                                          Req({1}, 100)};
+const std::vector<TraceRequest> kSmall = {SimReq({1, 2}, 1000), SimReq({1, 2, 3}, 1300), SimReq({1, 2}, 700),
+                                          SimReq({1}, 100)};
 
 TEST(TierSimulator, LruHitTokensOnAHandTrace) {
   ReplayCounts c = Simulate(kSmall, Ram(2));
@@ -87,8 +87,8 @@ TEST(TierSimulator, MaxHitTokensIsUnboundedCapacity) {
 //                                                      RAM [2] disk [4 1]
 //   r4 [4 1]   1000: match 2, both on disk → 1000.
 TEST(TierSimulator, DiskTierTakesRamVictimsAndPromotesOnTouch) {
-  std::vector<TraceRequest> trace = {Req({1, 2}, 1024), Req({1, 2, 3}, 1536), Req({4}, 512),
-                                     Req({1, 2}, 1024), Req({4, 1}, 1000)};
+  std::vector<TraceRequest> trace = {SimReq({1, 2}, 1024), SimReq({1, 2, 3}, 1536), SimReq({4}, 512),
+                                     SimReq({1, 2}, 1024), SimReq({4, 1}, 1000)};
   SimOptions o = Ram(1);
   o.disk_blocks = 2;
   ReplayCounts c = Simulate(trace, o);
@@ -109,8 +109,8 @@ TEST(TierSimulator, DiskTierTakesRamVictimsAndPromotesOnTouch) {
 // RAM of 3 blocks: 1 is read twice, then one-off blocks stream through.
 //   LRU:   r3's 4 and 5 evict 1 and 2 → r4 misses.
 //   reuse: 1 was reused, so 4 and 5 evict the one-off 2 and 3 → r4 hits.
-const std::vector<TraceRequest> kScan = {Req({1}, 512), Req({1}, 512), Req({2, 3}, 1024),
-                                         Req({4, 5}, 1024), Req({1}, 512)};
+const std::vector<TraceRequest> kScan = {SimReq({1}, 512), SimReq({1}, 512), SimReq({2, 3}, 1024),
+                                         SimReq({4, 5}, 1024), SimReq({1}, 512)};
 
 TEST(TierSimulator, ReusePolicyKeepsTheReusedBlockThroughAScan) {
   EXPECT_EQ(Simulate(kScan, Ram(3, HostEvictionPolicy::kLru)).hit_tokens, 512u);
@@ -121,16 +121,16 @@ TEST(TierSimulator, ReusePolicyKeepsTheReusedBlockThroughAScan) {
 
 TEST(TierSimulator, ReusePolicyRemembersEvictedBlocks) {
   // RAM of 2 blocks.
-  std::vector<TraceRequest> trace = {Req({1}, 512), Req({2}, 512), Req({1}, 512),
-                                     Req({3}, 512), Req({4}, 512), Req({1}, 512)};
+  std::vector<TraceRequest> trace = {SimReq({1}, 512), SimReq({2}, 512), SimReq({1}, 512),
+                                     SimReq({3}, 512), SimReq({4}, 512), SimReq({1}, 512)};
   ReplayCounts lru = Simulate(trace, Ram(2, HostEvictionPolicy::kLru));
   ReplayCounts reuse = Simulate(trace, Ram(2, HostEvictionPolicy::kReuse));
   // LRU: r2 hits 1; r3 evicts 2, r4 evicts 1 → r5 misses.
   EXPECT_EQ(lru.hit_tokens, 512u);
   // reuse: r2 hits 1 (reused); r3 evicts 2, r4 evicts 3 → r5 hits.
   EXPECT_EQ(reuse.hit_tokens, 1024u);
-  std::vector<TraceRequest> again = {Req({1}, 512), Req({2}, 512), Req({3}, 512), Req({1}, 512),
-                                     Req({4}, 512), Req({5}, 512), Req({1}, 512)};
+  std::vector<TraceRequest> again = {SimReq({1}, 512), SimReq({2}, 512), SimReq({3}, 512), SimReq({1}, 512),
+                                     SimReq({4}, 512), SimReq({5}, 512), SimReq({1}, 512)};
   // reuse: r3 re-inserts the evicted 1 as reused (ghost hit); 4 and 5 then
   // evict 3 and 4 → r6 hits. LRU: 4 evicts 3, 5 evicts 1 → r6 misses.
   EXPECT_EQ(Simulate(again, Ram(2, HostEvictionPolicy::kLru)).hit_tokens, 0u);
@@ -141,7 +141,7 @@ TEST(TierSimulator, ReusePolicyRemembersEvictedBlocks) {
 
 TEST(Belady, EvictsTheBlockUsedFarthestAhead) {
   // Capacity 2: r1's 3 evicts 2 (next used after 1), so r2 matches 1.
-  std::vector<TraceRequest> trace = {Req({1, 2}, 1024), Req({3}, 512), Req({1, 2}, 1024)};
+  std::vector<TraceRequest> trace = {SimReq({1, 2}, 1024), SimReq({3}, 512), SimReq({1, 2}, 1024)};
   EXPECT_EQ(BeladyHitTokens(trace, 2), 512u);
   EXPECT_EQ(Simulate(trace, Ram(2)).hit_tokens, 0u);  // LRU evicted 1
   // kSmall: r1's 3 evicts 2 (used after 1), so r2 matches 1: 1024 + 512 + 100.

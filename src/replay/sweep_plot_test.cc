@@ -31,7 +31,7 @@ SweepRow Row(HostEvictionPolicy policy, uint64_t ram_tokens, uint64_t disk_token
   return r;
 }
 
-SweepResult Result(uint64_t disk_tokens, std::vector<uint64_t> sizes) {
+SweepResult PlotResult(uint64_t disk_tokens, std::vector<uint64_t> sizes) {
   SweepResult res;
   res.input_tokens = 1000;
   res.max_hit_tokens = 650;
@@ -68,7 +68,7 @@ std::vector<Circle> Circles(const std::string& svg) {
 }
 
 TEST(SweepPlotSvg, ADocumentWithALinePerPolicyAndAPointPerRow) {
-  const SweepResult res = Result(0, {3'000'000, 1'000'000, 2'000'000});
+  const SweepResult res = PlotResult(0, {3'000'000, 1'000'000, 2'000'000});
   const std::string svg = SweepPlotSvg(res);
   EXPECT_THAT(svg, StartsWith("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "));
   EXPECT_THAT(svg, HasSubstr("width=\"880\" height=\"540\" viewBox=\"0 0 880 540\""));
@@ -87,7 +87,7 @@ TEST(SweepPlotSvg, ADocumentWithALinePerPolicyAndAPointPerRow) {
 }
 
 TEST(SweepPlotSvg, PointsLandInsideThePlotInOrderOfSize) {
-  const std::string svg = SweepPlotSvg(Result(0, {3'000'000, 1'000'000, 2'000'000}));
+  const std::string svg = SweepPlotSvg(PlotResult(0, {3'000'000, 1'000'000, 2'000'000}));
   const std::vector<Circle> c = Circles(svg);
   ASSERT_EQ(c.size(), 6u);
   for (const Circle& p : c) {
@@ -110,7 +110,7 @@ TEST(SweepPlotSvg, PointsLandInsideThePlotInOrderOfSize) {
 }
 
 TEST(SweepPlotSvg, ADiskTierShadesItsGainPerPolicy) {
-  const std::string svg = SweepPlotSvg(Result(50'000'000, {1'000'000, 2'000'000}));
+  const std::string svg = SweepPlotSvg(PlotResult(50'000'000, {1'000'000, 2'000'000}));
   EXPECT_EQ(Count(svg, "<polygon "), 2u);
   // Opaque bands: overlapping ones never blend into a colour the legend
   // does not have. Each band's colour is its legend swatch's.
@@ -130,8 +130,8 @@ TEST(SweepPlotSvg, ADiskTierShadesItsGainPerPolicy) {
 }
 
 TEST(SweepPlotSvg, SizesOverAFactorOf20GetALogAxis) {
-  EXPECT_THAT(SweepPlotSvg(Result(0, {100'000, 1'900'000})), Not(HasSubstr("(log scale)")));
-  const std::string svg = SweepPlotSvg(Result(0, {100'000, 2'000'000, 50'000'000}));
+  EXPECT_THAT(SweepPlotSvg(PlotResult(0, {100'000, 1'900'000})), Not(HasSubstr("(log scale)")));
+  const std::string svg = SweepPlotSvg(PlotResult(0, {100'000, 2'000'000, 50'000'000}));
   EXPECT_THAT(svg, HasSubstr("host (RAM) tier capacity, tokens (log scale)</text>"));
   EXPECT_THAT(svg, HasSubstr(">1M</text>"));
   EXPECT_THAT(svg, HasSubstr(">10M</text>"));
@@ -145,7 +145,7 @@ TEST(SweepPlotSvg, TextIsEscaped) {
   SweepPlotOptions o;
   o.title = "a<b & \"c\"";
   o.subtitle = "trace's </svg>\x01";
-  const std::string svg = SweepPlotSvg(Result(0, {512, 1024}), o);
+  const std::string svg = SweepPlotSvg(PlotResult(0, {512, 1024}), o);
   EXPECT_THAT(svg, HasSubstr(">a&lt;b &amp; &quot;c&quot;</text>"));
   EXPECT_THAT(svg, HasSubstr(">trace&apos;s &lt;/svg&gt;</text>"));
   EXPECT_EQ(Count(svg, "</svg>"), 1u);
@@ -156,7 +156,7 @@ TEST(SweepPlotSvg, SizeIsClampedToAReadableRange) {
   SweepPlotOptions o;
   o.width = 10;
   o.height = 100000;
-  EXPECT_THAT(SweepPlotSvg(Result(0, {512}), o),
+  EXPECT_THAT(SweepPlotSvg(PlotResult(0, {512}), o),
               HasSubstr("width=\"480\" height=\"4000\" viewBox=\"0 0 480 4000\""));
 }
 

@@ -19,13 +19,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-std::vector<std::byte> Bytes(std::string_view s) {
+std::vector<std::byte> FaultBytes(std::string_view s) {
   std::vector<std::byte> out(s.size());
   std::transform(s.begin(), s.end(), out.begin(), [](char c) { return std::byte(c); });
   return out;
 }
 
-std::string Str(std::span<const std::byte> b) {
+std::string FaultStr(std::span<const std::byte> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
@@ -35,13 +35,13 @@ class FaultEnvTest : public ::testing::Test {
     ASSERT_TRUE(mem_.CreateDir("/d", 0700).ok());
     auto f = mem_.CreateFile("/d/f", WriteFileOptions{});
     ASSERT_TRUE(f.ok());
-    ASSERT_TRUE((*f)->Append(Bytes("content")).ok());
+    ASSERT_TRUE((*f)->Append(FaultBytes("content")).ok());
     ASSERT_TRUE((*f)->Close().ok());
   }
 
   std::string Read(const std::string& path) {
     auto data = mem_.ReadWholeFile(path, 1 << 20);
-    return data.ok() ? Str(*data) : "<" + data.status().ToString() + ">";
+    return data.ok() ? FaultStr(*data) : "<" + data.status().ToString() + ">";
   }
 
   MemoryEnv mem_;
@@ -52,14 +52,14 @@ TEST_F(FaultEnvTest, FailNthFailsExactlyThatCall) {
   env_.FailNth(OpKind::kAppend, 3, ENOSPC);
   auto f = env_.CreateFile("/d/g", WriteFileOptions{});
   ASSERT_TRUE(f.ok());
-  EXPECT_TRUE((*f)->Append(Bytes("1")).ok());
-  EXPECT_TRUE((*f)->Append(Bytes("2")).ok());
-  Status s = (*f)->Append(Bytes("3"));
+  EXPECT_TRUE((*f)->Append(FaultBytes("1")).ok());
+  EXPECT_TRUE((*f)->Append(FaultBytes("2")).ok());
+  Status s = (*f)->Append(FaultBytes("3"));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(s.sys_errno(), ENOSPC);
   EXPECT_THAT(s.message(), HasSubstr("(injected)"));
   EXPECT_THAT(s.message(), HasSubstr("/d/g"));
-  EXPECT_TRUE((*f)->Append(Bytes("4")).ok());
+  EXPECT_TRUE((*f)->Append(FaultBytes("4")).ok());
   EXPECT_TRUE((*f)->Close().ok());
   EXPECT_EQ(Read("/d/g"), "124");
   EXPECT_EQ(env_.Calls(OpKind::kAppend), 4);
@@ -127,7 +127,7 @@ TEST_F(FaultEnvTest, EveryKindCanFail) {
        [&] { EXPECT_TRUE(mem_.Stat("/d/new").status().IsNotFound()); }},
       {OpKind::kRead, [&] { return (*reader)->ReadAt(0, buf).status(); }, [] {}},
       {OpKind::kPrefetch, [&] { return (*reader)->Prefetch(0, 4); }, [] {}},
-      {OpKind::kAppend, [&] { return (*writer)->Append(Bytes("zz")); },
+      {OpKind::kAppend, [&] { return (*writer)->Append(FaultBytes("zz")); },
        [&] { EXPECT_EQ(mem_.Stat("/d/w")->size, 0u); }},
       {OpKind::kSync, [&] { return (*writer)->Sync(); }, [] {}},
       {OpKind::kRename, [&] { return env_.RenameFile("/d/f", "/d/r"); },
@@ -167,7 +167,7 @@ TEST_F(FaultEnvTest, RenameNoReplaceCountsAsARenameAndForwardsEexist) {
   EXPECT_EQ(env_.RenameNoReplace("/d/f", "/d/r").sys_errno(), EIO);
   EXPECT_EQ(Read("/d/f"), "content");
   ASSERT_TRUE(env_.RenameNoReplace("/d/f", "/d/r").ok());
-  ASSERT_TRUE(env_.WriteFileAtomic("/d/g", Bytes("other"), WriteFileOptions{}).ok());
+  ASSERT_TRUE(env_.WriteFileAtomic("/d/g", FaultBytes("other"), WriteFileOptions{}).ok());
   EXPECT_EQ(env_.RenameNoReplace("/d/g", "/d/r").sys_errno(), EEXIST);  // from the base Env
   EXPECT_EQ(Read("/d/r"), "content");
   EXPECT_EQ(env_.Calls(OpKind::kRename), 4);  // WriteFileAtomic renames once
@@ -179,13 +179,13 @@ TEST_F(FaultEnvTest, TornAppendWritesAPrefix) {
   env_.FailNth(OpKind::kAppend, 1, EIO);
   auto f = env_.CreateFile("/d/torn", WriteFileOptions{});
   ASSERT_TRUE(f.ok());
-  EXPECT_EQ((*f)->Append(Bytes("abcdef")).sys_errno(), EIO);
+  EXPECT_EQ((*f)->Append(FaultBytes("abcdef")).sys_errno(), EIO);
   ASSERT_TRUE((*f)->Close().ok());
   EXPECT_EQ(Read("/d/torn"), "abc");
 }
 
 TEST_F(FaultEnvTest, HelpersCountTheirCalls) {
-  ASSERT_TRUE(env_.WriteFileAtomic("/d/a", Bytes("x"), WriteFileOptions{}).ok());
+  ASSERT_TRUE(env_.WriteFileAtomic("/d/a", FaultBytes("x"), WriteFileOptions{}).ok());
   EXPECT_EQ(env_.Calls(OpKind::kCreate), 1);
   EXPECT_EQ(env_.Calls(OpKind::kAppend), 1);
   EXPECT_EQ(env_.Calls(OpKind::kSync), 0);
@@ -196,14 +196,14 @@ TEST_F(FaultEnvTest, HelpersCountTheirCalls) {
   env_.ResetCounters();
   WriteFileOptions durable;
   durable.sync = true;
-  ASSERT_TRUE(env_.WriteFileAtomic("/d/a", Bytes("y"), durable).ok());
+  ASSERT_TRUE(env_.WriteFileAtomic("/d/a", FaultBytes("y"), durable).ok());
   EXPECT_EQ(env_.Calls(OpKind::kSync), 1);
   EXPECT_EQ(env_.Calls(OpKind::kSyncDir), 1);
 
   env_.ResetCounters();
   auto data = env_.ReadWholeFile("/d/a", 10);
   ASSERT_TRUE(data.ok());
-  EXPECT_EQ(Str(*data), "y");
+  EXPECT_EQ(FaultStr(*data), "y");
   EXPECT_EQ(env_.Calls(OpKind::kStat), 1);
   EXPECT_EQ(env_.Calls(OpKind::kOpenRead), 1);
   EXPECT_EQ(env_.Calls(OpKind::kRead), 1);
@@ -219,7 +219,7 @@ TEST_F(FaultEnvTest, WriteFileAtomicCleansUpAfterEachFailure) {
     env_.FailNth(kind, 1, ENOSPC);
     WriteFileOptions durable;
     durable.sync = true;
-    Status s = env_.WriteFileAtomic("/d/f", Bytes("replacement"), durable);
+    Status s = env_.WriteFileAtomic("/d/f", FaultBytes("replacement"), durable);
     EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
     EXPECT_EQ(s.sys_errno(), ENOSPC);
     EXPECT_THAT(*mem_.ListDir("/d"), ElementsAre("f"));  // no temp left
@@ -229,7 +229,7 @@ TEST_F(FaultEnvTest, WriteFileAtomicCleansUpAfterEachFailure) {
   env_.FailNth(OpKind::kSyncDir, 1, EIO);
   WriteFileOptions durable;
   durable.sync = true;
-  EXPECT_EQ(env_.WriteFileAtomic("/d/f", Bytes("new"), durable).sys_errno(), EIO);
+  EXPECT_EQ(env_.WriteFileAtomic("/d/f", FaultBytes("new"), durable).sys_errno(), EIO);
   EXPECT_EQ(Read("/d/f"), "new");
 }
 
@@ -239,7 +239,7 @@ TEST_F(FaultEnvTest, FailedSyncDirLosesTheFileOnPowerLoss) {
   env_.FailNth(OpKind::kSyncDir, 1, EIO);
   WriteFileOptions durable;
   durable.sync = true;
-  EXPECT_EQ(env_.WriteFileAtomic("/d/new", Bytes("v"), durable).code(), StatusCode::kIOError);
+  EXPECT_EQ(env_.WriteFileAtomic("/d/new", FaultBytes("v"), durable).code(), StatusCode::kIOError);
   EXPECT_EQ(Read("/d/new"), "v");
   mem_.DropUnsyncedData();
   EXPECT_THAT(*mem_.ListDir("/d"), ElementsAre("f"));
@@ -252,12 +252,12 @@ TEST(FaultEnvPosixTest, WrapsThePosixEnv) {
   FaultInjectionEnv env(Env::Default());
   env.FailAll(OpKind::kAppend, ENOSPC);
   const std::string path = JoinPath(tmpl, "f");
-  Status s = env.WriteFileAtomic(path, Bytes("x"), WriteFileOptions{});
+  Status s = env.WriteFileAtomic(path, FaultBytes("x"), WriteFileOptions{});
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(s.sys_errno(), ENOSPC);
   EXPECT_THAT(*env.ListDir(tmpl), IsEmpty());
   env.Clear();
-  EXPECT_TRUE(env.WriteFileAtomic(path, Bytes("x"), WriteFileOptions{}).ok());
+  EXPECT_TRUE(env.WriteFileAtomic(path, FaultBytes("x"), WriteFileOptions{}).ok());
   EXPECT_EQ(env.ProcessId(), Env::Default()->ProcessId());
   std::filesystem::remove_all(tmpl);
 }

@@ -17,13 +17,13 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 
-std::vector<std::byte> Bytes(std::string_view s) {
+std::vector<std::byte> MemBytes(std::string_view s) {
   std::vector<std::byte> out(s.size());
   std::transform(s.begin(), s.end(), out.begin(), [](char c) { return std::byte(c); });
   return out;
 }
 
-std::string Str(std::span<const std::byte> b) {
+std::string MemStr(std::span<const std::byte> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
@@ -33,7 +33,7 @@ class MemoryEnvTest : public ::testing::Test {
   void Write(const std::string& path, std::string_view content, bool sync = false) {
     auto f = env_.CreateFile(path, WriteFileOptions{});
     ASSERT_TRUE(f.ok()) << f.status().ToString();
-    ASSERT_TRUE((*f)->Append(Bytes(content)).ok());
+    ASSERT_TRUE((*f)->Append(MemBytes(content)).ok());
     if (sync) {
       ASSERT_TRUE((*f)->Sync().ok());
     }
@@ -43,7 +43,7 @@ class MemoryEnvTest : public ::testing::Test {
   std::string Read(const std::string& path) {
     auto data = env_.ReadWholeFile(path, 1 << 20);
     if (!data.ok()) return "<" + std::string(StatusCodeName(data.status().code())) + ">";
-    return Str(*data);
+    return MemStr(*data);
   }
 
   MemoryEnv env_;
@@ -59,7 +59,7 @@ TEST_F(MemoryEnvTest, WriteThenReadBack) {
   auto n = (*r)->ReadAt(6, buf);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 5u);
-  EXPECT_EQ(Str(buf), "world");
+  EXPECT_EQ(MemStr(buf), "world");
   std::vector<std::byte> tail(8);
   n = (*r)->ReadAt(8, tail);
   ASSERT_TRUE(n.ok());
@@ -115,7 +115,7 @@ TEST_F(MemoryEnvTest, ErrorsMatchPosix) {
   auto w = env_.CreateFile("/g", WriteFileOptions{});
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Close().ok());
-  EXPECT_EQ((*w)->Append(Bytes("x")).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*w)->Append(MemBytes("x")).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(MemoryEnvTest, CreateNonExclusiveTruncates) {
@@ -124,7 +124,7 @@ TEST_F(MemoryEnvTest, CreateNonExclusiveTruncates) {
   opts.exclusive = false;
   auto f = env_.CreateFile("/f", opts);
   ASSERT_TRUE(f.ok());
-  ASSERT_TRUE((*f)->Append(Bytes("new")).ok());
+  ASSERT_TRUE((*f)->Append(MemBytes("new")).ok());
   ASSERT_TRUE((*f)->Close().ok());
   EXPECT_EQ(Read("/f"), "new");
   EXPECT_EQ(env_.UsedBytes(), 3u);
@@ -245,7 +245,7 @@ TEST_F(MemoryEnvTest, CapacityGivesEnospcAfterWhatFits) {
   EXPECT_EQ(*env_.FreeSpace("/"), 40u);
   auto f = env_.CreateFile("/b", WriteFileOptions{});
   ASSERT_TRUE(f.ok());
-  Status s = (*f)->Append(Bytes(std::string(50, 'b')));
+  Status s = (*f)->Append(MemBytes(std::string(50, 'b')));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(s.sys_errno(), ENOSPC);
   EXPECT_THAT(s.message(), HasSubstr("/b"));
@@ -295,9 +295,9 @@ TEST_F(MemoryEnvTest, DropUnsyncedDataKeepsOnlySyncedFilesInSyncedFolders) {
   // More data after the Sync rolls back to the synced prefix.
   auto f = env_.CreateFile("/c/grow", WriteFileOptions{});
   ASSERT_TRUE(f.ok());
-  ASSERT_TRUE((*f)->Append(Bytes("kept")).ok());
+  ASSERT_TRUE((*f)->Append(MemBytes("kept")).ok());
   ASSERT_TRUE((*f)->Sync().ok());
-  ASSERT_TRUE((*f)->Append(Bytes("+lost")).ok());
+  ASSERT_TRUE((*f)->Append(MemBytes("+lost")).ok());
   ASSERT_TRUE((*f)->Close().ok());
   ASSERT_TRUE(env_.SyncDir("/c").ok());
   Write("/c/late", "gone", /*sync=*/true);  // its name was never synced
@@ -357,8 +357,8 @@ TEST_F(MemoryEnvTest, WriteFileAtomicWithSyncSurvivesPowerLoss) {
   ASSERT_TRUE(env_.SyncDir("/").ok());
   WriteFileOptions durable;
   durable.sync = true;
-  ASSERT_TRUE(env_.WriteFileAtomic("/c/meta", Bytes("v1"), durable).ok());
-  ASSERT_TRUE(env_.WriteFileAtomic("/c/meta", Bytes("v2"), WriteFileOptions{}).ok());
+  ASSERT_TRUE(env_.WriteFileAtomic("/c/meta", MemBytes("v1"), durable).ok());
+  ASSERT_TRUE(env_.WriteFileAtomic("/c/meta", MemBytes("v2"), WriteFileOptions{}).ok());
   EXPECT_EQ(Read("/c/meta"), "v2");
   EXPECT_THAT(*env_.ListDir("/c"), ElementsAre("meta"));
   env_.DropUnsyncedData();
@@ -385,7 +385,7 @@ TEST_F(MemoryEnvTest, ThreadsWriteConcurrently) {
       const std::string path = "/t" + std::to_string(t);
       auto f = env_.CreateFile(path, WriteFileOptions{});
       if (!f.ok()) return;
-      for (int i = 0; i < kAppends; ++i) (void)(*f)->Append(Bytes("ab"));
+      for (int i = 0; i < kAppends; ++i) (void)(*f)->Append(MemBytes("ab"));
       (void)(*f)->Close();
       (void)env_.FreeSpace("/");
       (void)env_.ListDir("/");
