@@ -103,6 +103,12 @@ Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec
   if (spec.cache.host.capacity_bytes == 0) {
     return Status::InvalidArgument("host_bytes: must be > 0");
   }
+  if (spec.server.has_value()) {
+    // Not a silent fallback to in-process tiers: say what exists today.
+    return Status::InvalidArgument(
+        "server: a cache opened through `kvtier serve` is not available from this API yet "
+        "(C++: kvtier/server_client.h; docs/server.md)");
+  }
   KVTIER_ASSIGN_OR_RETURN(CacheOptions options, CacheOptionsFor(layout, spec));
   if (spec.read_buffer_prefault_bytes > options.read_buffer_pool_bytes) {
     return Status::InvalidArgument(

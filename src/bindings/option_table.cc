@@ -317,6 +317,11 @@ const std::vector<Row>& Table() {
        "Name checked against the servers' certificates (and sent as SNI) instead of each "
        "node's host.",
        "remote.tls_server_name", KVTIER_SET(s.remote_tier.tls_server_name = v.s)},
+      // --- Server (kvtier serve) ---------------------------------------------
+      {"server", Kind::kOptString, "none (in-process tiers)",
+       "`unix:PATH`: the socket of the host's `kvtier serve` daemon, which the daemon listens "
+       "on and its clients connect to (docs/server.md).",
+       "server", KVTIER_SET(s.server = v.opt)},
       // --- Key namespace ------------------------------------------------------
       {"key_model_id", Kind::kString, "\"\"",
        "The model id in the block-key namespace (DESIGN.md §3); the layout gives signature "
