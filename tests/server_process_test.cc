@@ -66,7 +66,7 @@ SharedBlock BlockOf(const ModelLayout& layout, uint64_t i, int64_t stamp) {
 std::unique_ptr<ServerClient> ClientFor(const std::string& socket, uint64_t timeout_ms = 5000) {
   ServerClientOptions o;
   o.server = "unix:" + socket;
-  o.layout = Tiny();
+  o.layout_signature = Tiny().Signature();
   o.timeout_ms = timeout_ms;
   o.reconnect_backoff_ms = 50;
   Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(o);
@@ -114,7 +114,7 @@ int ChildLoad(ServerClient* c, uint64_t first, uint64_t count) {
 int ChildHold(const std::string& mode, const std::string& socket, uint64_t first, uint64_t count) {
   ServerClientOptions o;
   o.server = "unix:" + socket;
-  o.layout = Tiny();
+  o.layout_signature = Tiny().Signature();
   o.timeout_ms = 10'000;
   server::Connection conn(o, socket);
   MutexLock lock(conn.mu());
@@ -358,7 +358,7 @@ TEST_F(ServerProcessTest, TwoClientProcessesShareBlocksByteForByte) {
   EXPECT_EQ(std::memcmp(got->data(), want->data(), want->size()), 0);
   std::vector<BlockKey> chain;
   for (uint64_t i = 0; i < 22; ++i) chain.push_back(TestBlockKey(i));
-  EXPECT_EQ(c->Match(chain), 20u);
+  EXPECT_EQ(c->Match(chain), std::vector<ServerTier>(20, ServerTier::kArena));
   EXPECT_EQ(c->Contains(TestBlockKey(100)), ServerTier::kArena);
   EXPECT_EQ(c->Contains(TestBlockKey(50)), ServerTier::kNone);
   nlohmann::json arena = ArenaStats(c.get());
@@ -407,11 +407,11 @@ TEST_F(ServerProcessTest, KilledDaemonIsMissesThenClientsReconnectToANewOne) {
   auto w = Client("store", 0, 2);
   ASSERT_EQ(w->Wait(), 0);
   const BlockKey k0[] = {TestBlockKey(0)};
-  ASSERT_EQ(c->Match(k0), 1u);
+  ASSERT_EQ(c->Match(k0).size(), 1u);
   daemon_->Kill(SIGKILL);
   ASSERT_EQ(daemon_->Wait(), 128 + SIGKILL);
   // Every call returns (a miss, an error), none hangs or crashes.
-  EXPECT_EQ(c->Match(k0), 0u);
+  EXPECT_EQ(c->Match(k0).size(), 0u);
   EXPECT_FALSE(c->LoadBlock(TestBlockKey(0)).has_value());
   EXPECT_EQ(c->Contains(TestBlockKey(0)), ServerTier::kNone);
   SharedBlock b = BlockOf(Tiny(), 9, 1);
@@ -442,7 +442,7 @@ TEST_F(ServerProcessTest, ACorruptedArenaByteIsACountedMissNeverWrongBytes) {
   // Flip one byte of the block's data in the shared arena.
   ServerClientOptions o;
   o.server = "unix:" + socket_;
-  o.layout = Tiny();
+  o.layout_signature = Tiny().Signature();
   server::Connection conn(o, socket_);
   {
     MutexLock lock(conn.mu());

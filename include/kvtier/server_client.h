@@ -29,7 +29,6 @@
 
 #include "kvtier/block_buffer.h"
 #include "kvtier/block_key.h"
-#include "kvtier/layout.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -45,9 +44,10 @@ enum class ServerTier : uint8_t { kNone = 0, kArena = 1, kDisk = 2, kRemote = 3 
 struct ServerClientOptions {
   // "unix:PATH" of the daemon's socket. Required.
   std::string server;
-  // The layout of the blocks this client reads and stores; the daemon
-  // refuses a client of another signature. Required.
-  ModelLayout layout;
+  // The layout signature (ModelLayout::Signature()) of the blocks this
+  // client reads and stores; the daemon refuses a client of another one,
+  // and every block copied out must carry it. Required.
+  std::string layout_signature;
   // How long one request may wait for the daemon's answer (connect
   // included) before it counts as down. Milliseconds, > 0. Default 1000.
   uint64_t timeout_ms = 1000;
@@ -80,8 +80,9 @@ class ServerClient {
   ServerClient& operator=(const ServerClient&) = delete;
   ~ServerClient();
 
-  // Leading keys of `chain` some tier of the daemon holds (0 when down).
-  size_t Match(std::span<const BlockKey> chain);
+  // The tier of each leading key of `chain` some tier of the daemon holds
+  // (empty when down).
+  std::vector<ServerTier> Match(std::span<const BlockKey> chain);
   // Copies block keys[i] into the front of dsts[i]; returns each block's
   // length, 0 for a miss. InvalidArgument if the spans differ in length or
   // a destination is smaller than its block (that key counts as a miss;

@@ -322,6 +322,10 @@ const std::vector<Row>& Table() {
        "`unix:PATH`: the socket of the host's `kvtier serve` daemon, which the daemon listens "
        "on and its clients connect to (docs/server.md).",
        "server", KVTIER_SET(s.server = v.opt)},
+      {"server_timeout", Kind::kDuration, "1s",
+       "With `server`: how long one call waits for the daemon before it counts as down "
+       "(loads and matches are then misses, stores Unavailable).",
+       "server_timeout_ms", KVTIER_SET(s.cache.server_timeout_ms = v.u)},
       // --- Key namespace ------------------------------------------------------
       {"key_model_id", Kind::kString, "\"\"",
        "The model id in the block-key namespace (DESIGN.md §3); the layout gives signature "

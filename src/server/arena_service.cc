@@ -108,12 +108,15 @@ Status ArenaService::Hello(FrameReader* r, FrameWriter* w) {
 Status ArenaService::Match(FrameReader* r, FrameWriter* w) {
   std::vector<BlockKey> keys = ReadKeys(r);
   KVTIER_RETURN_IF_ERROR(r->Done("match"));
-  size_t n = index_.Match(keys);
-  if (n < keys.size() && below_ != nullptr) {
-    n += below_->Match(std::span<const BlockKey>(keys).subspan(n)).blocks;
+  const size_t in_arena = index_.Match(keys);
+  std::vector<CacheTier> tiers(in_arena, CacheTier::kHost);
+  if (in_arena < keys.size() && below_ != nullptr) {
+    MatchResult m = below_->Match(std::span<const BlockKey>(keys).subspan(in_arena));
+    tiers.insert(tiers.end(), m.tiers.begin(), m.tiers.end());
   }
   w->StatusOf(Status::Ok());
-  w->U32(static_cast<uint32_t>(n));
+  w->U32(static_cast<uint32_t>(tiers.size()));
+  for (CacheTier t : tiers) w->U8(static_cast<uint8_t>(t));
   return Status::Ok();
 }
 

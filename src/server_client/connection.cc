@@ -21,7 +21,7 @@ Status ReadReplyHead(FrameReader* r, Op op) {
 Connection::Connection(ServerClientOptions options, std::string socket_path)
     : options_(std::move(options)),
       path_(std::move(socket_path)),
-      signature_(options_.layout.Signature()) {}
+      signature_(options_.layout_signature) {}
 
 Connection::~Connection() {
   MutexLock lock(&mu_);

@@ -15,7 +15,9 @@ using server::Op;
 
 Status ServerClientOptions::Validate() const {
   KVTIER_RETURN_IF_ERROR(server::SocketPathOf(server).status());
-  KVTIER_RETURN_IF_ERROR(layout.Validate().WithContext("layout"));
+  if (layout_signature.empty()) {
+    return Status::InvalidArgument("layout_signature: is required");
+  }
   if (timeout_ms == 0 || timeout_ms > 3'600'000) {
     return Status::InvalidArgument("server_timeout: must be in [1 ms, 1 h]");
   }
@@ -35,21 +37,28 @@ Result<std::unique_ptr<ServerClient>> ServerClient::Open(ServerClientOptions opt
 ServerClient::ServerClient(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
 ServerClient::~ServerClient() = default;
 
-size_t ServerClient::Match(std::span<const BlockKey> chain) {
-  if (chain.empty() || chain.size() > server::kMaxBatch) return 0;
+std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
+  std::vector<ServerTier> tiers;
+  if (chain.empty() || chain.size() > server::kMaxBatch) return tiers;
   MutexLock lock(conn_->mu());
   FrameWriter w(Op::kMatch);
   server::WriteKeys(&w, chain);
   Result<std::vector<uint8_t>> body = conn_->Call(&w);
-  if (!body.ok()) return 0;
+  if (!body.ok()) return tiers;
   FrameReader r(*body);
-  if (!server::ReadReplyHead(&r, Op::kMatch).ok()) return 0;
-  const uint32_t n = r.U32();
-  if (!r.Done("match").ok() || n > chain.size()) {
-    conn_->Drop();
-    return 0;
+  if (!server::ReadReplyHead(&r, Op::kMatch).ok()) return tiers;
+  const uint32_t n = r.Count(1);
+  bool bad = n > chain.size();
+  for (uint32_t i = 0; i < n && !bad; ++i) {
+    const uint8_t t = r.U8();
+    bad = t == 0 || t > static_cast<uint8_t>(ServerTier::kRemote);
+    tiers.push_back(static_cast<ServerTier>(t));
   }
-  return n;
+  if (bad || !r.Done("match").ok()) {
+    conn_->Drop();
+    tiers.clear();
+  }
+  return tiers;
 }
 
 Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
@@ -92,7 +101,7 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     st.misses += keys.size();
     return lens;
   }
-  const std::string signature = conn_->options().layout.Signature();
+  const std::string& signature = conn_->options().layout_signature;
   Status too_small;
   for (size_t i = 0; i < keys.size(); ++i) {
     const Ref& ref = refs[i];
@@ -120,7 +129,6 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     DecodeOptions opts;
     opts.expected_key = &keys[i];
     opts.expected_signature = &signature;
-    opts.expected_layout = &conn_->options().layout;
     const bool same_slot = arena->Generation(ref.slot) == ref.generation &&
                            arena->Length(ref.slot) == ref.length && arena->Key(ref.slot) == keys[i];
     if (!same_slot || !DecodeBlock(dsts[i].first(ref.length), opts).ok()) {

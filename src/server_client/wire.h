@@ -39,7 +39,7 @@ inline constexpr uint32_t kNoSlot = 0xFFFFFFFFu;
 
 enum class Op : uint8_t {
   kHello = 1,     // u16-str layout signature -> u32 slots, u64 slot_bytes, u64 arena_bytes + fd
-  kMatch = 2,     // keys -> u32 leading keys held
+  kMatch = 2,     // keys -> u32 n leading keys held, n x u8 tier (as kContains)
   kLookup = 3,    // keys -> u64 lease, per key (u32 slot, u64 generation, u64 length)
   kRelease = 4,   // u64 lease -> (nothing)
   kReserve = 5,   // u32 n, n x u64 size -> n x (u32 slot, u64 generation)
