@@ -1,5 +1,6 @@
 #include "server/arena_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -295,13 +296,17 @@ void ArenaService::WriteDown(const std::vector<EvictedBlock>& evicted) {
 
 void ArenaService::ClientGone(ClientId client) { (void)index_.ReleaseClient(client); }
 
-ServerShutdownReport ArenaService::WriteDownAndClose() {
+ServerShutdownReport ArenaService::WriteDownAndClose(uint64_t timeout_ms) {
   ServerShutdownReport report;
+  // Saturated: any duration a user types (2^40 ms is 34 years).
+  const uint64_t deadline =
+      timeout_ms == 0 ? 0 : MonotonicMicros() + std::min<uint64_t>(timeout_ms, uint64_t{1} << 40) * 1000;
   std::vector<BlockKey> keys;
   SlotIndex::LookupResult dirty = index_.DirtyBlocks(&keys);
   for (size_t i = 0; i < keys.size(); ++i) {
     const SlotRef& s = *dirty.slots[i];
-    if (StoreBelow(s.slot, keys[i], s.length)) {
+    const bool in_time = deadline == 0 || MonotonicMicros() < deadline;
+    if (in_time && StoreBelow(s.slot, keys[i], s.length)) {
       index_.MarkClean(s.slot, s.generation);
       ++report.blocks_written;
     } else {

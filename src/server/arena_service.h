@@ -40,9 +40,10 @@ class ArenaService {
                 bool* pass_arena_fd);
   // The client's socket closed: its leases and reservations end.
   void ClientGone(ClientId client);
-  // Writes every block not yet written to the tiers below, then flushes
+  // Writes every block not yet written to the tiers below (those left
+  // after `timeout_ms` are dropped, counted; 0 = no bound), then flushes
   // and closes them.
-  ServerShutdownReport WriteDownAndClose();
+  ServerShutdownReport WriteDownAndClose(uint64_t timeout_ms);
 
   int arena_fd() const { return arena_->fd(); }
   std::string StatsJson() const;

@@ -178,7 +178,7 @@ Result<ServerShutdownReport> Daemon::Shutdown() {
     Drop(clients_.begin()->first);
     ++closed.clients_closed;
   }
-  ServerShutdownReport report = service_->WriteDownAndClose();
+  ServerShutdownReport report = service_->WriteDownAndClose(options_.cache.close_timeout_ms);
   report.clients_closed = closed.clients_closed;
   return report;
 }
