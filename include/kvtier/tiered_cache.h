@@ -36,6 +36,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/logger.h"
 #include "kvtier/remote_tier.h"
+#include "kvtier/server_client.h"
 #include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
@@ -43,6 +44,7 @@ namespace kvtier {
 
 namespace cache_internal {
 class CacheCore;
+class ServedCache;
 struct LoadState;
 struct LoadFutureAccess;  // the cache's tests: see what a future shares with its load
 }  // namespace cache_internal
@@ -103,6 +105,20 @@ struct CacheOptions {
   // remembers nothing: each Match asks again. Off: Match reports local
   // blocks only (Load still reads remote blocks). Default true.
   bool match_asks_remote = true;
+
+  // --- Server -------------------------------------------------------------
+  // "unix:PATH": this cache is a client of the host's `kvtier serve`
+  // (kvtier/server_client.h, docs/server.md) instead of opening tiers of
+  // its own: `host`, `disk` and `remote` are the daemon's and are not used
+  // (disk and remote must be unset). Hits come from the daemon's arena
+  // (reported as kHost) after it promoted them from its disk or remote
+  // tier; a daemon that is down makes loads and matches misses and stores
+  // Unavailable; Clear and Preload are FailedPrecondition; Flush is the
+  // daemon's (it writes back on eviction and at SIGTERM). Default: empty.
+  std::string server;
+  // With `server`: how long one call waits for the daemon (connect
+  // included) before it counts as down; milliseconds, > 0. Default 1000.
+  uint64_t server_timeout_ms = 1000;
 
   // --- Blocks -------------------------------------------------------------
   // The layout signature (ModelLayout::Signature()) of every block this
@@ -352,6 +368,7 @@ class LoadFuture {
 
  private:
   friend class cache_internal::CacheCore;
+  friend class cache_internal::ServedCache;
   friend struct cache_internal::LoadFutureAccess;
   explicit LoadFuture(std::shared_ptr<cache_internal::LoadState> state);
   void Reset();
@@ -480,12 +497,15 @@ class TieredCache {
   CacheStats Stats() const;
   // Stats().ToPrometheus(): the same counters as Prometheus text.
   std::string Prometheus() const;
-  // The host budget this cache draws from.
+  // The host budget this cache draws from (null with CacheOptions::server).
   std::shared_ptr<SharedHostBudget> host_budget() const;
 
  private:
   explicit TieredCache(std::unique_ptr<cache_internal::CacheCore> core);
+  explicit TieredCache(std::unique_ptr<cache_internal::ServedCache> served);
+  // Exactly one is set: the in-process tiers, or the daemon's client.
   std::unique_ptr<cache_internal::CacheCore> core_;
+  std::unique_ptr<cache_internal::ServedCache> served_;
 };
 
 }  // namespace kvtier

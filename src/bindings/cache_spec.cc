@@ -88,7 +88,7 @@ Result<OpenedCache> OpenCache(const CacheSpec& spec) {
   if (spec.layout.empty()) {
     return Status::InvalidArgument("layout: must name a preset or a layout JSON file");
   }
-  if (!spec.Has("host_bytes")) {
+  if (!spec.Has("host_bytes") && !spec.server.has_value()) {
     return Status::InvalidArgument("host_bytes: is required (the RAM budget, e.g. \"1GiB\")");
   }
   Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), spec.layout, spec.block_tokens);
@@ -96,7 +96,25 @@ Result<OpenedCache> OpenCache(const CacheSpec& spec) {
   return OpenCacheForLayout(std::move(*layout), spec);
 }
 
+// A client of the host's `kvtier serve`: the daemon owns every tier.
+Result<OpenedCache> OpenServedCache(ModelLayout layout, const CacheSpec& spec) {
+  for (const char* owned : {"host_bytes", "disk_dir", "remote", "read_buffer_prefault_bytes"}) {
+    if (spec.Has(owned)) {
+      return Status::InvalidArgument(std::string(owned) +
+                                     ": not with server (the daemon owns the tiers; give it to "
+                                     "`kvtier serve`)");
+    }
+  }
+  CacheOptions options = spec.cache;
+  options.layout_signature = layout.Signature();
+  options.server = *spec.server;
+  KVTIER_RETURN_IF_ERROR(NameOption(options.Validate()));
+  KVTIER_ASSIGN_OR_RETURN(auto cache, TieredCache::Open(std::move(options), Env::Default()));
+  return OpenedCache{std::move(layout), std::move(cache)};
+}
+
 Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec) {
+  if (spec.server.has_value()) return OpenServedCache(std::move(layout), spec);
   if (!spec.Has("host_bytes")) {
     return Status::InvalidArgument("host_bytes: is required (the RAM budget, e.g. \"1GiB\")");
   }

@@ -317,6 +317,15 @@ const std::vector<Row>& Table() {
        "Name checked against the servers' certificates (and sent as SNI) instead of each "
        "node's host.",
        "remote.tls_server_name", KVTIER_SET(s.remote_tier.tls_server_name = v.s)},
+      // --- Server (kvtier serve) ---------------------------------------------
+      {"server", Kind::kOptString, "none (in-process tiers)",
+       "`unix:PATH`: the socket of the host's `kvtier serve` daemon, which the daemon listens "
+       "on and its clients connect to (docs/server.md).",
+       "server", KVTIER_SET(s.server = v.opt)},
+      {"server_timeout", Kind::kDuration, "1s",
+       "With `server`: how long one call waits for the daemon before it counts as down "
+       "(loads and matches are then misses, stores Unavailable).",
+       "server_timeout_ms", KVTIER_SET(s.cache.server_timeout_ms = v.u)},
       // --- Key namespace ------------------------------------------------------
       {"key_model_id", Kind::kString, "\"\"",
        "The model id in the block-key namespace (DESIGN.md §3); the layout gives signature "

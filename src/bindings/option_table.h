@@ -54,6 +54,8 @@ struct CacheSpec {
   // The Redis URL ("remote"), or none for no remote tier.
   std::optional<std::string> remote;
   RemoteTierOptions remote_tier;
+  // The `kvtier serve` socket ("server", unix:PATH), or none.
+  std::optional<std::string> server;
   // The key namespace: model_id, salt, adapter_id, extra (key_*). The
   // layout signature and block_tokens come from the layout.
   NamespaceOptions key;

@@ -30,6 +30,17 @@ std::string_view CacheTierName(CacheTier tier) {
 }
 
 Status CacheOptions::Validate() const {
+  if (!server.empty()) {
+    if (disk.has_value()) return Bad("disk", "must be unset with server (the daemon owns the disk tier)");
+    if (remote.has_value()) {
+      return Bad("remote", "must be unset with server (the daemon owns the remote tier)");
+    }
+    if (layout_signature.empty()) return Bad("layout_signature", "is required");
+    if (server_timeout_ms == 0 || server_timeout_ms > 3'600'000) {
+      return Bad("server_timeout_ms", "must be in [1, 3600000]");
+    }
+    return Status::Ok();
+  }
   if (host.shared_budget == nullptr && host.capacity_bytes == 0) {
     return Bad("host.capacity_bytes", "must be > 0 when host.shared_budget is not set");
   }

@@ -1,0 +1,355 @@
+#include "server/arena_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "kvtier/block_buffer.h"
+#include "kvtier/block_file.h"
+
+namespace kvtier::server {
+
+ArenaService::ArenaService(std::unique_ptr<Arena> arena, ModelLayout layout,
+                           std::unique_ptr<TieredCache> below)
+    : arena_(std::move(arena)),
+      layout_(std::move(layout)),
+      signature_(layout_.Signature()),
+      below_(std::move(below)),
+      index_(arena_->geometry().slot_count) {}
+
+Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
+                            std::vector<uint8_t>* reply, bool* pass_arena_fd) {
+  *pass_arena_fd = false;
+  FrameReader r(body);
+  Result<Op> op = r.Header();
+  if (!op.ok()) {
+    bad_frames_.fetch_add(1, std::memory_order_relaxed);
+    return op.status();
+  }
+  FrameWriter w(*op);
+  Status s;
+  switch (*op) {
+    case Op::kHello:
+      s = Hello(&r, &w);
+      *pass_arena_fd = s.ok();
+      break;
+    case Op::kMatch:
+      s = Match(&r, &w);
+      break;
+    case Op::kLookup:
+      s = Lookup(client, &r, &w);
+      break;
+    case Op::kRelease: {
+      const uint64_t lease = r.U64();
+      s = r.Done("release");
+      if (s.ok()) {
+        w.StatusOf(index_.Release(client, lease)
+                       ? Status::Ok()
+                       : Status::InvalidArgument("lease " + std::to_string(lease) +
+                                                 " is not this client's"));
+      }
+      break;
+    }
+    case Op::kReserve:
+      s = Reserve(client, &r, &w);
+      break;
+    case Op::kPublish:
+      s = Publish(client, &r, &w);
+      break;
+    case Op::kAbort: {
+      const uint32_t n = r.Count(4);
+      std::vector<uint32_t> slots;
+      for (uint32_t i = 0; i < n; ++i) slots.push_back(r.U32());
+      s = r.Done("abort");
+      if (s.ok()) {
+        for (uint32_t slot : slots) (void)index_.Abort(client, slot);
+        w.StatusOf(Status::Ok());
+      }
+      break;
+    }
+    case Op::kContains:
+      s = Contains(&r, &w);
+      break;
+    case Op::kErase:
+      s = Erase(&r, &w);
+      break;
+    case Op::kStats:
+      s = r.Done("stats");
+      if (s.ok()) {
+        w.StatusOf(Status::Ok());
+        w.Str32(StatsJson());
+      }
+      break;
+  }
+  if (!s.ok()) {
+    bad_frames_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  *reply = w.Finish();
+  return Status::Ok();
+}
+
+Status ArenaService::Hello(FrameReader* r, FrameWriter* w) {
+  const std::string signature = r->Str16();
+  KVTIER_RETURN_IF_ERROR(r->Done("hello"));
+  if (signature != signature_) {
+    // A well-formed refusal: the client learns why, and the reply has no fd.
+    w->StatusOf(Status::InvalidArgument("the daemon serves layout signature '" + signature_ +
+                                        "', not '" + signature + "'"));
+    return Status::Ok();
+  }
+  w->StatusOf(Status::Ok());
+  w->U32(arena_->geometry().slot_count);
+  w->U64(arena_->geometry().slot_bytes);
+  w->U64(arena_->geometry().TotalBytes());
+  return Status::Ok();
+}
+
+Status ArenaService::Match(FrameReader* r, FrameWriter* w) {
+  std::vector<BlockKey> keys = ReadKeys(r);
+  KVTIER_RETURN_IF_ERROR(r->Done("match"));
+  const size_t in_arena = index_.Match(keys);
+  std::vector<CacheTier> tiers(in_arena, CacheTier::kHost);
+  if (in_arena < keys.size() && below_ != nullptr) {
+    MatchResult m = below_->Match(std::span<const BlockKey>(keys).subspan(in_arena));
+    tiers.insert(tiers.end(), m.tiers.begin(), m.tiers.end());
+  }
+  w->StatusOf(Status::Ok());
+  w->U32(static_cast<uint32_t>(tiers.size()));
+  for (CacheTier t : tiers) w->U8(static_cast<uint8_t>(t));
+  return Status::Ok();
+}
+
+void ArenaService::PromoteMisses(std::span<const BlockKey> keys) {
+  if (below_ == nullptr) return;
+  std::vector<BlockKey> missing;
+  for (const BlockKey& k : keys) {
+    if (!index_.Contains(k)) missing.push_back(k);
+  }
+  if (missing.empty()) return;
+  Result<LoadFuture> f = below_->LoadShared(missing);
+  if (!f.ok()) return;
+  Result<std::vector<LoadedBlock>> got = f->Get();
+  if (!got.ok()) return;
+  for (size_t i = 0; i < got->size(); ++i) {
+    const LoadedBlock& b = (*got)[i];
+    if (b.block == nullptr || b.block->size() > arena_->geometry().slot_bytes) continue;
+    std::vector<EvictedBlock> evicted;
+    Result<std::vector<SlotRef>> slot = index_.Reserve(kDaemonClient, 1, &evicted);
+    WriteDown(evicted);
+    if (!slot.ok()) return;  // every slot leased or reserved: serve the rest as misses
+    const SlotRef ref = (*slot)[0];
+    arena_->SetGeneration(ref.slot, ref.generation);
+    std::memcpy(arena_->Bytes(ref.slot).data(), b.block->data(), b.block->size());
+    arena_->SetPublished(ref.slot, b.block->size(), missing[i]);
+    (void)index_.Publish(kDaemonClient, ref.slot, missing[i], b.block->size(), /*dirty=*/false);
+    promoted_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+Status ArenaService::Lookup(ClientId client, FrameReader* r, FrameWriter* w) {
+  std::vector<BlockKey> keys = ReadKeys(r);
+  KVTIER_RETURN_IF_ERROR(r->Done("lookup"));
+  PromoteMisses(keys);
+  SlotIndex::LookupResult found = index_.Lookup(client, keys);
+  w->StatusOf(Status::Ok());
+  w->U64(found.lease);
+  w->U32(static_cast<uint32_t>(keys.size()));
+  for (const std::optional<SlotRef>& s : found.slots) {
+    w->U32(s ? s->slot : kNoSlot);
+    w->U64(s ? s->generation : 0);
+    w->U64(s ? s->length : 0);
+  }
+  return Status::Ok();
+}
+
+Status ArenaService::Reserve(ClientId client, FrameReader* r, FrameWriter* w) {
+  const uint32_t n = r->Count(8);
+  std::vector<uint64_t> sizes(n);
+  for (uint32_t i = 0; i < n; ++i) sizes[i] = r->U64();
+  KVTIER_RETURN_IF_ERROR(r->Done("reserve"));
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sizes[i] == 0 || sizes[i] > arena_->geometry().slot_bytes) {
+      w->StatusOf(Status::InvalidArgument(
+          "block " + std::to_string(i) + " of " + std::to_string(sizes[i]) +
+          " bytes does not fit an arena slot (" + std::to_string(arena_->geometry().slot_bytes) +
+          " bytes)"));
+      return Status::Ok();
+    }
+  }
+  std::vector<EvictedBlock> evicted;
+  Result<std::vector<SlotRef>> slots = index_.Reserve(client, n, &evicted);
+  WriteDown(evicted);
+  if (!slots.ok()) {
+    w->StatusOf(slots.status());
+    return Status::Ok();
+  }
+  w->StatusOf(Status::Ok());
+  w->U32(n);
+  for (const SlotRef& s : *slots) {
+    arena_->SetGeneration(s.slot, s.generation);
+    w->U32(s.slot);
+    w->U64(s.generation);
+  }
+  return Status::Ok();
+}
+
+Status ArenaService::Verify(std::span<const std::byte> bytes, const BlockKey& key) const {
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = &signature_;
+  opts.expected_layout = &layout_;
+  return DecodeBlock(bytes, opts).status();
+}
+
+Status ArenaService::Publish(ClientId client, FrameReader* r, FrameWriter* w) {
+  struct Item {
+    uint32_t slot;
+    uint64_t length;
+    BlockKey key;
+  };
+  const uint32_t n = r->Count(4 + 8 + 32);
+  std::vector<Item> items(n);
+  for (Item& it : items) {
+    it.slot = r->U32();
+    it.length = r->U64();
+    it.key = r->Key();
+  }
+  KVTIER_RETURN_IF_ERROR(r->Done("publish"));
+  w->StatusOf(Status::Ok());
+  w->U32(n);
+  for (const Item& it : items) {
+    Status s;
+    if (it.slot >= arena_->geometry().slot_count || it.length == 0 ||
+        it.length > arena_->geometry().slot_bytes) {
+      s = Status::InvalidArgument("bad slot or length");
+    } else {
+      // A torn or wrong block is never published: the file's own checks.
+      s = Verify(arena_->Bytes(it.slot).first(it.length), it.key);
+      if (s.ok()) {
+        arena_->SetPublished(it.slot, it.length, it.key);
+        s = index_.Publish(client, it.slot, it.key, it.length, /*dirty=*/true);
+      } else {
+        (void)index_.Abort(client, it.slot);
+      }
+    }
+    if (!s.ok()) publish_refused_.fetch_add(1, std::memory_order_relaxed);
+    w->U8(static_cast<uint8_t>(s.code()));
+  }
+  return Status::Ok();
+}
+
+Status ArenaService::Contains(FrameReader* r, FrameWriter* w) {
+  std::vector<BlockKey> keys = ReadKeys(r);
+  KVTIER_RETURN_IF_ERROR(r->Done("contains"));
+  w->StatusOf(Status::Ok());
+  w->U32(static_cast<uint32_t>(keys.size()));
+  for (const BlockKey& k : keys) {
+    CacheTier t = CacheTier::kNone;
+    if (index_.Contains(k)) {
+      t = CacheTier::kHost;
+    } else if (below_ != nullptr) {
+      t = below_->Contains(k);
+    }
+    w->U8(static_cast<uint8_t>(t));
+  }
+  return Status::Ok();
+}
+
+Status ArenaService::Erase(FrameReader* r, FrameWriter* w) {
+  std::vector<BlockKey> keys = ReadKeys(r);
+  KVTIER_RETURN_IF_ERROR(r->Done("erase"));
+  w->StatusOf(Status::Ok());
+  w->U32(static_cast<uint32_t>(keys.size()));
+  for (const BlockKey& k : keys) {
+    bool erased = index_.Erase(k);
+    if (below_ != nullptr) {
+      Result<bool> b = below_->Erase(k);
+      erased = erased || (b.ok() && *b);
+    }
+    w->U8(erased ? 1 : 0);
+  }
+  return Status::Ok();
+}
+
+bool ArenaService::StoreBelow(uint32_t slot, const BlockKey& key, uint64_t length) {
+  if (below_ == nullptr) return false;
+  std::span<const std::byte> bytes = arena_->Bytes(slot).first(length);
+  Result<BlockBuffer> copy = BlockBuffer::CopyOf(bytes);
+  if (!copy.ok()) return false;
+  SharedBlock block = std::make_shared<const BlockBuffer>(std::move(*copy));
+  const SharedBlock blocks[] = {block};
+  return below_->Store(std::span<const BlockKey>(&key, 1), blocks).ok();
+}
+
+void ArenaService::WriteDown(const std::vector<EvictedBlock>& evicted) {
+  for (const EvictedBlock& e : evicted) {
+    if (!e.dirty) continue;
+    if (StoreBelow(e.slot, e.key, e.length)) {
+      written_down_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void ArenaService::ClientGone(ClientId client) { (void)index_.ReleaseClient(client); }
+
+ServerShutdownReport ArenaService::WriteDownAndClose(uint64_t timeout_ms) {
+  ServerShutdownReport report;
+  // Saturated: any duration a user types (2^40 ms is 34 years).
+  const uint64_t deadline =
+      timeout_ms == 0 ? 0 : MonotonicMicros() + std::min<uint64_t>(timeout_ms, uint64_t{1} << 40) * 1000;
+  std::vector<BlockKey> keys;
+  SlotIndex::LookupResult dirty = index_.DirtyBlocks(&keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const SlotRef& s = *dirty.slots[i];
+    const bool in_time = deadline == 0 || MonotonicMicros() < deadline;
+    if (in_time && StoreBelow(s.slot, keys[i], s.length)) {
+      index_.MarkClean(s.slot, s.generation);
+      ++report.blocks_written;
+    } else {
+      ++report.blocks_dropped;
+    }
+  }
+  if (dirty.lease != 0) (void)index_.Release(kDaemonClient, dirty.lease);
+  written_down_.fetch_add(report.blocks_written, std::memory_order_relaxed);
+  dropped_.fetch_add(report.blocks_dropped, std::memory_order_relaxed);
+  if (below_ != nullptr) {
+    (void)below_->Flush();
+    (void)below_->Close();
+  }
+  return report;
+}
+
+std::string ArenaService::StatsJson() const {
+  const SlotIndexStats s = index_.Stats();
+  nlohmann::json arena = {
+      {"slots", s.slots},
+      {"slot_bytes", arena_->geometry().slot_bytes},
+      {"free", s.free},
+      {"reserved", s.reserved},
+      {"published", s.published},
+      {"dirty", s.dirty},
+      {"leased", s.leased},
+      {"leases_open", s.leases_open},
+      {"lookups", s.lookups},
+      {"hits", s.hits},
+      {"evictions", s.evictions},
+      {"publishes", s.publishes},
+      {"duplicate_publishes", s.duplicate_publishes},
+      {"publish_refused", publish_refused_.load(std::memory_order_relaxed)},
+      {"reserve_failures", s.reserve_failures},
+      {"client_releases", s.client_releases},
+      {"promoted", promoted_.load(std::memory_order_relaxed)},
+      {"written_down", written_down_.load(std::memory_order_relaxed)},
+      {"dropped", dropped_.load(std::memory_order_relaxed)},
+      {"bad_frames", bad_frames_.load(std::memory_order_relaxed)},
+  };
+  nlohmann::json j = {{"arena", arena}};
+  j["cache"] = below_ != nullptr ? nlohmann::json::parse(below_->Stats().ToJson()) : nlohmann::json();
+  return j.dump();
+}
+
+}  // namespace kvtier::server

@@ -1,0 +1,186 @@
+#include "server/daemon.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace kvtier::server {
+namespace {
+
+sockaddr_un AddressOf(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  return a;
+}
+
+// A socket file nobody answers on is left over from a daemon that died: it
+// may be replaced. A live one (or anything that is not a socket) may not.
+Status ClearStaleSocket(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) return Status::Ok();
+  if (!S_ISSOCK(st.st_mode)) {
+    return Status::InvalidArgument("server: " + path + " exists and is not a socket");
+  }
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return Status::IOError("socket", errno);
+  sockaddr_un a = AddressOf(path);
+  const bool live = ::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(probe);
+  if (live) return Status::Unavailable("server: a daemon already listens on " + path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError("unlink " + path, errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  KVTIER_ASSIGN_OR_RETURN(std::string path, SocketPathOf(options.server));
+  const uint64_t slot_bytes = options.SlotBytes();
+  const uint64_t slots =
+      std::min<uint64_t>(std::max<uint64_t>(options.cache.host.capacity_bytes / slot_bytes, 1),
+                         kMaxArenaSlots);
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena,
+                          Arena::Create({static_cast<uint32_t>(slots), slot_bytes}));
+  std::unique_ptr<TieredCache> below;
+  if (options.cache.disk.has_value() || options.cache.remote.has_value()) {
+    CacheOptions c = options.cache;
+    c.layout_signature = options.layout.Signature();
+    c.host.capacity_bytes = slot_bytes;  // the arena is the RAM tier
+    c.host.shared_budget = nullptr;
+    c.promote_disk_hits = false;
+    c.promote_remote_hits = false;
+    c.write_policy = c.disk.has_value() ? WritePolicy::kWriteThrough : WritePolicy::kWriteBack;
+    KVTIER_ASSIGN_OR_RETURN(below, TieredCache::Open(std::move(c), env));
+  }
+  KVTIER_RETURN_IF_ERROR(ClearStaleSocket(path));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Status::IOError("socket", errno);
+  sockaddr_un a = AddressOf(path);
+  // The socket file is created with no permission beyond the owner's, then
+  // set to what the options say: never wider for a moment.
+  const mode_t old_mask = ::umask(0177);
+  const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  const int bind_errno = errno;
+  ::umask(old_mask);
+  if (bound != 0) {
+    ::close(fd);
+    return Status::IOError("server: bind " + path, bind_errno);
+  }
+  if (::chmod(path.c_str(), options.socket_permissions) != 0 || ::listen(fd, 128) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    return Status::IOError("server: listen " + path, e);
+  }
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    return Status::IOError("pipe2", e);
+  }
+  auto service =
+      std::make_unique<ArenaService>(std::move(arena), options.layout, std::move(below));
+  return std::unique_ptr<Daemon>(
+      new Daemon(std::move(options), path, fd, wake[0], wake[1], std::move(service)));
+}
+
+Daemon::Daemon(ServerOptions options, std::string path, int listen_fd, int wake_read,
+               int wake_write, std::unique_ptr<ArenaService> service)
+    : options_(std::move(options)),
+      path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_read_(wake_read),
+      wake_write_(wake_write),
+      service_(std::move(service)) {}
+
+Daemon::~Daemon() {
+  (void)Shutdown();
+  ::close(wake_read_);
+  ::close(wake_write_);
+}
+
+void Daemon::Stop() {
+  const char b = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_write_, &b, 1);
+}
+
+void Daemon::Accept() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: none left; anything else: try on the next poll
+    clients_.emplace(fd, next_client_++);
+  }
+}
+
+void Daemon::Drop(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  service_->ClientGone(it->second);
+  ::close(fd);
+  clients_.erase(it);
+}
+
+bool Daemon::Serve(int fd, ClientId client) {
+  const uint64_t deadline = MonotonicMicros() + options_.client_io_timeout_ms * 1000;
+  std::vector<uint8_t> body;
+  if (!RecvFrame(fd, &body, deadline).ok()) return false;
+  std::vector<uint8_t> reply;
+  bool pass_fd = false;
+  if (!service_->Handle(client, body, &reply, &pass_fd).ok()) return false;
+  return SendFrame(fd, reply, deadline, pass_fd ? service_->arena_fd() : -1).ok();
+}
+
+Status Daemon::Run() {
+  if (shut_down_) return Status::FailedPrecondition("kvtier serve: shut down");
+  for (;;) {
+    std::vector<pollfd> fds;
+    fds.push_back({wake_read_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const auto& [fd, id] : clients_) fds.push_back({fd, POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError("poll", errno);
+    }
+    if (fds[0].revents != 0) {
+      char buf[64];
+      while (::read(wake_read_, buf, sizeof(buf)) > 0) {
+      }
+      return Status::Ok();
+    }
+    if (fds[1].revents & POLLIN) Accept();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto it = clients_.find(fds[i].fd);
+      if (it == clients_.end()) continue;
+      if (!Serve(it->first, it->second)) Drop(fds[i].fd);
+    }
+  }
+}
+
+Result<ServerShutdownReport> Daemon::Shutdown() {
+  if (shut_down_) return ServerShutdownReport{};
+  shut_down_ = true;
+  ::close(listen_fd_);
+  ::unlink(path_.c_str());
+  ServerShutdownReport closed;
+  while (!clients_.empty()) {
+    Drop(clients_.begin()->first);
+    ++closed.clients_closed;
+  }
+  ServerShutdownReport report = service_->WriteDownAndClose(options_.cache.close_timeout_ms);
+  report.clients_closed = closed.clients_closed;
+  return report;
+}
+
+}  // namespace kvtier::server

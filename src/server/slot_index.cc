@@ -1,0 +1,226 @@
+#include "server/slot_index.h"
+
+#include <algorithm>
+
+namespace kvtier::server {
+
+SlotIndex::SlotIndex(uint32_t slot_count) {
+  MutexLock lock(&mu_);
+  slots_.resize(slot_count);
+  free_.reserve(slot_count);
+  // Lowest slot numbers handed out first.
+  for (uint32_t i = slot_count; i > 0; --i) free_.push_back(i - 1);
+}
+
+void SlotIndex::FreeLocked(uint32_t slot) {
+  Slot& s = slots_[slot];
+  s.state = State::kFree;
+  s.dirty = false;
+  s.owner = 0;
+  s.length = 0;
+  free_.push_back(slot);
+}
+
+void SlotIndex::UnpublishLocked(uint32_t slot) {
+  Slot& s = slots_[slot];
+  lru_.erase(s.lru);
+  by_key_.erase(s.key);
+  if (s.leases > 0) {
+    s.state = State::kZombie;  // freed by the last Release
+  } else {
+    FreeLocked(slot);
+  }
+}
+
+SlotIndex::LookupResult SlotIndex::Lookup(ClientId client, std::span<const BlockKey> keys) {
+  MutexLock lock(&mu_);
+  LookupResult r;
+  r.slots.resize(keys.size());
+  Lease lease{client, {}};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ++counters_.lookups;
+    auto it = by_key_.find(keys[i]);
+    if (it == by_key_.end()) continue;
+    Slot& s = slots_[it->second];
+    ++s.leases;
+    lru_.splice(lru_.end(), lru_, s.lru);
+    lease.slots.push_back(it->second);
+    r.slots[i] = SlotRef{it->second, s.generation, s.length};
+    ++counters_.hits;
+  }
+  if (!lease.slots.empty()) {
+    r.lease = next_lease_++;
+    leases_.emplace(r.lease, std::move(lease));
+  }
+  return r;
+}
+
+void SlotIndex::ReleaseSlotsLocked(const std::vector<uint32_t>& slots) {
+  for (uint32_t slot : slots) {
+    Slot& s = slots_[slot];
+    --s.leases;
+    if (s.leases == 0 && s.state == State::kZombie) FreeLocked(slot);
+  }
+}
+
+bool SlotIndex::Release(ClientId client, uint64_t lease) {
+  MutexLock lock(&mu_);
+  auto it = leases_.find(lease);
+  if (it == leases_.end() || it->second.client != client) return false;
+  ReleaseSlotsLocked(it->second.slots);
+  leases_.erase(it);
+  return true;
+}
+
+Result<std::vector<SlotRef>> SlotIndex::Reserve(ClientId client, size_t n,
+                                                std::vector<EvictedBlock>* evicted) {
+  MutexLock lock(&mu_);
+  // Count what can be had before touching anything: all or nothing.
+  size_t available = free_.size();
+  for (auto it = lru_.begin(); it != lru_.end() && available < n; ++it) {
+    if (slots_[*it].leases == 0) ++available;
+  }
+  if (available < n) {
+    ++counters_.reserve_failures;
+    return Status::ResourceExhausted("arena: " + std::to_string(n) + " slots asked, " +
+                                     std::to_string(available) +
+                                     " free or evictable (the rest are leased or reserved)");
+  }
+  for (auto it = lru_.begin(); free_.size() < n;) {
+    const uint32_t slot = *it++;
+    Slot& s = slots_[slot];
+    if (s.leases > 0) continue;
+    evicted->push_back(EvictedBlock{slot, s.key, s.length, s.dirty});
+    ++counters_.evictions;
+    UnpublishLocked(slot);
+  }
+  std::vector<SlotRef> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t slot = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[slot];
+    s.state = State::kReserved;
+    s.owner = client;
+    ++s.generation;
+    out.push_back(SlotRef{slot, s.generation, 0});
+  }
+  return out;
+}
+
+Status SlotIndex::Publish(ClientId client, uint32_t slot, const BlockKey& key, uint64_t length,
+                          bool dirty) {
+  MutexLock lock(&mu_);
+  if (slot >= slots_.size() || slots_[slot].state != State::kReserved ||
+      slots_[slot].owner != client) {
+    return Status::InvalidArgument("slot " + std::to_string(slot) + " is not reserved by this client");
+  }
+  Slot& s = slots_[slot];
+  if (by_key_.count(key) > 0) {
+    ++counters_.duplicate_publishes;
+    FreeLocked(slot);
+    return Status::Ok();
+  }
+  s.state = State::kPublished;
+  s.owner = 0;
+  s.dirty = dirty;
+  s.key = key;
+  s.length = length;
+  s.lru = lru_.insert(lru_.end(), slot);
+  by_key_.emplace(key, slot);
+  ++counters_.publishes;
+  return Status::Ok();
+}
+
+bool SlotIndex::Abort(ClientId client, uint32_t slot) {
+  MutexLock lock(&mu_);
+  if (slot >= slots_.size() || slots_[slot].state != State::kReserved ||
+      slots_[slot].owner != client) {
+    return false;
+  }
+  FreeLocked(slot);
+  return true;
+}
+
+size_t SlotIndex::ReleaseClient(ClientId client) {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.client == client) {
+      ReleaseSlotsLocked(it->second.slots);
+      it = leases_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == State::kReserved && slots_[i].owner == client) {
+      FreeLocked(i);
+      ++n;
+    }
+  }
+  if (n > 0) ++counters_.client_releases;
+  return n;
+}
+
+size_t SlotIndex::Match(std::span<const BlockKey> keys) const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  while (n < keys.size() && by_key_.count(keys[n]) > 0) ++n;
+  return n;
+}
+
+bool SlotIndex::Contains(const BlockKey& key) const {
+  MutexLock lock(&mu_);
+  return by_key_.count(key) > 0;
+}
+
+bool SlotIndex::Erase(const BlockKey& key) {
+  MutexLock lock(&mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return false;
+  UnpublishLocked(it->second);
+  return true;
+}
+
+SlotIndex::LookupResult SlotIndex::DirtyBlocks(std::vector<BlockKey>* keys) {
+  MutexLock lock(&mu_);
+  LookupResult r;
+  Lease lease{kDaemonClient, {}};
+  for (uint32_t slot : lru_) {
+    Slot& s = slots_[slot];
+    if (!s.dirty) continue;
+    ++s.leases;
+    lease.slots.push_back(slot);
+    keys->push_back(s.key);
+    r.slots.push_back(SlotRef{slot, s.generation, s.length});
+  }
+  if (!lease.slots.empty()) {
+    r.lease = next_lease_++;
+    leases_.emplace(r.lease, std::move(lease));
+  }
+  return r;
+}
+
+void SlotIndex::MarkClean(uint32_t slot, uint64_t generation) {
+  MutexLock lock(&mu_);
+  if (slot < slots_.size() && slots_[slot].generation == generation) slots_[slot].dirty = false;
+}
+
+SlotIndexStats SlotIndex::Stats() const {
+  MutexLock lock(&mu_);
+  SlotIndexStats s = counters_;
+  s.slots = slots_.size();
+  s.free = free_.size();
+  s.leases_open = leases_.size();
+  for (const Slot& slot : slots_) {
+    if (slot.state == State::kReserved) ++s.reserved;
+    if (slot.state == State::kPublished) ++s.published;
+    if (slot.state == State::kPublished && slot.dirty) ++s.dirty;
+    if (slot.leases > 0) ++s.leased;
+  }
+  return s;
+}
+
+}  // namespace kvtier::server

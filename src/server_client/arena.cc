@@ -1,0 +1,147 @@
+#include "server_client/arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace kvtier::server {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMaxSlotBytes = uint64_t{1} << 40;
+
+struct HeaderFields {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t slot_count;
+  uint64_t slot_bytes;
+};
+
+// Slot header field offsets.
+constexpr size_t kGenOffset = 0;
+constexpr size_t kLengthOffset = 8;
+constexpr size_t kKeyOffset = 16;
+
+}  // namespace
+
+uint64_t ArenaGeometry::DataOffset() const {
+  const uint64_t table = uint64_t{slot_count} * kSlotHeaderBytes;
+  return kArenaHeaderBytes + (table + kPage - 1) / kPage * kPage;
+}
+
+uint64_t ArenaGeometry::TotalBytes() const { return DataOffset() + uint64_t{slot_count} * slot_bytes; }
+
+Status ArenaGeometry::Validate() const {
+  if (slot_count == 0) return Status::InvalidArgument("arena: 0 slots");
+  if (slot_count > kMaxArenaSlots) {
+    return Status::InvalidArgument("arena: more than " + std::to_string(kMaxArenaSlots) + " slots");
+  }
+  if (slot_bytes == 0 || slot_bytes % kPage != 0 || slot_bytes > kMaxSlotBytes) {
+    return Status::InvalidArgument("arena: slot size " + std::to_string(slot_bytes) +
+                                   " is not a multiple of 4096 in (0, 1 TiB]");
+  }
+  // slot_count <= 2^24 and slot_bytes <= 2^40: the total fits in 2^64.
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Arena>> Arena::Create(const ArenaGeometry& geometry) {
+  KVTIER_RETURN_IF_ERROR(geometry.Validate());
+  const int fd = ::memfd_create("kvtier-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return Status::IOError("memfd_create", errno);
+  const uint64_t total = geometry.TotalBytes();
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::ResourceExhausted("arena: ftruncate to " + std::to_string(total) + " bytes", e);
+  }
+  // A client cannot shrink it under the others (a SIGBUS in the daemon).
+  (void)::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    ::close(fd);
+    return Status::IOError("arena: mmap", e);
+  }
+  HeaderFields h{kArenaMagic, kArenaVersion, geometry.slot_count, geometry.slot_bytes};
+  std::memcpy(p, &h, sizeof(h));
+  return std::unique_ptr<Arena>(new Arena(fd, static_cast<std::byte*>(p), geometry));
+}
+
+Result<std::unique_ptr<Arena>> Arena::Map(int fd) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::IOError("arena: fstat", e);
+  }
+  HeaderFields h{};
+  if (static_cast<uint64_t>(st.st_size) < kArenaHeaderBytes ||
+      ::pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
+    ::close(fd);
+    return Status::Corruption("arena: shorter than its header");
+  }
+  ArenaGeometry g{h.slot_count, h.slot_bytes};
+  if (h.magic != kArenaMagic || h.version != kArenaVersion || !g.Validate().ok() ||
+      g.TotalBytes() != static_cast<uint64_t>(st.st_size)) {
+    ::close(fd);
+    return Status::Corruption("arena: header does not describe this file (magic, version, size)");
+  }
+  void* p = ::mmap(nullptr, g.TotalBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    ::close(fd);
+    return Status::IOError("arena: mmap", e);
+  }
+  return std::unique_ptr<Arena>(new Arena(fd, static_cast<std::byte*>(p), g));
+}
+
+Arena::Arena(int fd, std::byte* base, ArenaGeometry geometry)
+    : fd_(fd), base_(base), geometry_(geometry) {}
+
+Arena::~Arena() {
+  ::munmap(base_, geometry_.TotalBytes());
+  ::close(fd_);
+}
+
+std::byte* Arena::SlotHeader(uint32_t slot) const {
+  return base_ + kArenaHeaderBytes + uint64_t{slot} * kSlotHeaderBytes;
+}
+
+uint64_t Arena::Generation(uint32_t slot) const {
+  auto* g = reinterpret_cast<uint64_t*>(SlotHeader(slot) + kGenOffset);
+  return std::atomic_ref<uint64_t>(*g).load(std::memory_order_acquire);
+}
+
+void Arena::SetGeneration(uint32_t slot, uint64_t generation) {
+  auto* g = reinterpret_cast<uint64_t*>(SlotHeader(slot) + kGenOffset);
+  std::atomic_ref<uint64_t>(*g).store(generation, std::memory_order_release);
+}
+
+uint64_t Arena::Length(uint32_t slot) const {
+  uint64_t v;
+  std::memcpy(&v, SlotHeader(slot) + kLengthOffset, sizeof(v));
+  return v;
+}
+
+BlockKey Arena::Key(uint32_t slot) const {
+  BlockKey k;
+  std::memcpy(k.bytes.data(), SlotHeader(slot) + kKeyOffset, 32);
+  return k;
+}
+
+void Arena::SetPublished(uint32_t slot, uint64_t length, const BlockKey& key) {
+  std::memcpy(SlotHeader(slot) + kLengthOffset, &length, sizeof(length));
+  std::memcpy(SlotHeader(slot) + kKeyOffset, key.bytes.data(), 32);
+}
+
+std::span<std::byte> Arena::Bytes(uint32_t slot) const {
+  return {base_ + geometry_.DataOffset() + uint64_t{slot} * geometry_.slot_bytes,
+          geometry_.slot_bytes};
+}
+
+}  // namespace kvtier::server

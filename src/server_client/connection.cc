@@ -1,0 +1,107 @@
+#include "server_client/connection.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace kvtier::server {
+
+Status ReadReplyHead(FrameReader* r, Op op) {
+  KVTIER_ASSIGN_OR_RETURN(Op got, r->Header());
+  if (got != op) return Status::Corruption("reply to another op");
+  Status s = r->StatusOf();
+  if (!r->ok()) return Status::Corruption("truncated reply");
+  return s;
+}
+
+Connection::Connection(ServerClientOptions options, std::string socket_path)
+    : options_(std::move(options)),
+      path_(std::move(socket_path)),
+      signature_(options_.layout_signature) {}
+
+Connection::~Connection() {
+  MutexLock lock(&mu_);
+  DisconnectLocked();
+}
+
+void Connection::DisconnectLocked() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  arena_.reset();
+}
+
+void Connection::Drop() {
+  DisconnectLocked();
+  retry_after_us_ = MonotonicMicros() + options_.reconnect_backoff_ms * 1000;
+}
+
+Status Connection::ConnectLocked() {
+  const uint64_t deadline = MonotonicMicros() + options_.timeout_ms * 1000;
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd_ < 0) return Status::IOError("socket", errno);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path_.data(), path_.size());
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    return Status::Unavailable("kvtier serve at " + path_ + ": " + std::strerror(errno));
+  }
+  FrameWriter hello(Op::kHello);
+  hello.Str16(signature_);
+  KVTIER_RETURN_IF_ERROR(SendFrame(fd_, hello.Finish(), deadline));
+  std::vector<uint8_t> body;
+  int arena_fd = -1;
+  KVTIER_RETURN_IF_ERROR(RecvFrame(fd_, &body, deadline, &arena_fd));
+  FrameReader r(body);
+  Status s = ReadReplyHead(&r, Op::kHello);
+  if (!s.ok()) {
+    if (arena_fd >= 0) ::close(arena_fd);
+    return s;
+  }
+  r.U32();  // slot count, slot bytes, arena bytes: the arena's own header says
+  r.U64();
+  r.U64();
+  if (!r.Done("hello").ok() || arena_fd < 0) {
+    if (arena_fd >= 0) ::close(arena_fd);
+    return Status::Corruption("hello reply without an arena");
+  }
+  KVTIER_ASSIGN_OR_RETURN(arena_, Arena::Map(arena_fd));
+  ++counters.connects;
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> Connection::Call(FrameWriter* request) {
+  const uint64_t now = MonotonicMicros();
+  if (fd_ < 0) {
+    if (now < retry_after_us_) {
+      ++counters.unavailable;
+      return Status::Unavailable("kvtier serve at " + path_ + " is down (retrying later)");
+    }
+    Status s = ConnectLocked();
+    if (!s.ok()) {
+      DisconnectLocked();
+      retry_after_us_ = MonotonicMicros() + options_.reconnect_backoff_ms * 1000;
+      ++counters.unavailable;
+      // A refusal (wrong layout) is the daemon's answer, not an outage.
+      if (s.code() == StatusCode::kInvalidArgument) return s;
+      return Status::Unavailable(s.message());
+    }
+  }
+  const uint64_t deadline = MonotonicMicros() + options_.timeout_ms * 1000;
+  std::vector<uint8_t> body;
+  Status s = SendFrame(fd_, request->Finish(), deadline);
+  if (s.ok()) s = RecvFrame(fd_, &body, deadline);
+  ++counters.requests;
+  if (!s.ok()) {
+    DisconnectLocked();
+    retry_after_us_ = MonotonicMicros() + options_.reconnect_backoff_ms * 1000;
+    ++counters.unavailable;
+    return Status::Unavailable(s.message());
+  }
+  return body;
+}
+
+}  // namespace kvtier::server

@@ -1,0 +1,65 @@
+// Connection: one client's socket to the daemon and its mapping of the
+// arena, with the reconnect rule of kvtier/server_client.h: a transport
+// failure (timeout, closed socket, bad reply) drops the connection and
+// starts a backoff during which Call() fails at once with Unavailable.
+// Connecting sends HELLO with the layout signature and maps the arena
+// descriptor that comes back.
+//
+// Thread safety: Call() and the arena it hands out are guarded by the one
+// mutex the caller takes with Lock(); counters are atomics.
+#ifndef KVTIER_SERVER_CLIENT_CONNECTION_H_
+#define KVTIER_SERVER_CLIENT_CONNECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mutex.h"
+#include "kvtier/server_client.h"
+#include "server_client/arena.h"
+#include "server_client/wire.h"
+
+namespace kvtier::server {
+
+class Connection {
+ public:
+  Connection(ServerClientOptions options, std::string socket_path);
+  ~Connection();
+
+  Mutex* mu() RETURN_CAPABILITY(mu_) { return &mu_; }
+  // Sends `request` and returns the reply's body after its header and
+  // status (a reader positioned on the op's fields). The reply's own
+  // status (the daemon refused) is returned as is, the connection kept;
+  // a transport failure is Unavailable and drops it. REQUIRES: mu() held.
+  Result<std::vector<uint8_t>> Call(FrameWriter* request) REQUIRES(mu_);
+  // The mapped arena of the current connection; null when not connected.
+  // REQUIRES: mu() held.
+  Arena* arena() REQUIRES(mu_) { return arena_.get(); }
+  // A reply that made no sense: drops the connection (and backs off).
+  void Drop() REQUIRES(mu_);
+
+  ServerClientStats counters;  // fields updated under mu_
+  const ServerClientOptions& options() const { return options_; }
+
+ private:
+  Status ConnectLocked() REQUIRES(mu_);
+  void DisconnectLocked() REQUIRES(mu_);
+
+  const ServerClientOptions options_;
+  const std::string path_;
+  const std::string signature_;
+  Mutex mu_;
+  int fd_ GUARDED_BY(mu_) = -1;
+  std::unique_ptr<Arena> arena_ GUARDED_BY(mu_);
+  uint64_t retry_after_us_ GUARDED_BY(mu_) = 0;
+};
+
+// Reads a reply body: header (op must be `op`), then the status. The
+// reader is left on the op's fields.
+Status ReadReplyHead(FrameReader* r, Op op);
+
+}  // namespace kvtier::server
+
+#endif  // KVTIER_SERVER_CLIENT_CONNECTION_H_

@@ -1,0 +1,316 @@
+#include "kvtier/server_client.h"
+
+#include <cstring>
+#include <utility>
+
+#include "kvtier/block_file.h"
+#include "server_client/connection.h"
+
+namespace kvtier {
+
+using server::Connection;
+using server::FrameReader;
+using server::FrameWriter;
+using server::Op;
+
+Status ServerClientOptions::Validate() const {
+  KVTIER_RETURN_IF_ERROR(server::SocketPathOf(server).status());
+  if (layout_signature.empty()) {
+    return Status::InvalidArgument("layout_signature: is required");
+  }
+  if (timeout_ms == 0 || timeout_ms > 3'600'000) {
+    return Status::InvalidArgument("server_timeout: must be in [1 ms, 1 h]");
+  }
+  if (reconnect_backoff_ms > 3'600'000) {
+    return Status::InvalidArgument("server_reconnect_backoff: must be at most 1 h");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ServerClient>> ServerClient::Open(ServerClientOptions options) {
+  KVTIER_RETURN_IF_ERROR(options.Validate());
+  KVTIER_ASSIGN_OR_RETURN(std::string path, server::SocketPathOf(options.server));
+  return std::unique_ptr<ServerClient>(
+      new ServerClient(std::make_unique<Connection>(std::move(options), std::move(path))));
+}
+
+ServerClient::ServerClient(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+ServerClient::~ServerClient() = default;
+
+std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
+  std::vector<ServerTier> tiers;
+  if (chain.empty() || chain.size() > server::kMaxBatch) return tiers;
+  MutexLock lock(conn_->mu());
+  FrameWriter w(Op::kMatch);
+  server::WriteKeys(&w, chain);
+  Result<std::vector<uint8_t>> body = conn_->Call(&w);
+  if (!body.ok()) return tiers;
+  FrameReader r(*body);
+  if (!server::ReadReplyHead(&r, Op::kMatch).ok()) return tiers;
+  const uint32_t n = r.Count(1);
+  bool bad = n > chain.size();
+  for (uint32_t i = 0; i < n && !bad; ++i) {
+    const uint8_t t = r.U8();
+    bad = t == 0 || t > static_cast<uint8_t>(ServerTier::kRemote);
+    tiers.push_back(static_cast<ServerTier>(t));
+  }
+  if (bad || !r.Done("match").ok()) {
+    conn_->Drop();
+    tiers.clear();
+  }
+  return tiers;
+}
+
+Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
+                                                 std::span<const std::span<std::byte>> dsts) {
+  if (keys.size() != dsts.size()) {
+    return Status::InvalidArgument("ServerClient::Load: " + std::to_string(keys.size()) +
+                                   " keys but " + std::to_string(dsts.size()) + " buffers");
+  }
+  if (keys.size() > server::kMaxBatch) {
+    return Status::InvalidArgument("ServerClient::Load: more than 65536 keys in one call");
+  }
+  std::vector<uint64_t> lens(keys.size(), 0);
+  if (keys.empty()) return lens;
+  MutexLock lock(conn_->mu());
+  ServerClientStats& st = conn_->counters;
+  st.lookups += keys.size();
+  FrameWriter w(Op::kLookup);
+  server::WriteKeys(&w, keys);
+  Result<std::vector<uint8_t>> body = conn_->Call(&w);
+  if (!body.ok()) {
+    st.misses += keys.size();
+    return lens;
+  }
+  FrameReader r(*body);
+  struct Ref {
+    uint32_t slot;
+    uint64_t generation;
+    uint64_t length;
+  };
+  std::vector<Ref> refs;
+  uint64_t lease = 0;
+  if (server::ReadReplyHead(&r, Op::kLookup).ok()) {
+    lease = r.U64();
+    const uint32_t n = r.Count(4 + 8 + 8);
+    for (uint32_t i = 0; i < n; ++i) refs.push_back({r.U32(), r.U64(), r.U64()});
+  }
+  server::Arena* arena = conn_->arena();
+  if (!r.Done("lookup").ok() || refs.size() != keys.size() || arena == nullptr) {
+    conn_->Drop();
+    st.misses += keys.size();
+    return lens;
+  }
+  const std::string& signature = conn_->options().layout_signature;
+  Status too_small;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Ref& ref = refs[i];
+    if (ref.slot == server::kNoSlot) {
+      ++st.misses;
+      continue;
+    }
+    if (ref.slot >= arena->geometry().slot_count || ref.length == 0 ||
+        ref.length > arena->geometry().slot_bytes) {
+      ++st.verify_failures;
+      ++st.misses;
+      continue;
+    }
+    if (ref.length > dsts[i].size()) {
+      if (too_small.ok()) {
+        too_small = Status::InvalidArgument("ServerClient::Load: buffer " + std::to_string(i) +
+                                            " holds " + std::to_string(dsts[i].size()) +
+                                            " bytes, the block " + std::to_string(ref.length));
+      }
+      ++st.misses;
+      continue;
+    }
+    std::memcpy(dsts[i].data(), arena->Bytes(ref.slot).data(), ref.length);
+    // The slot must still hold what was leased, and the copy must be the block.
+    DecodeOptions opts;
+    opts.expected_key = &keys[i];
+    opts.expected_signature = &signature;
+    const bool same_slot = arena->Generation(ref.slot) == ref.generation &&
+                           arena->Length(ref.slot) == ref.length && arena->Key(ref.slot) == keys[i];
+    if (!same_slot || !DecodeBlock(dsts[i].first(ref.length), opts).ok()) {
+      ++st.verify_failures;
+      ++st.misses;
+      continue;
+    }
+    lens[i] = ref.length;
+    ++st.hits;
+  }
+  if (lease != 0) {
+    FrameWriter rel(Op::kRelease);
+    rel.U64(lease);
+    (void)conn_->Call(&rel);  // a lost release ends with the connection
+  }
+  if (!too_small.ok()) return too_small;
+  return lens;
+}
+
+std::optional<BlockBuffer> ServerClient::LoadBlock(const BlockKey& key) {
+  uint64_t slot_bytes = 0;
+  {
+    MutexLock lock(conn_->mu());
+    if (conn_->arena() != nullptr) slot_bytes = conn_->arena()->geometry().slot_bytes;
+  }
+  if (slot_bytes == 0) {
+    // Not connected yet: a Match makes the connection (and tells the size).
+    const BlockKey one[] = {key};
+    (void)Match(one);
+    MutexLock lock(conn_->mu());
+    if (conn_->arena() == nullptr) return std::nullopt;
+    slot_bytes = conn_->arena()->geometry().slot_bytes;
+  }
+  Result<BlockBuffer> buf = BlockBuffer::Allocate(slot_bytes);
+  if (!buf.ok()) return std::nullopt;
+  std::span<std::byte> dst(buf->data(), buf->size());
+  const BlockKey keys[] = {key};
+  const std::span<std::byte> dsts[] = {dst};
+  Result<std::vector<uint64_t>> lens = Load(keys, dsts);
+  if (!lens.ok() || (*lens)[0] == 0) return std::nullopt;
+  Result<BlockBuffer> out = BlockBuffer::CopyOf(dst.first((*lens)[0]));
+  if (!out.ok()) return std::nullopt;
+  return std::move(*out);
+}
+
+Status ServerClient::Store(std::span<const BlockKey> keys,
+                           std::span<const std::span<const std::byte>> blocks) {
+  if (keys.size() != blocks.size()) {
+    return Status::InvalidArgument("ServerClient::Store: " + std::to_string(keys.size()) +
+                                   " keys but " + std::to_string(blocks.size()) + " blocks");
+  }
+  if (keys.size() > server::kMaxBatch) {
+    return Status::InvalidArgument("ServerClient::Store: more than 65536 blocks in one call");
+  }
+  if (keys.empty()) return Status::Ok();
+  MutexLock lock(conn_->mu());
+  ServerClientStats& st = conn_->counters;
+  FrameWriter w(Op::kReserve);
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (const auto& b : blocks) w.U64(b.size());
+  Result<std::vector<uint8_t>> body = conn_->Call(&w);
+  if (!body.ok()) {
+    st.store_errors += keys.size();
+    return body.status().WithContext("ServerClient::Store");
+  }
+  FrameReader r(*body);
+  Status s = server::ReadReplyHead(&r, Op::kReserve);
+  if (!s.ok()) {
+    st.store_errors += keys.size();
+    return s.WithContext("ServerClient::Store");
+  }
+  const uint32_t n = r.Count(12);
+  std::vector<uint32_t> slots;
+  for (uint32_t i = 0; i < n; ++i) {
+    slots.push_back(r.U32());
+    r.U64();  // generation: this client writes the slot, nobody reads it yet
+  }
+  server::Arena* arena = conn_->arena();
+  if (!r.Done("reserve").ok() || n != keys.size() || arena == nullptr) {
+    conn_->Drop();
+    st.store_errors += keys.size();
+    return Status::Unavailable("ServerClient::Store: bad reserve reply");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (slots[i] >= arena->geometry().slot_count) {
+      conn_->Drop();
+      return Status::Unavailable("ServerClient::Store: reply names a slot past the arena");
+    }
+    std::memcpy(arena->Bytes(slots[i]).data(), blocks[i].data(), blocks[i].size());
+  }
+  FrameWriter pub(Op::kPublish);
+  pub.U32(n);
+  for (size_t i = 0; i < n; ++i) {
+    pub.U32(slots[i]);
+    pub.U64(blocks[i].size());
+    pub.Key(keys[i]);
+  }
+  body = conn_->Call(&pub);
+  if (!body.ok()) {
+    st.store_errors += keys.size();
+    return body.status().WithContext("ServerClient::Store");
+  }
+  FrameReader pr(*body);
+  s = server::ReadReplyHead(&pr, Op::kPublish);
+  if (!s.ok()) return s.WithContext("ServerClient::Store");
+  const uint32_t m = pr.Count(1);
+  std::vector<uint8_t> codes;
+  for (uint32_t i = 0; i < m; ++i) codes.push_back(pr.U8());
+  if (!pr.Done("publish").ok() || m != n) {
+    conn_->Drop();
+    return Status::Unavailable("ServerClient::Store: bad publish reply");
+  }
+  Status first;
+  for (size_t i = 0; i < n; ++i) {
+    if (codes[i] == 0) {
+      ++st.stores;
+      continue;
+    }
+    ++st.store_errors;
+    if (first.ok()) {
+      first = Status(codes[i] <= static_cast<uint8_t>(StatusCode::kInternal)
+                         ? static_cast<StatusCode>(codes[i])
+                         : StatusCode::kInternal,
+                     "ServerClient::Store: block " + std::to_string(i) + " (key " +
+                         keys[i].Hex().substr(0, 16) + "...) refused by the daemon");
+    }
+  }
+  return first;
+}
+
+ServerTier ServerClient::Contains(const BlockKey& key) {
+  MutexLock lock(conn_->mu());
+  FrameWriter w(Op::kContains);
+  const BlockKey one[] = {key};
+  server::WriteKeys(&w, one);
+  Result<std::vector<uint8_t>> body = conn_->Call(&w);
+  if (!body.ok()) return ServerTier::kNone;
+  FrameReader r(*body);
+  if (!server::ReadReplyHead(&r, Op::kContains).ok()) return ServerTier::kNone;
+  const uint32_t n = r.Count(1);
+  const uint8_t t = n == 1 ? r.U8() : 0;
+  if (!r.Done("contains").ok() || n != 1 || t > static_cast<uint8_t>(ServerTier::kRemote)) {
+    conn_->Drop();
+    return ServerTier::kNone;
+  }
+  return static_cast<ServerTier>(t);
+}
+
+Result<bool> ServerClient::Erase(const BlockKey& key) {
+  MutexLock lock(conn_->mu());
+  FrameWriter w(Op::kErase);
+  const BlockKey one[] = {key};
+  server::WriteKeys(&w, one);
+  KVTIER_ASSIGN_OR_RETURN(std::vector<uint8_t> body, conn_->Call(&w));
+  FrameReader r(body);
+  KVTIER_RETURN_IF_ERROR(server::ReadReplyHead(&r, Op::kErase));
+  const uint32_t n = r.Count(1);
+  const uint8_t erased = n == 1 ? r.U8() : 0;
+  if (!r.Done("erase").ok() || n != 1) {
+    conn_->Drop();
+    return Status::Unavailable("ServerClient::Erase: bad reply");
+  }
+  return erased != 0;
+}
+
+Result<std::string> ServerClient::DaemonStatsJson() {
+  MutexLock lock(conn_->mu());
+  FrameWriter w(Op::kStats);
+  KVTIER_ASSIGN_OR_RETURN(std::vector<uint8_t> body, conn_->Call(&w));
+  FrameReader r(body);
+  KVTIER_RETURN_IF_ERROR(server::ReadReplyHead(&r, Op::kStats));
+  std::string json = r.Str32();
+  if (!r.Done("stats").ok()) {
+    conn_->Drop();
+    return Status::Unavailable("ServerClient::DaemonStatsJson: bad reply");
+  }
+  return json;
+}
+
+ServerClientStats ServerClient::Stats() const {
+  MutexLock lock(conn_->mu());
+  return conn_->counters;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,162 @@
+#include "server_client/wire.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server_client/arena.h"
+
+namespace kvtier::server {
+namespace {
+
+std::vector<uint8_t> BodyOf(FrameWriter* w) {
+  const std::vector<uint8_t>& f = w->Finish();
+  return {f.begin() + 4, f.end()};
+}
+
+TEST(Wire, RoundTripsEveryFieldKind) {
+  FrameWriter w(Op::kPublish);
+  BlockKey k;
+  k.bytes[0] = 7;
+  k.bytes[31] = 9;
+  w.U8(1);
+  w.U16(0xBEEF);
+  w.U32(0xDEADBEEF);
+  w.U64(0x0102030405060708ULL);
+  w.Key(k);
+  w.Str16("hello");
+  w.StatusOf(Status::NotFound("gone"));
+  std::vector<uint8_t> body = BodyOf(&w);
+  FrameReader r(body);
+  ASSERT_EQ(*r.Header(), Op::kPublish);
+  EXPECT_EQ(r.U8(), 1);
+  EXPECT_EQ(r.U16(), 0xBEEF);
+  EXPECT_EQ(r.U32(), 0xDEADBEEFu);
+  EXPECT_EQ(r.U64(), 0x0102030405060708ULL);
+  EXPECT_EQ(r.Key(), k);
+  EXPECT_EQ(r.Str16(), "hello");
+  Status s = r.StatusOf();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "gone");
+  EXPECT_TRUE(r.Done("test").ok());
+}
+
+TEST(Wire, RefusesOtherVersionsAndUnknownOps) {
+  std::vector<uint8_t> body = {2, 1, 0, 0};
+  FrameReader r(body);
+  EXPECT_EQ(r.Header().status().code(), StatusCode::kCorruption);
+  std::vector<uint8_t> body2 = {kWireVersion, 99, 0, 0};
+  FrameReader r2(body2);
+  EXPECT_EQ(r2.Header().status().code(), StatusCode::kCorruption);
+  std::vector<uint8_t> body3 = {kWireVersion};
+  FrameReader r3(body3);
+  EXPECT_EQ(r3.Header().status().code(), StatusCode::kCorruption);
+}
+
+TEST(Wire, CountPastTheFrameOrTheBatchLimitIsRefused) {
+  // A count of 3 keys with bytes for 2.
+  FrameWriter w(Op::kLookup);
+  w.U32(3);
+  w.Key(BlockKey{});
+  w.Key(BlockKey{});
+  std::vector<uint8_t> body = BodyOf(&w);
+  FrameReader r(body);
+  ASSERT_TRUE(r.Header().ok());
+  EXPECT_EQ(ReadKeys(&r).size(), 0u);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.Done("lookup").code(), StatusCode::kCorruption);
+  // A huge count with nothing behind it: no allocation, refused.
+  FrameWriter w2(Op::kReserve);
+  w2.U32(0xFFFFFFFF);
+  std::vector<uint8_t> body2 = BodyOf(&w2);
+  FrameReader r2(body2);
+  ASSERT_TRUE(r2.Header().ok());
+  EXPECT_EQ(r2.Count(8), 0u);
+  EXPECT_FALSE(r2.ok());
+  // A string longer than the frame.
+  FrameWriter w3(Op::kHello);
+  w3.U16(500);
+  std::vector<uint8_t> body3 = BodyOf(&w3);
+  FrameReader r3(body3);
+  ASSERT_TRUE(r3.Header().ok());
+  EXPECT_EQ(r3.Str16(), "");
+  EXPECT_FALSE(r3.ok());
+}
+
+TEST(Wire, TrailingBytesAreAnError) {
+  FrameWriter w(Op::kStats);
+  w.U8(0);
+  std::vector<uint8_t> body = BodyOf(&w);
+  FrameReader r(body);
+  ASSERT_TRUE(r.Header().ok());
+  EXPECT_EQ(r.Done("stats").code(), StatusCode::kCorruption);
+}
+
+TEST(Wire, SocketFramesCarryADescriptorAndRefuseOversizedLengths) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  FrameWriter w(Op::kHello);
+  w.Str16("sig");
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  ASSERT_TRUE(SendFrame(sv[0], w.Finish(), MonotonicMicros() + 5'000'000, pipefd[0]).ok());
+  std::vector<uint8_t> body;
+  int got_fd = -1;
+  ASSERT_TRUE(RecvFrame(sv[1], &body, MonotonicMicros() + 5'000'000, &got_fd).ok());
+  ASSERT_GE(got_fd, 0);
+  // The received descriptor is the pipe's read end.
+  ASSERT_EQ(::write(pipefd[1], "x", 1), 1);
+  char c = 0;
+  EXPECT_EQ(::read(got_fd, &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  FrameReader r(body);
+  ASSERT_EQ(*r.Header(), Op::kHello);
+  EXPECT_EQ(r.Str16(), "sig");
+  // A length past kMaxFrameBytes is refused before any allocation.
+  const uint8_t huge[4] = {0xFF, 0xFF, 0xFF, 0x7F};
+  ASSERT_EQ(::write(sv[0], huge, 4), 4);
+  EXPECT_EQ(RecvFrame(sv[1], &body, MonotonicMicros() + 5'000'000).code(),
+            StatusCode::kCorruption);
+  // Nothing arrives: Unavailable at the deadline, not a hang.
+  EXPECT_EQ(RecvFrame(sv[1], &body, MonotonicMicros() + 20'000).code(), StatusCode::kUnavailable);
+  for (int fd : {sv[0], sv[1], pipefd[0], pipefd[1], got_fd}) ::close(fd);
+}
+
+TEST(Wire, SocketPathOfChecksTheForm) {
+  EXPECT_EQ(*SocketPathOf("unix:/tmp/x.sock"), "/tmp/x.sock");
+  EXPECT_EQ(SocketPathOf("tcp:1.2.3.4").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SocketPathOf("unix:").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SocketPathOf("unix:/" + std::string(200, 'a')).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(Arena, CreateMapsAndAnotherMappingSeesTheSameBytes) {
+  Result<std::unique_ptr<Arena>> a = Arena::Create({3, 8192});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  (*a)->Bytes(2)[5] = std::byte{42};
+  (*a)->SetGeneration(2, 77);
+  BlockKey k;
+  k.bytes[3] = 1;
+  (*a)->SetPublished(2, 100, k);
+  Result<std::unique_ptr<Arena>> b = Arena::Map(::dup((*a)->fd()));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->geometry().slot_count, 3u);
+  EXPECT_EQ((*b)->geometry().slot_bytes, 8192u);
+  EXPECT_EQ((*b)->Bytes(2)[5], std::byte{42});
+  EXPECT_EQ((*b)->Generation(2), 77u);
+  EXPECT_EQ((*b)->Length(2), 100u);
+  EXPECT_EQ((*b)->Key(2), k);
+}
+
+TEST(Arena, RefusesBadGeometryAndFilesThatAreNotArenas) {
+  EXPECT_EQ(Arena::Create({0, 4096}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Arena::Create({1, 100}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Arena::Create({(1u << 24) + 1, 4096}).status().code(), StatusCode::kInvalidArgument);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  EXPECT_EQ(Arena::Map(p[0]).status().code(), StatusCode::kCorruption);  // closes p[0]
+  ::close(p[1]);
+}
+
+}  // namespace
+}  // namespace kvtier::server

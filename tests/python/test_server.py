@@ -1,0 +1,140 @@
+"""kvtier.Cache(..., server="unix:PATH"): a client of `kvtier serve`
+(docs/server.md). The daemon is the built `kvtier serve`; the writer is a
+second Python process; blocks differ per key (make_blocks' seeded content)."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kvtier
+from conftest import make_blocks
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Bounds that end a hung test on a busy machine; not what is measured.
+LONG_S = 120
+
+
+def start_daemon(cli, sock, tmp_path, *extra):
+    err = open(tmp_path / "daemon.err", "w")
+    proc = subprocess.Popen([cli, "serve", "--server", "unix:" + str(sock), "--layout", "tiny",
+                             "--host-bytes", "4MiB", *extra],
+                            stdout=subprocess.PIPE, stderr=err, text=True)
+    deadline = time.monotonic() + LONG_S
+    while time.monotonic() < deadline:
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(str(sock))
+            return proc
+        except OSError:
+            pass
+        finally:
+            s.close()
+        assert proc.poll() is None, (tmp_path / "daemon.err").read_text()
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail("kvtier serve did not listen: " + (tmp_path / "daemon.err").read_text())
+
+
+@pytest.fixture
+def daemon(cli, tmp_path):
+    sock = tmp_path / "s.sock"
+    proc = start_daemon(cli, sock, tmp_path, "--disk-dir", str(tmp_path / "cache"))
+    yield "unix:" + str(sock), proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(LONG_S)
+
+
+WRITER = """
+import sys
+sys.path.insert(0, {here!r})
+import kvtier
+from conftest import make_blocks
+keys, blocks, _ = make_blocks(kvtier.Layout("tiny"), "srv", list(range(16 * 6)), seed=7)
+with kvtier.Cache("tiny", server={server!r}) as c:
+    for k, b in zip(keys, blocks):
+        c.store(k, b)
+print("stored", len(keys))
+"""
+
+
+def test_a_second_process_loads_what_the_first_stored_byte_for_byte(daemon):
+    server, _ = daemon
+    out = subprocess.run([sys.executable, "-c", WRITER.format(here=HERE, server=server)],
+                         capture_output=True, text=True, timeout=LONG_S)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "stored 6"
+    keys, blocks, _ = make_blocks(kvtier.Layout("tiny"), "srv", list(range(16 * 6)), seed=7)
+    with kvtier.Cache("tiny", server=server) as c:
+        assert c.match(keys) == 6
+        assert c.match(keys + [bytes(32)]) == 6
+        for k, b in zip(keys, blocks):
+            assert c.load(k) == b
+        out_buf = bytearray(len(blocks[0]) + 10)
+        assert c.load_into(keys[2], out_buf) == len(blocks[2])
+        assert bytes(out_buf[:len(blocks[2])]) == blocks[2]
+        assert c.contains(keys[0]) == "host"
+        assert c.contains(bytes(32)) is None
+        assert c.load(bytes(32)) is None
+        assert c.erase(keys[5]) is True
+        assert c.load(keys[5]) is None
+        assert c.match(keys) == 5
+        stats = c.stats()
+        assert stats["lookups"] == 9
+        assert stats["hits_host"] == 7
+        assert stats["misses"] == 2
+
+
+def test_sigterm_writes_the_arena_to_disk_and_a_new_daemon_serves_it(cli, tmp_path):
+    sock = tmp_path / "s.sock"
+    folder = tmp_path / "cache"
+    proc = start_daemon(cli, sock, tmp_path, "--disk-dir", str(folder))
+    try:
+        keys, blocks, _ = make_blocks(kvtier.Layout("tiny"), "srv", list(range(16 * 4)), seed=3)
+        with kvtier.Cache("tiny", server="unix:" + str(sock)) as c:
+            for k, b in zip(keys, blocks):
+                c.store(k, b)
+        proc.terminate()
+        out, _ = proc.communicate(timeout=LONG_S)
+        assert proc.returncode == 0
+        assert out.strip() == "kvtier serve: wrote 4 blocks to the tiers below (0 dropped)"
+        # The folder opens in-process with every block...
+        with kvtier.Cache("tiny", host_bytes=1 << 20, disk_dir=folder) as local:
+            assert [local.load(k) for k in keys] == blocks
+        # ... and a new daemon on it serves them (promoted from disk into its arena).
+        proc = start_daemon(cli, sock, tmp_path, "--disk-dir", str(folder))
+        with kvtier.Cache("tiny", server="unix:" + str(sock)) as c:
+            assert c.match(keys) == 4
+            assert [c.load(k) for k in keys] == blocks
+            assert c.contains(keys[0]) == "host"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(LONG_S)
+
+
+def test_a_daemon_that_is_not_there_is_misses_and_named_errors(tmp_path):
+    server = "unix:" + str(tmp_path / "nobody.sock")
+    keys, blocks, _ = make_blocks(kvtier.Layout("tiny"), "srv", list(range(16)), seed=1)
+    with kvtier.Cache("tiny", server=server, server_timeout="200ms") as c:
+        assert c.match(keys) == 0
+        assert c.load(keys[0]) is None
+        assert c.contains(keys[0]) is None
+        with pytest.raises(kvtier.Unavailable):
+            c.store(keys[0], blocks[0])
+        with pytest.raises(kvtier.FailedPrecondition, match="not available with the server"):
+            c.clear()
+
+
+def test_options_the_daemon_owns_are_refused_by_name(tmp_path):
+    server = "unix:" + str(tmp_path / "s.sock")
+    with pytest.raises(kvtier.InvalidArgument, match="host_bytes: not with server"):
+        kvtier.Cache("tiny", server=server, host_bytes=1 << 20)
+    with pytest.raises(kvtier.InvalidArgument, match="disk_dir: not with server"):
+        kvtier.Cache("tiny", server=server, disk_dir=tmp_path / "d")
+    with pytest.raises(kvtier.InvalidArgument, match="server"):
+        kvtier.Cache("tiny", server="tcp://127.0.0.1:1")

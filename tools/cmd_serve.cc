@@ -1,0 +1,121 @@
+// `kvtier serve`: the host's cache daemon (kvtier/server.h, docs/server.md).
+//
+//   kvtier serve [--config FILE.json] [--<option> VALUE ...] [--json]
+//
+// Every option of docs/options.md is also a flag of the same name with '-'
+// for '_' (--host-bytes 8GiB, --disk-dir D, --server unix:/run/kvtier.sock);
+// a flag wins over the file. Values are read as JSON when they parse as
+// JSON (numbers, true/false), else as strings, then go through the one
+// options table. `server` (the socket), `layout` and `host_bytes` (the
+// arena) are required. Runs until SIGTERM or SIGINT, then writes every
+// block not yet written to the disk tier and prints how many:
+//   text: "kvtier serve: wrote N blocks to the tiers below (M dropped)"
+//   --json: {"blocks_written", "blocks_dropped", "clients_closed"}
+// On start it prints "kvtier serve: listening on PATH ..." to stderr.
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "bindings/cache_spec.h"
+#include "bindings/option_table.h"
+#include "command.h"
+#include "kvtier/server.h"
+
+namespace kvtier::cli {
+namespace {
+
+std::atomic<Server*> g_server{nullptr};
+
+void OnSignal(int) {
+  if (Server* s = g_server.load()) s->Stop();
+}
+
+struct ServeArgs {
+  std::string config;
+  std::map<std::string, std::string> values;  // option name -> flag text
+  std::map<std::string, CLI::Option*> flags;
+};
+
+Result<bindings::CacheSpec> SpecOf(const ServeArgs& a) {
+  bindings::CacheSpec spec;
+  if (!a.config.empty()) KVTIER_RETURN_IF_ERROR(bindings::ApplyConfigFile(a.config, &spec));
+  for (const auto& [name, opt] : a.flags) {
+    if (opt->count() == 0) continue;
+    const std::string& text = a.values.at(name);
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded() || value.is_object() || value.is_array()) value = text;
+    KVTIER_RETURN_IF_ERROR(bindings::ApplyOption(name, value, &spec));
+  }
+  return spec;
+}
+
+Result<ServerOptions> OptionsOf(const bindings::CacheSpec& spec) {
+  if (!spec.server) return Status::InvalidArgument("server: is required (--server unix:PATH)");
+  if (!spec.Has("layout")) return Status::InvalidArgument("layout: is required");
+  if (!spec.Has("host_bytes")) {
+    return Status::InvalidArgument("host_bytes: is required (the arena's size, e.g. 8GiB)");
+  }
+  KVTIER_ASSIGN_OR_RETURN(ModelLayout layout,
+                          ModelLayout::Resolve(Env::Default(), spec.layout, spec.block_tokens));
+  ServerOptions o;
+  KVTIER_ASSIGN_OR_RETURN(o.cache, bindings::CacheOptionsFor(layout, spec));
+  o.server = *spec.server;
+  o.layout = std::move(layout);
+  return o;
+}
+
+int Run(const ServeArgs& a, const CommonFlags& flags) {
+  Result<bindings::CacheSpec> spec = SpecOf(a);
+  if (!spec.ok()) return ReportError(flags, spec.status());
+  Result<ServerOptions> options = OptionsOf(*spec);
+  if (!options.ok()) return ReportError(flags, options.status());
+  const std::string where = options->server;
+  const uint64_t slot_bytes = options->SlotBytes();
+  Result<std::unique_ptr<Server>> server = Server::Open(*std::move(options), Env::Default());
+  if (!server.ok()) return ReportError(flags, server.status(), kExitFailure);
+  g_server.store(server->get());
+  struct sigaction sa{};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::cerr << "kvtier serve: listening on " << where << " (slots of " << slot_bytes
+            << " bytes)" << std::endl;
+  Status run = (*server)->Run();
+  Result<ServerShutdownReport> report = (*server)->Shutdown();
+  g_server.store(nullptr);
+  if (!run.ok()) return ReportError(flags, run, kExitFailure);
+  if (!report.ok()) return ReportError(flags, report.status(), kExitFailure);
+  if (flags.json) {
+    PrintJson({{"blocks_written", report->blocks_written},
+               {"blocks_dropped", report->blocks_dropped},
+               {"clients_closed", report->clients_closed}});
+  } else {
+    std::cout << "kvtier serve: wrote " << report->blocks_written
+              << " blocks to the tiers below (" << report->blocks_dropped << " dropped)"
+              << std::endl;
+  }
+  return kExitOk;
+}
+
+std::function<int()> SetupServe(CLI::App* app, const CommonFlags* flags) {
+  auto a = std::make_shared<ServeArgs>();
+  app->add_option("--config", a->config, "JSON file of options (docs/options.md); flags win");
+  for (const bindings::OptionInfo& o : bindings::Options()) {
+    std::string flag = "--" + o.name;
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    a->values[o.name];
+    a->flags[o.name] = app->add_option(flag, a->values[o.name], o.doc);
+  }
+  return [a, flags] { return Run(*a, *flags); };
+}
+
+}  // namespace
+KVTIER_COMMAND(serve, "serve",
+               "Run the host's cache daemon: a shared-memory RAM tier over a Unix socket",
+               SetupServe);
+}  // namespace kvtier::cli
