@@ -137,8 +137,9 @@ struct RemoteTierOptions {
   // Default 256 MiB.
   uint64_t queue_max_bytes = uint64_t{256} << 20;
   // Before sending a batch, ask which of its blocks the server already has
-  // (one pipelined EXISTS round trip) and skip those: hosts sharing a
-  // server do not send the same block twice. Default true.
+  // (one pipelined round trip: GETRANGE of each value's head, EXISTS of its
+  // other parts) and skip those: hosts sharing a server do not send the
+  // same block twice. Default true.
   bool skip_existing = true;
   // Put()/PutSync() check the block's header first (structure, that it
   // names the key it is stored under, the layout signature) and refuse bad

@@ -114,7 +114,7 @@ const std::vector<Row>& Table() {
        "match() asks the disk index about keys this process has not seen (no file read).",
        "match_asks_disk", KVTIER_SET(s.cache.match_asks_disk = v.b)},
       {"match_asks_remote", Kind::kBool, "true",
-       "match() asks the remote tier (one EXISTS round trip) about keys no local tier holds.",
+       "match() asks the remote tier (one pipelined round trip: GETRANGE of each value's head, EXISTS of its other parts) about keys no local tier holds.",
        "match_asks_remote", KVTIER_SET(s.cache.match_asks_remote = v.b)},
       {"load_threads", Kind::kCount, "2",
        "Threads that run the disk part of loads; 0 = on the caller's thread. At most 64.",

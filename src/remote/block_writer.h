@@ -2,8 +2,9 @@
 // at a time (writer threads), or one block synchronously (PutSync).
 //
 // With `skip_existing`, a batch first asks which of its blocks the server
-// already has (one pipelined EXISTS round trip per node) and sends only the
-// others, so that hosts sharing a server do not each send the same block.
+// already has (one pipelined probe round trip per node: GETRANGE of the
+// value's head, EXISTS of its other parts) and sends only the others, so
+// that hosts sharing a server do not each send the same block.
 // Every block ends counted: stored, skipped_existing, or one of the drops
 // (unavailable, oom, error). A signing writer's probe asks for the `:mac`
 // too, so that it replaces an unsigned copy rather than skip it.

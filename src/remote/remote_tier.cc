@@ -29,7 +29,7 @@ namespace {
 using remote::RemoteCounters;
 using C = RemoteCounters;
 
-// What a writer takes from the queue at once: one EXISTS round trip for the
+// What a writer takes from the queue at once: one probe round trip (GETRANGE + EXISTS) for the
 // batch, then its SETs through the pipeline window.
 constexpr size_t kWriterBatchBlocks = 64;
 constexpr uint64_t kWriterBatchBytes = uint64_t{64} << 20;
