@@ -6,6 +6,7 @@ keeps working."""
 import multiprocessing
 import os
 import signal
+import time
 
 import pytest
 
@@ -14,6 +15,22 @@ from conftest import make_blocks
 
 # Far past what any call here takes on a busy machine; only a hang reaches it.
 CHILD_LIMIT_S = 120
+
+
+def wait_child(pid, limit_s=CHILD_LIMIT_S + 30):
+    """The child's exit status; a child still running after `limit_s` (hung
+    before its own alarm was set: a sanitizer's allocator lock that a parent
+    thread held at fork) is killed and the test fails, instead of waiting
+    out ctest's limit."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child still ran after %d s (killed)" % limit_s)
 
 
 def child_checks(cache, key, block, report):
@@ -69,6 +86,7 @@ def parent_still_works(cache, keys, blocks):
     assert cache.match(keys) == len(keys)
 
 
+@pytest.mark.fork
 def test_os_fork_child_gets_failed_precondition(tmp_path):
     cache, keys, blocks = open_cache(tmp_path)
     read_end, write_end = os.pipe()
@@ -88,9 +106,9 @@ def test_os_fork_child_gets_failed_precondition(tmp_path):
         finally:
             os._exit(code)
     os.close(write_end)
+    status = wait_child(pid)  # a few lines: the pipe holds them until read
     with os.fdopen(read_end) as f:
         lines = f.read().split("\n")
-    _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     assert lines == expected()
     parent_still_works(cache, keys, blocks)
@@ -135,6 +153,7 @@ def test_a_cache_opened_in_the_child_works_there(tmp_path):
     cache.close()
 
 
+@pytest.mark.fork
 def test_a_cache_dropped_unclosed_in_a_forked_child_exits_cleanly(tmp_path):
     cache, keys, blocks = open_cache(tmp_path)
     pid = os.fork()
@@ -146,7 +165,7 @@ def test_a_cache_dropped_unclosed_in_a_forked_child_exits_cleanly(tmp_path):
             code = 0
         finally:
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    status = wait_child(pid)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     parent_still_works(cache, keys, blocks)
     cache.close()
