@@ -4,8 +4,11 @@ libkvtier_c.so) finds it in the same folder."""
 
 import os
 import re
+import shlex
+import socket
 import subprocess
 import sys
+import time
 
 
 def readme_block(source_dir, heading, lang):
@@ -51,3 +54,56 @@ def test_readme_demo_counts_agree(source_dir):
     pairs = re.findall(r"^    requests \d+: .*, remote (\d+)\n    second host: (\d+) prefix blocks "
                        r"from Redis", text, re.M)
     assert pairs == [("167", "167")], pairs
+
+
+def test_readme_serve_then_two_processes(source_dir, tmp_path):
+    """The `kvtier serve` section as written (the socket moved into tmp_path):
+    the first process computes and stores the block, the second finds it in
+    the arena (were its match 0, it would exit with "not in the arena") and
+    loads the same bytes; SIGTERM then writes the block down to the disk
+    folder, whose one file has the size both printed."""
+    sock = str(tmp_path / "kvtier.sock")
+    command = readme_block(source_dir, "## One RAM tier per host", "sh").strip()
+    assert command.endswith("&")
+    argv = shlex.split(command[:-1].replace("/tmp/kvtier.sock", sock))
+    assert argv[0] == "kvtier"
+    argv[0] = os.environ["KVTIER_CLI"]
+    daemon = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert daemon.poll() is None, daemon.stderr.read()
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(sock)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "kvtier serve did not listen in 120 s"
+                time.sleep(0.02)
+            finally:
+                s.close()
+        python = readme_block(source_dir, "## One RAM tier per host", "python")
+        python = python.replace("/tmp/kvtier.sock", sock)
+        # The second process must not compute: its match() finds the block.
+        kv_line = "        kv = ["
+        assert python.count(kv_line) == 1
+        second = python.replace(kv_line, "        raise SystemExit('not in the arena')\n" + kv_line)
+        printed = []
+        for run, script in (("computes", python), ("finds", second)):
+            out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, (run, out.stderr)
+            printed.append(out.stdout)
+        daemon.terminate()
+        stdout, stderr = daemon.communicate(timeout=120)
+        assert daemon.returncode == 0, stderr
+        assert "wrote 1 blocks" in stdout, stdout
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "kvtier-cache" / "blocks")
+             for f in fs if f.endswith(".safetensors")]
+    assert len(files) == 1
+    assert printed == ["%d bytes\n" % os.path.getsize(files[0])] * 2
