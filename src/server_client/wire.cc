@@ -14,6 +14,16 @@ namespace {
 
 constexpr size_t kHeaderBytes = 4;  // version, op, u16 zero
 
+// The wire's integers are little-endian: the low `bytes` bytes of `v`.
+void PutLe(std::vector<uint8_t>* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+uint64_t GetLe(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
 // Waits until `sock` is ready for `events` or the deadline passes.
 Status WaitReady(int sock, short events, uint64_t deadline_us) {
   for (;;) {
@@ -39,15 +49,9 @@ FrameWriter::FrameWriter(Op op) {
   U16(0);
 }
 
-void FrameWriter::U16(uint16_t v) {
-  for (int i = 0; i < 2; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void FrameWriter::U32(uint32_t v) {
-  for (int i = 0; i < 4; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void FrameWriter::U64(uint64_t v) {
-  for (int i = 0; i < 8; ++i) buf_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
+void FrameWriter::U16(uint16_t v) { PutLe(&buf_, v, 2); }
+void FrameWriter::U32(uint32_t v) { PutLe(&buf_, v, 4); }
+void FrameWriter::U64(uint64_t v) { PutLe(&buf_, v, 8); }
 void FrameWriter::Key(const BlockKey& k) { buf_.insert(buf_.end(), k.bytes.begin(), k.bytes.end()); }
 void FrameWriter::Str16(std::string_view s) {
   s = s.substr(0, 0xFFFF);
@@ -101,23 +105,18 @@ uint8_t FrameReader::U8() {
 }
 uint16_t FrameReader::U16() {
   if (!Take(2)) return 0;
-  uint16_t v = static_cast<uint16_t>(body_[pos_] | (body_[pos_ + 1] << 8));
   pos_ += 2;
-  return v;
+  return static_cast<uint16_t>(GetLe(body_.data() + pos_ - 2, 2));
 }
 uint32_t FrameReader::U32() {
   if (!Take(4)) return 0;
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{body_[pos_ + i]} << (8 * i);
   pos_ += 4;
-  return v;
+  return static_cast<uint32_t>(GetLe(body_.data() + pos_ - 4, 4));
 }
 uint64_t FrameReader::U64() {
   if (!Take(8)) return 0;
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{body_[pos_ + i]} << (8 * i);
   pos_ += 8;
-  return v;
+  return GetLe(body_.data() + pos_ - 8, 8);
 }
 BlockKey FrameReader::Key() {
   BlockKey k;
