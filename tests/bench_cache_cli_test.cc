@@ -1,6 +1,7 @@
-// `kvtier bench cache` keeps the CLI contract (DESIGN.md §6): the JSON
-// names, sane figures, and a one-line error with a non-zero exit on bad
-// input. Runs the CLI named by $KVTIER_CLI, or the one built next to this
+// `kvtier bench cache` and `kvtier bench serve` keep the CLI contract
+// (DESIGN.md §6): the JSON names, sane figures (and the exact ones: blocks,
+// bytes, what kill -9 left), and a one-line error with a non-zero exit on
+// bad input. Runs the CLI named by $KVTIER_CLI, or the one built next to this
 // test binary.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -77,6 +78,49 @@ TEST(BenchCacheCli, BadInputIsAOneLineErrorAndExitTwo) {
         "bench cache --layout tiny --blocks 0", "bench cache --layout tiny --blocks 12x",
         "bench cache --layout no-such-layout --blocks 10",
         "bench cache --layout tiny --blocks 10 --samples 0"}) {
+    CliRun r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with("kvtier: ")) << args << ": " << r.out;
+  }
+}
+
+// A small run of every part: the counts it reports are exact (the figures
+// are only checked to be there; their speed is the bench's business).
+TEST(BenchServeCli, ReportsExactCountsOfEveryPart) {
+  CliRun r = RunCli(
+      "bench serve --layout tiny --tokens 256 --clients 3 --kills 20 --rounds 1 "
+      "--tiny-samples 16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* name : {"arena_load_GBps", "memcpy_GBps", "first_load_GBps",
+                           "served_match_ns_per_block", "local_match_ns_per_block",
+                           "served_load_ns_per_block", "local_load_ns_per_block"}) {
+    ASSERT_TRUE(j.contains(name)) << name;
+    EXPECT_GT(j[name].get<double>(), 0) << name;
+  }
+  // tiny: 16 tokens per block; each block file is 4 KiB of tensors plus
+  // its header.
+  EXPECT_EQ(j["prefix_blocks"], 16);
+  EXPECT_EQ(j["prefix_bytes"].get<uint64_t>() % 16, 0u);
+  // Three processes storing the same 16 blocks take the slots of one.
+  EXPECT_EQ(j["shared_blocks"], 16);
+  EXPECT_GT(j["one_copy_arena_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["shared_arena_bytes"], j["one_copy_arena_bytes"]);
+  EXPECT_EQ(j["shared_vs_one_copy"].get<double>(), 1.0);
+  EXPECT_EQ(j["kills"], 20);
+  EXPECT_EQ(j["killed_clients_wrong_bytes"], 0);
+  EXPECT_EQ(j["final_wrong_bytes"], 0);
+  EXPECT_EQ(j["leases_left"], 0);
+  EXPECT_EQ(j["reservations_left"], 0);
+}
+
+TEST(BenchServeCli, BadInputIsAOneLineErrorAndExitTwo) {
+  for (const char* args :
+       {"bench serve --tokens 0", "bench serve --tokens 99999999999999",
+        "bench serve --clients 0", "bench serve --clients 100000", "bench serve --rounds 0",
+        "bench serve --kills 4000000000", "bench serve --layout no-such-layout"}) {
     CliRun r = RunCli(args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;

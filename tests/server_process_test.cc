@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -495,6 +496,55 @@ TEST_F(ServerProcessTest, SigtermWritesArenaBlocksToDiskAndSaysHowMany) {
     ASSERT_EQ(**got, want->size());
     EXPECT_EQ(std::memcmp(buf.data(), want->data(), want->size()), 0) << i;
   }
+}
+
+// --server-namespace-quota of one slot (any size under a slot's rounds up
+// to one): a namespace's second block evicts its first, never another
+// namespace's block, and the daemon counts both namespaces.
+TEST_F(ServerProcessTest, ANamespaceAtItsQuotaEvictsItsOwnBlockOnly) {
+  StartDaemon({"--server-namespace-quota", "1"});
+  std::unique_ptr<ServerClient> c = ClientFor(socket_);
+  ASSERT_NE(c, nullptr);
+  BlockKey ns_a, ns_b;
+  ns_a.bytes[0] = 0xA1;
+  ns_b.bytes[0] = 0xB2;
+  auto store = [&](uint64_t i, const BlockKey& ns) {
+    Result<BlockBuffer> b = MakeBlockFile(Tiny(), TestBlockKey(i), ns, ns, 1);
+    ASSERT_TRUE(b.ok());
+    const BlockKey key = TestBlockKey(i);
+    const std::span<const std::byte> bytes(b->data(), b->size());
+    ASSERT_TRUE(c->Store(std::span(&key, 1), std::span(&bytes, 1)).ok()) << i;
+  };
+  store(1, ns_a);
+  store(2, ns_b);
+  store(3, ns_a);
+  EXPECT_EQ(c->Contains(TestBlockKey(1)), ServerTier::kNone);
+  EXPECT_EQ(c->Contains(TestBlockKey(2)), ServerTier::kArena);
+  EXPECT_EQ(c->Contains(TestBlockKey(3)), ServerTier::kArena);
+  const nlohmann::json a = ArenaStats(c.get());
+  EXPECT_EQ(a["quota_evictions"], 1);
+  EXPECT_EQ(a["namespaces"], 2);
+  EXPECT_EQ(a["published"], 2);
+}
+
+// --server-socket-group: the socket file gets that group and 0660; a group
+// that does not exist is a start-up error naming the option.
+TEST_F(ServerProcessTest, TheSocketGroupOptionWidensTheSocketToThatGroup) {
+  StartDaemon({"--server-socket-group", std::to_string(::getegid())});
+  struct stat st{};
+  ASSERT_EQ(::stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, ::getegid());
+  daemon_->Kill(SIGTERM);
+  ASSERT_EQ(daemon_->Wait(), 0);
+
+  auto bad = Start({cli_, "serve", "--server", "unix:" + dir_.Sub("t.sock"), "--layout", "tiny",
+                    "--host-bytes", "4MiB", "--server-socket-group", "no-such-group-kvtier"},
+                   {}, dir_.Sub("bad.err"));
+  EXPECT_NE(bad->Wait(), 0);
+  EXPECT_NE(Slurp("bad.err").find("server_socket_group: no group 'no-such-group-kvtier'"),
+            std::string::npos)
+      << Slurp("bad.err");
 }
 
 TEST_F(ServerProcessTest, ABadFrameClosesThatClientOnly) {

@@ -65,6 +65,8 @@ Result<ServerOptions> OptionsOf(const bindings::CacheSpec& spec) {
   KVTIER_ASSIGN_OR_RETURN(o.cache, bindings::CacheOptionsFor(layout, spec));
   o.server = *spec.server;
   o.layout = std::move(layout);
+  o.namespace_quota_bytes = spec.server_namespace_quota_bytes;
+  o.socket_group = spec.server_socket_group;
   return o;
 }
 

@@ -48,8 +48,19 @@ struct ServerOptions {
   // (write-through) and the remote tier; with neither they are dropped,
   // counted.
   CacheOptions cache;
+  // The most bytes of the arena one namespace's blocks may hold (whole
+  // slots: at least one): a namespace at its quota makes room for a new
+  // block by evicting its own least recent one, never another namespace's.
+  // The namespace is the block file's `ns` (DESIGN.md §3: model id,
+  // signature, salt, adapter, extra). 0 = no bound but the arena's.
+  uint64_t namespace_quota_bytes = 0;
   // Permission bits of the socket file. Default 0600 (owner only).
   uint32_t socket_permissions = 0600;
+  // A group (name, or number) given the socket file, with read and write
+  // for it (socket_permissions | 0660's group bits): processes of its
+  // members may connect, and so read and write every block. The daemon's
+  // user must be a member (or root). Empty (default): the owner only.
+  std::string socket_group;
   // How long one frame of a client may take to arrive or leave once begun;
   // a client slower than that is disconnected. Milliseconds. Default 2000.
   uint64_t client_io_timeout_ms = 2000;
@@ -57,6 +68,8 @@ struct ServerOptions {
   // Bytes per arena slot: the layout's block bytes plus room for the
   // header, rounded up to 4 KiB.
   uint64_t SlotBytes() const;
+  // namespace_quota_bytes in whole slots (at least 1; 0 = no quota).
+  uint32_t NamespaceQuotaSlots() const;
   // InvalidArgument naming the bad field.
   Status Validate() const;
 };

@@ -326,6 +326,16 @@ const std::vector<Row>& Table() {
        "With `server`: how long one call waits for the daemon before it counts as down "
        "(loads and matches are then misses, stores Unavailable).",
        "server_timeout_ms", KVTIER_SET(s.cache.server_timeout_ms = v.u)},
+      {"server_namespace_quota", Kind::kSize, "0 (no bound but the arena's)",
+       "`kvtier serve` only: the most arena bytes one key namespace's blocks may hold (whole "
+       "slots, at least one); a namespace at its quota evicts its own least recent block, never "
+       "another's.",
+       "serve.namespace_quota_bytes", KVTIER_SET(s.server_namespace_quota_bytes = v.u)},
+      {"server_socket_group", Kind::kString, "\"\" (the daemon's user only)",
+       "`kvtier serve` only: a group (name or number) given the socket with read and write "
+       "(0660): its members' processes may connect, and so read and write every block; the "
+       "daemon's user must be a member.",
+       "serve.socket_group", KVTIER_SET(s.server_socket_group = v.s)},
       // --- Key namespace ------------------------------------------------------
       {"key_model_id", Kind::kString, "\"\"",
        "The model id in the block-key namespace (DESIGN.md §3); the layout gives signature "
@@ -522,6 +532,7 @@ std::string CppField(const std::string& path) {
       {"disk.", "DiskTierOptions::"},
       {"remote.", "RemoteTierOptions::"},
       {"key.", "NamespaceOptions::"},
+      {"serve.", "ServerOptions::"},
   };
   if (path == "layout") return "ModelLayout::Resolve";
   if (path == "block_tokens") return "ModelLayout::block_tokens";

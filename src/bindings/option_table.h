@@ -56,6 +56,10 @@ struct CacheSpec {
   RemoteTierOptions remote_tier;
   // The `kvtier serve` socket ("server", unix:PATH), or none.
   std::optional<std::string> server;
+  // The daemon's own options (ServerOptions beyond CacheOptions; `kvtier
+  // serve` only, refused by a client).
+  uint64_t server_namespace_quota_bytes = 0;  // "server_namespace_quota"
+  std::string server_socket_group;            // "server_socket_group"
   // The key namespace: model_id, salt, adapter_id, extra (key_*). The
   // layout signature and block_tokens come from the layout.
   NamespaceOptions key;

@@ -11,12 +11,12 @@
 namespace kvtier::server {
 
 ArenaService::ArenaService(std::unique_ptr<Arena> arena, ModelLayout layout,
-                           std::unique_ptr<TieredCache> below)
+                           std::unique_ptr<TieredCache> below, uint32_t namespace_quota_slots)
     : arena_(std::move(arena)),
       layout_(std::move(layout)),
       signature_(layout_.Signature()),
       below_(std::move(below)),
-      index_(arena_->geometry().slot_count) {}
+      index_(arena_->geometry().slot_count, namespace_quota_slots) {}
 
 Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
                             std::vector<uint8_t>* reply, bool* pass_arena_fd) {
@@ -135,6 +135,11 @@ void ArenaService::PromoteMisses(std::span<const BlockKey> keys) {
   for (size_t i = 0; i < got->size(); ++i) {
     const LoadedBlock& b = (*got)[i];
     if (b.block == nullptr || b.block->size() > arena_->geometry().slot_bytes) continue;
+    // The tier below verified it; its namespace is in the header.
+    DecodeOptions header_only;
+    header_only.verify_checksum = false;
+    Result<DecodedBlock> header = DecodeBlockHeader(std::span(b.block->data(), b.block->size()), b.block->size(), header_only);
+    if (!header.ok()) continue;
     std::vector<EvictedBlock> evicted;
     Result<std::vector<SlotRef>> slot = index_.Reserve(kDaemonClient, 1, &evicted);
     WriteDown(evicted);
@@ -143,8 +148,12 @@ void ArenaService::PromoteMisses(std::span<const BlockKey> keys) {
     arena_->SetGeneration(ref.slot, ref.generation);
     std::memcpy(arena_->Bytes(ref.slot).data(), b.block->data(), b.block->size());
     arena_->SetPublished(ref.slot, b.block->size(), missing[i]);
-    (void)index_.Publish(kDaemonClient, ref.slot, missing[i], b.block->size(), /*dirty=*/false);
-    promoted_.fetch_add(1, std::memory_order_relaxed);
+    evicted.clear();
+    const Status published = index_.Publish(kDaemonClient, ref.slot, missing[i],
+                                            header->meta.ns, b.block->size(),
+                                            /*dirty=*/false, &evicted);
+    WriteDown(evicted);
+    if (published.ok()) promoted_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -195,12 +204,14 @@ Status ArenaService::Reserve(ClientId client, FrameReader* r, FrameWriter* w) {
   return Status::Ok();
 }
 
-Status ArenaService::Verify(std::span<const std::byte> bytes, const BlockKey& key) const {
+Result<BlockKey> ArenaService::Verify(std::span<const std::byte> bytes,
+                                      const BlockKey& key) const {
   DecodeOptions opts;
   opts.expected_key = &key;
   opts.expected_signature = &signature_;
   opts.expected_layout = &layout_;
-  return DecodeBlock(bytes, opts).status();
+  KVTIER_ASSIGN_OR_RETURN(DecodedBlock block, DecodeBlock(bytes, opts));
+  return block.meta.ns;
 }
 
 Status ArenaService::Publish(ClientId client, FrameReader* r, FrameWriter* w) {
@@ -226,11 +237,14 @@ Status ArenaService::Publish(ClientId client, FrameReader* r, FrameWriter* w) {
       s = Status::InvalidArgument("bad slot or length");
     } else {
       // A torn or wrong block is never published: the file's own checks.
-      s = Verify(arena_->Bytes(it.slot).first(it.length), it.key);
-      if (s.ok()) {
+      Result<BlockKey> ns = Verify(arena_->Bytes(it.slot).first(it.length), it.key);
+      if (ns.ok()) {
         arena_->SetPublished(it.slot, it.length, it.key);
-        s = index_.Publish(client, it.slot, it.key, it.length, /*dirty=*/true);
+        std::vector<EvictedBlock> evicted;
+        s = index_.Publish(client, it.slot, it.key, *ns, it.length, /*dirty=*/true, &evicted);
+        WriteDown(evicted);
       } else {
+        s = ns.status();
         (void)index_.Abort(client, it.slot);
       }
     }
@@ -342,6 +356,9 @@ std::string ArenaService::StatsJson() const {
       {"publish_refused", publish_refused_.load(std::memory_order_relaxed)},
       {"reserve_failures", s.reserve_failures},
       {"client_releases", s.client_releases},
+      {"namespaces", s.namespaces},
+      {"quota_evictions", s.quota_evictions},
+      {"quota_refusals", s.quota_refusals},
       {"promoted", promoted_.load(std::memory_order_relaxed)},
       {"written_down", written_down_.load(std::memory_order_relaxed)},
       {"dropped", dropped_.load(std::memory_order_relaxed)},

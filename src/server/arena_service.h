@@ -29,9 +29,10 @@ namespace kvtier::server {
 
 class ArenaService {
  public:
-  // `below` may be null (an arena-only daemon).
+  // `below` may be null (an arena-only daemon). namespace_quota_slots: the
+  // most slots one namespace may hold (0 = no bound but the arena's).
   ArenaService(std::unique_ptr<Arena> arena, ModelLayout layout,
-               std::unique_ptr<TieredCache> below);
+               std::unique_ptr<TieredCache> below, uint32_t namespace_quota_slots = 0);
 
   // The reply to one request of `client`. Corruption for a frame that is
   // not a valid request (the caller closes that client); *pass_arena_fd
@@ -64,8 +65,8 @@ class ArenaService {
   // Copies one published slot out and stores it below; true if taken.
   bool StoreBelow(uint32_t slot, const BlockKey& key, uint64_t length);
   // The block file in `bytes` is whole and `key`'s (structure, key,
-  // signature, checksums).
-  Status Verify(std::span<const std::byte> bytes, const BlockKey& key) const;
+  // signature, checksums); returns its namespace.
+  Result<BlockKey> Verify(std::span<const std::byte> bytes, const BlockKey& key) const;
 
   std::unique_ptr<Arena> arena_;
   const ModelLayout layout_;

@@ -1,6 +1,7 @@
 #include "server/daemon.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace kvtier::server {
@@ -39,6 +42,24 @@ Status ClearStaleSocket(const std::string& path) {
   return Status::Ok();
 }
 
+// The group named `name` (or numbered, when it is all digits).
+Result<gid_t> GroupId(const std::string& name) {
+  if (!name.empty() && name.size() <= 9 &&
+      name.find_first_not_of("0123456789") == std::string::npos) {
+    return static_cast<gid_t>(std::stoul(name));
+  }
+  group g{};
+  group* found = nullptr;
+  std::vector<char> buf(16 << 10);
+  const int e = ::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
+  if (e != 0) return Status::IOError("server_socket_group: looking up '" + name + "'", e);
+  if (found == nullptr) {
+    return Status::InvalidArgument("server_socket_group: no group '" + name.substr(0, 64) +
+                                   "' on this host");
+  }
+  return found->gr_gid;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
@@ -61,6 +82,10 @@ Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
     c.write_policy = c.disk.has_value() ? WritePolicy::kWriteThrough : WritePolicy::kWriteBack;
     KVTIER_ASSIGN_OR_RETURN(below, TieredCache::Open(std::move(c), env));
   }
+  std::optional<gid_t> group;
+  if (!options.socket_group.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(group, GroupId(options.socket_group));
+  }
   KVTIER_RETURN_IF_ERROR(ClearStaleSocket(path));
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::IOError("socket", errno);
@@ -75,7 +100,17 @@ Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
     ::close(fd);
     return Status::IOError("server: bind " + path, bind_errno);
   }
-  if (::chmod(path.c_str(), options.socket_permissions) != 0 || ::listen(fd, 128) != 0) {
+  if (group.has_value() && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    return Status::IOError("server_socket_group: chown " + path + " to group " +
+                               options.socket_group.substr(0, 64) +
+                               " (the daemon's user must be a member)",
+                           e);
+  }
+  const mode_t mode = options.socket_permissions | (group.has_value() ? 0060 : 0);
+  if (::chmod(path.c_str(), mode) != 0 || ::listen(fd, 128) != 0) {
     const int e = errno;
     ::close(fd);
     ::unlink(path.c_str());
@@ -89,7 +124,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
     return Status::IOError("pipe2", e);
   }
   auto service =
-      std::make_unique<ArenaService>(std::move(arena), options.layout, std::move(below));
+      std::make_unique<ArenaService>(std::move(arena), options.layout, std::move(below),
+                                     options.NamespaceQuotaSlots());
   return std::unique_ptr<Daemon>(
       new Daemon(std::move(options), path, fd, wake[0], wake[1], std::move(service)));
 }

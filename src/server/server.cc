@@ -1,5 +1,6 @@
 #include "kvtier/server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "server/daemon.h"
@@ -16,6 +17,12 @@ constexpr uint64_t kPage = 4096;
 uint64_t ServerOptions::SlotBytes() const {
   const uint64_t raw = layout.BlockBytes() + kHeaderRoom;
   return (raw + kPage - 1) / kPage * kPage;
+}
+
+uint32_t ServerOptions::NamespaceQuotaSlots() const {
+  if (namespace_quota_bytes == 0) return 0;
+  const uint64_t slots = std::max<uint64_t>(namespace_quota_bytes / SlotBytes(), 1);
+  return static_cast<uint32_t>(std::min<uint64_t>(slots, UINT32_MAX));
 }
 
 Status ServerOptions::Validate() const {

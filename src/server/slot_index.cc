@@ -4,7 +4,8 @@
 
 namespace kvtier::server {
 
-SlotIndex::SlotIndex(uint32_t slot_count) {
+SlotIndex::SlotIndex(uint32_t slot_count, uint32_t namespace_quota_slots)
+    : namespace_quota_(namespace_quota_slots) {
   MutexLock lock(&mu_);
   slots_.resize(slot_count);
   free_.reserve(slot_count);
@@ -25,6 +26,9 @@ void SlotIndex::UnpublishLocked(uint32_t slot) {
   Slot& s = slots_[slot];
   lru_.erase(s.lru);
   by_key_.erase(s.key);
+  auto ns = namespaces_.find(s.ns);
+  ns->second.lru.erase(s.ns_lru);
+  if (ns->second.lru.empty()) namespaces_.erase(ns);
   if (s.leases > 0) {
     s.state = State::kZombie;  // freed by the last Release
   } else {
@@ -44,6 +48,8 @@ SlotIndex::LookupResult SlotIndex::Lookup(ClientId client, std::span<const Block
     Slot& s = slots_[it->second];
     ++s.leases;
     lru_.splice(lru_.end(), lru_, s.lru);
+    std::list<uint32_t>& ns_lru = namespaces_[s.ns].lru;
+    ns_lru.splice(ns_lru.end(), ns_lru, s.ns_lru);
     lease.slots.push_back(it->second);
     r.slots[i] = SlotRef{it->second, s.generation, s.length};
     ++counters_.hits;
@@ -108,8 +114,9 @@ Result<std::vector<SlotRef>> SlotIndex::Reserve(ClientId client, size_t n,
   return out;
 }
 
-Status SlotIndex::Publish(ClientId client, uint32_t slot, const BlockKey& key, uint64_t length,
-                          bool dirty) {
+Status SlotIndex::Publish(ClientId client, uint32_t slot, const BlockKey& key,
+                          const BlockKey& ns, uint64_t length, bool dirty,
+                          std::vector<EvictedBlock>* evicted) {
   MutexLock lock(&mu_);
   if (slot >= slots_.size() || slots_[slot].state != State::kReserved ||
       slots_[slot].owner != client) {
@@ -121,12 +128,32 @@ Status SlotIndex::Publish(ClientId client, uint32_t slot, const BlockKey& key, u
     FreeLocked(slot);
     return Status::Ok();
   }
+  Namespace& space = namespaces_[ns];
+  if (namespace_quota_ != 0 && space.lru.size() >= namespace_quota_) {
+    // The namespace's own least recent block that nobody reads makes room.
+    auto victim = space.lru.begin();
+    while (victim != space.lru.end() && slots_[*victim].leases > 0) ++victim;
+    if (victim == space.lru.end()) {
+      ++counters_.quota_refusals;
+      FreeLocked(slot);
+      return Status::ResourceExhausted("namespace quota: the namespace holds " +
+                                       std::to_string(namespace_quota_) +
+                                       " slots, every one of them leased");
+    }
+    const uint32_t v = *victim;
+    evicted->push_back(EvictedBlock{v, slots_[v].key, slots_[v].length, slots_[v].dirty});
+    ++counters_.quota_evictions;
+    UnpublishLocked(v);  // may erase the namespace's entry: look it up again
+  }
+  std::list<uint32_t>& ns_lru = namespaces_[ns].lru;
   s.state = State::kPublished;
   s.owner = 0;
   s.dirty = dirty;
   s.key = key;
+  s.ns = ns;
   s.length = length;
   s.lru = lru_.insert(lru_.end(), slot);
+  s.ns_lru = ns_lru.insert(ns_lru.end(), slot);
   by_key_.emplace(key, slot);
   ++counters_.publishes;
   return Status::Ok();
@@ -214,6 +241,7 @@ SlotIndexStats SlotIndex::Stats() const {
   s.slots = slots_.size();
   s.free = free_.size();
   s.leases_open = leases_.size();
+  s.namespaces = namespaces_.size();
   for (const Slot& slot : slots_) {
     if (slot.state == State::kReserved) ++s.reserved;
     if (slot.state == State::kPublished) ++s.published;
@@ -221,6 +249,19 @@ SlotIndexStats SlotIndex::Stats() const {
     if (slot.leases > 0) ++s.leased;
   }
   return s;
+}
+
+std::vector<NamespaceUsage> SlotIndex::Namespaces() const {
+  std::vector<NamespaceUsage> out;
+  {
+    MutexLock lock(&mu_);
+    out.reserve(namespaces_.size());
+    for (const auto& [ns, space] : namespaces_) out.push_back({ns, space.lru.size()});
+  }
+  std::sort(out.begin(), out.end(), [](const NamespaceUsage& a, const NamespaceUsage& b) {
+    return a.slots != b.slots ? a.slots > b.slots : a.ns < b.ns;
+  });
+  return out;
 }
 
 }  // namespace kvtier::server

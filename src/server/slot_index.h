@@ -8,7 +8,10 @@
 // Rules it keeps: a slot with a lease or a reservation is never handed to
 // another block; an erased or replaced slot that is leased is freed when
 // its last lease goes; a key is published at most once (a second publish of
-// a key already held frees the new slot: replicated stores cost one copy).
+// a key already held frees the new slot: replicated stores cost one copy);
+// with a namespace quota of Q slots, a namespace that holds Q blocks makes
+// room for another by evicting its own least recent unleased block, never
+// another namespace's (ResourceExhausted when all Q are leased).
 //
 // Thread safety: every method takes mu_; no I/O, no callback under it.
 #ifndef KVTIER_SERVER_SLOT_INDEX_H_
@@ -50,11 +53,21 @@ struct SlotIndexStats {
   uint64_t leases_open = 0;
   uint64_t lookups = 0, hits = 0, evictions = 0, publishes = 0, duplicate_publishes = 0;
   uint64_t reserve_failures = 0, client_releases = 0;
+  uint64_t quota_evictions = 0, quota_refusals = 0;
+  uint64_t namespaces = 0;  // namespaces with a published block
+};
+
+// Slots published under one namespace (the block file's `ns`).
+struct NamespaceUsage {
+  BlockKey ns;
+  uint64_t slots = 0;
 };
 
 class SlotIndex {
  public:
-  explicit SlotIndex(uint32_t slot_count);
+  // namespace_quota_slots: the most slots one namespace's blocks may hold;
+  // 0 = no bound but the arena's.
+  explicit SlotIndex(uint32_t slot_count, uint32_t namespace_quota_slots = 0);
 
   // Leases every key found: the returned lease id holds them until
   // Release (or ReleaseClient); a miss is nullopt. Lease 0 = nothing leased.
@@ -72,10 +85,14 @@ class SlotIndex {
   // enough slots are free or evictable.
   Result<std::vector<SlotRef>> Reserve(ClientId client, size_t n,
                                        std::vector<EvictedBlock>* evicted);
-  // Publishes a reserved slot of `client` under `key` as `dirty` (a store)
-  // or clean (a promotion). InvalidArgument if the slot is not reserved by
-  // the client. A key already published elsewhere frees this slot.
-  Status Publish(ClientId client, uint32_t slot, const BlockKey& key, uint64_t length, bool dirty);
+  // Publishes a reserved slot of `client` under `key` of namespace `ns` as
+  // `dirty` (a store) or clean (a promotion). InvalidArgument if the slot
+  // is not reserved by the client. A key already published elsewhere frees
+  // this slot. A namespace at its quota evicts its least recent unleased
+  // block first (into *evicted, like Reserve); ResourceExhausted, the slot
+  // freed, when every block it holds is leased.
+  Status Publish(ClientId client, uint32_t slot, const BlockKey& key, const BlockKey& ns,
+                 uint64_t length, bool dirty, std::vector<EvictedBlock>* evicted);
   // Gives a reservation back (freed). False if not reserved by `client`.
   bool Abort(ClientId client, uint32_t slot);
   // Every lease and reservation of `client`; returns how many.
@@ -93,6 +110,8 @@ class SlotIndex {
   void MarkClean(uint32_t slot, uint64_t generation);
 
   SlotIndexStats Stats() const;
+  // Slots held per namespace, largest first.
+  std::vector<NamespaceUsage> Namespaces() const;
 
  private:
   enum class State : uint8_t { kFree, kReserved, kPublished, kZombie };
@@ -104,7 +123,13 @@ class SlotIndex {
     uint64_t generation = 0;
     uint64_t length = 0;
     BlockKey key;
-    std::list<uint32_t>::iterator lru;  // valid when published
+    BlockKey ns;
+    std::list<uint32_t>::iterator lru;     // valid when published
+    std::list<uint32_t>::iterator ns_lru;  // in its namespace's list, when published
+  };
+  // A namespace's published slots, least recent first.
+  struct Namespace {
+    std::list<uint32_t> lru;
   };
   void FreeLocked(uint32_t slot) REQUIRES(mu_);
   void UnpublishLocked(uint32_t slot) REQUIRES(mu_);
@@ -115,6 +140,8 @@ class SlotIndex {
   std::vector<uint32_t> free_ GUARDED_BY(mu_);
   std::list<uint32_t> lru_ GUARDED_BY(mu_);  // published slots, least recent first
   std::unordered_map<BlockKey, uint32_t, BlockKeyHash> by_key_ GUARDED_BY(mu_);
+  const uint32_t namespace_quota_;
+  std::unordered_map<BlockKey, Namespace, BlockKeyHash> namespaces_ GUARDED_BY(mu_);
   struct Lease {
     ClientId client;
     std::vector<uint32_t> slots;

@@ -12,12 +12,21 @@ BlockKey K(uint8_t i) {
   return k;
 }
 
+// A namespace key (the block file's `ns`).
+BlockKey Ns(uint8_t i) {
+  BlockKey k;
+  k.bytes[0] = i;
+  k.bytes[1] = 0x5A;
+  return k;
+}
+
 // Reserves one slot for `client` and publishes it under `key`.
-uint32_t Put(SlotIndex* idx, ClientId client, const BlockKey& key, bool dirty = true) {
+uint32_t Put(SlotIndex* idx, ClientId client, const BlockKey& key, bool dirty = true,
+             const BlockKey& ns = Ns(0), std::vector<EvictedBlock>* evicted = nullptr) {
   std::vector<EvictedBlock> ev;
   auto r = idx->Reserve(client, 1, &ev);
   EXPECT_TRUE(r.ok());
-  EXPECT_TRUE(idx->Publish(client, (*r)[0].slot, key, 10, dirty).ok());
+  EXPECT_TRUE(idx->Publish(client, (*r)[0].slot, key, ns, 10, dirty, evicted ? evicted : &ev).ok());
   return (*r)[0].slot;
 }
 
@@ -80,7 +89,7 @@ TEST(SlotIndex, ClosingAClientEndsItsLeasesAndReservations) {
   EXPECT_EQ(s.free, 2u);
   EXPECT_EQ(s.published, 1u);
   // Its reservations can no longer be published.
-  EXPECT_EQ(idx.Publish(7, (*r)[0].slot, K(9), 10, true).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(idx.Publish(7, (*r)[0].slot, K(9), Ns(0), 10, true, &ev).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(SlotIndex, ADuplicatePublishKeepsOneCopyAndGenerationsAdvance) {
@@ -89,8 +98,8 @@ TEST(SlotIndex, ADuplicatePublishKeepsOneCopyAndGenerationsAdvance) {
   auto a = idx.Reserve(1, 1, &ev);
   auto b = idx.Reserve(2, 1, &ev);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE(idx.Publish(1, (*a)[0].slot, K(5), 10, true).ok());
-  EXPECT_TRUE(idx.Publish(2, (*b)[0].slot, K(5), 10, true).ok());
+  EXPECT_TRUE(idx.Publish(1, (*a)[0].slot, K(5), Ns(0), 10, true, &ev).ok());
+  EXPECT_TRUE(idx.Publish(2, (*b)[0].slot, K(5), Ns(0), 10, true, &ev).ok());
   SlotIndexStats s = idx.Stats();
   EXPECT_EQ(s.published, 1u);
   EXPECT_EQ(s.duplicate_publishes, 1u);
@@ -117,6 +126,66 @@ TEST(SlotIndex, DirtyBlocksAreLeasedUntilWrittenDown) {
   idx.MarkClean(s1, d.slots[0]->generation);
   EXPECT_TRUE(idx.Release(kDaemonClient, d.lease));
   EXPECT_EQ(idx.Stats().dirty, 0u);
+}
+
+// A namespace at its quota (2 slots) evicts its own least recent unleased
+// block, never another namespace's, though the arena has free slots.
+TEST(SlotIndexQuota, ANamespaceAtItsQuotaEvictsItsOwnOldestBlock) {
+  SlotIndex idx(8, /*namespace_quota_slots=*/2);
+  Put(&idx, 1, K(1), true, Ns(1));
+  Put(&idx, 1, K(2), true, Ns(1));
+  Put(&idx, 2, K(10), true, Ns(2));
+  // K(1) is read again: K(2) is now namespace 1's least recent.
+  const BlockKey one[] = {K(1)};
+  auto read = idx.Lookup(3, one);
+  ASSERT_TRUE(idx.Release(3, read.lease));
+  std::vector<EvictedBlock> evicted;
+  Put(&idx, 1, K(3), true, Ns(1), &evicted);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].key, K(2));
+  EXPECT_TRUE(evicted[0].dirty);
+  EXPECT_TRUE(idx.Contains(K(1)));
+  EXPECT_FALSE(idx.Contains(K(2)));
+  EXPECT_TRUE(idx.Contains(K(3)));
+  EXPECT_TRUE(idx.Contains(K(10)));
+  const SlotIndexStats s = idx.Stats();
+  EXPECT_EQ(s.quota_evictions, 1u);
+  EXPECT_EQ(s.published, 3u);
+  EXPECT_EQ(s.namespaces, 2u);
+  const std::vector<NamespaceUsage> usage = idx.Namespaces();
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[0].ns, Ns(1));
+  EXPECT_EQ(usage[0].slots, 2u);
+  EXPECT_EQ(usage[1].ns, Ns(2));
+  EXPECT_EQ(usage[1].slots, 1u);
+}
+
+// Every block of the namespace leased: the publish is refused and its slot
+// freed; once a lease ends, the next publish evicts that block.
+TEST(SlotIndexQuota, ANamespaceWhoseBlocksAreAllLeasedIsRefused) {
+  SlotIndex idx(4, /*namespace_quota_slots=*/1);
+  Put(&idx, 1, K(1), true, Ns(1));
+  const BlockKey one[] = {K(1)};
+  auto read = idx.Lookup(2, one);
+  ASSERT_NE(read.lease, 0u);
+  std::vector<EvictedBlock> ev;
+  auto r = idx.Reserve(1, 1, &ev);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(idx.Publish(1, (*r)[0].slot, K(2), Ns(1), 10, true, &ev).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ev.empty());
+  EXPECT_FALSE(idx.Contains(K(2)));
+  EXPECT_EQ(idx.Stats().free, 3u);  // the refused slot is free again
+  EXPECT_EQ(idx.Stats().quota_refusals, 1u);
+  ASSERT_TRUE(idx.Release(2, read.lease));
+  Put(&idx, 1, K(2), true, Ns(1), &ev);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].key, K(1));
+  EXPECT_TRUE(idx.Contains(K(2)));
+  // Erasing a namespace's last block forgets the namespace.
+  EXPECT_TRUE(idx.Erase(K(2)));
+  EXPECT_EQ(idx.Stats().namespaces, 0u);
+  EXPECT_TRUE(idx.Namespaces().empty());
 }
 
 }  // namespace

@@ -136,5 +136,11 @@ def test_options_the_daemon_owns_are_refused_by_name(tmp_path):
         kvtier.Cache("tiny", server=server, host_bytes=1 << 20)
     with pytest.raises(kvtier.InvalidArgument, match="disk_dir: not with server"):
         kvtier.Cache("tiny", server=server, disk_dir=tmp_path / "d")
+    with pytest.raises(kvtier.InvalidArgument, match="server_namespace_quota: not with server"):
+        kvtier.Cache("tiny", server=server, server_namespace_quota="1GiB")
+    with pytest.raises(kvtier.InvalidArgument, match="server_namespace_quota: only `kvtier serve`"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, server_namespace_quota="1GiB")
+    with pytest.raises(kvtier.InvalidArgument, match="server_socket_group: not with server"):
+        kvtier.Cache("tiny", server=server, server_socket_group="kvtier")
     with pytest.raises(kvtier.InvalidArgument, match="server"):
         kvtier.Cache("tiny", server="tcp://127.0.0.1:1")
