@@ -21,6 +21,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/tiered_cache.h"
 #include "synth/block_generator.h"
+#include "testing/prometheus_text.h"
 #include "testing/temp_dir.h"
 
 namespace kvtier {
@@ -110,8 +111,9 @@ std::string CachePrometheus(const std::string& dir) {
   return text;
 }
 
-std::string CliPrometheus(const std::string& dir) {
-  const std::string cmd = "'" + CliPath() + "' stats '" + dir + "' --prometheus 2>&1";
+// `kvtier stats DIR --prometheus` plus `args` (--layout P judges the blocks).
+std::string CliPrometheus(const std::string& dir, const std::string& args = "") {
+  const std::string cmd = "'" + CliPath() + "' stats '" + dir + "' --prometheus " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return "";
   std::string out;
@@ -206,8 +208,16 @@ TEST_F(DashboardTest, LoadsAsAGrafanaDashboard) {
 
 TEST_F(DashboardTest, EveryMetricItQueriesIsExported) {
   testing::TempDir dir;
-  std::set<std::string> exported = ExportedNames(CachePrometheus(dir.Sub("cache")));
-  const std::set<std::string> from_cli = ExportedNames(CliPrometheus(dir.Sub("cache")));
+  const std::string cache_text = CachePrometheus(dir.Sub("cache"));
+  const std::string cli_text = CliPrometheus(dir.Sub("cache"));
+  const std::string cli_judged = CliPrometheus(dir.Sub("cache"), "--layout tiny");
+  // Every family of both exporters opens with its HELP, then its TYPE.
+  EXPECT_TRUE(testing::WellFormedPrometheus(cache_text));
+  EXPECT_TRUE(testing::WellFormedPrometheus(cli_text));
+  EXPECT_TRUE(testing::WellFormedPrometheus(cli_judged));
+  EXPECT_NE(cli_judged.find("# HELP kvtier_disk_compatible_entries "), std::string::npos);
+  std::set<std::string> exported = ExportedNames(cache_text);
+  const std::set<std::string> from_cli = ExportedNames(cli_text);
   ASSERT_FALSE(from_cli.empty());
   exported.insert(from_cli.begin(), from_cli.end());
   // Both exporters ran: names only each of them prints.

@@ -73,9 +73,19 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
     // per signature only, not "every block incompatible".
     std::cout << s.ToPrometheus(
         "kvtier_disk", *ref ? DiskStatsScope::kFolderOnly : DiskStatsScope::kFolderUnjudged);
-    std::cout << "# TYPE kvtier_disk_quarantine_bytes gauge\nkvtier_disk_quarantine_bytes "
-              << q_bytes << "\n# TYPE kvtier_disk_temp_files gauge\nkvtier_disk_temp_files "
-              << scan->temps.size() << "\n# TYPE kvtier_disk_foreign_files gauge\n"
+    // The folder's files outside the index, as DiskTierStats has no field
+    // for them: each family with its HELP and TYPE, as PrometheusFamily
+    // (src/core/stats_render.h) writes them.
+    std::cout << "# HELP kvtier_disk_quarantine_bytes bytes of the files in quarantine/\n"
+                 "# TYPE kvtier_disk_quarantine_bytes gauge\n"
+              << "kvtier_disk_quarantine_bytes " << q_bytes << "\n"
+              << "# HELP kvtier_disk_temp_files writers' temp files under blocks/ (writes in "
+                 "progress, or left by dead writers)\n"
+                 "# TYPE kvtier_disk_temp_files gauge\n"
+              << "kvtier_disk_temp_files " << scan->temps.size() << "\n"
+              << "# HELP kvtier_disk_foreign_files entries under blocks/ that are neither block "
+                 "files nor temp files\n"
+                 "# TYPE kvtier_disk_foreign_files gauge\n"
               << "kvtier_disk_foreign_files " << scan->foreign.size() << "\n";
   } else if (flags.json) {
     nlohmann::json sigs = nlohmann::json::array();

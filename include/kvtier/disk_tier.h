@@ -212,43 +212,49 @@ struct SignatureUsage {
 
 // The metrics of a DiskTier, X(name, kind, help) (kvtier/stats_table.h).
 // Counters count events in this process since the tier opened.
-#define KVTIER_DISK_COUNTERS(X)                                                    \
-  X(saves, kCounter, "Store() calls accepted (queued or written inline)")          \
-  X(saves_persisted, kCounter, "blocks renamed into place and indexed")            \
-  X(saves_deduplicated, kCounter, "stores skipped: already queued or on disk")     \
-  X(loads, kCounter, "Load() lookups (LoadMany counts each key)")                  \
-  X(hits, kCounter, "loads served verified bytes")                                 \
-  X(hits_pending, kCounter, "... of which from the pending-write buffer")          \
-  X(misses, kCounter, "loads that served nothing (any reason)")                    \
-  X(incompatible_misses, kCounter, "... because the block has another signature")  \
-  X(evictions, kCounter, "block files removed to respect the limit")               \
-  X(expired, kCounter, "block files removed by retention")                         \
-  X(unlink_failures, kCounter, "evictions whose unlink failed (row kept)")         \
-  X(errors, kCounter, "failed writes, index calls, renames")                       \
-  X(inline_writes, kCounter, "stores written on the caller's thread (queue full)") \
-  X(drops, kCounter, "stores dropped under OnPressure::kDrop")                     \
-  X(read_only_skips, kCounter, "stores skipped: the folder is read-only")          \
-  X(quarantined, kCounter, "files moved to quarantine/ (bad, foreign)")            \
-  X(bytes_written, kCounter, "block bytes persisted")                              \
-  X(bytes_read, kCounter, "block bytes served")                                    \
-  X(reconcile_passes, kCounter, "completed reconcile passes")                      \
-  X(reconcile_adopted, kCounter, "files with no row that got a row")               \
-  X(reconcile_rows_dropped, kCounter, "rows whose file was gone")                  \
-  X(reconcile_temps_removed, kCounter, "temp files of dead writers removed")       \
-  X(load_latency, kHistogram, "Load() of a hit, µs")                               \
-  X(write_latency, kHistogram, "one block's write + rename + commit, µs")
+#define KVTIER_DISK_COUNTERS(X)                                                                \
+  X(saves, kCounter, "Store() calls accepted (queued or written inline)")                      \
+  X(saves_persisted, kCounter, "blocks renamed into place and indexed")                        \
+  X(saves_deduplicated, kCounter, "stores skipped: already queued or on disk")                 \
+  X(loads, kCounter, "Load() lookups (LoadMany counts each key)")                              \
+  X(hits, kCounter, "loads served verified bytes")                                             \
+  X(hits_pending, kCounter, "hits served from the pending-write buffer (counted in hits too)") \
+  X(misses, kCounter, "loads that served nothing (any reason)")                                \
+  X(incompatible_misses, kCounter, "misses because the block has another layout signature")    \
+  X(evictions, kCounter, "block files removed to respect the limit")                           \
+  X(expired, kCounter, "block files removed by retention")                                     \
+  X(unlink_failures, kCounter, "evictions whose unlink failed (row kept)")                     \
+  X(errors, kCounter, "failed writes, index calls, renames")                                   \
+  X(inline_writes, kCounter, "stores written on the caller's thread (queue full)")             \
+  X(drops, kCounter, "stores dropped under OnPressure::kDrop")                                 \
+  X(read_only_skips, kCounter, "stores skipped: the folder is read-only")                      \
+  X(quarantined, kCounter, "files moved to quarantine/ (bad, foreign)")                        \
+  X(bytes_written, kCounter, "block bytes persisted")                                          \
+  X(bytes_read, kCounter, "block bytes served")                                                \
+  X(reconcile_passes, kCounter, "completed reconcile passes")                                  \
+  X(reconcile_adopted, kCounter, "block files with no index row that reconcile gave one")      \
+  X(reconcile_rows_dropped, kCounter, "index rows reconcile dropped: their file was gone")     \
+  X(reconcile_temps_removed, kCounter, "temp files of dead writers reconcile removed")         \
+  X(load_latency, kHistogram, "time of one Load() that hit")                                   \
+  X(write_latency, kHistogram, "time of one block's write + rename + commit")
 // Gauges describe this tier now and the shared folder as its index records it.
-#define KVTIER_DISK_GAUGES(X)                                              \
-  X(queue_bytes, kGauge, "bytes of blocks queued or being written")        \
-  X(queue_blocks, kGauge, "blocks queued or being written")                \
-  X(reconcile_running, kFlag, "a reconcile pass is running")               \
-  X(entries, kGauge, "indexed block files, all signatures")                \
-  X(bytes, kGauge, "their bytes (file lengths)")                           \
-  X(allocated_bytes, kGauge, "what they take from the disk (whole blocks), estimated") \
-  X(compatible_entries, kGauge, "... of this tier's signature")            \
-  X(compatible_bytes, kGauge, "their bytes")                               \
-  X(configured_max_bytes, kGauge, "DiskTierOptions::max_bytes (0 = none)") \
-  X(effective_max_bytes, kGauge, "the limit in force now, on allocated_bytes") \
+#define KVTIER_DISK_GAUGES(X)                                                                 \
+  X(queue_bytes, kGauge, "bytes of blocks queued or being written")                           \
+  X(queue_blocks, kGauge, "blocks queued or being written")                                   \
+  X(reconcile_running, kFlag, "1 while a reconcile pass is running, else 0")                  \
+  X(entries, kGauge, "indexed block files, all signatures")                                   \
+  X(bytes, kGauge, "bytes of the indexed block files (file lengths), all signatures")         \
+  X(allocated_bytes, kGauge,                                                                  \
+    "bytes the indexed block files take from the disk (whole file system blocks), estimated") \
+  X(compatible_entries, kGauge,                                                               \
+    "indexed block files of this tier's layout signature (kvtier stats: of --layout's)")      \
+  X(compatible_bytes, kGauge,                                                                 \
+    "bytes of the indexed block files of this tier's layout signature (kvtier stats: of "     \
+    "--layout's)")                                                                            \
+  X(configured_max_bytes, kGauge,                                                             \
+    "the size limit set in DiskTierOptions::max_bytes, in bytes (0 = none)")                  \
+  X(effective_max_bytes, kGauge,                                                              \
+    "the size limit in force now, in bytes (held against allocated_bytes)")                   \
   X(quarantine_files, kGauge, "files in quarantine/")
 #define KVTIER_DISK_STATS(X) KVTIER_DISK_COUNTERS(X) KVTIER_DISK_GAUGES(X)
 
@@ -280,7 +286,8 @@ struct DiskTierStats {
   std::string ToJson() const;
   // Prometheus text exposition: `<prefix>_<name>`, counters end in `_total`,
   // latencies as `<prefix>_*_latency_seconds` histograms, per-signature
-  // gauges labelled {signature, compatible}.
+  // gauges labelled {signature, compatible}; each family opens with
+  // `# HELP` (its help in the table) and `# TYPE`.
   std::string ToPrometheus(std::string_view prefix = "kvtier_disk",
                            DiskStatsScope scope = DiskStatsScope::kAll) const;
 };

@@ -94,25 +94,25 @@ struct HostTierOptions {
 // The metrics of one HostTier, X(name, kind, help) (kvtier/stats_table.h).
 // Gauges are the state at the time of the call; counters count since
 // creation.
-#define KVTIER_HOST_STATS(X)                                                   \
-  X(entries, kGauge, "entries in the tier")                                    \
-  X(bytes, kGauge, "sum of the entries' block sizes")                          \
-  X(dirty_entries, kGauge, "entries not yet written down")                     \
-  X(dirty_bytes, kGauge, "their bytes")                                        \
-  X(reserved_bytes, kGauge, "held by this tier's live Reservations")           \
-  X(hits, kCounter, "Get found the key")                                       \
-  X(handoff_hits, kCounter, "... evicted, while its sink call was running")    \
-  X(misses, kCounter, "Get did not")                                           \
-  X(puts, kCounter, "successful Puts (new keys and replacements)")             \
-  X(replacements, kCounter, "successful Puts of a key already present")        \
-  X(rejections, kCounter, "Puts refused: block larger than the budget")        \
-  X(put_failures, kCounter, "Puts refused: Reservations hold the room")        \
-  X(erases, kCounter, "entries removed by Erase")                              \
-  X(evictions, kCounter, "entries removed to make room, by ShrinkTo or Clear") \
-  X(dirty_evictions, kCounter, "evicted dirty entries handed to the sink")     \
-  X(dirty_dropped, kCounter, "evicted dirty entries dropped (no sink)")        \
-  X(sink_errors, kCounter, "sink calls that returned an error")                \
-  X(reservations, kCounter, "successful Reserve calls")                        \
+#define KVTIER_HOST_STATS(X)                                                                       \
+  X(entries, kGauge, "entries in the tier")                                                        \
+  X(bytes, kGauge, "bytes of the entries (their block sizes)")                                     \
+  X(dirty_entries, kGauge, "dirty entries: not yet written down to a lower tier")                  \
+  X(dirty_bytes, kGauge, "bytes of the dirty entries")                                             \
+  X(reserved_bytes, kGauge, "bytes held by this tier's live Reservations")                         \
+  X(hits, kCounter, "Get calls that found the key")                                                \
+  X(handoff_hits, kCounter, "hits on a key evicted while its sink call ran (counted in hits too)") \
+  X(misses, kCounter, "Get calls that did not find the key")                                       \
+  X(puts, kCounter, "successful Puts (new keys and replacements)")                                 \
+  X(replacements, kCounter, "successful Puts of a key already present")                            \
+  X(rejections, kCounter, "Puts refused: block larger than the budget")                            \
+  X(put_failures, kCounter, "Puts refused: Reservations hold the room")                            \
+  X(erases, kCounter, "entries removed by Erase")                                                  \
+  X(evictions, kCounter, "entries removed to make room, by ShrinkTo or Clear")                     \
+  X(dirty_evictions, kCounter, "evicted dirty entries handed to the sink")                         \
+  X(dirty_dropped, kCounter, "evicted dirty entries dropped (no sink)")                            \
+  X(sink_errors, kCounter, "sink calls that returned an error")                                    \
+  X(reservations, kCounter, "successful Reserve calls")                                            \
   X(reservation_failures, kCounter, "Reserve calls refused")
 
 struct HostTierStats {
@@ -124,12 +124,12 @@ struct HostTierStats {
 
 // The metrics of a whole budget (all its tiers), X(name, kind, help).
 // Prometheus shows them as `kvtier_host_budget_<name>` gauges.
-#define KVTIER_HOST_BUDGET_STATS(X)                             \
-  X(capacity_bytes, kGauge, "the budget")                       \
-  X(used_bytes, kGauge, "entries' bytes over all tiers")        \
-  X(reserved_bytes, kGauge, "live Reservations over all tiers") \
-  X(entries, kGauge, "entries over all tiers")                  \
-  X(tiers, kGauge, "live HostTiers on the budget")              \
+#define KVTIER_HOST_BUDGET_STATS(X)                                           \
+  X(capacity_bytes, kGauge, "the budget, in bytes")                           \
+  X(used_bytes, kGauge, "bytes of the entries over all tiers")                \
+  X(reserved_bytes, kGauge, "bytes held by live Reservations over all tiers") \
+  X(entries, kGauge, "entries over all tiers")                                \
+  X(tiers, kGauge, "live HostTiers on the budget")                            \
   X(evictions, kGauge, "entries evicted over all tiers since creation (exported as a gauge)")
 
 struct HostBudgetStats {

@@ -194,15 +194,16 @@ struct RemoteTierOptions {
 #define KVTIER_REMOTE_COUNTERS(X)                                                                 \
   /* Reads */                                                                                     \
   X(exists_calls, kCounter, "Exists() calls")                                                     \
-  X(exists_keys, kCounter, "keys they asked about")                                               \
-  X(exists_found, kCounter, "... and found")                                                      \
-  X(exists_late, kCounter, "... given up at lookup_budget_ms (a miss for that call)")             \
+  X(exists_keys, kCounter, "keys Exists() calls asked about")                                     \
+  X(exists_found, kCounter, "keys Exists() calls found")                                          \
+  X(exists_late, kCounter, "keys Exists() gave up on at lookup_budget_ms (a miss for that call)") \
   X(lookups, kCounter, "keys asked of Get/GetMany/GetInto")                                       \
   X(hits, kCounter, "lookups served a verified block")                                            \
   X(misses, kCounter, "lookups that served nothing (any reason)")                                 \
-  X(misses_unavailable, kCounter, "... because the node was down, timed out or its breaker open") \
+  X(misses_unavailable, kCounter,                                                                 \
+    "misses because the node was down, timed out or its breaker open")                            \
   X(bad_values, kCounter, "values that failed verification (bad, partial, foreign, wrong type)")  \
-  X(bad_values_deleted, kCounter, "... deleted from the server (and mac_failures)")               \
+  X(bad_values_deleted, kCounter, "values deleted from the server: bad_values and mac_failures")  \
   X(mac_failures, kCounter, "values not signed by one of mac_keys (deleted too)")                 \
   X(too_small, kCounter, "GetInto() calls whose buffer was too small")                            \
   X(alloc_failures, kCounter, "LoadBuffers() values whose allocator failed")                      \
@@ -222,8 +223,8 @@ struct RemoteTierOptions {
   /* Network */                                                                                   \
   X(connects, kCounter, "connections opened (handshake done)")                                    \
   X(connect_failures, kCounter, "connects or handshakes that failed")                             \
-  X(auth_failures, kCounter, "... of which the server refused the credentials")                   \
-  X(tls_failures, kCounter, "... of which the TLS handshake or certificate check failed")         \
+  X(auth_failures, kCounter, "connect failures: the server refused the credentials")              \
+  X(tls_failures, kCounter, "connect failures: the TLS handshake or certificate check failed")    \
   X(timeouts, kCounter, "round trips or connects past their deadline")                            \
   X(protocol_errors, kCounter, "replies that broke the protocol or a bound")                      \
   X(io_errors, kCounter, "sockets that failed or closed mid-reply")                               \
@@ -237,9 +238,9 @@ struct RemoteTierOptions {
   X(breaker_opens, kCounter, "times a node's breaker opened")                                     \
   X(breaker_rejections, kCounter, "node calls refused by an open breaker")                        \
   /* Latency */                                                                                   \
-  X(exists_latency, kHistogram, "Exists() call, µs")                                              \
-  X(get_latency, kHistogram, "Get/GetMany/GetInto call, µs")                                      \
-  X(write_latency, kHistogram, "one writer batch (EXISTS + SETs), µs")
+  X(exists_latency, kHistogram, "time of one Exists() call")                                      \
+  X(get_latency, kHistogram, "time of one Get/GetMany/GetInto call")                              \
+  X(write_latency, kHistogram, "time of one writer batch (EXISTS + SETs)")
 // Gauges: the state at the time of the call.
 #define KVTIER_REMOTE_GAUGES(X)                             \
   X(queue_bytes, kGauge, "bytes queued or being written")   \
@@ -260,7 +261,8 @@ struct RemoteTierStats {
   // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.
   std::string ToJson() const;
   // Prometheus text exposition: `<prefix>_<name>`, counters end in
-  // `_total`, latencies as `<prefix>_*_latency_seconds` histograms.
+  // `_total`, latencies as `<prefix>_*_latency_seconds` histograms; each
+  // family opens with `# HELP` (its help in the table) and `# TYPE`.
   std::string ToPrometheus(std::string_view prefix = "kvtier_remote") const;
 };
 

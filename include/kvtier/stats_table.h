@@ -61,7 +61,12 @@ using MetricType = typename MetricTypeOf<K>::Type;
 struct MetricInfo {
   std::string_view name;  // the field's name, also its JSON key
   MetricKind kind;
-  std::string_view help;  // what it counts, with its unit
+  // What it counts, with its unit: one line that stands alone (Prometheus
+  // prints it as the metric's `# HELP`), lower case, no final period. A
+  // histogram's says what is timed and leaves the unit out: JSON gives
+  // microseconds (`sum_us`), Prometheus seconds (its HELP adds ", in
+  // seconds").
+  std::string_view help;
 };
 
 }  // namespace kvtier

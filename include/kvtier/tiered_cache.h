@@ -262,54 +262,57 @@ struct SharedLoadOptions {
   X(loads_cancelled, kCounter, "Loads cancelled before their disk reads")                       \
   /* Match */                                                                                   \
   X(matches, kCounter, "Match() calls")                                                         \
-  X(match_blocks, kCounter, "blocks they reported available")                                   \
+  X(match_blocks, kCounter, "blocks Match() calls reported available")                          \
   X(match_disk_probes, kCounter, "index misses checked with the disk tier")                     \
   X(stale_disk_hints, kCounter, "disk hints found wrong (a read missed, a write failed)")       \
   X(match_remote_probes, kCounter, "keys Match asked the remote tier about")                    \
-  X(match_remote_found, kCounter, "... that it reported present")                               \
+  X(match_remote_found, kCounter,                                                               \
+    "keys Match asked the remote tier about that it reported present")                          \
   /* Remote reads (Load, LoadShared) */                                                         \
   X(remote_lookups, kCounter, "keys no local tier served, asked of the remote tier")            \
-  X(remote_misses, kCounter, "... that it did not serve (absent, down, bad value)")             \
+  X(remote_misses, kCounter,                                                                    \
+    "keys asked of the remote tier that it did not serve (absent, down, bad value)")            \
   /* Stores */                                                                                  \
   X(stores, kCounter, "blocks accepted by Store()")                                             \
-  X(store_errors, kCounter, "blocks refused")                                                   \
+  X(store_errors, kCounter, "blocks Store() refused")                                           \
   X(store_bypasses, kCounter, "write-back blocks the host budget could not take: sent to disk") \
   /* Drops after queueing: RemoteTierStats::drops_* */                                          \
   X(remote_puts_queued, kCounter, "stored blocks queued for the remote tier")                   \
-  X(remote_puts_dropped, kCounter, "... that it refused at once (queue full, node down)")       \
+  X(remote_puts_dropped, kCounter,                                                              \
+    "stored blocks the remote tier refused at once (queue full, node down)")                    \
   /* Bytes each way */                                                                          \
-  X(bytes_stored, kCounter, "given to Store()")                                                 \
-  X(bytes_loaded_host, kCounter, "host hits handed to callers (copied or shared)")              \
-  X(bytes_loaded_disk, kCounter, "disk hits handed to callers (copied or shared)")              \
-  X(bytes_loaded_remote, kCounter, "remote hits handed to callers (copied or shared)")          \
+  X(bytes_stored, kCounter, "bytes given to Store()")                                           \
+  X(bytes_loaded_host, kCounter, "bytes of host hits handed to callers (copied or shared)")     \
+  X(bytes_loaded_disk, kCounter, "bytes of disk hits handed to callers (copied or shared)")     \
+  X(bytes_loaded_remote, kCounter, "bytes of remote hits handed to callers (copied or shared)") \
   X(bytes_written_back, kCounter, "dirty bytes handed to the disk tier")                        \
   X(bytes_written_through, kCounter, "write-through bytes handed to the disk tier")             \
   X(bytes_promoted, kCounter, "disk/remote bytes that became host entries (not copied)")        \
   /* Movement between tiers */                                                                  \
   X(write_backs, kCounter, "dirty blocks handed to the disk tier (eviction, Flush, Close)")     \
-  X(write_back_errors, kCounter, "... that the disk tier refused")                              \
+  X(write_back_errors, kCounter, "write-backs the disk tier refused")                           \
   X(promotions, kCounter, "disk/remote hits (Load, Preload) now in the host tier")              \
   X(promotion_failures, kCounter, "disk/remote hits not promoted (no budget, Put refused)")     \
-  X(remote_promotions, kCounter, "... of promotions, remote hits")                              \
+  X(remote_promotions, kCounter, "promotions of remote hits (counted in promotions too)")       \
   X(reservation_failures, kCounter, "host budget reservations refused")                         \
   X(preloads, kCounter, "blocks Preload() brought into RAM")                                    \
   X(close_dropped, kCounter, "dirty blocks Close() could not hand down in time")                \
   /* Latency, µs */                                                                            \
-  X(load_latency, kHistogram, "Load(): call until the future is ready")                         \
-  X(store_latency, kHistogram, "Store(): one call")
+  X(load_latency, kHistogram, "time from a Load() call until its future is ready")              \
+  X(store_latency, kHistogram, "time of one Store() call")
 // The Match index, at the time of the call:
-#define KVTIER_CACHE_INDEX_GAUGES(X)                      \
-  X(index_keys, kGauge, "keys any tier holds")            \
-  X(index_host_keys, kGauge, "... the host tier")         \
-  X(index_disk_keys, kGauge, "... the disk tier (hints)") \
-  X(index_bytes, kGauge, "table memory")
+#define KVTIER_CACHE_INDEX_GAUGES(X)                                                 \
+  X(index_keys, kGauge, "keys any tier holds, in the Match index")                   \
+  X(index_host_keys, kGauge, "keys the host tier holds, in the Match index")         \
+  X(index_disk_keys, kGauge, "keys the disk tier holds, in the Match index (hints)") \
+  X(index_bytes, kGauge, "bytes of memory the Match index's table takes")
 // Read buffers (CacheOptions::read_buffer_pool_bytes):
-#define KVTIER_CACHE_READ_BUFFER_STATS(X)                                        \
-  X(read_buffers, kCounter, "buffers disk reads were given")                     \
-  X(read_buffers_reused, kCounter, "... that were recycled (no page faults)")    \
-  X(read_buffer_fresh_bytes, kCounter, "bytes of new memory allocated for them") \
-  X(read_buffers_prefaulted, kCounter, "added by PrefaultReadBuffers")           \
-  X(read_buffer_free_bytes, kGauge, "kept for the next reads")
+#define KVTIER_CACHE_READ_BUFFER_STATS(X)                                                \
+  X(read_buffers, kCounter, "read buffers disk reads were given")                        \
+  X(read_buffers_reused, kCounter, "read buffers that were recycled (no page faults)")   \
+  X(read_buffer_fresh_bytes, kCounter, "bytes of new memory allocated for read buffers") \
+  X(read_buffers_prefaulted, kCounter, "read buffers added by PrefaultReadBuffers")      \
+  X(read_buffer_free_bytes, kGauge, "bytes of read buffers kept for the next reads")
 #define KVTIER_CACHE_STATS(X)       \
   KVTIER_CACHE_COUNTERS(X)          \
   KVTIER_CACHE_INDEX_GAUGES(X)      \
@@ -334,7 +337,8 @@ struct CacheStats {
   // {"count","sum_us","max_us","p50_us","p99_us","buckets":[...]}.
   std::string ToJson() const;
   // Prometheus text exposition: kvtier_cache_*, kvtier_host_*, kvtier_disk_*,
-  // kvtier_remote_*.
+  // kvtier_remote_*, each family opening with `# HELP` (its help in the
+  // table) and `# TYPE`.
   std::string ToPrometheus() const;
 };
 

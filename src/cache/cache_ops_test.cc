@@ -10,6 +10,7 @@
 
 #include "cache/cache_test_util.h"
 #include "kvtier/tiered_cache.h"
+#include "testing/prometheus_text.h"
 #include "testing/raw_redis.h"
 #include "testing/redis_server.h"
 #include "testing/status_matchers.h"
@@ -67,6 +68,7 @@ TEST(CacheOps, HostOnly) {
   const std::string text = c->Prometheus();
   EXPECT_THAT(text, HasSubstr("kvtier_cache_stores"));
   EXPECT_THAT(text, HasSubstr("kvtier_host_"));
+  EXPECT_TRUE(::kvtier::testing::WellFormedPrometheus(text));
 
   ASSERT_THAT(c->Close(), IsOk());
   EXPECT_EQ(c->Contains(keys[1]), CacheTier::kNone);
@@ -349,6 +351,7 @@ TEST_P(CacheOpsRemoteTest, ClearErasesTheFolderKeysInRedis) {
     EXPECT_EQ(b->Contains(k), CacheTier::kNone);
   }
   EXPECT_THAT(a->Prometheus(), HasSubstr("kvtier_remote_"));
+  EXPECT_TRUE(::kvtier::testing::WellFormedPrometheus(a->Prometheus()));
 }
 
 }  // namespace

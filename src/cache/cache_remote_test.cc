@@ -16,6 +16,7 @@
 #include "kvtier/block_pool.h"
 #include "kvtier/tiered_backing_store.h"
 #include "kvtier/tiered_cache.h"
+#include "testing/prometheus_text.h"
 #include "testing/raw_redis.h"
 #include "testing/redis_server.h"
 #include "testing/status_matchers.h"
@@ -671,6 +672,7 @@ TEST_P(CacheRemoteTest, StatsRenderTheRemoteTier) {
   const std::string prom = s.ToPrometheus();
   EXPECT_THAT(prom, HasSubstr("kvtier_cache_remote_puts_queued_total 3\n"));
   EXPECT_THAT(prom, HasSubstr("kvtier_remote_stored_total 3\n"));
+  EXPECT_TRUE(::kvtier::testing::WellFormedPrometheus(prom));
   ASSERT_TRUE(a->Close().ok());
   // After Close: the final snapshot still has the remote tier.
   s = a->Stats();

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_test_util.h"
+#include "testing/prometheus_text.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier {
@@ -469,11 +470,14 @@ TEST(TieredCache, StatsRenderAsJsonAndPrometheus) {
   EXPECT_THAT(p, HasSubstr("\nkvtier_host_entries 2\n"));
   EXPECT_THAT(p, HasSubstr("\nkvtier_cache_load_latency_seconds_count 1\n"));
   EXPECT_THAT(p, HasSubstr("\nkvtier_disk_saves_persisted_total 2\n"));
+  EXPECT_TRUE(::kvtier::testing::WellFormedPrometheus(p));
+  EXPECT_EQ(cache->Prometheus(), p);
 
   auto host_only = OpenCache(HostOnlyOptions(4));
   nlohmann::json h = nlohmann::json::parse(host_only->Stats().ToJson());
   EXPECT_TRUE(h["disk"].is_null());
   EXPECT_THAT(host_only->Stats().ToPrometheus(), ::testing::Not(HasSubstr("kvtier_disk_")));
+  EXPECT_TRUE(::kvtier::testing::WellFormedPrometheus(host_only->Prometheus()));
 }
 
 TEST(TieredCache, ClosedCacheRefusesCallsAndKeepsItsStats) {

@@ -102,6 +102,64 @@ static int TierOf(kvtier_cache* c, size_t i) {
   return tier;
 }
 
+/* The families of Prometheus text (format 0.0.4), or -1 (printing the
+ * line) at the first that breaks how kvtier writes it: each `# TYPE NAME`
+ * line right after `# HELP NAME TEXT` of the same family, TEXT not empty and
+ * escaping only \\ and \n, and every other line a sample. A newline inside
+ * a help text leaves a line between the two: -1. */
+static int PrometheusFamilies(const char* text) {
+  int families = 0;
+  const char* help = NULL; /* the line before, if a HELP line */
+  size_t help_name = 0;    /* the length of its name */
+  for (const char* line = text; *line != '\0';) {
+    const char* end = strchr(line, '\n');
+    if (end == NULL) {
+      fprintf(stderr, "Prometheus text without a final newline\n");
+      return -1;
+    }
+    const size_t len = (size_t)(end - line);
+    const int is_help = len > 7 && strncmp(line, "# HELP ", 7) == 0;
+    const int is_type = len > 7 && strncmp(line, "# TYPE ", 7) == 0;
+    int ok = 1;
+    if (help != NULL) {
+      ok = is_type && strncmp(line + 7, help + 7, help_name + 1) == 0 && line[7 + help_name] == ' ';
+      if (ok) ++families;
+      help = NULL;
+    } else if (is_help) {
+      help_name = strcspn(line + 7, " \n");
+      const char* t = line + 7 + help_name;
+      ok = help_name > 0 && t < end && t + 1 < end; /* a space, then some text */
+      for (t = t + 1; ok && t < end; ++t) {
+        if (*t == '\\') ok = ++t < end && (*t == '\\' || *t == 'n');
+      }
+      help = line;
+    } else {
+      ok = len > 0 && line[0] != '#'; /* a TYPE without its HELP, a blank line */
+    }
+    if (!ok) {
+      fprintf(stderr, "Prometheus text: line breaks the HELP/TYPE rule: %.*s\n", (int)len, line);
+      return -1;
+    }
+    line = end + 1;
+  }
+  return help == NULL ? families : -1;
+}
+
+/* kvtier_cache_prometheus of `c`: every family well formed, and as many
+ * as `want`. */
+static void CheckPrometheus(kvtier_cache* c, int want) {
+  size_t len = 0;
+  CHECK_RC(kvtier_cache_prometheus(c, NULL, 0, &len), KVTIER_E_BUFFER_TOO_SMALL, "needs");
+  char* text = malloc(len + 256);
+  CHECK(text != NULL);
+  if (text == NULL) return;
+  CHECK_RC(kvtier_cache_prometheus(c, text, len + 256, &len), KVTIER_OK, "");
+  const int families = PrometheusFamilies(text);
+  CHECK(families == want);
+  if (families != want) fprintf(stderr, "%d families, want %d\n", families, want);
+  free(text);
+}
+
 /* load_many of every block (and one miss) into one arena; checks the bytes. */
 static void CheckLoadMany(kvtier_cache* c) {
   uint8_t* arena = malloc((kBlocks + 1) * (size_t)kMaxBlockBytes);
@@ -191,6 +249,16 @@ static void TestDisk(const char* dir) {
   CHECK(strstr(text, "kvtier_cache_stores") != NULL);
   CHECK(strstr(text, "kvtier_disk_") != NULL);
   free(text);
+  /* Every family opens with its HELP: the cache's, the host tier's and its
+   * budget's (72), and the disk tier's (37). */
+  CheckPrometheus(a, 72 + 37);
+  /* ... as PrometheusFamilies tells (the rejected ones print their line). */
+  CHECK(PrometheusFamilies("# HELP a x \\\\ \\n\n# TYPE a gauge\na 1\n") == 1);
+  CHECK(PrometheusFamilies("# TYPE a gauge\na 1\n") == -1);
+  CHECK(PrometheusFamilies("# HELP a two\nlines\n# TYPE a gauge\na 1\n") == -1);
+  CHECK(PrometheusFamilies("# HELP a x\\y\n# TYPE a gauge\na 1\n") == -1);
+  CHECK(PrometheusFamilies("# HELP a x\n# TYPE b gauge\nb 1\n") == -1);
+  CHECK(PrometheusFamilies("# HELP a \n# TYPE a gauge\na 1\n") == -1);
 
   /* NULL arguments and closed handles. */
   int tier = 5;
@@ -287,6 +355,8 @@ static void TestRemote(void) {
   }
   CheckLoadMany(b); /* one pipelined batch from Redis */
   CHECK(TierOf(b, 0) == KVTIER_TIER_HOST); /* promoted */
+  /* Every family with its HELP: the cache's (72) and the remote tier's (49). */
+  CheckPrometheus(b, 72 + 49);
   int erased = -1;
   CHECK_RC(kvtier_cache_erase(a, g_blocks[0].key, &erased), KVTIER_OK, "");
   CHECK(erased == 1);

@@ -30,12 +30,30 @@ std::string MetricName(std::string_view prefix, std::string_view name, std::stri
   return metric;
 }
 
+// Backslash as `\\`, newline as `\n`, and in a label value `"` as `\"`.
+enum class Quote : uint8_t { kKeep, kEscape };
+std::string Escape(std::string_view text, Quote quote) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\\' || (c == '"' && quote == Quote::kEscape)) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 template <typename T>
 void PrometheusSample(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
                       const T& value) {
   const bool counter = m.kind == MetricKind::kCounter;
   const std::string metric = MetricName(prefix, m.name, counter ? "_total" : "");
-  out << "# TYPE " << metric << (counter ? " counter\n" : " gauge\n");
+  PrometheusFamily(out, metric, counter ? "counter" : "gauge", m.help);
   out << metric << " " << value << "\n";
 }
 
@@ -58,12 +76,13 @@ void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const Me
 
 void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
                       const LatencyHistogram& value) {
-  PrometheusHistogram(out, MetricName(prefix, m.name, "_seconds"), value);
+  PrometheusHistogram(out, MetricName(prefix, m.name, "_seconds"), value,
+                      std::string(m.help) + ", in seconds");
 }
 
-void PrometheusHistogram(std::ostringstream& out, std::string_view name,
-                         const LatencyHistogram& h) {
-  out << "# TYPE " << name << " histogram\n";
+void PrometheusHistogram(std::ostringstream& out, std::string_view name, const LatencyHistogram& h,
+                         std::string_view help) {
+  PrometheusFamily(out, name, "histogram", help);
   uint64_t cumulative = 0;
   for (int i = 0; i < LatencyHistogram::kBuckets - 1; ++i) {
     cumulative += h.BucketCount(i);
@@ -76,19 +95,14 @@ void PrometheusHistogram(std::ostringstream& out, std::string_view name,
   out << name << "_count " << h.Count() << "\n";
 }
 
-std::string PrometheusLabel(std::string_view value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+void PrometheusFamily(std::ostringstream& out, std::string_view name, std::string_view type,
+                      std::string_view help) {
+  out << "# HELP " << name << " " << PrometheusHelp(help) << "\n";
+  out << "# TYPE " << name << " " << type << "\n";
 }
+
+std::string PrometheusHelp(std::string_view text) { return Escape(text, Quote::kKeep); }
+
+std::string PrometheusLabel(std::string_view value) { return Escape(value, Quote::kEscape); }
 
 }  // namespace kvtier::stats

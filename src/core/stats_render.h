@@ -36,9 +36,10 @@ void AddJson(const Stats& s, nlohmann::json* j) {
   });
 }
 
-// One metric as `<prefix>_<name>`: its `# TYPE` line and sample(s). Counters
-// get the `_total` suffix; flags print 1 or 0; histograms are
-// PrometheusHistogram(`<prefix>_<name>_seconds`).
+// One metric as `<prefix>_<name>`: its `# HELP` line (m.help), its `# TYPE`
+// line and sample(s). Counters get the `_total` suffix; flags print 1 or 0;
+// histograms are PrometheusHistogram(`<prefix>_<name>_seconds`), their help
+// followed by ", in seconds".
 void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
                       uint64_t value);
 void PrometheusMetric(std::ostringstream& out, std::string_view prefix, const MetricInfo& m,
@@ -68,9 +69,23 @@ void AddPrometheus(const Stats& s, std::string_view prefix, std::ostringstream& 
   AddPrometheus(s, prefix, out, [](const MetricInfo&) { return true; });
 }
 
-// A Prometheus histogram `name` in seconds: cumulative `_bucket{le=...}`
-// lines, `_sum` and `_count`.
-void PrometheusHistogram(std::ostringstream& out, std::string_view name, const LatencyHistogram& h);
+// A Prometheus histogram `name` in seconds: PrometheusFamily(name,
+// "histogram", help), cumulative `_bucket{le=...}` lines, `_sum` and
+// `_count`. `help` says what is timed and that it is in seconds.
+void PrometheusHistogram(std::ostringstream& out, std::string_view name, const LatencyHistogram& h,
+                         std::string_view help);
+
+// The two lines that open a metric family, `# HELP <name> <help>` (help as
+// PrometheusHelp escapes it) and `# TYPE <name> <type>`, type being
+// "counter", "gauge" or "histogram". Every family kvtier prints opens with
+// them; a family written by hand (the disk tier's per-signature gauges)
+// calls this, then writes its samples.
+void PrometheusFamily(std::ostringstream& out, std::string_view name, std::string_view type,
+                      std::string_view help);
+
+// Escapes the text of a `# HELP` line (text format 0.0.4): backslash as
+// `\\`, newline as `\n`; nothing else changes.
+std::string PrometheusHelp(std::string_view text);
 
 // Escapes a Prometheus label value (backslash, double quote, newline).
 std::string PrometheusLabel(std::string_view value);

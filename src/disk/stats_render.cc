@@ -29,11 +29,17 @@ bool OfTheFolderUnjudged(const MetricInfo& m) {
 }
 
 // One gauge per signature, labelled {signature, compatible} (or {signature}
-// when nothing was judged).
+// when nothing was judged); `what` says what it gives of each signature.
 void PrometheusPerSignature(std::ostringstream& out, const std::string& metric,
-                            const std::vector<SignatureUsage>& per, uint64_t SignatureUsage::*value,
-                            bool judged) {
-  out << "# TYPE " << metric << " gauge\n";
+                            std::string_view what, const std::vector<SignatureUsage>& per,
+                            uint64_t SignatureUsage::*value, bool judged) {
+  std::string help(what);
+  help += " per layout signature";
+  if (judged)
+    help +=
+        "; compatible=\"true\" for the signature of this tier's layout (kvtier stats: of "
+        "--layout's)";
+  stats::PrometheusFamily(out, metric, "gauge", help);
   for (const SignatureUsage& u : per) {
     out << metric << "{signature=\"" << stats::PrometheusLabel(u.signature) << "\"";
     if (judged) out << ",compatible=\"" << (u.compatible ? "true" : "false") << "\"";
@@ -73,10 +79,10 @@ std::string DiskTierStats::ToPrometheus(std::string_view prefix, DiskStatsScope 
   }
   const std::string p(prefix);
   const bool judged = scope != DiskStatsScope::kFolderUnjudged;
-  PrometheusPerSignature(out, p + "_signature_blocks", per_signature, &SignatureUsage::blocks,
-                         judged);
-  PrometheusPerSignature(out, p + "_signature_bytes", per_signature, &SignatureUsage::bytes,
-                         judged);
+  PrometheusPerSignature(out, p + "_signature_blocks", "indexed block files", per_signature,
+                         &SignatureUsage::blocks, judged);
+  PrometheusPerSignature(out, p + "_signature_bytes", "bytes of the indexed block files",
+                         per_signature, &SignatureUsage::bytes, judged);
   return out.str();
 }
 

@@ -578,7 +578,7 @@ void RegisterCache(py::module_& m) {
       .def("prometheus", &PyCache::Prometheus,
            "prometheus() -> str\n\n"
            "The counters of stats() as Prometheus text (kvtier_cache_*, kvtier_host_*, "
-           "kvtier_disk_*, kvtier_remote_*).")
+           "kvtier_disk_*, kvtier_remote_*), each family with its # HELP and # TYPE line.")
       .def("flush", &PyCache::Flush,
            "Writes dirty RAM entries down to the disk tier and waits for the writes.")
       .def("stats", &PyCache::Stats, "Counters of every tier as a dict (CacheStats JSON).")

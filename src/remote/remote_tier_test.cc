@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "remote/remote_test_util.h"
+#include "testing/prometheus_text.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier::remote {
@@ -352,7 +353,9 @@ TEST_P(RemoteTierTest, StatsRender) {
   EXPECT_EQ(j["get_latency"]["count"], 1);
   const std::string prom = s.ToPrometheus();
   EXPECT_THAT(prom, HasSubstr("kvtier_remote_hits_total 1\n"));
-  EXPECT_THAT(prom, HasSubstr("# TYPE kvtier_remote_nodes gauge"));
+  EXPECT_THAT(prom, HasSubstr("# HELP kvtier_remote_nodes nodes known (1 for one server)\n"
+                              "# TYPE kvtier_remote_nodes gauge\n"));
+  EXPECT_TRUE(::kvtier::testing::WellFormedPrometheus(prom));
   EXPECT_THAT(prom, HasSubstr("kvtier_remote_get_latency_seconds_count 1"));
 }
 

@@ -1,7 +1,10 @@
 """kvtier.Cache: load_many, contains, erase, clear and prometheus, per tier
-(host only, disk, Redis), and a folder shared with another process."""
+(host only, disk, Redis), and a folder shared with another process; the
+Prometheus text of the cache and of `kvtier stats --prometheus`, every
+family with its HELP line."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,6 +22,60 @@ def tiny_blocks(n, seed=0, model="ops"):
     layout = kvtier.Layout("tiny")
     keys, blocks, tensors = make_blocks(layout, model, list(range(16 * n)), seed=seed)
     return layout, keys, blocks, tensors
+
+
+def prometheus_families(text):
+    r"""{name: (type, help)} of Prometheus text (format 0.0.4), the help
+    unescaped. Fails at the first line that breaks how kvtier writes it:
+    every family opens with `# HELP NAME TEXT` and, on the very next line,
+    `# TYPE NAME TYPE`; TEXT is not empty and escapes only \\ and \n (a raw
+    newline in it would leave a line between the two); a family comes once;
+    every other line is a sample of the family opened last."""
+    assert text.endswith("\n"), "no final newline: %r" % text[-80:]
+    lines = text[:-1].split("\n")
+    families, family, kind = {}, None, None
+    i = 0
+    while i < len(lines):
+        where = "line %d: %r" % (i + 1, lines[i])
+        if lines[i].startswith("# HELP "):
+            name, _, help_ = lines[i][7:].partition(" ")
+            assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", name), "a metric name? " + where
+            assert re.fullmatch(r"(?:[^\\]|\\[\\n])+", help_), "empty or bad escape: " + where
+            assert name not in families, "a family printed twice: " + where
+            m = re.fullmatch(r"# TYPE (\S+) (counter|gauge|histogram)",
+                             lines[i + 1] if i + 1 < len(lines) else "")
+            assert m and m.group(1) == name, "HELP not followed by its TYPE: " + where
+            family, kind = name, m.group(2)
+            families[name] = (kind, re.sub(r"\\([\\n])",
+                                           lambda e: "\n" if e.group(1) == "n" else "\\", help_))
+            i += 2
+            continue
+        assert not lines[i].startswith("#"), "TYPE without its HELP right before: " + where
+        sample = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)", lines[i])
+        assert family is not None and sample, where
+        ours = ({family + "_bucket", family + "_sum", family + "_count"}
+                if kind == "histogram" else {family})
+        assert sample.group(1) in ours, "not a sample of %s: %s" % (family, where)
+        float(sample.group(3))
+        i += 1
+    return families
+
+
+def test_prometheus_families_finds_a_family_without_help():
+    good = ("# HELP a_total calls, a \\\\ and a \\n\n# TYPE a_total counter\na_total 1\n"
+            "# HELP h_seconds time\n# TYPE h_seconds histogram\n"
+            'h_seconds_bucket{le="+Inf"} 1\nh_seconds_sum 0.5\nh_seconds_count 1\n')
+    assert prometheus_families(good) == {"a_total": ("counter", "calls, a \\ and a \n"),
+                                         "h_seconds": ("histogram", "time")}
+    for bad in ["# TYPE a gauge\na 1\n",  # no HELP
+                "# HELP a two\nlines\n# TYPE a gauge\na 1\n",  # a raw newline in the help
+                "# HELP a x\\y\n# TYPE a gauge\na 1\n",  # a backslash not escaped
+                "# HELP a \n# TYPE a gauge\na 1\n",  # an empty help
+                "# HELP a x\n# TYPE b gauge\nb 1\n",  # another family's TYPE
+                "# HELP a x\n# TYPE a gauge\nb 1\n",  # a sample of no family
+                "# HELP a x\n# TYPE a gauge\na 1"]:  # no final newline
+        with pytest.raises(AssertionError):
+            prometheus_families(bad)
 
 
 def test_load_many_fills_the_callers_buffers(tmp_path):
@@ -126,15 +183,21 @@ def test_contains_erase_clear_host_only():
         assert cache.match(keys[1:]) == 0
         text = cache.prometheus()
         assert isinstance(text, str)
-        assert "kvtier_cache_stores" in text and "kvtier_host_" in text
-        assert "# TYPE" in text
+        families = prometheus_families(text)
+        # The cache's, the host tier's and its budget's: no disk, no remote.
+        assert len(families) == 72
+        assert all(re.match("kvtier_(cache|host)_", n) for n in families)
+        assert families["kvtier_cache_stores_total"] == ("counter", "blocks accepted by Store()")
+        assert families["kvtier_cache_load_latency_seconds"] == (
+            "histogram", "time from a Load() call until its future is ready, in seconds")
+        assert "\nkvtier_cache_stores_total 4\n" in text
     with pytest.raises(kvtier.FailedPrecondition):
         cache.contains(keys[0])
     with pytest.raises(kvtier.InvalidArgument):
         kvtier.Cache("tiny", host_bytes=1 << 20).contains(b"short")
 
 
-def test_contains_erase_clear_disk_keeps_other_layouts(tmp_path):
+def test_contains_erase_clear_disk_keeps_other_layouts(tmp_path, cli):
     _, keys, blocks, _ = tiny_blocks(5)
     size = len(blocks[0])
     other = kvtier.Layout("tiny", block_tokens=8)  # another block size: another signature
@@ -155,10 +218,27 @@ def test_contains_erase_clear_disk_keeps_other_layouts(tmp_path):
         assert cache.clear() == 4
         assert [cache.contains(k) for k in keys] == [None] * 5
         assert [o.contains(k) for k in okeys] == ["host"] * 3
+        families = prometheus_families(cache.prometheus())
+        assert len(families) == 72 + 37  # and the disk tier's
+        assert families["kvtier_disk_signature_blocks"][0] == "gauge"
     # The other layout's files survived the clear.
     with kvtier.Cache(other, host_bytes=1 << 20, disk_dir=folder) as o:
         assert [o.contains(k) for k in okeys] == ["disk"] * 3
         assert [o.load(k) for k in okeys] == oblocks
+    # `kvtier stats --prometheus` of the folder: the index's gauges and what
+    # the scan finds; with --layout also the compatible ones.
+    folder_gauges = {"kvtier_disk_" + n for n in [
+        "entries", "bytes", "allocated_bytes", "quarantine_files", "signature_blocks",
+        "signature_bytes", "quarantine_bytes", "temp_files", "foreign_files"]}
+    for args, judged in [([], set()), (["--layout", "tiny"],
+                                       {"kvtier_disk_compatible_entries",
+                                        "kvtier_disk_compatible_bytes"})]:
+        text = subprocess.run([cli, "stats", str(folder), "--prometheus"] + args, check=True,
+                              capture_output=True, text=True).stdout
+        families = prometheus_families(text)
+        assert set(families) == folder_gauges | judged, text
+        assert all(t == "gauge" and h for t, h in families.values())
+        assert "\nkvtier_disk_entries 3\n" in text
 
 
 CHILD = textwrap.dedent("""
@@ -226,7 +306,9 @@ def test_erase_and_clear_reach_redis(redis_url):
         assert b.contains(only_b[0]) == "host"  # B's own RAM is B's
         with kvtier.Cache("tiny", **opts) as c:
             assert [c.contains(k) for k in keys + only_b] == [None] * 5
-        assert "kvtier_remote_" in a.prometheus()
+        families = prometheus_families(a.prometheus())
+        assert len(families) == 72 + 49  # and the remote tier's
+        assert families["kvtier_remote_stored_total"] == ("counter", "blocks written to the server")
 
 
 def test_io_error_is_an_os_error():
