@@ -4,9 +4,9 @@
 //
 // Every option of docs/options.md is also a flag of the same name with '-'
 // for '_' (--host-bytes 8GiB, --disk-dir D, --server unix:/run/kvtier.sock);
-// a flag wins over the file. Values are read as JSON when they parse as
-// JSON (numbers, true/false), else as strings, then go through the one
-// options table. `server` (the socket), `layout` and `host_bytes` (the
+// a flag wins over the file. A string option's value is its text; any
+// other is read as JSON when it parses as JSON (numbers, true/false), else
+// as a string; then it goes through the one options table. `server` (the socket), `layout` and `host_bytes` (the
 // arena) are required. Runs until SIGTERM or SIGINT, then writes every
 // block not yet written to the disk tier and prints how many:
 //   text: "kvtier serve: wrote N blocks to the tiers below (M dropped)"
@@ -38,6 +38,7 @@ struct ServeArgs {
   std::string config;
   std::map<std::string, std::string> values;  // option name -> flag text
   std::map<std::string, CLI::Option*> flags;
+  std::map<std::string, std::string> types;  // option name -> its type (OptionInfo::type)
 };
 
 Result<bindings::CacheSpec> SpecOf(const ServeArgs& a) {
@@ -46,8 +47,14 @@ Result<bindings::CacheSpec> SpecOf(const ServeArgs& a) {
   for (const auto& [name, opt] : a.flags) {
     if (opt->count() == 0) continue;
     const std::string& text = a.values.at(name);
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded() || value.is_object() || value.is_array()) value = text;
+    // A string option takes the text as it is (--server-socket-group 1000
+    // is the group numbered 1000, not a number).
+    const std::string& type = a.types.at(name);
+    nlohmann::json value = text;
+    if (!type.starts_with("string") && !type.starts_with("path")) {
+      value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (value.is_discarded() || value.is_object() || value.is_array()) value = text;
+    }
     KVTIER_RETURN_IF_ERROR(bindings::ApplyOption(name, value, &spec));
   }
   return spec;
@@ -111,6 +118,7 @@ std::function<int()> SetupServe(CLI::App* app, const CommonFlags* flags) {
     std::string flag = "--" + o.name;
     for (char& c : flag) c = c == '_' ? '-' : c;
     a->values[o.name];
+    a->types[o.name] = o.type;
     a->flags[o.name] = app->add_option(flag, a->values[o.name], o.doc);
   }
   return [a, flags] { return Run(*a, *flags); };
