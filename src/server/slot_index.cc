@@ -216,11 +216,28 @@ SlotIndexStats SlotIndex::Stats() const {
   s.leases_open = leases_.size();
   for (const Slot& slot : slots_) {
     if (slot.state == State::kReserved) ++s.reserved;
-    if (slot.state == State::kPublished) ++s.published;
+    if (slot.state == State::kPublished) {
+      ++s.published;
+      s.published_bytes += slot.length;
+    }
     if (slot.state == State::kPublished && slot.dirty) ++s.dirty;
     if (slot.leases > 0) ++s.leased;
   }
   return s;
+}
+
+std::map<ClientId, ClientHoldings> SlotIndex::Holdings() const {
+  MutexLock lock(&mu_);
+  std::map<ClientId, ClientHoldings> out;
+  for (const auto& [id, lease] : leases_) {
+    ClientHoldings& h = out[lease.client];
+    ++h.leases;
+    h.leased_slots += lease.slots.size();
+  }
+  for (const Slot& slot : slots_) {
+    if (slot.state == State::kReserved) ++out[slot.owner].reserved_slots;
+  }
+  return out;
 }
 
 }  // namespace kvtier::server
