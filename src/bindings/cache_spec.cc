@@ -114,6 +114,10 @@ Result<OpenedCache> OpenServedCache(ModelLayout layout, const CacheSpec& spec) {
 }
 
 Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec) {
+  if (spec.server_http.has_value()) {
+    return Status::InvalidArgument(
+        "server_http: only `kvtier serve` takes it (the daemon's HTTP endpoint), not a cache");
+  }
   if (spec.server.has_value()) return OpenServedCache(std::move(layout), spec);
   if (!spec.Has("host_bytes")) {
     return Status::InvalidArgument("host_bytes: is required (the RAM budget, e.g. \"1GiB\")");

@@ -56,6 +56,9 @@ struct CacheSpec {
   RemoteTierOptions remote_tier;
   // The `kvtier serve` socket ("server", unix:PATH), or none.
   std::optional<std::string> server;
+  // The daemon's HTTP address ("server_http"), or none. Only `kvtier
+  // serve` takes it (ServerOptions::http); OpenCache refuses it.
+  std::optional<std::string> server_http;
   // The key namespace: model_id, salt, adapter_id, extra (key_*). The
   // layout signature and block_tokens come from the layout.
   NamespaceOptions key;
