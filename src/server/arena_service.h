@@ -42,11 +42,11 @@ namespace kvtier::server {
   X(reserved, kGauge, "slots reserved by a client and not yet published")                       \
   X(published, kGauge, "slots holding a block clients can look up")                             \
   X(published_bytes, kGauge, "their blocks' bytes")                                             \
-  X(dirty, kGauge, "... not yet written to the tiers below")                                    \
+  X(dirty, kGauge, "published slots not yet written to the tiers below")                       \
   X(leased, kGauge, "slots under at least one read lease")                                      \
   X(leases_open, kGauge, "read leases open")                                                    \
   X(lookups, kCounter, "keys clients looked up")                                                \
-  X(hits, kCounter, "... found in the arena (promoted from below included) and leased")         \
+  X(hits, kCounter, "keys found in the arena (promoted from below included) and leased")        \
   X(evictions, kCounter, "blocks evicted to make room (least recently used, never leased)")     \
   X(publishes, kCounter, "blocks published: clients' stores and promotions from below")         \
   X(duplicate_publishes, kCounter, "publishes of a key already held (the new slot freed)")      \

@@ -54,7 +54,7 @@ Result<HttpAddress> ParseHttpAddress(std::string_view text);
 // The endpoint's counters, X(name, kind, help) (kvtier/stats_table.h).
 #define KVTIER_HTTP_STATS(X)                                                                 \
   X(requests, kCounter, "HTTP requests answered (any status)")                               \
-  X(bad_requests, kCounter, "... answered 400: a malformed or oversized request head")       \
+  X(bad_requests, kCounter, "HTTP requests answered 400: a malformed or oversized head")     \
   X(refused, kCounter, "HTTP connections closed at once: as many as allowed (16) were open") \
   X(timeouts, kCounter, "HTTP connections closed at their deadline, unanswered or unwritten") \
   X(connections, kGauge, "HTTP connections open")

@@ -71,9 +71,10 @@ void LabelledTable(std::ostringstream& out, std::string_view prefix,
                    const std::vector<std::pair<std::string, Stats>>& rows) {
   std::vector<std::pair<MetricInfo, std::vector<Sample>>> families;
   Stats{}.ForEachMetric([&](const MetricInfo& m, const auto&) { families.push_back({m, {}}); });
-  for (const auto& [labels, stats] : rows) {
+  for (const auto& row : rows) {
+    const std::string& labels = row.first;
     size_t i = 0;
-    stats.ForEachMetric([&](const MetricInfo&, const auto& value) {
+    row.second.ForEachMetric([&](const MetricInfo&, const auto& value) {
       using T = std::decay_t<decltype(value)>;
       if constexpr (std::is_same_v<T, uint64_t>) {
         families[i].second.push_back({labels, value});
