@@ -11,7 +11,9 @@
 // block not yet written to the disk tier and prints how many:
 //   text: "kvtier serve: wrote N blocks to the tiers below (M dropped)"
 //   --json: {"blocks_written", "blocks_dropped", "clients_closed"}
-// On start it prints "kvtier serve: listening on PATH ..." to stderr.
+// On start it prints "kvtier serve: listening on PATH ..." to stderr, and
+// with --server-http "kvtier serve: HTTP on http://HOST:PORT (/metrics,
+// /healthz)" (the port the kernel chose for port 0).
 #include <signal.h>
 
 #include <atomic>
@@ -74,6 +76,7 @@ Result<ServerOptions> OptionsOf(const bindings::CacheSpec& spec) {
   o.layout = std::move(layout);
   o.namespace_quota_bytes = spec.server_namespace_quota_bytes;
   o.socket_group = spec.server_socket_group;
+  if (spec.server_http.has_value()) o.http = *spec.server_http;
   return o;
 }
 
@@ -94,6 +97,9 @@ int Run(const ServeArgs& a, const CommonFlags& flags) {
   sigaction(SIGINT, &sa, nullptr);
   std::cerr << "kvtier serve: listening on " << where << " (slots of " << slot_bytes
             << " bytes)" << std::endl;
+  if (const std::string http = (*server)->HttpAddress(); !http.empty()) {
+    std::cerr << "kvtier serve: HTTP on http://" << http << " (/metrics, /healthz)" << std::endl;
+  }
   Status run = (*server)->Run();
   Result<ServerShutdownReport> report = (*server)->Shutdown();
   g_server.store(nullptr);

@@ -5,7 +5,9 @@
 // block bytes never cross the socket: a client copies a hit out of the
 // arena under a read lease, and writes a store into a slot it reserved,
 // then publishes it (the daemon verifies the block file before it does).
-// A client's leases and reservations end when its socket closes.
+// A client's leases and reservations end when its socket closes. With
+// ServerOptions::http it also answers HTTP GET /metrics (Prometheus text)
+// and /healthz on a TCP port, from the same loop.
 //
 // One trust domain: every client that can open the socket (0600 by
 // default) can read and write every block in the arena.
@@ -63,7 +65,14 @@ struct ServerOptions {
   std::string socket_group;
   // How long one frame of a client may take to arrive or leave once begun;
   // a client slower than that is disconnected. Milliseconds. Default 2000.
+  // Also how long an HTTP connection may take from its accept to the end
+  // of its response.
   uint64_t client_io_timeout_ms = 2000;
+  // Where to answer HTTP GET /metrics and /healthz (docs/server.md): the
+  // `server_http` option, "HOST:PORT" (HOST an IPv4 address, localhost or
+  // [IPv6]) or a bare "PORT" on 127.0.0.1; port 0 = one the kernel picks
+  // (Server::HttpAddress() says which). Empty: no HTTP (the default).
+  std::string http;
 
   // Bytes per arena slot: the layout's block bytes plus room for the
   // header, rounded up to 4 KiB.
@@ -92,9 +101,11 @@ class Server {
 
   // Serves clients until Stop(). IOError if polling fails.
   Status Run();
-  // Makes Run() return soon. Async-signal-safe.
+  // Makes Run() return soon; HTTP requests already received are answered
+  // first, and /healthz answers 503 from then on. Async-signal-safe.
   void Stop();
-  // Closes every client (their leases and reservations end), writes every
+  // Closes the HTTP endpoint (connections are refused from then on) and
+  // every client (their leases and reservations end), writes every
   // arena block not yet written to the tiers below within
   // cache.close_timeout_ms, closes them and removes the socket file.
   // Idempotent (later calls report zeros).
@@ -103,6 +114,9 @@ class Server {
   // The daemon's counters as one JSON object: "arena" and "cache" (the
   // tiers below, CacheStats::ToJson).
   std::string StatsJson() const;
+  // Where the HTTP endpoint listens, the port included ("127.0.0.1:9464",
+  // "[::1]:9464"); empty without ServerOptions::http.
+  std::string HttpAddress() const;
 
  private:
   explicit Server(std::unique_ptr<server::Daemon> daemon);

@@ -98,8 +98,7 @@ Result<OpenedCache> OpenCache(const CacheSpec& spec) {
 
 // A client of the host's `kvtier serve`: the daemon owns every tier.
 Result<OpenedCache> OpenServedCache(ModelLayout layout, const CacheSpec& spec) {
-  for (const char* owned : {"host_bytes", "disk_dir", "remote", "read_buffer_prefault_bytes",
-                            "server_namespace_quota", "server_socket_group"}) {
+  for (const char* owned : {"host_bytes", "disk_dir", "remote", "read_buffer_prefault_bytes"}) {
     if (spec.Has(owned)) {
       return Status::InvalidArgument(std::string(owned) +
                                      ": not with server (the daemon owns the tiers; give it to "
@@ -115,13 +114,15 @@ Result<OpenedCache> OpenServedCache(ModelLayout layout, const CacheSpec& spec) {
 }
 
 Result<OpenedCache> OpenCacheForLayout(ModelLayout layout, const CacheSpec& spec) {
-  if (spec.server.has_value()) return OpenServedCache(std::move(layout), spec);
-  for (const char* daemon_only : {"server_namespace_quota", "server_socket_group"}) {
+  // The daemon's own options, in-process or as its client.
+  for (const char* daemon_only : {"server_http", "server_namespace_quota", "server_socket_group"}) {
     if (spec.Has(daemon_only)) {
       return Status::InvalidArgument(std::string(daemon_only) +
-                                     ": only `kvtier serve` takes it (an option of the daemon)");
+                                     ": only `kvtier serve` takes it (an option of the daemon), "
+                                     "not a cache");
     }
   }
+  if (spec.server.has_value()) return OpenServedCache(std::move(layout), spec);
   if (!spec.Has("host_bytes")) {
     return Status::InvalidArgument("host_bytes: is required (the RAM budget, e.g. \"1GiB\")");
   }

@@ -30,7 +30,8 @@ struct OpenedCache {
 
 // Resolves the layout and opens the cache. InvalidArgument for a bad spec
 // (naming the option: `layout` and `host_bytes` are required, disk_* and
-// remote_* options need disk_dir / remote), the tiers' errors otherwise.
+// remote_* options need disk_dir / remote, server_http is the daemon's
+// only), the tiers' errors otherwise.
 Result<OpenedCache> OpenCache(const CacheSpec& spec);
 // The same with a layout the caller resolved (spec.layout and
 // spec.block_tokens are not used).

@@ -37,6 +37,7 @@ enum class Kind {
   kFraction,
   kMode,
   kPathList,  // one path (a string) or a list of them
+  kAddress,   // "HOST:PORT", or a port (a string or an integer); null = none
 };
 
 // A parsed value: `u` for sizes (bytes), durations (in the row's unit),
@@ -336,6 +337,12 @@ const std::vector<Row>& Table() {
        "(0660): its members' processes may connect, and so read and write every block; the "
        "daemon's user must be a member.",
        "serve.socket_group", KVTIER_SET(s.server_socket_group = v.s)},
+      {"server_http", Kind::kAddress, "none (no HTTP)",
+       "`kvtier serve` only (a cache refuses it): `HOST:PORT` or a bare `PORT` (on 127.0.0.1) "
+       "where the daemon answers HTTP GET `/metrics` (Prometheus text) and `/healthz` "
+       "(docs/server.md). HOST is an IPv4 address, `localhost` or `[IPv6]`; port 0 = any free "
+       "one, printed at start.",
+       "serve.http", KVTIER_SET(s.server_http = v.opt)},
       // --- Key namespace ------------------------------------------------------
       {"key_model_id", Kind::kString, "\"\"",
        "The model id in the block-key namespace (DESIGN.md §3); the layout gives signature "
@@ -391,6 +398,8 @@ std::string TypeText(const Row& row) {
       return "file mode";
     case Kind::kPathList:
       return "path or list of paths";
+    case Kind::kAddress:
+      return "address";
     case Kind::kEnum: {
       std::string t;
       for (const char* c : row.choices) t += (t.empty() ? "" : " | ") + std::string(c);
@@ -474,6 +483,19 @@ Result<Value> Parse(const Row& row, const json& value) {
       }
       return v;
     }
+    case Kind::kAddress:
+      // A port alone is a number in JSON and on the command line; the
+      // daemon checks the form (ServerOptions::Validate).
+      if (value.is_null()) return v;
+      if (value.is_number_unsigned()) {
+        v.opt = std::to_string(value.get<uint64_t>());
+      } else if (value.is_string() && !value.get<std::string>().empty()) {
+        v.opt = value.get<std::string>();
+      } else {
+        return Bad(row, "expected \"HOST:PORT\" or a port number (null for none), got " +
+                            Echo(value));
+      }
+      return v;
     case Kind::kFraction:
       if (!value.is_number()) return Bad(row, "expected a number, got " + Echo(value));
       v.d = value.get<double>();

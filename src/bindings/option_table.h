@@ -60,6 +60,9 @@ struct CacheSpec {
   // serve` only, refused by a client).
   uint64_t server_namespace_quota_bytes = 0;  // "server_namespace_quota"
   std::string server_socket_group;            // "server_socket_group"
+  // The daemon's HTTP address ("server_http"), or none. Only `kvtier
+  // serve` takes it (ServerOptions::http); OpenCache refuses it.
+  std::optional<std::string> server_http;
   // The key namespace: model_id, salt, adapter_id, extra (key_*). The
   // layout signature and block_tokens come from the layout.
   NamespaceOptions key;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/stats_render.h"
 #include "kvtier/block_buffer.h"
 #include "kvtier/block_file.h"
 
@@ -337,33 +338,44 @@ ServerShutdownReport ArenaService::WriteDownAndClose(uint64_t timeout_ms) {
   return report;
 }
 
-std::string ArenaService::StatsJson() const {
+ArenaStats ArenaService::Stats() const {
   const SlotIndexStats s = index_.Stats();
-  nlohmann::json arena = {
-      {"slots", s.slots},
-      {"slot_bytes", arena_->geometry().slot_bytes},
-      {"free", s.free},
-      {"reserved", s.reserved},
-      {"published", s.published},
-      {"dirty", s.dirty},
-      {"leased", s.leased},
-      {"leases_open", s.leases_open},
-      {"lookups", s.lookups},
-      {"hits", s.hits},
-      {"evictions", s.evictions},
-      {"publishes", s.publishes},
-      {"duplicate_publishes", s.duplicate_publishes},
-      {"publish_refused", publish_refused_.load(std::memory_order_relaxed)},
-      {"reserve_failures", s.reserve_failures},
-      {"client_releases", s.client_releases},
-      {"namespaces", s.namespaces},
-      {"quota_evictions", s.quota_evictions},
-      {"quota_refusals", s.quota_refusals},
-      {"promoted", promoted_.load(std::memory_order_relaxed)},
-      {"written_down", written_down_.load(std::memory_order_relaxed)},
-      {"dropped", dropped_.load(std::memory_order_relaxed)},
-      {"bad_frames", bad_frames_.load(std::memory_order_relaxed)},
-  };
+  ArenaStats a;
+  a.slots = s.slots;
+  a.slot_bytes = arena_->geometry().slot_bytes;
+  a.free = s.free;
+  a.reserved = s.reserved;
+  a.published = s.published;
+  a.published_bytes = s.published_bytes;
+  a.dirty = s.dirty;
+  a.leased = s.leased;
+  a.leases_open = s.leases_open;
+  a.lookups = s.lookups;
+  a.hits = s.hits;
+  a.evictions = s.evictions;
+  a.publishes = s.publishes;
+  a.duplicate_publishes = s.duplicate_publishes;
+  a.publish_refused = publish_refused_.load(std::memory_order_relaxed);
+  a.reserve_failures = s.reserve_failures;
+  a.client_releases = s.client_releases;
+  a.namespaces = s.namespaces;
+  a.quota_evictions = s.quota_evictions;
+  a.quota_refusals = s.quota_refusals;
+  a.promoted = promoted_.load(std::memory_order_relaxed);
+  a.written_down = written_down_.load(std::memory_order_relaxed);
+  a.dropped = dropped_.load(std::memory_order_relaxed);
+  a.bad_frames = bad_frames_.load(std::memory_order_relaxed);
+  return a;
+}
+
+std::optional<CacheStats> ArenaService::BelowStats() const {
+  if (below_ == nullptr) return std::nullopt;
+  return below_->Stats();
+}
+
+std::string ArenaService::StatsJson() const {
+  nlohmann::json arena = nlohmann::json::object();
+  stats::AddJson(Stats(), &arena);
   nlohmann::json j = {{"arena", arena}};
   j["cache"] = below_ != nullptr ? nlohmann::json::parse(below_->Stats().ToJson()) : nlohmann::json();
   return j.dump();

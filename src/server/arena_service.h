@@ -5,20 +5,24 @@
 // shutdown, every block not yet written go down through Store().
 //
 // Thread safety: Handle() and ClientGone() from the daemon's loop thread
-// only (they run the cache calls and the arena copies); StatsJson() from
-// any thread (SlotIndex and the counters are thread-safe).
+// only (they run the cache calls and the arena copies); Stats(),
+// BelowStats(), Holdings() and StatsJson() from any thread (SlotIndex, the
+// counters and TieredCache::Stats are thread-safe).
 #ifndef KVTIER_SERVER_ARENA_SERVICE_H_
 #define KVTIER_SERVER_ARENA_SERVICE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "kvtier/layout.h"
 #include "kvtier/server.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 #include "kvtier/tiered_cache.h"
 #include "server/slot_index.h"
@@ -26,6 +30,40 @@
 #include "server_client/wire.h"
 
 namespace kvtier::server {
+
+// The arena's figures, X(name, kind, help) (kvtier/stats_table.h): the
+// "arena" object of the stats JSON, and on /metrics kvtier_server_arena_*
+// (the figures every tier has go to the tier="arena" samples instead: see
+// metrics_page.h).
+#define KVTIER_ARENA_STATS(X)                                                                   \
+  X(slots, kGauge, "slots in the arena")                                                        \
+  X(slot_bytes, kGauge, "bytes per slot (a block file and room for its header)")                \
+  X(free, kGauge, "slots holding nothing")                                                      \
+  X(reserved, kGauge, "slots reserved by a client and not yet published")                       \
+  X(published, kGauge, "slots holding a block clients can look up")                             \
+  X(published_bytes, kGauge, "their blocks' bytes")                                             \
+  X(dirty, kGauge, "published slots not yet written to the tiers below")                       \
+  X(leased, kGauge, "slots under at least one read lease")                                      \
+  X(leases_open, kGauge, "read leases open")                                                    \
+  X(lookups, kCounter, "keys clients looked up")                                                \
+  X(hits, kCounter, "keys found in the arena (promoted from below included) and leased")        \
+  X(evictions, kCounter, "blocks evicted to make room (least recently used, never leased)")     \
+  X(publishes, kCounter, "blocks published: clients' stores and promotions from below")         \
+  X(duplicate_publishes, kCounter, "publishes of a key already held (the new slot freed)")      \
+  X(publish_refused, kCounter, "publishes refused: bad slot or length, or a bad block file")    \
+  X(reserve_failures, kCounter, "reserves refused: too few slots free or evictable")            \
+  X(client_releases, kCounter, "clients gone with leases or reservations, which ended")         \
+  X(namespaces, kGauge, "key namespaces with a block in the arena")                             \
+  X(quota_evictions, kCounter, "blocks a namespace at its quota evicted to publish another")    \
+  X(quota_refusals, kCounter, "publishes refused: the namespace at its quota, all of it leased") \
+  X(promoted, kCounter, "blocks copied in from the disk or remote tier")                        \
+  X(written_down, kCounter, "dirty blocks handed to the tiers below (evicted, or at shutdown)") \
+  X(dropped, kCounter, "dirty blocks no tier below took")                                       \
+  X(bad_frames, kCounter, "requests that were not valid frames (their client was closed)")
+struct ArenaStats {
+  KVTIER_ARENA_STATS(KVTIER_STATS_FIELD)
+  KVTIER_STATS_FOR_EACH(KVTIER_ARENA_STATS)
+};
 
 class ArenaService {
  public:
@@ -47,6 +85,14 @@ class ArenaService {
   ServerShutdownReport WriteDownAndClose(uint64_t timeout_ms);
 
   int arena_fd() const { return arena_->fd(); }
+  ArenaStats Stats() const;
+  // The TieredCache's below the arena; nullopt when there is none.
+  std::optional<CacheStats> BelowStats() const;
+  // What each client holds (SlotIndex::Holdings).
+  std::map<ClientId, ClientHoldings> Holdings() const { return index_.Holdings(); }
+  // Slots held per key namespace, largest first (SlotIndex::Namespaces).
+  std::vector<NamespaceUsage> Namespaces() const { return index_.Namespaces(); }
+  // {"arena": ArenaStats, "cache": CacheStats::ToJson() or null}.
   std::string StatsJson() const;
 
  private:

@@ -8,11 +8,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "server/metrics_page.h"
 
 namespace kvtier::server {
 namespace {
@@ -60,6 +64,18 @@ Result<gid_t> GroupId(const std::string& name) {
   return found->gr_gid;
 }
 
+// A namespace as /metrics names it: its first 8 bytes in hex (enough to
+// tell a host's namespaces apart; `kvtier key` prints the whole key).
+std::string NamespaceLabel(const BlockKey& ns) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < 8; ++i) {
+    out += kHex[ns.bytes[i] >> 4];
+    out += kHex[ns.bytes[i] & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
@@ -100,43 +116,56 @@ Result<std::unique_ptr<Daemon>> Daemon::Open(ServerOptions options, Env* env) {
     ::close(fd);
     return Status::IOError("server: bind " + path, bind_errno);
   }
-  if (group.has_value() && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
-    const int e = errno;
+  auto fail = [&](Status s) {
     ::close(fd);
     ::unlink(path.c_str());
-    return Status::IOError("server_socket_group: chown " + path + " to group " +
-                               options.socket_group.substr(0, 64) +
-                               " (the daemon's user must be a member)",
-                           e);
+    return s;
+  };
+  if (group.has_value() && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    const int e = errno;
+    return fail(Status::IOError("server_socket_group: chown " + path + " to group " +
+                                    options.socket_group.substr(0, 64) +
+                                    " (the daemon's user must be a member)",
+                                e));
   }
   const mode_t mode = options.socket_permissions | (group.has_value() ? 0060 : 0);
   if (::chmod(path.c_str(), mode) != 0 || ::listen(fd, 128) != 0) {
     const int e = errno;
-    ::close(fd);
-    ::unlink(path.c_str());
-    return Status::IOError("server: listen " + path, e);
+    return fail(Status::IOError("server: listen " + path, e));
+  }
+  Sockets sockets;
+  if (!options.http.empty()) {
+    Result<server::HttpAddress> http_address = ParseHttpAddress(options.http);
+    if (!http_address.ok()) return fail(http_address.status().WithContext("server_http"));
+    Result<std::unique_ptr<HttpEndpoint>> http =
+        HttpEndpoint::Listen(*http_address, options.client_io_timeout_ms, env);
+    if (!http.ok()) return fail(http.status());
+    sockets.http = std::move(*http);
   }
   int wake[2];
   if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     const int e = errno;
-    ::close(fd);
-    ::unlink(path.c_str());
-    return Status::IOError("pipe2", e);
+    return fail(Status::IOError("pipe2", e));
   }
+  sockets.path = path;
+  sockets.listen_fd = fd;
+  sockets.wake_read = wake[0];
+  sockets.wake_write = wake[1];
   auto service =
       std::make_unique<ArenaService>(std::move(arena), options.layout, std::move(below),
                                      options.NamespaceQuotaSlots());
   return std::unique_ptr<Daemon>(
-      new Daemon(std::move(options), path, fd, wake[0], wake[1], std::move(service)));
+      new Daemon(std::move(options), std::move(sockets), std::move(service)));
 }
 
-Daemon::Daemon(ServerOptions options, std::string path, int listen_fd, int wake_read,
-               int wake_write, std::unique_ptr<ArenaService> service)
+Daemon::Daemon(ServerOptions options, Sockets sockets, std::unique_ptr<ArenaService> service)
     : options_(std::move(options)),
-      path_(std::move(path)),
-      listen_fd_(listen_fd),
-      wake_read_(wake_read),
-      wake_write_(wake_write),
+      path_(std::move(sockets.path)),
+      http_address_(sockets.http != nullptr ? sockets.http->address() : ""),
+      listen_fd_(sockets.listen_fd),
+      wake_read_(sockets.wake_read),
+      wake_write_(sockets.wake_write),
+      http_(std::move(sockets.http)),
       service_(std::move(service)) {}
 
 Daemon::~Daemon() {
@@ -146,6 +175,7 @@ Daemon::~Daemon() {
 }
 
 void Daemon::Stop() {
+  stopping_.store(true);
   const char b = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_write_, &b, 1);
 }
@@ -154,14 +184,20 @@ void Daemon::Accept() {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // EAGAIN: none left; anything else: try on the next poll
-    clients_.emplace(fd, next_client_++);
+    Client c;
+    c.id = next_client_++;
+    ucred cred{};
+    socklen_t length = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0) c.pid = cred.pid;
+    clients_.emplace(fd, c);
+    ++clients_accepted_;
   }
 }
 
 void Daemon::Drop(int fd) {
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
-  service_->ClientGone(it->second);
+  service_->ClientGone(it->second.id);
   ::close(fd);
   clients_.erase(it);
 }
@@ -176,37 +212,93 @@ bool Daemon::Serve(int fd, ClientId client) {
   return SendFrame(fd, reply, deadline, pass_fd ? service_->arena_fd() : -1).ok();
 }
 
+HttpResponse Daemon::Answer(const HttpRequest& request) const {
+  HttpResponse r;
+  if (request.method != "GET") {
+    r.status = 405;
+    r.headers.emplace_back("Allow", "GET");
+    r.body = "method not allowed: GET only\n";
+  } else if (request.path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = MetricsPage();
+  } else if (request.path == "/healthz") {
+    const bool stopping = stopping_.load();
+    r.status = stopping ? 503 : 200;
+    r.body = stopping ? "stopping\n" : "ok\n";
+  } else {
+    r.status = 404;
+    r.body = "not found: GET /metrics or /healthz\n";
+  }
+  return r;
+}
+
+std::string Daemon::MetricsPage() const {
+  MetricsSnapshot s;
+  s.daemon.clients = clients_.size();
+  s.daemon.clients_accepted = clients_accepted_;
+  if (http_ != nullptr) s.http = http_->Stats();
+  s.arena = service_->Stats();
+  s.below = service_->BelowStats();
+  const std::map<ClientId, ClientHoldings> held = service_->Holdings();
+  for (const auto& [fd, c] : clients_) {
+    ClientFigures f;
+    f.id = c.id;
+    f.pid = c.pid;
+    if (auto it = held.find(c.id); it != held.end()) f.held = it->second;
+    s.clients.push_back(f);
+  }
+  std::sort(s.clients.begin(), s.clients.end(),
+            [](const ClientFigures& a, const ClientFigures& b) { return a.id < b.id; });
+  for (const NamespaceUsage& u : service_->Namespaces()) {
+    NamespaceFigures f;
+    f.slots = u.slots;
+    f.bytes = u.slots * s.arena.slot_bytes;
+    s.namespaces.emplace_back(NamespaceLabel(u.ns), f);
+  }
+  return RenderMetricsPage(s);
+}
+
 Status Daemon::Run() {
   if (shut_down_) return Status::FailedPrecondition("kvtier serve: shut down");
+  const HttpEndpoint::Handler answer = [this](const HttpRequest& r) { return Answer(r); };
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({wake_read_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& [fd, id] : clients_) fds.push_back({fd, POLLIN, 0});
-    const int n = ::poll(fds.data(), fds.size(), -1);
+    for (const auto& [fd, c] : clients_) fds.push_back({fd, POLLIN, 0});
+    const size_t http_begin = fds.size();
+    if (http_ != nullptr) http_->AddPollFds(&fds);
+    const int timeout_ms = http_ != nullptr ? http_->PollTimeoutMs() : -1;
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::IOError("poll", errno);
     }
+    const std::span<const pollfd> http_fds = std::span<const pollfd>(fds).subspan(http_begin);
     if (fds[0].revents != 0) {
       char buf[64];
       while (::read(wake_read_, buf, sizeof(buf)) > 0) {
       }
+      // Requests already here are answered (/healthz: 503) before the loop ends.
+      if (http_ != nullptr) http_->Serve(http_fds, answer);
       return Status::Ok();
     }
     if (fds[1].revents & POLLIN) Accept();
-    for (size_t i = 2; i < fds.size(); ++i) {
+    for (size_t i = 2; i < http_begin; ++i) {
       if (fds[i].revents == 0) continue;
       auto it = clients_.find(fds[i].fd);
       if (it == clients_.end()) continue;
-      if (!Serve(it->first, it->second)) Drop(fds[i].fd);
+      if (!Serve(it->first, it->second.id)) Drop(fds[i].fd);
     }
+    // Every turn, events or not: it also closes connections past their deadline.
+    if (http_ != nullptr) http_->Serve(http_fds, answer);
   }
 }
 
 Result<ServerShutdownReport> Daemon::Shutdown() {
   if (shut_down_) return ServerShutdownReport{};
   shut_down_ = true;
+  http_.reset();  // HTTP clients are refused from here on
   ::close(listen_fd_);
   ::unlink(path_.c_str());
   ServerShutdownReport closed;

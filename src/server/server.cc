@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "server/daemon.h"
+#include "server/http_endpoint.h"
 #include "server_client/wire.h"
 
 namespace kvtier {
@@ -36,6 +37,9 @@ Status ServerOptions::Validate() const {
   if (client_io_timeout_ms == 0 || client_io_timeout_ms > 3'600'000) {
     return Status::InvalidArgument("client_io_timeout_ms: must be in [1, 3600000]");
   }
+  if (!http.empty()) {
+    KVTIER_RETURN_IF_ERROR(server::ParseHttpAddress(http).status().WithContext("server_http"));
+  }
   return Status::Ok();
 }
 
@@ -50,5 +54,6 @@ Status Server::Run() { return daemon_->Run(); }
 void Server::Stop() { daemon_->Stop(); }
 Result<ServerShutdownReport> Server::Shutdown() { return daemon_->Shutdown(); }
 std::string Server::StatsJson() const { return daemon_->StatsJson(); }
+std::string Server::HttpAddress() const { return daemon_->HttpAddress(); }
 
 }  // namespace kvtier

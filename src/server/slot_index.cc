@@ -244,7 +244,10 @@ SlotIndexStats SlotIndex::Stats() const {
   s.namespaces = namespaces_.size();
   for (const Slot& slot : slots_) {
     if (slot.state == State::kReserved) ++s.reserved;
-    if (slot.state == State::kPublished) ++s.published;
+    if (slot.state == State::kPublished) {
+      ++s.published;
+      s.published_bytes += slot.length;
+    }
     if (slot.state == State::kPublished && slot.dirty) ++s.dirty;
     if (slot.leases > 0) ++s.leased;
   }
@@ -261,6 +264,20 @@ std::vector<NamespaceUsage> SlotIndex::Namespaces() const {
   std::sort(out.begin(), out.end(), [](const NamespaceUsage& a, const NamespaceUsage& b) {
     return a.slots != b.slots ? a.slots > b.slots : a.ns < b.ns;
   });
+  return out;
+}
+
+std::map<ClientId, ClientHoldings> SlotIndex::Holdings() const {
+  MutexLock lock(&mu_);
+  std::map<ClientId, ClientHoldings> out;
+  for (const auto& [id, lease] : leases_) {
+    ClientHoldings& h = out[lease.client];
+    ++h.leases;
+    h.leased_slots += lease.slots.size();
+  }
+  for (const Slot& slot : slots_) {
+    if (slot.state == State::kReserved) ++out[slot.owner].reserved_slots;
+  }
   return out;
 }
 

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -26,6 +27,7 @@
 
 #include "core/mutex.h"
 #include "kvtier/block_key.h"
+#include "kvtier/stats_table.h"
 #include "kvtier/status.h"
 
 namespace kvtier::server {
@@ -50,6 +52,7 @@ struct EvictedBlock {
 
 struct SlotIndexStats {
   uint64_t slots = 0, free = 0, reserved = 0, published = 0, dirty = 0, leased = 0;
+  uint64_t published_bytes = 0;  // the published blocks' lengths
   uint64_t leases_open = 0;
   uint64_t lookups = 0, hits = 0, evictions = 0, publishes = 0, duplicate_publishes = 0;
   uint64_t reserve_failures = 0, client_releases = 0;
@@ -61,6 +64,17 @@ struct SlotIndexStats {
 struct NamespaceUsage {
   BlockKey ns;
   uint64_t slots = 0;
+};
+
+// What one client holds at the time of the call, X(name, kind, help)
+// (kvtier/stats_table.h): /metrics's kvtier_server_client_* families.
+#define KVTIER_CLIENT_HOLDINGS(X)                                                   \
+  X(leases, kGauge, "read leases the client holds")                               \
+  X(leased_slots, kGauge, "arena slots its leases hold (once per lease holding one)") \
+  X(reserved_slots, kGauge, "arena slots it reserved and has not published or given back")
+struct ClientHoldings {
+  KVTIER_CLIENT_HOLDINGS(KVTIER_STATS_FIELD)
+  KVTIER_STATS_FOR_EACH(KVTIER_CLIENT_HOLDINGS)
 };
 
 class SlotIndex {
@@ -112,6 +126,9 @@ class SlotIndex {
   SlotIndexStats Stats() const;
   // Slots held per namespace, largest first.
   std::vector<NamespaceUsage> Namespaces() const;
+  // Every client (kDaemonClient included) that holds a lease or a
+  // reservation; clients holding nothing are not in the map.
+  std::map<ClientId, ClientHoldings> Holdings() const;
 
  private:
   enum class State : uint8_t { kFree, kReserved, kPublished, kZombie };

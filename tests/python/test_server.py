@@ -2,7 +2,9 @@
 (docs/server.md). The daemon is the built `kvtier serve`; the writer is a
 second Python process; blocks differ per key (make_blocks' seeded content)."""
 
+import http.client
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -136,11 +138,103 @@ def test_options_the_daemon_owns_are_refused_by_name(tmp_path):
         kvtier.Cache("tiny", server=server, host_bytes=1 << 20)
     with pytest.raises(kvtier.InvalidArgument, match="disk_dir: not with server"):
         kvtier.Cache("tiny", server=server, disk_dir=tmp_path / "d")
-    with pytest.raises(kvtier.InvalidArgument, match="server_namespace_quota: not with server"):
+    with pytest.raises(kvtier.InvalidArgument, match="server_namespace_quota: only `kvtier serve`"):
         kvtier.Cache("tiny", server=server, server_namespace_quota="1GiB")
     with pytest.raises(kvtier.InvalidArgument, match="server_namespace_quota: only `kvtier serve`"):
         kvtier.Cache("tiny", host_bytes=1 << 20, server_namespace_quota="1GiB")
-    with pytest.raises(kvtier.InvalidArgument, match="server_socket_group: not with server"):
+    with pytest.raises(kvtier.InvalidArgument, match="server_socket_group: only `kvtier serve`"):
         kvtier.Cache("tiny", server=server, server_socket_group="kvtier")
     with pytest.raises(kvtier.InvalidArgument, match="server"):
         kvtier.Cache("tiny", server="tcp://127.0.0.1:1")
+
+
+def http_address(proc, tmp_path):
+    """HOST:PORT from the daemon's "kvtier serve: HTTP on http://HOST:PORT" line."""
+    deadline = time.monotonic() + LONG_S
+    while time.monotonic() < deadline:
+        m = re.search(r"HTTP on http://(\S+) ", (tmp_path / "daemon.err").read_text())
+        if m:
+            return m.group(1)
+        assert proc.poll() is None, (tmp_path / "daemon.err").read_text()
+        time.sleep(0.02)
+    pytest.fail("no HTTP line: " + (tmp_path / "daemon.err").read_text())
+
+
+def http_get(address, path, method="GET"):
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=LONG_S)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type"), r.read().decode()
+    finally:
+        conn.close()
+
+
+def test_metrics_and_healthz_over_http_then_refused_after_sigterm(cli, tmp_path):
+    sock = tmp_path / "s.sock"
+    # Port 0: one the kernel picks, printed at start (a bare port is on 127.0.0.1).
+    proc = start_daemon(cli, sock, tmp_path, "--disk-dir", str(tmp_path / "cache"),
+                        "--server-http", "0")
+    try:
+        address = http_address(proc, tmp_path)
+        assert address.startswith("127.0.0.1:")
+        assert http_get(address, "/healthz") == (200, "text/plain; charset=utf-8", "ok\n")
+        keys, blocks, _ = make_blocks(kvtier.Layout("tiny"), "srv", list(range(16 * 2)), seed=5)
+        with kvtier.Cache("tiny", server="unix:" + str(sock)) as c:
+            for k, b in zip(keys, blocks):
+                c.store(k, b)
+            assert c.load(keys[0]) == blocks[0]
+            assert c.load(bytes(32)) is None
+            status, content_type, page = http_get(address, "/metrics")
+        assert status == 200
+        assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+        lines = page.splitlines()
+        for family, kind, samples in [
+            ("kvtier_server_stores_total", "counter", ['{tier="arena"} 2', '{tier="host"} 0',
+                                                       '{tier="disk"} 0']),
+            ("kvtier_server_hits_total", "counter", ['{tier="arena"} 1', '{tier="host"} 0',
+                                                     '{tier="disk"} 0']),
+            ("kvtier_server_misses_total", "counter", ['{tier="arena"} 1', '{tier="host"} 1',
+                                                       '{tier="disk"} 1']),
+            ("kvtier_server_blocks", "gauge", ['{tier="arena"} 2', '{tier="host"} 0',
+                                               '{tier="disk"} 0']),
+            ("kvtier_server_bytes", "gauge", ['{tier="arena"} %d' % (len(blocks[0]) * 2),
+                                              '{tier="host"} 0', '{tier="disk"} 0']),
+            ("kvtier_server_arena_dirty", "gauge", [" 2"]),
+        ]:
+            at = lines.index("# TYPE %s %s" % (family, kind))
+            assert lines[at - 1].startswith("# HELP %s " % family)
+            assert lines[at + 1:at + 1 + len(samples)] == [family + s for s in samples]
+        # The Python client, labelled with its id and this process's pid.
+        assert re.search(r'^kvtier_server_client_leases\{client="\d+",pid="%d"\} 0$' % os.getpid(),
+                         page, re.M)
+        assert http_get(address, "/nope")[0] == 404
+        assert http_get(address, "/metrics", method="POST")[0] == 405
+        proc.terminate()
+        out, _ = proc.communicate(timeout=LONG_S)
+        assert proc.returncode == 0
+        assert out.strip() == "kvtier serve: wrote 2 blocks to the tiers below (0 dropped)"
+        with pytest.raises(ConnectionRefusedError):
+            http_get(address, "/healthz")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(LONG_S)
+
+
+def test_server_http_is_checked_and_only_the_daemon_takes_it(cli, tmp_path):
+    server = "unix:" + str(tmp_path / "s.sock")
+    for bad in ["127.0.0.1:70000", "example.com:80"]:
+        out = subprocess.run([cli, "serve", "--server", server, "--layout", "tiny",
+                              "--host-bytes", "4MiB", "--server-http", bad],
+                             capture_output=True, text=True, timeout=LONG_S)
+        assert out.returncode != 0
+        assert 'server_http: "%s" is not HOST:PORT or PORT' % bad in out.stderr
+    assert not (tmp_path / "s.sock").exists()
+    with pytest.raises(kvtier.InvalidArgument, match="server_http: only `kvtier serve` takes it"):
+        kvtier.Cache("tiny", server=server, server_http="127.0.0.1:9464")
+    with pytest.raises(kvtier.InvalidArgument, match="server_http: only `kvtier serve` takes it"):
+        kvtier.Cache("tiny", host_bytes=1 << 20, server_http=9464)
+    with pytest.raises(kvtier.InvalidArgument, match="server_http: expected"):
+        kvtier.Cache("tiny", server=server, server_http=-1)
