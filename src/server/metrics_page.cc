@@ -166,7 +166,7 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
 
   std::vector<std::pair<std::string, NamespaceFigures>> namespaces;
   for (const auto& [ns, figures] : snapshot.namespaces) {
-    namespaces.emplace_back("{namespace=\"" + stats::PrometheusLabel(ns) + "\"}", figures);
+    namespaces.emplace_back("{namespace=\"" + ns + "\"}", figures);
   }
   LabelledTable(out, "kvtier_server_namespace", namespaces);
 
