@@ -23,10 +23,12 @@ in src/core/block_key_test.cc. About 10 s in the ASan build."""
 import ctypes
 import functools
 import json
+import logging
 import os
 import pty
 import re
 import subprocess
+import time
 
 import xxhash
 
@@ -1063,3 +1065,83 @@ def test_partial_restore_table(source_dir, cli, tmp_path):
         states = row.group(9).strip()
         assert states == ("%d (%d layers)" % (others, others) if lay["recurrent"] else "–")
         assert "%.3f" % (factor * need / whole) == row.group(10), name
+
+
+# --- Event lines -------------------------------------------------------------------------
+
+
+def shown_line(example, **names):
+    """A regex of an example log line of operations.md: "..." and `<key>`
+    stand for anything, and each name given for its value."""
+    parts = re.split(r"(\.\.\.|<key>|%s)" % "|".join(re.escape(n) for n in names), example)
+    out = ""
+    for p in parts:
+        if p in ("...", "<key>"):
+            out += ".*"
+        elif p in names:
+            out += re.escape(names[p])
+        else:
+            out += re.escape(p)
+    return out
+
+
+def test_event_lines(source_dir, small_disk):
+    """operations.md's "Events": the "Redis node down" line (a cache opened
+    on a port nothing listens on), the read-only folder's line (a tmpfs
+    remounted read-only), each at its level, and the queue sizes the table's
+    lines name (the headers' defaults)."""
+    text = read(source_dir, "docs", "operations.md")
+    rows = {r[0].split(" (")[0].split(",")[0]: r for r in
+            table(text, "| event | level | example line | counters |")}
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append((record.levelname.lower(), record.getMessage()))
+
+    def wait_for(prefix):
+        for _ in range(500):
+            found = [r for r in records if r[1].startswith(prefix)]
+            if found:
+                return found[0]
+            time.sleep(0.01)
+        raise AssertionError("no line starting %r: %r" % (prefix, records))
+
+    logger = logging.getLogger("kvtier")
+    handler = Keep()
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        row = rows["Redis node down"]
+        example = re.match(r"`(.*)`$", row[2]).group(1)
+        with kvtier.Cache("tiny", host_bytes=1 << 20, remote="redis://127.0.0.1:1"):
+            level, line = wait_for("remote: redis 127.0.0.1:1 is down")
+        assert level == row[1]
+        assert re.fullmatch(shown_line(example, **{"10.0.0.5:6379": "127.0.0.1:1"}), line), line
+
+        folder = small_disk / "cache"
+        layout = kvtier.Layout("tiny")
+        chain = kvtier.KeyChain("doc-figures", layout)
+        key = chain.keys(range(16))[0]
+        with kvtier.Cache(layout, host_bytes=1 << 20, disk_dir=str(folder)) as cache:
+            cache.store_tensors(key, chain.namespace, chain.namespace,
+                                [bytes(t.nbytes) for t in layout.tensors()])
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        row = rows["the folder cannot be written"]
+        example = re.match(r"`(.*)`$", row[2]).group(1)
+        with kvtier.Cache(layout, host_bytes=1 << 20, disk_dir=str(folder)) as cache:
+            level, line = wait_for("disk: %s: the folder is read-only" % folder)
+            assert cache.contains(key) == "disk"
+        assert level == row[1]
+        assert re.fullmatch(shown_line(example, **{"/cache": str(folder)}), line), line
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+    remote = header_defaults(source_dir, "remote_tier.h", "RemoteTierOptions")
+    m = re.search(r"`remote: the write queue \((\d+ MiB)\) is full", text)
+    assert doc_value(m.group(1), "bytes") == remote["queue_max_bytes"]
+    m = re.search(r"`disk: /cache: the write queue \((\d+ MiB)\) stayed full", text)
+    smallest = re.search(r"by default 10% of RAM, between\s+(\d+ MiB) and", text).group(1)
+    assert m.group(1) == smallest
