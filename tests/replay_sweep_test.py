@@ -225,19 +225,108 @@ def check_committed_pictures(runner, trace, tmp):
     # The pictures docs/replay.md shows are the output of its commands
     # (the same sweep always draws the same bytes); on 1229907's tree the
     # RAM-only picture predated the drawing order of 0fc71dd (lru over
-    # the other lines) and differed.
+    # the other lines) and differed. The same sweeps (with --json) give
+    # the hit ratios docs/replay.md and docs/operations.md quote from them.
     commands = doc_plot_commands()
     runner.expect_eq("docs/replay.md: commands drawing the committed pictures", len(commands), 2)
+    sweeps = {}
     for svg, args in commands:
         out = os.path.join(tmp, os.path.basename(svg))
         args = [out if a == svg else a for a in args]
-        p = runner.run([trace] + args)
+        p = runner.run([trace] + args + ["--json"])
         runner.check("%s: exit 0" % svg, p.returncode == 0, p.stderr[:300])
         with open(os.path.join(SOURCE, svg), "rb") as f:
             committed = f.read()
         drawn = open(out, "rb").read() if os.path.exists(out) else b""
         runner.check("%s: the command draws the committed bytes" % svg, drawn == committed,
                      "%d bytes drawn, %d committed" % (len(drawn), len(committed)))
+        if p.returncode == 0:
+            sweeps["disk" if "--disk-tokens" in args else "ram"] = json.loads(p.stdout)
+    if len(sweeps) == 2:
+        check_quoted_sweep_figures(runner, sweeps)
+
+
+def doc_text(name):
+    with open(os.path.join(SOURCE, "docs", name), encoding="utf-8") as f:
+        return " ".join(f.read().split())
+
+
+def check_quoted_sweep_figures(runner, sweeps):
+    """The figures replay.md and operations.md quote from the two sweeps of
+    the pictures, each rounded as the page rounds it."""
+    def ratio(sweep, policy, ram, part="hit_ratio"):
+        row = [r for r in sweeps[sweep]["rows"] if (r["policy"], r["ram_tokens"]) == (policy, ram)]
+        return row[0][part] if row else None
+
+    def expect(what, shown, got):
+        digits = len(shown.split(".")[1])
+        runner.expect_eq(what, None if got is None else "%.*f" % (digits, got), shown)
+
+    def num(text):
+        return int(text.replace(",", ""))
+
+    replay, ops = doc_text("replay.md"), doc_text("operations.md")
+    m = re.search(r"the dashed green line is the unbounded capacity's hit ratio \(([\d.]+)\)",
+                  replay)
+    expect("replay.md: unbounded capacity", m.group(1), sweeps["ram"]["max_hit_ratio"])
+    m = re.search(r"At ([\d,]+) RAM tokens a disk tier of ([\d,]+) lifts LRU from ([\d.]+) to "
+                  r"([\d.]+); at ([\d,]+) from ([\d.]+) to ([\d.]+)\.", replay)
+    runner.expect_eq("replay.md: the disk sweep's disk tier", num(m.group(2)),
+                     sweeps["disk"]["rows"][0]["disk_tokens"])
+    for ram, before, after in (m.group(1, 3, 4), m.group(5, 6, 7)):
+        expect("replay.md: LRU at %s, RAM only" % ram, before, ratio("ram", "lru", num(ram)))
+        expect("replay.md: LRU at %s with disk" % ram, after, ratio("disk", "lru", num(ram)))
+    m = re.search(r"`reuse` closes part of it \(on the repository's trace ([\d.]+) against LRU's "
+                  r"([\d.]+) at ([\d,]+) tokens\)", ops)
+    expect("operations.md: reuse", m.group(1), ratio("ram", "reuse", num(m.group(3))))
+    expect("operations.md: LRU", m.group(2), ratio("ram", "lru", num(m.group(3))))
+    m = re.search(r"a ([\d,]+)-token disk tier lifts LRU at ([\d,]+) RAM tokens from ([\d.]+) to "
+                  r"([\d.]+), close to what ([\d,]+) tokens of RAM alone give \(([\d.]+)\)", ops)
+    runner.expect_eq("operations.md: the disk sweep's disk tier", num(m.group(1)),
+                     sweeps["disk"]["rows"][0]["disk_tokens"])
+    expect("operations.md: LRU, RAM only", m.group(3), ratio("ram", "lru", num(m.group(2))))
+    expect("operations.md: LRU with disk", m.group(4), ratio("disk", "lru", num(m.group(2))))
+    expect("operations.md: RAM alone", m.group(6), ratio("ram", "lru", num(m.group(5))))
+    m = re.search(r"\((\d+) points and (\d+) Belady references over its", ops)
+    rows = sweeps["ram"]["rows"]
+    runner.expect_eq("operations.md: points", len(rows), int(m.group(1)))
+    runner.expect_eq("operations.md: Belady references", len({r["ram_tokens"] for r in rows}),
+                     int(m.group(2)))
+
+
+def check_figures_table(runner, trace):
+    """docs/replay.md's "Figures" table (--payload none, full trace): one
+    sweep of its RAM sizes, both policies, rounded as the page rounds, and
+    the reuse figures it gives at 1,000 and 10,000 blocks."""
+    text = open(os.path.join(SOURCE, "docs", "replay.md"), encoding="utf-8").read()
+    head = "| `--ram-tokens` | blocks | LRU | reuse | gain | Belady (MIN) |"
+    lines = text[text.index(head):].splitlines()[2:]
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip().strip("*").replace(",", "") for c in line.strip("|").split("|")])
+    flat = " ".join(text.split())
+    m = re.search(r"\(([\d,]+) and ([\d,]+) blocks: ([\d.]+) vs [\d.]+, ([\d.]+) vs [\d.]+\)", flat)
+    ghost = [(int(m.group(i).replace(",", "")) * 512, m.group(j)) for i, j in ((1, 3), (2, 4))]
+    sizes = [int(r[0]) for r in rows] + [t for t, _ in ghost if t not in [int(r[0]) for r in rows]]
+    j = runner.replay_json("docs/replay.md figures", [trace, "--sweep", ",".join(map(str, sizes)),
+                                                      "--policy", "all"])
+    if j is None:
+        return
+    got = {(r["policy"], r["ram_tokens"]): r for r in j["rows"]}
+    for tokens, blocks, lru, reuse, _, belady in rows:
+        n = int(tokens)
+        for policy, shown, field in (("lru", lru, "hit_ratio"), ("reuse", reuse, "hit_ratio"),
+                                     ("lru", belady, "belady_hit_ratio")):
+            runner.expect_eq("figures %s %s %s" % (tokens, policy, field),
+                             "%.5f" % got[(policy, n)][field], shown)
+        runner.expect_eq("figures %s blocks" % tokens, got[("lru", n)]["ram_blocks"], int(blocks))
+    m = re.search(r"`max_hit_ratio` \(unbounded\) is ([\d.]+)\.", flat)
+    runner.expect_eq("figures max_hit_ratio", "%.5f" % j["max_hit_ratio"], m.group(1))
+    for tokens, shown in ghost:
+        runner.expect_eq("ghost factor 4 at %d tokens" % tokens,
+                         "%.4f" % got[("reuse", tokens)]["hit_ratio"], shown)
 
 
 def check_config_disk_dir(runner, trace, tmp):
@@ -321,6 +410,7 @@ def main():
         check_config_disk_dir(runner, args.trace, tmp)
         if os.path.abspath(args.trace) == os.path.abspath(TRACE):
             check_committed_pictures(runner, args.trace, tmp)
+            check_figures_table(runner, args.trace)
         check_limits(runner, args.trace, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

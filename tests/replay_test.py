@@ -34,6 +34,7 @@ import collections
 import heapq
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -271,12 +272,14 @@ def check_metadata(runner, trace_path, trace):
     }
     want_belady = belady_hits(trace, ram_blocks)
     figures = {}
+    results = {}  # the runs' JSON, for check_doc_figures
     for policy, sim in sims.items():
         j = runner.replay_json("none/" + policy, [trace_path, "--ram-tokens", str(RAM_TOKENS),
                                                   "--payload", "none", "--policy", policy])
         if j is None:
             continue
         figures[policy] = j["hit_ratio"]
+        results[policy] = j
         runner.expect_eq(policy + ": requests", j["requests"], len(trace))
         runner.expect_eq(policy + ": ram_blocks", j["ram_blocks"], ram_blocks)
         runner.expect_close(policy + ": hit_ratio", j["hit_ratio"], sim["hit"] / total)
@@ -309,6 +312,7 @@ def check_metadata(runner, trace_path, trace):
                                       "--policy", policy])
         if j is None:
             continue
+        results[policy + "+disk"] = j
         runner.expect_eq(what + ": disk_blocks", j["disk_blocks"], disk_blocks)
         runner.expect_close(what + ": hit_ratio", j["hit_ratio"], sim["hit"] / total)
         runner.expect_close(what + ": hit_ratio_ram", j["hit_ratio_ram"], sim["ram"] / total)
@@ -321,6 +325,7 @@ def check_metadata(runner, trace_path, trace):
         print("%-12s hit_ratio %.5f (RAM %.5f, disk %.5f; simulation %.5f)  max %.5f" %
               (policy + "+disk", j["hit_ratio"], j["hit_ratio_ram"], j["hit_ratio_disk"],
                sim["hit"] / total, j["max_hit_ratio"]))
+    return results
 
 
 def check_real(runner, trace_path, trace, tmp):
@@ -336,7 +341,7 @@ def check_real(runner, trace_path, trace, tmp):
                                     str(DISK_TOKENS), "--disk-dir", disk_dir, "--payload", "real",
                                     "--layout", "tiny", "--limit", str(limit)])
     if j is None:
-        return
+        return None
     runner.expect_eq("real: requests", j["requests"], limit)
     runner.expect_eq("real: wrong", j["wrong"], 0)
     runner.check("real: verified every loaded block",
@@ -357,6 +362,81 @@ def check_real(runner, trace_path, trace, tmp):
     runner.expect_usage_error("real: used disk dir",
                               [trace_path, "--ram-tokens", "1024", "--disk-tokens", "1024",
                                "--disk-dir", disk_dir, "--limit", "1"], "is not empty")
+    return j
+
+
+def doc_text(name):
+    with open(os.path.join(REPO, "docs", name), encoding="utf-8") as f:
+        return " ".join(f.read().split())
+
+
+def check_doc_figures(runner, results, real):
+    """What docs/replay.md and docs/remote-tier.md quote from these runs of
+    the repository's trace (3,000,000 RAM tokens, LRU and reuse, with and
+    without a 50,000,000-token disk tier; the real run's first 300
+    requests), rounded as the pages round them. The real-payload and
+    two-process tables report the simulator's counts (the pages say so):
+    verified = blocks found (RAM hits, plus disk or remote hits), stored =
+    blocks inserted."""
+    def expect(what, shown, got):
+        if "." in shown:
+            got = "%.*f" % (len(shown.split(".")[1]), got)
+        else:
+            shown = int(shown.replace(",", ""))
+        runner.expect_eq(what, got, shown)
+
+    lru, reuse = results.get("lru"), results.get("reuse")
+    lru_disk, reuse_disk = results.get("lru+disk"), results.get("reuse+disk")
+    if None in (lru, reuse, lru_disk, reuse_disk, real):
+        runner.check("doc figures: every run gave its JSON", False)
+        return
+    replay, remote = doc_text("replay.md"), doc_text("remote-tier.md")
+    m = re.search(r"The LRU point at 3,000,000 tokens is (\d\.\d+), the same double", replay)
+    runner.expect_eq("replay.md: the LRU double", repr(lru["hit_ratio"]), m.group(1))
+    m = re.search(r"`hit_ratio` = `max_hit_ratio` = ([\d.]+) for both policies: LRU RAM ([\d.]+) "
+                  r"\+ disk ([\d.]+); reuse RAM ([\d.]+) \+ disk ([\d.]+)\.", replay)
+    for j in (lru_disk, reuse_disk):
+        expect("replay.md: disk run hit_ratio", m.group(1), j["hit_ratio"])
+        expect("replay.md: disk run max", m.group(1), j["max_hit_ratio"])
+    for j, ram, disk in ((lru_disk, m.group(2), m.group(3)), (reuse_disk, m.group(4), m.group(5))):
+        expect("replay.md: disk run RAM part", ram, j["hit_ratio_ram"])
+        expect("replay.md: disk run disk part", disk, j["hit_ratio_disk"])
+    # The --payload real table: hit_ratio, RAM / disk, verified, wrong.
+    runs = re.findall(r"\| `--ram-tokens 3000000( --policy reuse| --disk-tokens 50000000 "
+                      r"--disk-dir D)?`(?: \(lru\))? \| ([\d.]+) \| ([\d.]+) / ([\d.]+) \| "
+                      r"([\d,]+) \| (\d+) \|", replay)
+    runner.expect_eq("replay.md: real-payload rows", len(runs), 3)
+    for flags, hit, ram, disk, verified, wrong in runs:
+        j = reuse if "reuse" in flags else lru_disk if "disk" in flags else lru
+        expect("replay.md real%s: hit_ratio" % flags, hit, j["hit_ratio"])
+        expect("replay.md real%s: RAM" % flags, ram, j["hit_ratio_ram"])
+        if disk != "0":
+            expect("replay.md real%s: disk" % flags, disk, j["hit_ratio_disk"])
+        expect("replay.md real%s: verified" % flags, verified, j["ram_hits"] + j["disk_hits"])
+        runner.expect_eq("replay.md real%s: wrong" % flags, wrong, "0")
+    m = re.search(r"RAM 1,500,000 tokens so that (\d+) blocks come back from disk; .* most of it "
+                  r"the disk tier writing the 300 requests' ([\d,]+) blocks", replay)
+    expect("replay.md: blocks back from disk (300 requests)", m.group(1), real["disk_hits"])
+    expect("replay.md: blocks written (300 requests)", m.group(2), real["inserts"])
+    # Two processes sharing a server: the first finds in Redis what an
+    # unbounded disk tier would hold; the second finds every block there.
+    rows = re.findall(r"\| (?:one server|cluster|cluster, resharding) \| (first|second)[^|]* \| "
+                      r"([\d.]+)(?: ×3)? \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| 0(?: ×3)? \| "
+                      r"([\d,]+) \| ([\d,]+) \|", remote)
+    runner.expect_eq("remote-tier.md: two-process rows", len(rows), 6)
+    for process, hit, ram, from_redis, most, verified, stored in rows:
+        first = process == "first"
+        expect("remote-tier.md %s: hit_ratio" % process, hit,
+               lru_disk["hit_ratio"] if first else 1.0)
+        expect("remote-tier.md %s: RAM" % process, ram, lru["hit_ratio"])
+        expect("remote-tier.md %s: remote" % process, from_redis,
+               lru_disk["hit_ratio_disk"] if first else 1.0 - lru["hit_ratio"])
+        expect("remote-tier.md %s: max_hit_ratio" % process, most, lru["max_hit_ratio"])
+        expect("remote-tier.md %s: verified" % process, verified,
+               lru_disk["ram_hits"] + lru_disk["disk_hits"] if first else lru["block_accesses"])
+        expect("remote-tier.md %s: stored" % process, stored, lru_disk["inserts"] if first else 0)
+    m = re.search(r"its hit ratio is 1\.0, ([\d.]+) × `max_hit_ratio`", remote)
+    expect("remote-tier.md: the second's ratio", m.group(1), 1.0 / lru["max_hit_ratio"])
 
 
 def check_bad_input(runner, trace_path, tmp):
@@ -414,8 +494,10 @@ def main():
     trace = load_trace(args.trace)
     tmp = tempfile.mkdtemp(prefix="kvtier-replay-test-")
     try:
-        check_metadata(runner, args.trace, trace)
-        check_real(runner, args.trace, trace, tmp)
+        results = check_metadata(runner, args.trace, trace)
+        real = check_real(runner, args.trace, trace, tmp)
+        if os.path.abspath(args.trace) == os.path.abspath(TRACE):
+            check_doc_figures(runner, results, real)
         check_bad_input(runner, args.trace, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
