@@ -545,6 +545,100 @@ TEST_F(ServerProcessTest, TheSocketGroupOptionWidensTheSocketToThatGroup) {
   EXPECT_NE(Slurp("bad.err").find("server_socket_group: no group 'no-such-group-kvtier'"),
             std::string::npos)
       << Slurp("bad.err");
+// Where descriptor `fd` of this process points ("socket:[N]",
+// "/memfd:kvtier-arena (deleted)"), "" when it is closed.
+std::string FdTarget(int fd) {
+  char buf[256];
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf));
+  return n <= 0 ? "" : std::string(buf, static_cast<size_t>(n));
+}
+
+// This process's descriptors that point at a socket.
+std::map<int, std::string> Sockets() {
+  std::map<int, std::string> out;
+  for (int fd = 0; fd < 1024; ++fd) {
+    if (std::string t = FdTarget(fd); t.starts_with("socket:")) out[fd] = t;
+  }
+  return out;
+}
+
+bool MapsNameTheArena() {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream ss;
+  ss << maps.rdbuf();
+  return ss.str().find("kvtier-arena") != std::string::npos;
+}
+
+TEST_F(ServerProcessTest, AForkedChildHoldsNeitherTheClientsConnectionNorItsArena) {
+  StartDaemon();
+  auto w = Client("store", 0, 2);
+  ASSERT_EQ(w->Wait(), 0);
+  // This process holds a lease over both blocks on its connection.
+  ServerClientOptions o;
+  o.server = "unix:" + socket_;
+  o.layout_signature = Tiny().Signature();
+  const std::map<int, std::string> before = Sockets();
+  auto conn = std::make_unique<server::Connection>(o, socket_);
+  std::string arena_target;
+  int arena_fd = -1;
+  {
+    MutexLock lock(conn->mu());
+    server::FrameWriter lw(server::Op::kLookup);
+    const BlockKey k[] = {TestBlockKey(0), TestBlockKey(1)};
+    server::WriteKeys(&lw, k);
+    Result<std::vector<uint8_t>> body = conn->Call(&lw);
+    ASSERT_TRUE(body.ok());
+    arena_fd = conn->arena()->fd();
+    arena_target = FdTarget(arena_fd);
+  }
+  ASSERT_NE(arena_target.find("kvtier-arena"), std::string::npos) << arena_target;
+  ASSERT_TRUE(MapsNameTheArena());
+  std::map<int, std::string> mine = Sockets();
+  for (const auto& [fd, target] : before) mine.erase(fd);
+  ASSERT_EQ(mine.size(), 1u);  // the connection's socket
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe2(to_child, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(from_child, O_CLOEXEC), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child reports what of the parent's client it still holds, then
+    // lives on until the parent is done.
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    char held = 0;
+    if (FdTarget(mine.begin()->first) == mine.begin()->second) held |= 1;
+    if (FdTarget(arena_fd) == arena_target) held |= 2;
+    if (MapsNameTheArena()) held |= 4;
+    (void)!::write(from_child[1], &held, 1);
+    char c;
+    (void)!::read(to_child[0], &c, 1);  // returns when the parent closes its end
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  char held = -1;
+  ASSERT_EQ(::read(from_child[0], &held, 1), 1);
+  ::close(from_child[0]);
+  EXPECT_EQ(held, 0) << "1: the socket, 2: the arena's descriptor, 4: its mapping";
+  // The parent's connection still works...
+  EXPECT_EQ(FdTarget(mine.begin()->first), mine.begin()->second);
+  std::unique_ptr<ServerClient> c = ClientFor(socket_);
+  EXPECT_EQ(ArenaStats(c.get())["leases_open"], 1);
+  // ... and when it ends, the daemon sees it end (the lease released) while
+  // the child still lives.
+  conn.reset();
+  nlohmann::json after = WaitArena(c.get(), [](const nlohmann::json& a) {
+    return a.value("leases_open", -1) == 0;
+  });
+  EXPECT_EQ(after["leases_open"], 0);
+  EXPECT_EQ(after["client_releases"], 1);
+  EXPECT_EQ(WaitExit(pid, 0), -1);  // the child was alive all along
+  ::close(to_child[1]);
+  const int rc = WaitExit(pid, kLongMs);
+  if (rc < 0) ::kill(pid, SIGKILL);
+  EXPECT_EQ(rc, 0);
 }
 
 TEST_F(ServerProcessTest, ABadFrameClosesThatClientOnly) {

@@ -14,6 +14,10 @@
 // `reconnect_backoff_ms` after a failure; the next call after that
 // reconnects (to a new daemon and arena, if one was started).
 //
+// Fork: a child forked from the client's process holds neither its socket
+// nor its arena (a fork handler closes them there); it must not call the
+// parent's client but open its own.
+//
 // Thread safety: any method from any thread; calls are serialized on one
 // connection (one mutex; no callback runs under it).
 #ifndef KVTIER_SERVER_CLIENT_H_
@@ -67,6 +71,8 @@ struct ServerClientStats {
   uint64_t verify_failures = 0; // ... copied but failed the slot or block checks: misses
   uint64_t stores = 0;          // blocks published
   uint64_t store_errors = 0;    // blocks refused
+  uint64_t bytes_loaded = 0;    // bytes of the hits (block files)
+  uint64_t bytes_stored = 0;    // bytes of the blocks published
   uint64_t unavailable = 0;     // calls answered without the daemon (down, backoff)
   uint64_t connects = 0;        // connections made (reconnects included)
 };

@@ -141,6 +141,8 @@ CacheStats ServedCache::Stats() const {
   s.misses = c.misses;
   s.stores = c.stores;
   s.store_errors = c.store_errors;
+  s.bytes_loaded_host = c.bytes_loaded;
+  s.bytes_stored = c.bytes_stored;
   s.hit_ratio = c.lookups == 0 ? 0.0 : static_cast<double>(c.hits) / static_cast<double>(c.lookups);
   return s;
 }

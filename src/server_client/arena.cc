@@ -97,6 +97,14 @@ Result<std::unique_ptr<Arena>> Arena::Map(int fd) {
     ::close(fd);
     return Status::IOError("arena: mmap", e);
   }
+  // A child the client's process forks (vLLM's workers) would otherwise keep
+  // the whole arena alive after this process, and the daemon, let go of it.
+  if (::madvise(p, g.TotalBytes(), MADV_DONTFORK) != 0) {
+    const int e = errno;
+    ::munmap(p, g.TotalBytes());
+    ::close(fd);
+    return Status::IOError("arena: madvise(MADV_DONTFORK)", e);
+  }
   return std::unique_ptr<Arena>(new Arena(fd, static_cast<std::byte*>(p), g));
 }
 
@@ -104,8 +112,14 @@ Arena::Arena(int fd, std::byte* base, ArenaGeometry geometry)
     : fd_(fd), base_(base), geometry_(geometry) {}
 
 Arena::~Arena() {
-  ::munmap(base_, geometry_.TotalBytes());
-  ::close(fd_);
+  if (base_ != nullptr) ::munmap(base_, geometry_.TotalBytes());
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Arena::AbandonAfterFork() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  base_ = nullptr;
 }
 
 std::byte* Arena::SlotHeader(uint32_t slot) const {

@@ -57,6 +57,7 @@ class Arena {
   static Result<std::unique_ptr<Arena>> Create(const ArenaGeometry& geometry);
   // Maps the arena behind `fd` (taking ownership of it), after checking its
   // header against the file's size. Corruption for a file that is not one.
+  // The mapping is not inherited by a forked child (MADV_DONTFORK).
   static Result<std::unique_ptr<Arena>> Map(int fd);
 
   Arena(const Arena&) = delete;
@@ -75,6 +76,12 @@ class Arena {
   void SetPublished(uint32_t slot, uint64_t length, const BlockKey& key);
   // The slot's bytes (slot_bytes of them).
   std::span<std::byte> Bytes(uint32_t slot) const;
+
+  // In a forked child of the process that mapped it: closes the child's
+  // copy of the descriptor and forgets the mapping (a Map()ped one is not
+  // there), so the child holds none of the arena's memory. Only geometry()
+  // is usable afterwards. Async-signal-safe (close only).
+  void AbandonAfterFork();
 
  private:
   Arena(int fd, std::byte* base, ArenaGeometry geometry);

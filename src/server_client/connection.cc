@@ -1,5 +1,6 @@
 #include "server_client/connection.h"
 
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace kvtier::server {
 
@@ -18,14 +20,60 @@ Status ReadReplyHead(FrameReader* r, Op op) {
   return s;
 }
 
+namespace {
+
+// Every Connection of the process, for the fork handler. Never destroyed
+// (a Connection may outlive static destruction).
+Mutex* LiveMu() {
+  static Mutex* mu = new Mutex();
+  return mu;
+}
+std::vector<Connection*>* Live() {
+  static auto* live = new std::vector<Connection*>();
+  return live;
+}
+
+// pthread_atfork handlers: the list is locked across fork() so that the
+// child's copy is whole, and unlocked on both sides after it.
+void LockLiveBeforeFork() NO_THREAD_SAFETY_ANALYSIS { LiveMu()->Lock(); }
+void UnlockLiveInParent() NO_THREAD_SAFETY_ANALYSIS { LiveMu()->Unlock(); }
+void AbandonLiveInChild() NO_THREAD_SAFETY_ANALYSIS {
+  for (Connection* c : *Live()) c->AbandonAfterFork();
+  LiveMu()->Unlock();
+}
+
+void Register(Connection* c) {
+  static const int registered = ::pthread_atfork(&LockLiveBeforeFork, &UnlockLiveInParent,
+                                                 &AbandonLiveInChild);
+  (void)registered;
+  MutexLock lock(LiveMu());
+  Live()->push_back(c);
+}
+
+void Unregister(Connection* c) {
+  MutexLock lock(LiveMu());
+  std::erase(*Live(), c);
+}
+
+}  // namespace
+
 Connection::Connection(ServerClientOptions options, std::string socket_path)
     : options_(std::move(options)),
       path_(std::move(socket_path)),
-      signature_(options_.layout_signature) {}
+      signature_(options_.layout_signature) {
+  Register(this);
+}
 
 Connection::~Connection() {
+  Unregister(this);  // first, and not under mu_: the fork handler takes the list, then no mu_
   MutexLock lock(&mu_);
   DisconnectLocked();
+}
+
+void Connection::AbandonAfterFork() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (arena_ != nullptr) arena_->AbandonAfterFork();
 }
 
 void Connection::DisconnectLocked() {

@@ -5,6 +5,14 @@
 // Connecting sends HELLO with the layout signature and maps the arena
 // descriptor that comes back.
 //
+// Fork: in a child forked while a connection is open, a fork handler closes
+// the child's copy of its socket and of the arena's descriptor (the mapping
+// is not inherited), so the daemon sees the parent's connection, leases and
+// reservations end when the parent's do, and the child holds no arena
+// memory. The child must not use the parent's object (its mutex may be held
+// forever there by a thread that did not survive the fork); it opens a
+// client of its own.
+//
 // Thread safety: Call() and the arena it hands out are guarded by the one
 // mutex the caller takes with Lock(); counters are atomics.
 #ifndef KVTIER_SERVER_CLIENT_CONNECTION_H_
@@ -39,6 +47,9 @@ class Connection {
   Arena* arena() REQUIRES(mu_) { return arena_.get(); }
   // A reply that made no sense: drops the connection (and backs off).
   void Drop() REQUIRES(mu_);
+  // The fork handler's work in the child (see Fork above): no lock taken,
+  // the child has one thread. Async-signal-safe (close only).
+  void AbandonAfterFork() NO_THREAD_SAFETY_ANALYSIS;
 
   ServerClientStats counters;  // fields updated under mu_
   const ServerClientOptions& options() const { return options_; }

@@ -138,6 +138,7 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     }
     lens[i] = ref.length;
     ++st.hits;
+    st.bytes_loaded += ref.length;
   }
   if (lease != 0) {
     FrameWriter rel(Op::kRelease);
@@ -245,6 +246,7 @@ Status ServerClient::Store(std::span<const BlockKey> keys,
   for (size_t i = 0; i < n; ++i) {
     if (codes[i] == 0) {
       ++st.stores;
+      st.bytes_stored += blocks[i].size();
       continue;
     }
     ++st.store_errors;

@@ -20,7 +20,9 @@ import ast
 import importlib.util
 import json
 import os
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -176,6 +178,30 @@ def make_blocks(layout, model, tokens, seed=0, created_at=1_700_000_000):
         tensors.append(ts)
         parent = key
     return keys, blocks, tensors
+
+
+def start_daemon(cli, sock, tmp_path, *extra, layout="tiny", host_bytes="4MiB"):
+    """`kvtier serve` on the socket `sock` (a Popen, stdout a pipe), once it
+    accepts connections; its stderr goes to tmp_path/daemon.err. `layout`: a
+    preset or a layout JSON file."""
+    err = open(tmp_path / "daemon.err", "w")
+    proc = subprocess.Popen([cli, "serve", "--server", "unix:" + str(sock), "--layout",
+                             str(layout), "--host-bytes", host_bytes, *extra],
+                            stdout=subprocess.PIPE, stderr=err, text=True)
+    deadline = time.monotonic() + 120  # ends a hung start on a busy machine
+    while time.monotonic() < deadline:
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(str(sock))
+            return proc
+        except OSError:
+            pass
+        finally:
+            s.close()
+        assert proc.poll() is None, (tmp_path / "daemon.err").read_text()
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail("kvtier serve did not listen: " + (tmp_path / "daemon.err").read_text())
 
 
 @pytest.fixture

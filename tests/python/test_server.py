@@ -5,7 +5,6 @@ second Python process; blocks differ per key (make_blocks' seeded content)."""
 import http.client
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -13,32 +12,11 @@ import time
 import pytest
 
 import kvtier
-from conftest import make_blocks
+from conftest import make_blocks, start_daemon
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Bounds that end a hung test on a busy machine; not what is measured.
 LONG_S = 120
-
-
-def start_daemon(cli, sock, tmp_path, *extra):
-    err = open(tmp_path / "daemon.err", "w")
-    proc = subprocess.Popen([cli, "serve", "--server", "unix:" + str(sock), "--layout", "tiny",
-                             "--host-bytes", "4MiB", *extra],
-                            stdout=subprocess.PIPE, stderr=err, text=True)
-    deadline = time.monotonic() + LONG_S
-    while time.monotonic() < deadline:
-        s = socket.socket(socket.AF_UNIX)
-        try:
-            s.connect(str(sock))
-            return proc
-        except OSError:
-            pass
-        finally:
-            s.close()
-        assert proc.poll() is None, (tmp_path / "daemon.err").read_text()
-        time.sleep(0.02)
-    proc.kill()
-    pytest.fail("kvtier serve did not listen: " + (tmp_path / "daemon.err").read_text())
 
 
 @pytest.fixture
@@ -89,6 +67,8 @@ def test_a_second_process_loads_what_the_first_stored_byte_for_byte(daemon):
         assert stats["lookups"] == 9
         assert stats["hits_host"] == 7
         assert stats["misses"] == 2
+        assert stats["bytes_loaded_host"] == sum(map(len, blocks)) + len(blocks[2])
+        assert (stats["stores"], stats["bytes_stored"]) == (0, 0)
 
 
 def test_sigterm_writes_the_arena_to_disk_and_a_new_daemon_serves_it(cli, tmp_path):
@@ -100,6 +80,7 @@ def test_sigterm_writes_the_arena_to_disk_and_a_new_daemon_serves_it(cli, tmp_pa
         with kvtier.Cache("tiny", server="unix:" + str(sock)) as c:
             for k, b in zip(keys, blocks):
                 c.store(k, b)
+            assert (c.stats()["stores"], c.stats()["bytes_stored"]) == (4, sum(map(len, blocks)))
         proc.terminate()
         out, _ = proc.communicate(timeout=LONG_S)
         assert proc.returncode == 0

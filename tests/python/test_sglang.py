@@ -20,7 +20,8 @@ import torch
 
 import kvtier
 import sglang_fakes as fakes
-from conftest import fill_up
+from conftest import fill_up, start_daemon
+from kvtier.integrations import _served
 
 BACKEND = "kvtier.integrations.sglang"
 
@@ -40,6 +41,8 @@ def extra_config(tmp_path, **overrides):
     extra = {"backend_name": "kvtier", "module_path": BACKEND,
              "class_name": "KvtierHiCacheStorage", "interface_v1": 1,
              "disk_dir": str(tmp_path / "kvtier"), "host_bytes": 1 << 20}
+    if "server" in overrides:  # a client of `kvtier serve` has the daemon's tiers
+        del extra["disk_dir"], extra["host_bytes"]
     extra.update(overrides)
     return {k: v for k, v in extra.items() if v is not None or k == "disk_dir"}
 
@@ -673,3 +676,117 @@ def test_extra_config_goes_through_kvtier_options(sglang, tmp_path, monkeypatch)
     backend = open_backend(sglang, tmp_path, fakes.MHAPool(pages=4), extra={"disk_dir": None})
     assert backend.kvtier_stats().get("disk") is None
     backend.close()
+
+
+# --- With the server option: a client of `kvtier serve` (docs/server.md) --------------
+
+# Process A: SGLang's backend over its own host pool (seed 3) backs up pages
+# 2..7 under six page keys through the daemon.
+SERVED_WRITER = """
+import sys
+sys.path.insert(0, {here!r})
+import torch
+import sglang_fakes as fakes
+storage, _ = fakes.install()
+extra = {{"backend_name": "kvtier", "module_path": "kvtier.integrations.sglang",
+          "class_name": "KvtierHiCacheStorage", "interface_v1": 1, "server": {server!r}}}
+backend = fakes.create_dynamic(storage, fakes.make_config(storage, extra),
+                               fakes.MHAPool(pages=8, seed=3))
+keys = ["s%063d" % i for i in range(6)]
+stored = backend.batch_set_v1(keys, torch.arange(8, 32)).count(True)
+stats = backend.kvtier_stats()
+print(stored, stats["stores"], stats["bytes_stored"])
+backend.close()
+"""
+
+
+def serve_for_the_kv_pool(cli, tmp_path, pool):
+    """`kvtier serve` with the layout of the pool's pages and no tier below its
+    arena (a hit can only come from the arena); its "unix:PATH"."""
+    from kvtier.integrations._sglang_pages import PoolPages
+    layout = tmp_path / "layout.json"
+    layout.write_text(PoolPages("kv", pool, 1).layout.to_json())
+    sock = tmp_path / "s.sock"
+    return start_daemon(cli, sock, tmp_path, layout=layout), "unix:" + str(sock)
+
+
+def test_a_second_process_loads_the_first_ones_pages_from_the_daemons_arena(sglang, cli,
+                                                                           tmp_path):
+    src = fakes.MHAPool(pages=8, seed=3)  # process A's pool, made again here
+    daemon, server = serve_for_the_kv_pool(cli, tmp_path, src)
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run([sys.executable, "-c", SERVED_WRITER.format(here=here,
+                                                                         server=server)],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        from kvtier.integrations._sglang_pages import PoolPages
+        block = PoolPages("kv", src, 1).layout.block_file_bytes
+        assert out.stdout.split() == ["6", "6", str(6 * block)]
+        # Process B (this one: not a fork of A), an empty pool: pages 0..5.
+        dst = fakes.MHAPool(pages=8)
+        backend = open_backend(sglang, tmp_path, dst, extra={"server": server})
+        assert backend.disk_dir is None and "host_bytes" not in backend.options
+        keys = page_keys(6)
+        assert backend.batch_exists(keys + ["0" * 64]) == 6
+        assert backend.batch_get_v1(keys, indices(6, 4)) == [True] * 6
+        for i in range(6):
+            assert page_bytes(dst, i * 4) == page_bytes(src, (2 + i) * 4)
+        stats = backend.kvtier_stats()
+        assert (stats["lookups"], stats["hits_host"], stats["misses"]) == (6, 6, 0)
+        assert (stats["bytes_loaded_host"], stats["bytes_stored"]) == (6 * block, 0)
+        backend.close()
+    finally:
+        daemon.terminate()
+        out, _ = daemon.communicate(timeout=120)
+    # No tier below the arena: A's 6 blocks were there until the end.
+    assert out.strip() == "kvtier serve: wrote 0 blocks to the tiers below (6 dropped)"
+
+
+def test_a_daemon_killed_before_the_second_backend_is_misses_not_exceptions(sglang, cli,
+                                                                             tmp_path, caplog):
+    # Backend 1 stores (a second process costs a torch import, and the test
+    # above has one); the daemon is killed; backend 2, a new client, finds
+    # nothing and raises nothing into SGLang's threads.
+    src = fakes.MHAPool(pages=8, seed=4)
+    daemon, server = serve_for_the_kv_pool(cli, tmp_path, src)
+    keys = page_keys(4)
+    try:
+        first = open_backend(sglang, tmp_path, src, extra={"server": server})
+        assert first.batch_set_v1(keys, indices(4, 4)) == [True] * 4
+        assert first.kvtier_stats()["stores"] == 4
+        first.close()
+    finally:
+        daemon.kill()
+        daemon.wait(120)
+    caplog.set_level("WARNING", logger="kvtier")
+    dst = fakes.MHAPool(pages=8)
+    backend = open_backend(sglang, tmp_path, dst, extra={"server": server})
+    assert "does not answer" in caplog.text  # at registration: logged, not raised
+    assert backend.batch_exists(keys) == 0
+    assert backend.exists(keys[0]) is False
+    assert backend.batch_get_v1(keys, indices(4, 4)) == [False] * 4
+    assert backend.batch_set_v1(page_keys(2, "t"), indices(2, 4)) == [False] * 2
+    assert page_bytes(dst, 0) == bytes(len(page_bytes(dst, 0)))
+    stats = backend.kvtier_stats()
+    assert (stats["lookups"], stats["misses"], stats["hits_host"]) == (4, 4, 0)
+    assert (stats["stores"], stats["store_errors"]) == (0, 2)
+    backend.close()
+
+
+def test_with_server_the_daemons_options_and_another_layout_are_refused(sglang, cli, tmp_path):
+    server = "unix:" + str(tmp_path / "s.sock")
+    for name, value in (("host_bytes", "1GiB"), ("disk_dir", str(tmp_path / "d")),
+                        ("remote", "redis://127.0.0.1:1")):
+        with pytest.raises(kvtier.InvalidArgument, match="sglang: %s: not with server" % name):
+            open_backend(sglang, tmp_path, None, extra={"server": server, name: value})
+    daemon = start_daemon(cli, tmp_path / "s.sock", tmp_path)  # serves "tiny"
+    try:
+        pool = fakes.MHAPool(pages=4)
+        with pytest.raises(kvtier.FailedPrecondition, match="does not serve this layout") as e:
+            open_backend(sglang, tmp_path, pool, extra={"server": server})
+        from kvtier.integrations._sglang_pages import PoolPages
+        assert str(e.value).endswith(_served.layout_json(PoolPages("kv", pool, 1).layout))
+    finally:
+        daemon.kill()
+        daemon.wait(120)

@@ -18,8 +18,11 @@ import time
 import numpy as np
 import pytest
 
+import kvtier
 import vllm_current_harness as vc
 import vllm_harness as vh
+from conftest import start_daemon
+from kvtier.integrations import _served
 
 LAYERS, TOKENS, CHUNK, HEADS, HEAD_DIM, NUM_BLOCKS = 2, 4, 2, 2, 8, 32
 
@@ -41,9 +44,11 @@ def empty_ram(kv):
 
 
 def make_spec(kv, tmp_path, extra=None, **cfg):
-    extra = dict({"spec_name": "KvtierOffloadingSpec",
-                  "spec_module_path": "kvtier.integrations.vllm", "offload_prompt_only": True,
-                  "disk_dir": str(tmp_path / "kv"), "host_bytes": 1 << 22}, **(extra or {}))
+    base = {"spec_name": "KvtierOffloadingSpec", "spec_module_path": "kvtier.integrations.vllm",
+            "offload_prompt_only": True}
+    if "server" not in (extra or {}):  # a client of `kvtier serve` has the daemon's tiers
+        base.update(disk_dir=str(tmp_path / "kv"), host_bytes=1 << 22)
+    extra = dict(base, **(extra or {}))
     config = vc.offloading_config(extra, tokens=TOKENS, chunk=CHUNK, heads=HEADS,
                                   head_dim=HEAD_DIM, **cfg)
     spec_cls = getattr(__import__(extra["spec_module_path"], fromlist=["x"]), extra["spec_name"])
@@ -632,3 +637,113 @@ def test_the_tier_lets_go_of_the_primary_view_at_shutdown(kv, tmp_path):
     mm.close()  # BufferError while the tier holds an array over the view
     tier.submit_load(tier_job(tier, 2, keys_of(1), [2]))  # after shutdown: a failed job
     assert finished(tier)[2].success is False
+
+
+# --- With the server option: a client of `kvtier serve` (docs/server.md) -------------
+
+# Process A: a backend of its own (scheduler and worker) stores 3 keys' chunks
+# of GPU blocks 3..8 (seed 33) through the daemon.
+SERVED_WRITER = (
+    "import pathlib, sys, vllm_current_harness as vc, test_vllm_current as t\n"
+    "kv, _ = vc.install()\n"
+    "conn, _ = t.make_connector(kv, pathlib.Path(sys.argv[1]), seed=33,\n"
+    "                           extra={'server': sys.argv[2]})\n"
+    "assert conn.store(t.keys_of(3), [([3, 4, 5, 6, 7, 8], 0)]) == t.keys_of(3)\n"
+    "conn.worker.shutdown()\n"
+    "print(conn.spec.caches()[0].stats()['stores'])\n")
+
+
+def serve_for_the_backend(kv, cli, tmp_path):
+    """`kvtier serve` with the layout of the backend's one group and no tier
+    below its arena (a hit can only come from the arena); its "unix:PATH"."""
+    sock = tmp_path / "s.sock"
+    spec = make_spec(kv, tmp_path, {"server": "unix:" + str(sock)})
+    layout = tmp_path / "layout.json"
+    layout.write_text(spec.plan.groups[0].layout.to_json())
+    return start_daemon(cli, sock, tmp_path, layout=layout), "unix:" + str(sock)
+
+
+def run_served_writer(tmp_path, server):
+    out = subprocess.run([sys.executable, "-c", SERVED_WRITER, str(tmp_path), server],
+                         capture_output=True, text=True, env=child_env(), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["3"]
+
+
+def test_a_second_process_loads_the_first_ones_prefix_from_the_daemons_arena(kv, cli,
+                                                                             tmp_path):
+    daemon, server = serve_for_the_backend(kv, cli, tmp_path)
+    try:
+        run_served_writer(tmp_path, server)
+        # Process B (this one: not a fork of A): other GPU bytes, empty pages 20..25.
+        conn, pages = make_connector(kv, tmp_path, seed=34, extra={"server": server})
+        assert "host_bytes" not in conn.spec.options and "disk_dir" not in conn.spec.options
+        cache = conn.spec.caches()[0]
+        kv_keys = [k for key in keys_of(3) for k in conn.spec.plan.kv_keys(key)]
+        assert [cache.contains(k) for k in kv_keys] == ["host"] * 3  # the arena
+        assert conn.lookup(keys_of(3)) == 3
+        assert conn.load(keys_of(3), [([20, 21, 22, 23, 24, 25], 0)])
+        assert conn.failed == []
+        a_pages = vc.canonical([vc.layer_tensors(LAYERS, NUM_BLOCKS, TOKENS, HEADS, HEAD_DIM,
+                                                 33)], True)[1]
+        assert vc.gpu_bytes(pages, 0, [20, 21, 22, 23, 24, 25]) == \
+            vc.gpu_bytes(a_pages, 0, [3, 4, 5, 6, 7, 8])
+        stats = cache.stats()
+        assert (stats["lookups"], stats["hits_host"], stats["misses"]) == (3, 3, 0)
+        block = conn.spec.plan.groups[0].layout.block_file_bytes
+        assert counters(conn.manager.get_stats()) == {P + "hits": {("host",): 3},
+                                                      P + "loaded_bytes": {("host",): 3 * block}}
+    finally:
+        daemon.terminate()
+        out, _ = daemon.communicate(timeout=120)
+    # No tier below the arena: A's 3 blocks were there until the end.
+    assert out.strip() == "kvtier serve: wrote 0 blocks to the tiers below (3 dropped)"
+
+
+def test_a_daemon_killed_before_the_second_backend_is_misses_not_exceptions(kv, cli, tmp_path,
+                                                                             caplog):
+    # Backend 1 stores (here: a second process costs a torch import, and the
+    # test above has one); the daemon is killed; backend 2, a new client with
+    # caches of its own, finds nothing and raises nothing.
+    daemon, server = serve_for_the_backend(kv, cli, tmp_path)
+    try:
+        first, _ = make_connector(kv, tmp_path, seed=35, extra={"server": server})
+        assert first.store(keys_of(3), [([3, 4, 5, 6, 7, 8], 0)]) == keys_of(3)
+        assert first.spec.caches()[0].stats()["stores"] == 3
+        first.worker.shutdown()
+        reopen(kv)
+    finally:
+        daemon.kill()
+        daemon.wait(120)
+    caplog.set_level("WARNING", logger="kvtier")
+    conn, _ = make_connector(kv, tmp_path, seed=36, extra={"server": server})
+    assert "does not answer" in caplog.text  # at open: logged, not raised
+    answers = []
+    assert conn.lookup(keys_of(3), answers=answers) == 0
+    assert answers == [["MISS"]]
+    new = keys_of(2, salt=b"after")
+    assert conn.store(new, [([0, 1, 2, 3], 0)]) == new  # the job succeeds: vLLM asserts it
+    assert conn.failed == []
+    stats = conn.spec.caches()[0].stats()
+    assert (stats["stores"], stats["store_errors"], stats["hits_host"]) == (0, 2, 0)
+    assert conn.events() == []  # nothing announced: nothing was kept
+
+
+def test_with_server_the_daemons_options_and_another_layout_are_refused(kv, cli, tmp_path):
+    server = "unix:" + str(tmp_path / "s.sock")
+    for name, value in (("host_bytes", "1GiB"), ("disk_dir", str(tmp_path / "d")),
+                        ("remote", "redis://127.0.0.1:1")):
+        with pytest.raises(kvtier.InvalidArgument, match="vllm: %s: not with server" % name):
+            make_spec(kv, tmp_path, {"server": server, name: value})
+    daemon = start_daemon(cli, tmp_path / "s.sock", tmp_path)  # serves "tiny"
+    try:
+        spec = make_spec(kv, tmp_path, {"server": server})
+        with pytest.raises(kvtier.FailedPrecondition,
+                           match="does not serve this layout") as e:
+            spec.get_manager()
+        assert str(e.value).endswith(_served.layout_json(spec.plan.groups[0].layout))
+        assert not kv._caches  # the refused cache is closed, not kept
+    finally:
+        daemon.kill()
+        daemon.wait(120)
+

@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 import kvtier
-from kvtier.integrations import _sglang_pages as pages_mod
+from kvtier.integrations import _served, _sglang_pages as pages_mod
 from kvtier.integrations._sglang_pages import PoolPages, Refused, byte_view, pool_key
 
 logger = logging.getLogger("kvtier")
@@ -48,16 +48,21 @@ def default_disk_dir():
 
 def cache_options(extra):
     """The kvtier.Cache options of an SGLang extra config (checked by kvtier's
-    options parser): SGLang's own keys left out, defaults filled in."""
+    options parser): SGLang's own keys left out, defaults filled in (none
+    with `server`: the daemon has the tiers, and host_bytes, disk_dir and
+    remote are refused)."""
     options = {k: v for k, v in dict(extra or {}).items() if k not in _SGLANG_KEYS}
     for name in _BACKEND_SET:
         if name in options:
             raise kvtier.InvalidArgument(
                 "sglang: %s: set by the backend from SGLang's host pool (page layout, page "
                 "size, parallel position); leave it out of the extra config" % name)
-    options.setdefault("host_bytes", 1 << 30)
-    if "disk_dir" not in options:
-        options["disk_dir"] = default_disk_dir()
+    if _served.served(options):
+        _served.check_served_options(options, "sglang")
+    else:
+        options.setdefault("host_bytes", 1 << 30)
+        if "disk_dir" not in options:
+            options["disk_dir"] = default_disk_dir()
     kvtier._kvtier._check_options(options)
     return options
 
@@ -107,7 +112,7 @@ class SglangBackend:
         extra = getattr(storage_config, "extra_config", None) or {}
         self.options = cache_options(extra)
         self.config = storage_config
-        self.disk_dir = self.options["disk_dir"]
+        self.disk_dir = self.options.get("disk_dir")  # none with server: the daemon's
         self._default_dir = "disk_dir" not in extra
         self.interface_v1 = bool(extra.get("interface_v1", 0))
         self.model_id = self.options.get("key_model_id") \
@@ -176,7 +181,7 @@ class SglangBackend:
     def _open_cache(self, layout):
         if self.disk_dir is not None and self._default_dir:
             os.makedirs(self.disk_dir, mode=0o700, exist_ok=True)
-        return kvtier.Cache(layout, **self.options)
+        return _served.open_cache(layout, self.options, "sglang")
 
     def _own_process(self):
         """Reopens the caches in a process other than the one that opened them

@@ -15,7 +15,10 @@ an unknown key or a bad value raises ``kvtier.InvalidArgument`` when SGLang
 creates the backend. ``layout``, ``block_tokens`` and ``key_shard`` come from
 SGLang's host pool and parallel position and are refused. ``disk_dir``
 defaults to ``$XDG_CACHE_HOME/kvtier/sglang`` (created 0700; ``null``: RAM
-only), ``host_bytes`` to 1 GiB (per registered host pool).
+only), ``host_bytes`` to 1 GiB (per registered host pool). With ``server``
+("unix:PATH") the caches are clients of the host's ``kvtier serve``, which
+owns the tiers (``host_bytes``, ``disk_dir`` and ``remote`` are then refused;
+kvtier.integrations._served).
 
 What never raises: every call SGLang makes on its prefetch, prefetch-io,
 backup and scheduler threads (exists, get, set and their batch, v1 and v2

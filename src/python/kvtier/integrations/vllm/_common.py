@@ -12,6 +12,7 @@ import os
 import threading
 
 import kvtier
+from kvtier.integrations import _served
 
 logger = logging.getLogger("kvtier")
 
@@ -54,10 +55,12 @@ def kvtier_option_names():
 
 def cache_options(extra, *, keep_only_kvtier=False):
     """The kvtier.Cache options of the connector's extra config (checked by
-    kvtier's options parser), defaults filled in. The handler route leaves
-    out vLLM's own keys and refuses any other unknown key; the current route
-    (keep_only_kvtier) shares the extra config with vLLM's many keys, so it
-    takes kvtier's names only and logs the keys it leaves to vLLM."""
+    kvtier's options parser), defaults filled in (none with `server`: the
+    daemon has the tiers, and host_bytes, disk_dir and remote are refused).
+    The handler route leaves out vLLM's own keys and refuses any other
+    unknown key; the current route (keep_only_kvtier) shares the extra config
+    with vLLM's many keys, so it takes kvtier's names only and logs the keys
+    it leaves to vLLM."""
     extra = dict(extra or {})
     if keep_only_kvtier:
         names = kvtier_option_names() | set(_BACKEND_SET)
@@ -72,10 +75,13 @@ def cache_options(extra, *, keep_only_kvtier=False):
             raise kvtier.InvalidArgument(
                 "vllm: %s: set by the backend from vLLM's KV cache configuration; leave it "
                 "out of kv_connector_extra_config" % name)
-    options.setdefault("host_bytes", 1 << 30)
-    if "disk_dir" not in options:
-        options["disk_dir"] = default_disk_dir()
-        os.makedirs(options["disk_dir"], mode=0o700, exist_ok=True)
+    if _served.served(options):  # the daemon's tiers (kvtier serve): no defaults to fill
+        _served.check_served_options(options, "vllm")
+    else:
+        options.setdefault("host_bytes", 1 << 30)
+        if "disk_dir" not in options:
+            options["disk_dir"] = default_disk_dir()
+            os.makedirs(options["disk_dir"], mode=0o700, exist_ok=True)
     kvtier._kvtier._check_options(options)
     return options
 
@@ -170,7 +176,7 @@ def shared_cache(layout, options):
             _inherited.append(cache)
             cache = None
         if cache is None or cache.closed:
-            cache = _caches[tag] = kvtier.Cache(layout, **options)
+            cache = _caches[tag] = _served.open_cache(layout, options, "vllm")
             _cache_pids[tag] = pid
         return cache
 
