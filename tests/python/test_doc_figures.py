@@ -555,7 +555,7 @@ def test_option_tables_state_the_headers_defaults(source_dir):
     merged = dict(cache, **{"host." + k: v for k, v in host.items()})
     tiers = read(source_dir, "docs", "tiers.md")
     rows = table(tiers, "| field | default | meaning |")
-    assert check_defaults(rows, merged) == 13
+    assert check_defaults(rows, merged) == 14
 
     remote = header_defaults(source_dir, "remote_tier.h", "RemoteTierOptions")
     rows = table(read(source_dir, "docs", "remote-tier.md"), "| option | default | effect |")
