@@ -545,6 +545,8 @@ TEST_F(ServerProcessTest, TheSocketGroupOptionWidensTheSocketToThatGroup) {
   EXPECT_NE(Slurp("bad.err").find("server_socket_group: no group 'no-such-group-kvtier'"),
             std::string::npos)
       << Slurp("bad.err");
+}
+
 // Where descriptor `fd` of this process points ("socket:[N]",
 // "/memfd:kvtier-arena (deleted)"), "" when it is closed.
 std::string FdTarget(int fd) {
