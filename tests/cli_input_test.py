@@ -229,6 +229,7 @@ BASE = {
     ("bench", "pool"): ["--layout", "tiny"],
     # Nothing listens on port 1: parsing refuses the value before any connect.
     ("bench", "remote"): ["--remote", "redis://127.0.0.1:1", "--layout", "tiny", "--blocks", "2"],
+    ("bench", "serve"): ["--layout", "tiny"],
 }
 
 
@@ -292,7 +293,13 @@ def test_numbers(r, tmp):
                          (["bench", "cache", "--layout", "tiny", "--blocks", "10",
                            "--round-bytes", "0"], "--round-bytes"),
                          (["bench", "cache", "--layout", "tiny", "--blocks", "10",
-                           "--round-bytes", "18446744073709551615"], "--round-bytes")):
+                           "--round-bytes", "18446744073709551615"], "--round-bytes"),
+                         (["bench", "serve", "--layout", "tiny", "--tiny-samples",
+                           "4000000000"], "--tiny-samples"),
+                         (["bench", "serve", "--layout", "tiny", "--rounds", "4000000000"],
+                          "--rounds"),
+                         (["bench", "serve", "--layout", "tiny", "--kills", "4000000000"],
+                          "--kills")):
         r.expect_usage_error(" ".join(args), r.run(*args, timeout=60), option)
 
 

@@ -66,6 +66,8 @@ constexpr double kSharedTargetRatio = 1.05;
 constexpr uint64_t kMaxTokens = uint64_t{1} << 22;
 constexpr uint32_t kMaxClients = 256;
 constexpr uint32_t kMaxKills = 1'000'000;
+constexpr uint32_t kMaxRounds = 1000;
+constexpr uint32_t kMaxTinySamples = 1'000'000;
 // Keys the killed clients store and load (tiny blocks).
 constexpr uint64_t kKillKeys = 256;
 
@@ -649,8 +651,13 @@ int Run(const ServeBenchArgs& a, const CommonFlags& flags) {
     return ReportError(flags, Status::InvalidArgument("--kills: expected 0.." +
                                                       std::to_string(kMaxKills)));
   }
-  if (a.rounds == 0 || a.tiny_samples == 0) {
-    return ReportError(flags, Status::InvalidArgument("--rounds and --tiny-samples must be > 0"));
+  if (a.rounds == 0 || a.rounds > kMaxRounds) {
+    return ReportError(flags, Status::InvalidArgument("--rounds: expected 1.." +
+                                                      std::to_string(kMaxRounds)));
+  }
+  if (a.tiny_samples == 0 || a.tiny_samples > kMaxTinySamples) {
+    return ReportError(flags, Status::InvalidArgument("--tiny-samples: expected 1.." +
+                                                      std::to_string(kMaxTinySamples)));
   }
   Result<ModelLayout> layout = ModelLayout::Resolve(Env::Default(), a.layout, 0);
   if (!layout.ok()) return ReportError(flags, layout.status().WithContext("--layout"));
