@@ -129,6 +129,11 @@ if(KVTIER_BUILD_TESTS)
   file(GLOB _kvtier_py_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/python/test_*.py)
   foreach(_file ${_kvtier_py_files})
     get_filename_component(_stem ${_file} NAME_WE)
+    # test_doc_figures compares pages with what single calls print, calls the
+    # other files make under TSan too (dev runs it; 21 s of TSan's test time).
+    if(KVTIER_SANITIZE STREQUAL "thread" AND _stem STREQUAL "test_doc_figures")
+      continue()
+    endif()
     file(STRINGS ${_file} _defs REGEX "^def test_|^    def test_")
     list(LENGTH _defs _count)
     if(KVTIER_SANITIZE)

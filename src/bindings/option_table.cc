@@ -16,7 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxEcho = 60;
+constexpr size_t kMaxQuotedChars = 60;
 // A config file larger than this is not a config file.
 constexpr uint64_t kMaxConfigBytes = 1 << 20;
 constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
@@ -370,7 +370,7 @@ const std::vector<Row>& Table() {
 
 std::string Echo(const json& value) {
   std::string text = value.is_binary() ? "<bytes>" : value.dump();
-  if (text.size() > kMaxEcho) text = text.substr(0, kMaxEcho) + "...";
+  if (text.size() > kMaxQuotedChars) text = text.substr(0, kMaxQuotedChars) + "...";
   return text;
 }
 
@@ -599,7 +599,7 @@ Status ApplyOption(std::string_view name, const json& value, CacheSpec* spec) {
     spec->given.insert(row.name);
     return Status::Ok();
   }
-  std::string shown(name.substr(0, kMaxEcho));
+  std::string shown(name.substr(0, kMaxQuotedChars));
   return Status::InvalidArgument("unknown option '" + shown + "' (did you mean '" +
                                  ClosestOption(name) +
                                  "'? kvtier.options() and docs/options.md list them)");
@@ -661,7 +661,7 @@ Result<json> ParseOptionsText(std::string_view text, const std::string& what) {
   json root = json::parse(text, find_repeats, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Status::InvalidArgument(what + ": not valid JSON");
   if (!repeated.empty()) {
-    return Status::InvalidArgument(what + ": option '" + repeated.substr(0, kMaxEcho) +
+    return Status::InvalidArgument(what + ": option '" + repeated.substr(0, kMaxQuotedChars) +
                                    "' given twice");
   }
   // A key repeated inside a value (no option takes an object, but say so).

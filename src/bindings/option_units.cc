@@ -17,11 +17,11 @@ namespace {
 using json = nlohmann::json;
 using u128 = unsigned __int128;
 
-constexpr size_t kMaxEcho = 60;
+constexpr size_t kMaxEchoChars = 60;
 
 std::string Quote(std::string_view text) {
-  std::string s(text.substr(0, kMaxEcho));
-  if (text.size() > kMaxEcho) s += "...";
+  std::string s(text.substr(0, kMaxEchoChars));
+  if (text.size() > kMaxEchoChars) s += "...";
   return "'" + s + "'";
 }
 
@@ -137,7 +137,7 @@ Result<uint64_t> WholeNumber(std::string_view what, const json& value, uint64_t 
     return Bad(what,
                "expected an integer, or a string with a unit for a fraction, got " + value.dump());
   }
-  return Bad(what, "expected " + std::string(kind) + ", got " + value.dump().substr(0, kMaxEcho));
+  return Bad(what, "expected " + std::string(kind) + ", got " + value.dump().substr(0, kMaxEchoChars));
 }
 
 }  // namespace

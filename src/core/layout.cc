@@ -23,7 +23,7 @@ bool IsValidName(std::string_view s) {
 namespace {
 
 // Quotes a user-supplied string for an error message, cut to a sane length.
-std::string Quote(std::string_view s) {
+std::string QuoteUserText(std::string_view s) {
   constexpr size_t kMax = 80;
   std::string out = "'";
   out.append(s.substr(0, kMax));
@@ -44,7 +44,7 @@ Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_
   const std::string p(path);
   if (!IsValidName(layer.cache_type)) {
     return Status::InvalidArgument(p + ".cache_type must be " + NameRule() + ", got " +
-                                   Quote(layer.cache_type));
+                                   QuoteUserText(layer.cache_type));
   }
   if (layer.states.empty()) {
     return Status::InvalidArgument(p + ".states must list at least one state tensor");
@@ -58,11 +58,11 @@ Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_
     const TensorSpec& t = layer.states[k];
     const std::string tp = p + ".states[" + std::to_string(k) + "]";
     if (!IsValidName(t.role)) {
-      return Status::InvalidArgument(tp + ".role must be " + NameRule() + ", got " + Quote(t.role));
+      return Status::InvalidArgument(tp + ".role must be " + NameRule() + ", got " + QuoteUserText(t.role));
     }
     for (size_t j = 0; j < k; ++j) {
       if (layer.states[j].role == t.role) {
-        return Status::InvalidArgument(tp + ".role " + Quote(t.role) + " repeats " + p +
+        return Status::InvalidArgument(tp + ".role " + QuoteUserText(t.role) + " repeats " + p +
                                        ".states[" + std::to_string(j) + "].role");
       }
     }
@@ -128,7 +128,7 @@ Status ValidateLayer(const LayerSpec& layer, uint32_t block_tokens, std::string_
     }
     if (!IsValidName(q.mode)) {
       return Status::InvalidArgument(p + ".quantization.mode must be " + NameRule() + ", got " +
-                                     Quote(q.mode));
+                                     QuoteUserText(q.mode));
     }
   }
   for (size_t m = 0; m < layer.meta_state.size(); ++m) {

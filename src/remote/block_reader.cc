@@ -4,7 +4,7 @@ namespace kvtier::remote {
 namespace {
 
 using C = RemoteCounters;
-using State = GetResult::State;
+using GetState = GetResult::State;
 
 }  // namespace
 
@@ -67,18 +67,18 @@ void BlockReader::CountMacFailure(const BlockKey& key, ValueMac::Verdict v) {
 void BlockReader::CountMiss(const GetResult& r) {
   C::Add(counters_->misses);
   switch (r.state) {
-    case State::kBad:
+    case GetState::kBad:
       C::Add(counters_->bad_values);
       counters_->events.BadValue(r.missing_part);
       break;
-    case State::kUnavailable:
-    case State::kPending:
+    case GetState::kUnavailable:
+    case GetState::kPending:
       C::Add(counters_->misses_unavailable);
       break;
-    case State::kTooSmall:
+    case GetState::kTooSmall:
       C::Add(counters_->too_small);
       break;
-    case State::kAllocError:
+    case GetState::kAllocError:
       C::Add(counters_->alloc_failures);
       break;
     default:
@@ -130,7 +130,7 @@ void BlockReader::LoadBuffers(
   for (size_t i = 0; i < keys.size(); ++i) {
     GetResult& r = get.results()[i];
     bool is_unsigned = false;
-    if (r.state == State::kRead) {
+    if (r.state == GetState::kRead) {
       const Check c = Verify(keys[i], r.buffer.span(), r);
       if (c == Check::kGood) {
         C::Add(counters_->hits);
@@ -139,13 +139,13 @@ void BlockReader::LoadBuffers(
         continue;
       }
       is_unsigned = c == Check::kUnsigned;
-      r.state = is_unsigned ? State::kMiss : State::kBad;
+      r.state = is_unsigned ? GetState::kMiss : GetState::kBad;
     }
     r.buffer = BlockBuffer();
     CountMiss(r);
     if (is_unsigned) unsigned_values.push_back(keys[i]);
-    if (r.state == State::kBad) (r.missing_part ? evicted : bad).push_back(keys[i]);
-    if (r.state == State::kAllocError) {
+    if (r.state == GetState::kBad) (r.missing_part ? evicted : bad).push_back(keys[i]);
+    if (r.state == GetState::kAllocError) {
       done(i, r.alloc_error);
     } else {
       done(i, std::optional<BlockBuffer>());
@@ -174,7 +174,7 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
   get.WaitChecks();
   GetResult& r = get.results()[0];
   bool is_unsigned = false;
-  if (r.state == State::kRead) {
+  if (r.state == GetState::kRead) {
     const std::span<const std::byte> bytes = dst.first(static_cast<size_t>(r.size));
     const Check c = Verify(key, bytes, r);
     if (c == Check::kGood) {
@@ -183,12 +183,12 @@ Result<std::optional<size_t>> BlockReader::GetInto(const BlockKey& key, std::spa
       return std::optional<size_t>(static_cast<size_t>(r.size));
     }
     is_unsigned = c == Check::kUnsigned;
-    r.state = is_unsigned ? State::kMiss : State::kBad;
+    r.state = is_unsigned ? GetState::kMiss : GetState::kBad;
   }
   CountMiss(r);
-  if (r.state == State::kBad) DeleteBad({key}, /*bad=*/!r.missing_part);
+  if (r.state == GetState::kBad) DeleteBad({key}, /*bad=*/!r.missing_part);
   if (is_unsigned) DeleteBad({key}, /*bad=*/false);
-  if (r.state == State::kTooSmall) {
+  if (r.state == GetState::kTooSmall) {
     return Status::InvalidArgument("remote: buffer of " + std::to_string(dst.size()) +
                                    " bytes is smaller than the block's " + std::to_string(r.size));
   }

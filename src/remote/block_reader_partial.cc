@@ -12,7 +12,7 @@ namespace kvtier::remote {
 namespace {
 
 using C = RemoteCounters;
-using State = GetResult::State;
+using GetState = GetResult::State;
 
 // Where one key's partial read stands.
 struct Partial {
@@ -251,22 +251,22 @@ void BlockReader::LoadPartial(
     GetResult r;
     switch (p.verdict) {
       case Verdict::kBad:
-        r.state = State::kBad;
+        r.state = GetState::kBad;
         bad.push_back(keys[j]);
         break;
       case Verdict::kMissingPart:
-        r.state = State::kBad;
+        r.state = GetState::kBad;
         r.missing_part = true;
         evicted.push_back(keys[j]);
         break;
       case Verdict::kUnavailable:
-        r.state = State::kUnavailable;
+        r.state = GetState::kUnavailable;
         break;
       case Verdict::kAllocError:
-        r.state = State::kAllocError;
+        r.state = GetState::kAllocError;
         break;
       default:
-        r.state = State::kMiss;
+        r.state = GetState::kMiss;
         break;
     }
     CountMiss(r);

@@ -10,7 +10,7 @@ namespace kvtier::remote {
 namespace {
 
 using C = RemoteCounters;
-using State = SetResult::State;
+using SetState = SetResult::State;
 
 }  // namespace
 
@@ -52,23 +52,23 @@ void BlockWriter::WriteBatch(std::span<const QueuedBlock> batch) {
     runner_->Run(ops, set);
     for (size_t i = 0; i < send_keys.size(); ++i) {
       switch (set.results()[i].state) {
-        case State::kStored:
+        case SetState::kStored:
           C::Add(counters_->stored);
           C::Add(counters_->bytes_written, send_blocks[i].size());
           break;
-        case State::kOom:
+        case SetState::kOom:
           C::Add(counters_->drops_oom);
           counters_->events.OutOfMemory();
           break;
-        case State::kError:
-        case State::kRedirectLimit:
+        case SetState::kError:
+        case SetState::kRedirectLimit:
           C::Add(counters_->drops_error);
           break;
-        case State::kClosed:
+        case SetState::kClosed:
           C::Add(counters_->drops_closed);
           break;
-        case State::kPending:
-        case State::kUnavailable:
+        case SetState::kPending:
+        case SetState::kUnavailable:
           C::Add(counters_->drops_unavailable);
           break;
       }
@@ -84,27 +84,27 @@ Status BlockWriter::WriteOne(const BlockKey& key, std::span<const std::byte> blo
   runner_->Run(ops, set);
   const SetResult& r = set.results()[0];
   switch (r.state) {
-    case State::kStored:
+    case SetState::kStored:
       C::Add(counters_->stored);
       C::Add(counters_->bytes_written, block.size());
       return Status::Ok();
-    case State::kOom:
+    case SetState::kOom:
       C::Add(counters_->drops_oom);
       counters_->events.OutOfMemory();
       return Status::ResourceExhausted(
           "remote: the server is out of memory (-OOM): set "
           "maxmemory-policy allkeys-lru (docs/remote-tier.md)");
-    case State::kError:
+    case SetState::kError:
       C::Add(counters_->drops_error);
       return Status::Internal("remote: SET refused: " + r.error);
-    case State::kRedirectLimit:
+    case SetState::kRedirectLimit:
       C::Add(counters_->drops_error);
       return Status::Unavailable("remote: SET gave up after 5 cluster redirects");
-    case State::kClosed:
+    case SetState::kClosed:
       C::Add(counters_->drops_closed);
       return Status::FailedPrecondition("remote tier closed");
-    case State::kPending:
-    case State::kUnavailable:
+    case SetState::kPending:
+    case SetState::kUnavailable:
       break;
   }
   C::Add(counters_->drops_unavailable);

@@ -10,7 +10,7 @@ namespace kvtier::remote {
 namespace {
 
 using C = RemoteCounters;
-using State = GetResult::State;
+using GetState = GetResult::State;
 
 // Heads are read without a bulk bound so that an oversized value can be
 // recognised (and its key deleted) before the protocol error is returned.
@@ -157,8 +157,8 @@ void GetOps::Fail(const KeyOp& op, OpFailure why) {
   GetResult& r = results_[op.index];
   // A value found oversized stays kBad (to be deleted) though the
   // connection it broke fails the op.
-  if (r.state == State::kBad) return;
-  r.state = State::kUnavailable;
+  if (r.state == GetState::kBad) return;
+  r.state = GetState::kUnavailable;
   r.buffer = BlockBuffer();
 }
 
@@ -168,12 +168,12 @@ std::span<std::byte> GetOps::Destination(GetResult& r, size_t index, uint64_t si
     // Not even a block file's length word: no block (an empty SET, a
     // truncated write). Bad before any buffer is asked for, so that it is
     // counted and deleted, not skipped as an allocation failure.
-    r.state = State::kBad;
+    r.state = GetState::kBad;
     return {};
   }
   if (!allocate_) {
     if (size > dsts_[index].size()) {
-      r.state = State::kTooSmall;
+      r.state = GetState::kTooSmall;
       return {};
     }
     return dsts_[index].first(static_cast<size_t>(size));
@@ -186,7 +186,7 @@ std::span<std::byte> GetOps::Destination(GetResult& r, size_t index, uint64_t si
   }
   if (!b.ok()) {
     // The value is fine; there is nowhere to put it now. It is skipped.
-    r.state = State::kAllocError;
+    r.state = GetState::kAllocError;
     r.alloc_error = b.status();
     return {};
   }
@@ -198,10 +198,10 @@ OpOutcome GetOps::OnError(GetResult& r, std::string_view line) {
   const ServerError e = ParseServerError(line);
   if (std::optional<OpOutcome> redirect = RedirectFor(e)) return *redirect;
   if (e.kind == ServerErrorKind::kWrongType) {
-    r.state = State::kBad;  // something else lives under our name
+    r.state = GetState::kBad;  // something else lives under our name
   } else {
     C::Add(counters_->error_replies);
-    r.state = State::kMiss;
+    r.state = GetState::kMiss;
   }
   return OpOutcome{};
 }
@@ -217,24 +217,24 @@ Result<OpOutcome> GetOps::ReadOnePart(GetResult& r, size_t index, Connection* co
   KVTIER_ASSIGN_OR_RETURN(ReplyHead h, ReadReplyHead(*conn, kUnboundedBulk));
   switch (h.type) {
     case ReplyType::kNull:
-      r.state = State::kMiss;
+      r.state = GetState::kMiss;
       return OpOutcome{};
     case ReplyType::kError:
       return OnError(r, h.text);
     case ReplyType::kBulk: {
       const uint64_t n = static_cast<uint64_t>(h.number);
       if (n > layout_.max_value_bytes()) {
-        r.state = State::kBad;
+        r.state = GetState::kBad;
         return Oversized(n, layout_.max_value_bytes());
       }
       std::span<std::byte> dst = Destination(r, index, n);
-      if (r.state != State::kPending) {
+      if (r.state != GetState::kPending) {
         KVTIER_RETURN_IF_ERROR(SkipBulk(conn, n));
         return OpOutcome{};
       }
       KVTIER_RETURN_IF_ERROR(conn->ReadExact(dst));
       KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
-      r.state = State::kRead;
+      r.state = GetState::kRead;
       return OpOutcome{};
     }
     default:
@@ -275,11 +275,11 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
   for (uint32_t i = 0; i < parts; ++i) {
     KVTIER_ASSIGN_OR_RETURN(ReplyHead e, ReadReplyHead(*conn, kUnboundedBulk));
     if (e.type == ReplyType::kNull) {
-      if (r.state != State::kPending) continue;  // already decided
+      if (r.state != GetState::kPending) continue;  // already decided
       if (i == 0) {
-        r.state = State::kMiss;
+        r.state = GetState::kMiss;
       } else if (i < needed) {
-        r.state = State::kBad;  // a missing part (evicted, or a writer that stopped)
+        r.state = GetState::kBad;  // a missing part (evicted, or a writer that stopped)
         r.missing_part = true;
       }
       continue;
@@ -287,31 +287,31 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
     if (e.type != ReplyType::kBulk) return UnexpectedReply("MGET", e);
     const uint64_t len = static_cast<uint64_t>(e.number);
     if (len > layout_.part_bytes()) {
-      r.state = State::kBad;
+      r.state = GetState::kBad;
       return Oversized(len, layout_.part_bytes());
     }
-    if (r.state != State::kPending || (i > 0 && i >= needed)) {
+    if (r.state != GetState::kPending || (i > 0 && i >= needed)) {
       KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len));  // a dead value, or a stale extra part
       continue;
     }
     if (i == 0) {
       std::array<std::byte, 8> prefix;
       if (len < prefix.size()) {
-        r.state = State::kBad;
+        r.state = GetState::kBad;
         KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len));
         continue;
       }
       KVTIER_RETURN_IF_ERROR(conn->ReadExact(prefix));
       const std::optional<uint64_t> t = layout_.TotalFromPrefix(prefix);
       if (!t || len != layout_.PartSize(*t, 0)) {
-        r.state = State::kBad;
+        r.state = GetState::kBad;
         KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len - prefix.size()));
         continue;
       }
       total = *t;
       needed = layout_.PartsFor(total);
       dst = Destination(r, index, total);
-      if (r.state != State::kPending) {
+      if (r.state != GetState::kPending) {
         KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len - prefix.size()));
         continue;
       }
@@ -322,7 +322,7 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
       continue;
     }
     if (len != layout_.PartSize(total, i)) {
-      r.state = State::kBad;
+      r.state = GetState::kBad;
       KVTIER_RETURN_IF_ERROR(SkipBulk(conn, len));
       continue;
     }
@@ -330,15 +330,15 @@ Result<OpOutcome> GetOps::ReadParts(GetResult& r, const KeyOp& op, Connection* c
     KVTIER_RETURN_IF_ERROR(read_data(dst.subspan(offset, len)));
     KVTIER_RETURN_IF_ERROR(ReadBulkEnd(*conn));
   }
-  if (r.state == State::kPending) {
-    r.state = State::kRead;
+  if (r.state == GetState::kPending) {
+    r.state = GetState::kRead;
     if (inline_check) {
       r.mac_verdict = check->Finish();
     } else if (check) {
       CheckLater(r, op.key, std::move(check), dst);
     }
   }
-  if (r.state != State::kRead) r.buffer = BlockBuffer();
+  if (r.state != GetState::kRead) r.buffer = BlockBuffer();
   return OpOutcome{};
 }
 

@@ -3,7 +3,7 @@
 namespace kvtier::remote {
 namespace {
 
-using State = SetResult::State;
+using SetState = SetResult::State;
 constexpr ReplyLimits kNoBulk{0, 0};
 
 Status UnexpectedReply(std::string_view what) {
@@ -64,15 +64,15 @@ void SetOps::NoteError(std::string_view line, std::optional<ServerError>* first)
 
 OpOutcome SetOps::Finish(SetResult& r, const std::optional<ServerError>& first) {
   if (!first) {
-    r.state = State::kStored;
+    r.state = SetState::kStored;
     return OpOutcome{};
   }
   if (std::optional<OpOutcome> redirect = RedirectFor(*first)) return *redirect;
   if (first->kind == ServerErrorKind::kOom) {
-    r.state = State::kOom;
+    r.state = SetState::kOom;
   } else {
     RemoteCounters::Add(counters_->error_replies);
-    r.state = State::kError;
+    r.state = SetState::kError;
     r.error = first->message;
   }
   return OpOutcome{};
@@ -126,13 +126,13 @@ void SetOps::Fail(const KeyOp& op, OpFailure why) {
   SetResult& r = results_[op.index];
   switch (why) {
     case OpFailure::kUnavailable:
-      r.state = State::kUnavailable;
+      r.state = SetState::kUnavailable;
       break;
     case OpFailure::kRedirectLimit:
-      r.state = State::kRedirectLimit;
+      r.state = SetState::kRedirectLimit;
       break;
     case OpFailure::kClosed:
-      r.state = State::kClosed;
+      r.state = SetState::kClosed;
       break;
   }
 }
