@@ -31,8 +31,14 @@ namespace kvtier::cli {
 namespace {
 
 std::atomic<Server*> g_server{nullptr};
+// Set by a SIGTERM/SIGINT that comes while the server is still opening (the
+// handlers are installed first: a client may see the socket listen and send
+// SIGTERM before Open returns, which the default action would turn into an
+// exit with 143 and nothing written down).
+std::atomic<bool> g_stop_requested{false};
 
 void OnSignal(int) {
+  g_stop_requested.store(true);
   if (Server* s = g_server.load()) s->Stop();
 }
 
@@ -87,14 +93,15 @@ int Run(const ServeArgs& a, const CommonFlags& flags) {
   if (!options.ok()) return ReportError(flags, options.status());
   const std::string where = options->server;
   const uint64_t slot_bytes = options->SlotBytes();
-  Result<std::unique_ptr<Server>> server = Server::Open(*std::move(options), Env::Default());
-  if (!server.ok()) return ReportError(flags, server.status(), kExitFailure);
-  g_server.store(server->get());
   struct sigaction sa{};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  Result<std::unique_ptr<Server>> server = Server::Open(*std::move(options), Env::Default());
+  if (!server.ok()) return ReportError(flags, server.status(), kExitFailure);
+  g_server.store(server->get());
+  if (g_stop_requested.load()) (*server)->Stop();  // a signal during Open
   std::cerr << "kvtier serve: listening on " << where << " (slots of " << slot_bytes
             << " bytes)" << std::endl;
   if (const std::string http = (*server)->HttpAddress(); !http.empty()) {
