@@ -51,6 +51,9 @@
 // after copying it, while the chunk is in cache, so the bytes are read once
 // from memory; the fast path compares that hash, and every other case
 // (no template, a mismatch) goes to DecodeBlock over the copy, as Verify.
+// A file of one chunk or less is copied whole, then verified as Verify
+// does (the copy is in cache; a one-shot hash costs less than a stream's
+// setup).
 //
 // Up to kMaxTemplates templates are kept, replaced round-robin, so a partial
 // last block (another token_count) or a created_at of another digit count
