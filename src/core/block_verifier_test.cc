@@ -591,28 +591,31 @@ Verdict ExpectSameCopyVerdict(BlockVerifier& verifier, const Bytes& file, const 
 ModelLayout WideVerifierLayout() { return ModelLayout::Preset("tiny", 2048).value(); }
 
 TEST(BlockVerifierTest, CopyVerifySameVerdictAsDecodeBlockOnEveryMutation) {
+  // One block of each shape, with and without the data checksum (old-style
+  // files take the same path: Verify's test has their mutations).
   size_t fast = 0;
   for (const Shape& shape : Shapes()) {
-    for (bool old_style : {false, true}) {
-      BlockVerifier verifier;
-      const BlockCase c(shape, old_style, 700, 1700000000, 1700000001);
-      const std::string base = shape.name + (old_style ? " (old style)" : "") + ": ";
-      DecodeOptions none;
-      none.verify_checksum = false;
-      ExpectSameCopyVerdict(verifier, c.file, c.full, base + "prime");
-      EXPECT_TRUE(ExpectSameCopyVerdict(verifier, c.file, c.full, base + "valid").fast);
-      EXPECT_FALSE(ExpectSameCopyVerdict(verifier, c.file, c.wrong_key_opts, base + "key").fast);
-      for (const Mutant& m : Mutants(c.file, c.other, 77)) {
-        for (const DecodeOptions* opts : {&c.full, &none}) {
-          if (!ExpectSameCopyVerdict(verifier, c.file, *opts, base + "before " + m.what).fast) {
-            EXPECT_TRUE(ExpectSameCopyVerdict(verifier, c.file, *opts, base + "again").fast);
-          }
-          if (ExpectSameCopyVerdict(verifier, m.file, *opts, base + m.what).fast) ++fast;
+    BlockVerifier verifier;
+    const BlockCase c(shape, /*old_style=*/false, 700, 1700000000, 1700000001);
+    const std::string base = shape.name + ": ";
+    const DecodeOptions none = [] {
+      DecodeOptions o;
+      o.verify_checksum = false;
+      return o;
+    }();
+    ExpectSameCopyVerdict(verifier, c.file, c.full, base + "prime");
+    EXPECT_TRUE(ExpectSameCopyVerdict(verifier, c.file, c.full, base + "valid").fast);
+    EXPECT_FALSE(ExpectSameCopyVerdict(verifier, c.file, c.wrong_key_opts, base + "key").fast);
+    for (const Mutant& m : Mutants(c.file, c.other, 77)) {
+      for (const DecodeOptions* opts : {&c.full, &none}) {
+        if (!ExpectSameCopyVerdict(verifier, c.file, *opts, base + "before " + m.what).fast) {
+          EXPECT_TRUE(ExpectSameCopyVerdict(verifier, c.file, *opts, base + "again").fast);
         }
+        if (ExpectSameCopyVerdict(verifier, m.file, *opts, base + m.what).fast) ++fast;
       }
     }
   }
-  EXPECT_GT(fast, 100u);
+  EXPECT_GT(fast, 50u);
 }
 
 // Blocks of several chunks: a flipped byte at each chunk edge, at the first
