@@ -37,6 +37,7 @@
 
 namespace kvtier {
 
+class BlockVerifier;
 namespace server {
 class Connection;
 }
@@ -115,6 +116,9 @@ class ServerClient {
  private:
   explicit ServerClient(std::unique_ptr<server::Connection> conn);
   std::unique_ptr<server::Connection> conn_;
+  // Learns this client's block shape: a loaded block's header is checked
+  // against a template instead of parsed (thread-safe on its own).
+  const std::unique_ptr<BlockVerifier> verifier_;
 };
 
 }  // namespace kvtier

@@ -134,8 +134,10 @@ struct BlockVerifier::Template {
   // fills `*v` with its values.
   bool Match(std::span<const std::byte> prefix, uint64_t file_size, FileValues* v) const;
   // The per-file checks of DecodeBlock that depend on the values.
-  bool Passes(std::span<const std::byte> file, const DecodeOptions& opts,
-              const FileValues& v) const;
+  // `known`, when not null, is the data checksum already computed (used
+  // when it starts where this template's data section does).
+  bool Passes(std::span<const std::byte> file, const DecodeOptions& opts, const FileValues& v,
+              const KnownDataSum* known = nullptr) const;
   std::array<uint8_t, 16> MetaChecksum(const FileValues& v) const;
   bool SameShape(const Template& o) const;
 
@@ -220,11 +222,13 @@ DecodedBlock BlockVerifier::Template::HeaderOf(const FileValues& v) const {
 }
 
 bool BlockVerifier::Template::Passes(std::span<const std::byte> file, const DecodeOptions& opts,
-                                     const FileValues& v) const {
+                                     const FileValues& v, const KnownDataSum* known) const {
   if (opts.expected_key != nullptr && v.key != *opts.expected_key) return false;
   if (opts.expected_signature != nullptr && *opts.expected_signature != signature) return false;
   if (has_meta_checksum && MetaChecksum(v) != v.meta_checksum) return false;
-  return !opts.verify_checksum || BlockChecksum(file.subspan(prefix.size())) == v.checksum;
+  if (!opts.verify_checksum) return true;
+  if (known != nullptr && known->begin == prefix.size()) return known->sum == v.checksum;
+  return BlockChecksum(file.subspan(prefix.size())) == v.checksum;
 }
 
 bool BlockVerifier::Template::SameShape(const Template& o) const {
@@ -255,6 +259,55 @@ size_t BlockVerifier::template_count() const {
 
 Status BlockVerifier::Verify(std::span<const std::byte> file, const DecodeOptions& opts,
                              VerifiedBlockInfo* info) {
+  return VerifyImpl(file, opts, nullptr, info);
+}
+
+Status BlockVerifier::CopyVerify(std::span<const std::byte> src, std::span<std::byte> dst,
+                                 const DecodeOptions& opts, VerifiedBlockInfo* info) {
+  if (dst.size() < src.size()) {
+    return Status::InvalidArgument("BlockVerifier::CopyVerify: a " + std::to_string(src.size()) +
+                                   "-byte file into " + std::to_string(dst.size()) + " bytes");
+  }
+  const size_t size = src.size();
+  std::byte* out = dst.data();
+  if (size <= kCopyChunk) {
+    // One chunk: the copy is in cache whole; a one-shot hash of it costs
+    // less than a streaming state's setup.
+    if (size > 0) std::memcpy(out, src.data(), size);
+    return VerifyImpl(std::span<const std::byte>(out, size), opts, nullptr, info);
+  }
+  // Where the data section starts, read from the copy's own length field;
+  // 0 while unknown or when the length cannot be right (DecodeBlock then
+  // names the failure).
+  uint64_t data_begin = 0;
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  for (size_t done = 0; done < size;) {
+    const size_t n = std::min(kCopyChunk, size - done);
+    std::memcpy(out + done, src.data() + done, n);
+    if (done == 0 && n >= 8) {
+      uint64_t len = 0;
+      for (int i = 7; i >= 0; --i) len = len << 8 | std::to_integer<uint64_t>(out[i]);
+      if (len <= size - 8) data_begin = 8 + len;
+    }
+    if (data_begin != 0 && done + n > data_begin) {
+      const size_t from = std::max<size_t>(done, data_begin);
+      internal::Xxh3Update128(&state, out + from, done + n - from);
+    }
+    done += n;
+  }
+  const std::span<const std::byte> file(out, size);
+  if (data_begin == 0) return VerifyImpl(file, opts, nullptr, info);
+  KnownDataSum known;
+  known.begin = data_begin;
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
+  std::memcpy(known.sum.data(), c.digest, known.sum.size());
+  return VerifyImpl(file, opts, &known, info);
+}
+
+Status BlockVerifier::VerifyImpl(std::span<const std::byte> file, const DecodeOptions& opts,
+                                 const KnownDataSum* known, VerifiedBlockInfo* info) {
   try {
     if (opts.expected_layout != nullptr) {
       return FullDecode(file, opts, AfterDecode::kKeepNothing, info);
@@ -264,7 +317,7 @@ Status BlockVerifier::Verify(std::span<const std::byte> file, const DecodeOption
       if (t == nullptr) continue;
       FileValues v;
       if (!t->Match(file, file.size(), &v)) continue;
-      if (!t->Passes(file, opts, v)) {
+      if (!t->Passes(file, opts, v, known)) {
         // DecodeBlock names the failure; the shape is already held.
         return FullDecode(file, opts, AfterDecode::kKeepNothing, info);
       }

@@ -44,6 +44,17 @@
 // only the tensor table, the cache types and token_count, all outside the
 // ranges, so a file of the template's shape passes it as the template did.
 //
+// CopyVerify copies a file into a buffer of the caller's and gives Verify's
+// verdict on the copy (never on the source, which another process may be
+// writing: a shared arena). It copies in chunks of kCopyChunk bytes and
+// feeds each chunk's part of the data section to the data checksum right
+// after copying it, while the chunk is in cache, so the bytes are read once
+// from memory; the fast path compares that hash, and every other case
+// (no template, a mismatch) goes to DecodeBlock over the copy, as Verify.
+// A file of one chunk or less is copied whole, then verified as Verify
+// does (the copy is in cache; a one-shot hash costs less than a stream's
+// setup).
+//
 // Up to kMaxTemplates templates are kept, replaced round-robin, so a partial
 // last block (another token_count) or a created_at of another digit count
 // does not evict the common shape.
@@ -80,6 +91,9 @@ struct VerifiedBlockInfo {
 class BlockVerifier {
  public:
   static constexpr size_t kMaxTemplates = 4;
+  // CopyVerify's chunk: well inside a core's L2 (1 MiB on the machine it
+  // was measured on), so the hash reads what the copy just wrote from cache.
+  static constexpr size_t kCopyChunk = size_t{128} << 10;
 
   BlockVerifier() = default;
   // A verifier that also takes the fast path for calls expecting `layout`.
@@ -94,6 +108,12 @@ class BlockVerifier {
   // ResourceExhausted if memory runs out while decoding.
   Status Verify(std::span<const std::byte> file, const DecodeOptions& opts,
                 VerifiedBlockInfo* info = nullptr);
+
+  // Copies `src` into `dst` and returns Verify(dst.first(src.size()), opts,
+  // info)'s verdict (see CopyVerify above). InvalidArgument when `dst` is
+  // smaller than `src` (nothing copied).
+  Status CopyVerify(std::span<const std::byte> src, std::span<std::byte> dst,
+                    const DecodeOptions& opts, VerifiedBlockInfo* info = nullptr);
 
   // DecodeBlockHeader(prefix, file_size, opts)'s verdict and result, the
   // same Status on failure (opts.verify_checksum plays no part: there is no
@@ -119,6 +139,15 @@ class BlockVerifier {
   struct Template;
   using TemplateSlots = std::array<std::shared_ptr<const Template>, kMaxTemplates>;
   enum class AfterDecode { kKeepNothing, kInstallTemplate };
+  // A data checksum computed already: BlockChecksum of the file's bytes
+  // from `begin` to its end.
+  struct KnownDataSum {
+    uint64_t begin = 0;
+    std::array<uint8_t, 16> sum{};
+  };
+
+  Status VerifyImpl(std::span<const std::byte> file, const DecodeOptions& opts,
+                    const KnownDataSum* known, VerifiedBlockInfo* info);
 
   Status FullDecode(std::span<const std::byte> file, const DecodeOptions& opts, AfterDecode after,
                     VerifiedBlockInfo* info);

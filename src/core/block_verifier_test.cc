@@ -566,6 +566,102 @@ TEST(BlockVerifierTest, ALayoutBoundVerifierChecksTheLayoutFromItsTemplates) {
   }
 }
 
+// CopyVerify(file) gives DecodeBlock's verdict on the copy and leaves the
+// copy byte for byte in dst (and nothing past it); returns its verdict.
+Verdict ExpectSameCopyVerdict(BlockVerifier& verifier, const Bytes& file, const DecodeOptions& opts,
+                              const std::string& what) {
+  Result<DecodedBlock> want = DecodeBlock(file, opts);
+  const uint64_t fast_before = verifier.fast_path_hits();
+  Bytes dst(file.size() + 3, std::byte{0xA5});
+  Verdict got{verifier.CopyVerify(file, dst, opts)};
+  got.fast = verifier.fast_path_hits() == fast_before + 1;
+  EXPECT_EQ(got.status.code(), want.status().code()) << what << ": " << got.status.ToString();
+  EXPECT_EQ(BlockFileErrorOf(got.status), BlockFileErrorOf(want.status())) << what;
+  EXPECT_EQ(got.status.message(), want.status().message()) << what;
+  EXPECT_TRUE(std::equal(file.begin(), file.end(), dst.begin())) << what;
+  EXPECT_EQ(dst[file.size()], std::byte{0xA5}) << what;
+  if (got.fast) {
+    EXPECT_TRUE(got.status.ok()) << what;
+  }
+  return got;
+}
+
+// A layout whose blocks span several copy chunks: tiny with 2048 tokens a
+// block (512 KiB of data).
+ModelLayout WideVerifierLayout() { return ModelLayout::Preset("tiny", 2048).value(); }
+
+TEST(BlockVerifierTest, CopyVerifySameVerdictAsDecodeBlockOnEveryMutation) {
+  // One block of each shape, with and without the data checksum (old-style
+  // files take the same path: Verify's test has their mutations).
+  size_t fast = 0;
+  for (const Shape& shape : Shapes()) {
+    BlockVerifier verifier;
+    const BlockCase c(shape, /*old_style=*/false, 700, 1700000000, 1700000001);
+    const std::string base = shape.name + ": ";
+    const DecodeOptions none = [] {
+      DecodeOptions o;
+      o.verify_checksum = false;
+      return o;
+    }();
+    ExpectSameCopyVerdict(verifier, c.file, c.full, base + "prime");
+    EXPECT_TRUE(ExpectSameCopyVerdict(verifier, c.file, c.full, base + "valid").fast);
+    EXPECT_FALSE(ExpectSameCopyVerdict(verifier, c.file, c.wrong_key_opts, base + "key").fast);
+    for (const Mutant& m : Mutants(c.file, c.other, 77)) {
+      for (const DecodeOptions* opts : {&c.full, &none}) {
+        if (!ExpectSameCopyVerdict(verifier, c.file, *opts, base + "before " + m.what).fast) {
+          EXPECT_TRUE(ExpectSameCopyVerdict(verifier, c.file, *opts, base + "again").fast);
+        }
+        if (ExpectSameCopyVerdict(verifier, m.file, *opts, base + m.what).fast) ++fast;
+      }
+    }
+  }
+  EXPECT_EQ(fast, 20u);  // the valid mutants a template answers (fixed seed)
+}
+
+// Blocks of several chunks: a flipped byte at each chunk edge, at the first
+// and last data byte and in the header is DecodeBlock's failure; a valid
+// block is answered from the template, its data hash taken while copying.
+TEST(BlockVerifierTest, CopyVerifyCatchesAByteFlippedInAnyChunkOfALargeBlock) {
+  const ModelLayout wide = WideVerifierLayout();
+  const std::string signature = wide.Signature();
+  const BlockKey key = TestBlockKey(1), other_key = TestBlockKey(2);
+  const Bytes file = Encode(wide, key, other_key, 1700000000);
+  const Bytes other = Encode(wide, other_key, key, 1700000005);
+  const size_t chunk = BlockVerifier::kCopyChunk;
+  ASSERT_GT(file.size(), 4 * chunk);
+  const size_t data = 8 + HeaderLength(file);
+  DecodeOptions opts;
+  opts.expected_key = &key;
+  opts.expected_signature = &signature;
+  BlockVerifier verifier;
+  EXPECT_FALSE(ExpectSameCopyVerdict(verifier, file, opts, "prime").fast);
+  EXPECT_TRUE(ExpectSameCopyVerdict(verifier, file, opts, "valid").status.ok());
+  EXPECT_EQ(verifier.fast_path_hits(), 1u);
+  DecodeOptions other_opts = opts;
+  other_opts.expected_key = &other_key;
+  EXPECT_TRUE(ExpectSameCopyVerdict(verifier, other, other_opts, "another block").fast);
+  std::vector<size_t> at = {3, data - 1, data, data + 1, file.size() - 1};
+  for (size_t k = 1; k * chunk < file.size(); ++k) {
+    at.push_back(k * chunk - 1);
+    at.push_back(k * chunk);
+  }
+  for (size_t offset : at) {
+    Bytes bad = file;
+    bad[offset] ^= std::byte{0x40};
+    const Verdict v = ExpectSameCopyVerdict(verifier, bad, opts, "byte " + std::to_string(offset));
+    EXPECT_FALSE(v.status.ok()) << offset;
+    if (offset >= data) {
+      EXPECT_EQ(BlockFileErrorOf(v.status), BlockFileError::kChecksumMismatch) << offset;
+    }
+  }
+  EXPECT_EQ(verifier.fast_path_hits(), 2u);
+  // A destination one byte short: refused, nothing written.
+  Bytes small(file.size() - 1, std::byte{0x11});
+  Status s = verifier.CopyVerify(file, small, opts);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(std::all_of(small.begin(), small.end(), [](std::byte b) { return b == std::byte{0x11}; }));
+}
+
 TEST(BlockVerifierTest, CountsEachPathExactly) {
   const ModelLayout tiny = TinyVerifierLayout();
   const std::string signature = tiny.Signature();

@@ -42,13 +42,16 @@ Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
       s = Lookup(client, &r, &w);
       break;
     case Op::kRelease: {
+      // Not answered (the client does not wait for it): a lease that is
+      // not this client's is a bad frame, which closes the client.
       const uint64_t lease = r.U64();
       s = r.Done("release");
+      if (s.ok() && !index_.Release(client, lease)) {
+        s = Status::InvalidArgument("lease " + std::to_string(lease) + " is not this client's");
+      }
       if (s.ok()) {
-        w.StatusOf(index_.Release(client, lease)
-                       ? Status::Ok()
-                       : Status::InvalidArgument("lease " + std::to_string(lease) +
-                                                 " is not this client's"));
+        reply->clear();
+        return s;
       }
       break;
     }

@@ -72,9 +72,10 @@ class ArenaService {
   ArenaService(std::unique_ptr<Arena> arena, ModelLayout layout,
                std::unique_ptr<TieredCache> below, uint32_t namespace_quota_slots = 0);
 
-  // The reply to one request of `client`. Corruption for a frame that is
-  // not a valid request (the caller closes that client); *pass_arena_fd
-  // true when the reply must carry the arena's descriptor (hello).
+  // The reply to one request of `client`; empty for a request that is not
+  // answered (release). An error for a frame that is not a valid request
+  // (the caller closes that client); *pass_arena_fd true when the reply
+  // must carry the arena's descriptor (hello).
   Status Handle(ClientId client, std::span<const uint8_t> body, std::vector<uint8_t>* reply,
                 bool* pass_arena_fd);
   // The client's socket closed: its leases and reservations end.

@@ -152,4 +152,12 @@ Result<std::vector<uint8_t>> Connection::Call(FrameWriter* request) {
   return body;
 }
 
+void Connection::Post(FrameWriter* request) {
+  if (fd_ < 0) return;
+  if (!SendFrame(fd_, request->Finish(), MonotonicMicros() + options_.timeout_ms * 1000).ok()) {
+    Drop();
+    ++counters.unavailable;
+  }
+}
+
 }  // namespace kvtier::server

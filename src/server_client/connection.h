@@ -42,6 +42,11 @@ class Connection {
   // status (the daemon refused) is returned as is, the connection kept;
   // a transport failure is Unavailable and drops it. REQUIRES: mu() held.
   Result<std::vector<uint8_t>> Call(FrameWriter* request) REQUIRES(mu_);
+  // Sends `request`, which the daemon does not answer (release), when
+  // connected; nothing when not (what it would end ended with the
+  // connection). A failed send drops the connection. Not a round trip:
+  // counters.requests is not counted. REQUIRES: mu() held.
+  void Post(FrameWriter* request) REQUIRES(mu_);
   // The mapped arena of the current connection; null when not connected.
   // REQUIRES: mu() held.
   Arena* arena() REQUIRES(mu_) { return arena_.get(); }

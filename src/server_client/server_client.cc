@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/block_verifier.h"
 #include "kvtier/block_file.h"
 #include "server_client/connection.h"
 
@@ -34,7 +35,8 @@ Result<std::unique_ptr<ServerClient>> ServerClient::Open(ServerClientOptions opt
       new ServerClient(std::make_unique<Connection>(std::move(options), std::move(path))));
 }
 
-ServerClient::ServerClient(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+ServerClient::ServerClient(std::unique_ptr<Connection> conn)
+    : conn_(std::move(conn)), verifier_(std::make_unique<BlockVerifier>()) {}
 ServerClient::~ServerClient() = default;
 
 std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
@@ -124,14 +126,17 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
       ++st.misses;
       continue;
     }
-    std::memcpy(dsts[i].data(), arena->Bytes(ref.slot).data(), ref.length);
-    // The slot must still hold what was leased, and the copy must be the block.
+    // The copy must be the block (DecodeBlock's verdict on the copy, its
+    // data checksum taken as it is copied), and the slot must still hold
+    // what was leased.
     DecodeOptions opts;
     opts.expected_key = &keys[i];
     opts.expected_signature = &signature;
+    const bool verified =
+        verifier_->CopyVerify(arena->Bytes(ref.slot).first(ref.length), dsts[i], opts).ok();
     const bool same_slot = arena->Generation(ref.slot) == ref.generation &&
                            arena->Length(ref.slot) == ref.length && arena->Key(ref.slot) == keys[i];
-    if (!same_slot || !DecodeBlock(dsts[i].first(ref.length), opts).ok()) {
+    if (!verified || !same_slot) {
       ++st.verify_failures;
       ++st.misses;
       continue;
@@ -141,9 +146,10 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     st.bytes_loaded += ref.length;
   }
   if (lease != 0) {
+    // Not answered: the daemon takes it before this client's next request.
     FrameWriter rel(Op::kRelease);
     rel.U64(lease);
-    (void)conn_->Call(&rel);  // a lost release ends with the connection
+    conn_->Post(&rel);  // a lost release ends with the connection
   }
   if (!too_small.ok()) return too_small;
   return lens;

@@ -6,11 +6,12 @@
 //
 // Requests and replies use the same framing; a reply's payload opens with
 // u8 status code (StatusCode) and a u16-prefixed message, then the op's
-// fields. Every count and length is checked against what is left of the
-// frame before anything is read or allocated (FrameReader), so a bad frame
-// is an error for that connection only. Block bytes never travel here: they
-// live in the arena (arena.h). The HELLO reply carries the arena's file
-// descriptor as SCM_RIGHTS ancillary data.
+// fields; release alone is not answered. Every count and length is checked
+// against what is left of the frame before anything is read or allocated
+// (FrameReader), so a bad frame is an error for that connection only.
+// Block bytes never travel here: they live in the arena (arena.h). The
+// HELLO reply carries the arena's file descriptor as SCM_RIGHTS ancillary
+// data.
 //
 // Thread safety: FrameWriter/FrameReader are plain values; the socket
 // helpers are reentrant (one caller per socket at a time).
@@ -29,7 +30,8 @@
 
 namespace kvtier::server {
 
-inline constexpr uint8_t kWireVersion = 1;
+// 2: release is not answered (1 answered it: a round trip of its own).
+inline constexpr uint8_t kWireVersion = 2;
 // Largest frame body either side sends or accepts.
 inline constexpr uint32_t kMaxFrameBytes = 8u << 20;
 // Most keys (or slots) one request may name.
@@ -41,7 +43,7 @@ enum class Op : uint8_t {
   kHello = 1,     // u16-str layout signature -> u32 slots, u64 slot_bytes, u64 arena_bytes + fd
   kMatch = 2,     // keys -> u32 n leading keys held, n x u8 tier (as kContains)
   kLookup = 3,    // keys -> u64 lease, per key (u32 slot, u64 generation, u64 length)
-  kRelease = 4,   // u64 lease -> (nothing)
+  kRelease = 4,   // u64 lease -> no reply at all (the client goes on)
   kReserve = 5,   // u32 n, n x u64 size -> n x (u32 slot, u64 generation)
   kPublish = 6,   // u32 n, n x (u32 slot, u64 length, key) -> n x u8 StatusCode
   kAbort = 7,     // u32 n, n x u32 slot -> (nothing): reservations given up

@@ -42,9 +42,12 @@ TEST(Wire, RoundTripsEveryFieldKind) {
 }
 
 TEST(Wire, RefusesOtherVersionsAndUnknownOps) {
-  std::vector<uint8_t> body = {2, 1, 0, 0};
-  FrameReader r(body);
-  EXPECT_EQ(r.Header().status().code(), StatusCode::kCorruption);
+  // Version 1 (release answered) and a later one are both refused.
+  for (uint8_t version : {uint8_t{1}, uint8_t{kWireVersion + 1}}) {
+    std::vector<uint8_t> body = {version, 1, 0, 0};
+    FrameReader r(body);
+    EXPECT_EQ(r.Header().status().code(), StatusCode::kCorruption) << int{version};
+  }
   std::vector<uint8_t> body2 = {kWireVersion, 99, 0, 0};
   FrameReader r2(body2);
   EXPECT_EQ(r2.Header().status().code(), StatusCode::kCorruption);

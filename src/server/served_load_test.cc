@@ -1,0 +1,187 @@
+// A client's Load out of the arena (kvtier::Server in this process, its
+// loop on a thread): one round trip per call (the lease's release is not
+// answered, and the daemon has taken it by the client's next request), and
+// a block larger than BlockVerifier::kCopyChunk, verified as it is copied,
+// is a counted miss when any one byte of the arena's copy is flipped: in
+// its header, at the first data byte, across a chunk boundary, at its end.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/block_verifier.h"
+#include "kvtier/layout.h"
+#include "kvtier/server.h"
+#include "kvtier/server_client.h"
+#include "server_client/connection.h"
+#include "server_client/wire.h"
+#include "synth/block_generator.h"
+#include "testing/temp_dir.h"
+
+namespace kvtier {
+namespace {
+
+// Bounds that end a hung test on a busy machine; not what is measured.
+constexpr uint64_t kServedLoadHangMs = 60'000;
+
+// tiny with 2048 tokens a block: 512 KiB of data, four copy chunks.
+ModelLayout WideTiny() { return *ModelLayout::Preset("tiny", 2048); }
+
+class ServedLoadDaemon {
+ public:
+  ServedLoadDaemon() {
+    ServerOptions o;
+    o.server = "unix:" + socket_path();
+    o.layout = WideTiny();
+    o.cache.host.capacity_bytes = 4 * o.SlotBytes();
+    Result<std::unique_ptr<Server>> s = Server::Open(o, Env::Default());
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    thread_ = std::thread([this] { EXPECT_TRUE(server_->Run().ok()); });
+  }
+  ~ServedLoadDaemon() {
+    server_->Stop();
+    thread_.join();
+    (void)server_->Shutdown();
+  }
+  std::string socket_path() const { return dir_.path() + "/s.sock"; }
+  ServerClientOptions ClientOptions() const {
+    ServerClientOptions o;
+    o.server = "unix:" + socket_path();
+    o.layout_signature = WideTiny().Signature();
+    o.timeout_ms = kServedLoadHangMs;
+    return o;
+  }
+
+ private:
+  testing::TempDir dir_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+};
+
+uint64_t ArenaFigure(ServerClient* c, const char* name) {
+  Result<std::string> json = c->DaemonStatsJson();
+  EXPECT_TRUE(json.ok()) << json.status().ToString();
+  if (!json.ok()) return ~uint64_t{0};
+  return nlohmann::json::parse(*json)["arena"][name].get<uint64_t>();
+}
+
+TEST(ServedLoadTest, OneRoundTripPerLoadAndTheLeaseIsGoneByTheNextRequest) {
+  ServedLoadDaemon d;
+  const BlockKey key = TestBlockKey(7);
+  Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 5);
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  ASSERT_GT(block->size(), 3 * BlockVerifier::kCopyChunk);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  const std::span<const std::byte> in[] = {{block->data(), block->size()}};
+  ASSERT_TRUE((*c)->Store(std::span<const BlockKey>(&key, 1), in).ok());
+  EXPECT_EQ((*c)->Stats().requests, 2u);  // reserve, publish
+
+  std::vector<std::byte> out(block->size() + 100, std::byte{0x5A});
+  const std::span<std::byte> dsts[] = {out};
+  for (uint64_t round = 1; round <= 3; ++round) {
+    Result<std::vector<uint64_t>> lens = (*c)->Load(std::span<const BlockKey>(&key, 1), dsts);
+    ASSERT_TRUE(lens.ok());
+    EXPECT_EQ((*lens)[0], block->size());
+    EXPECT_EQ(std::vector<std::byte>(out.begin(), out.begin() + block->size()),
+              std::vector<std::byte>(block->data(), block->data() + block->size()));
+    // One round trip each: the lookup (the release is not answered).
+    EXPECT_EQ((*c)->Stats().requests, 2u + 3 * (round - 1) + 1);
+    // The next request finds the lease released (two stats round trips).
+    EXPECT_EQ(ArenaFigure(c->get(), "leases_open"), 0u);
+    EXPECT_EQ(ArenaFigure(c->get(), "leased"), 0u);
+    EXPECT_EQ((*c)->Stats().requests, 2u + 3 * round);
+  }
+  EXPECT_EQ((*c)->Stats().hits, 3u);
+  EXPECT_EQ((*c)->Stats().verify_failures, 0u);
+  EXPECT_EQ((*c)->Stats().unavailable, 0u);
+}
+
+TEST(ServedLoadTest, AFlippedByteOfALargeBlockInTheArenaIsACountedMiss) {
+  ServedLoadDaemon d;
+  const BlockKey key = TestBlockKey(3);
+  Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 9);
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  const std::span<const std::byte> in[] = {{block->data(), block->size()}};
+  ASSERT_TRUE((*c)->Store(std::span<const BlockKey>(&key, 1), in).ok());
+
+  // A second connection that looks the block up and writes into its slot.
+  server::Connection conn(d.ClientOptions(), d.socket_path());
+  MutexLock lock(conn.mu());
+  server::FrameWriter lw(server::Op::kLookup);
+  server::WriteKeys(&lw, std::span<const BlockKey>(&key, 1));
+  Result<std::vector<uint8_t>> body = conn.Call(&lw);
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  server::FrameReader r(*body);
+  ASSERT_TRUE(server::ReadReplyHead(&r, server::Op::kLookup).ok());
+  const uint64_t lease = r.U64();
+  ASSERT_EQ(r.U32(), 1u);
+  const uint32_t slot = r.U32();
+  r.U64();
+  ASSERT_EQ(r.U64(), block->size());
+  ASSERT_NE(slot, server::kNoSlot);
+  std::byte* arena_block = conn.arena()->Bytes(slot).data();
+
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | std::to_integer<uint64_t>(block->data()[i]);
+  const uint64_t data = 8 + header;
+  const uint64_t chunk = BlockVerifier::kCopyChunk;
+  const std::vector<uint64_t> at = {20,       data,      data + 1,   chunk - 1,
+                                    chunk,    2 * chunk + 5,         block->size() - 1};
+  std::vector<std::byte> out(block->size());
+  const std::span<std::byte> dsts[] = {out};
+  uint64_t failures = 0, hits = 0;
+  for (uint64_t offset : at) {
+    arena_block[offset] ^= std::byte{0x10};
+    Result<std::vector<uint64_t>> lens = (*c)->Load(std::span<const BlockKey>(&key, 1), dsts);
+    ASSERT_TRUE(lens.ok());
+    EXPECT_EQ((*lens)[0], 0u) << "byte " << offset;
+    EXPECT_EQ((*c)->Stats().verify_failures, ++failures) << "byte " << offset;
+    // The same byte put back: a hit, byte for byte.
+    arena_block[offset] ^= std::byte{0x10};
+    lens = (*c)->Load(std::span<const BlockKey>(&key, 1), dsts);
+    ASSERT_TRUE(lens.ok());
+    EXPECT_EQ((*lens)[0], block->size()) << "byte " << offset;
+    EXPECT_EQ(out, std::vector<std::byte>(block->data(), block->data() + block->size()));
+    EXPECT_EQ((*c)->Stats().hits, ++hits);
+  }
+  EXPECT_EQ((*c)->Stats().misses, at.size());
+  server::FrameWriter rel(server::Op::kRelease);
+  rel.U64(lease);
+  conn.Post(&rel);
+  // In order on that connection: the next request finds it released.
+  server::FrameWriter st(server::Op::kStats);
+  Result<std::vector<uint8_t>> stats = conn.Call(&st);
+  ASSERT_TRUE(stats.ok());
+  server::FrameReader sr(*stats);
+  ASSERT_TRUE(server::ReadReplyHead(&sr, server::Op::kStats).ok());
+  EXPECT_EQ(nlohmann::json::parse(sr.Str32())["arena"]["leases_open"].get<uint64_t>(), 0u);
+}
+
+// A release of a lease that is not the client's is a bad frame: that
+// client's connection is closed (it gets no answer to wait for).
+TEST(ServedLoadTest, ReleasingAnotherClientsLeaseClosesThatClient) {
+  ServedLoadDaemon d;
+  server::Connection conn(d.ClientOptions(), d.socket_path());
+  MutexLock lock(conn.mu());
+  server::FrameWriter st(server::Op::kStats);
+  ASSERT_TRUE(conn.Call(&st).ok());  // connected
+  server::FrameWriter rel(server::Op::kRelease);
+  rel.U64(12345);
+  conn.Post(&rel);
+  server::FrameWriter again(server::Op::kStats);
+  Result<std::vector<uint8_t>> body = conn.Call(&again);
+  EXPECT_EQ(body.status().code(), StatusCode::kUnavailable);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(ArenaFigure(c->get(), "bad_frames"), 1u);
+}
+
+}  // namespace
+}  // namespace kvtier
