@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvtier/block_buffer.h"
@@ -116,6 +117,11 @@ class ServerClient {
   explicit ServerClient(std::unique_ptr<server::Connection> conn);
   std::unique_ptr<server::Connection> conn_;
 };
+
+// Whether a daemon accepts connections on `server` ("unix:PATH") now: a
+// connect that succeeds, closed at once (nothing is sent, no arena mapped;
+// never blocks). false for a malformed address or nothing listening.
+bool ServerAnswers(std::string_view server);
 
 }  // namespace kvtier
 

@@ -109,7 +109,11 @@ Result<std::unique_ptr<Arena>> Arena::Map(int fd) {
 }
 
 Arena::Arena(int fd, std::byte* base, ArenaGeometry geometry)
-    : fd_(fd), base_(base), geometry_(geometry) {}
+    : fd_(fd),
+      base_(base),
+      geometry_(geometry),
+      // slot_count <= 2^24: at most 2 MiB, zeroed.
+      read_(std::make_unique<std::atomic<uint64_t>[]>((uint64_t{geometry.slot_count} + 63) / 64)) {}
 
 Arena::~Arena() {
   if (base_ != nullptr) ::munmap(base_, geometry_.TotalBytes());
@@ -156,6 +160,53 @@ void Arena::SetPublished(uint32_t slot, uint64_t length, const BlockKey& key) {
 std::span<std::byte> Arena::Bytes(uint32_t slot) const {
   return {base_ + geometry_.DataOffset() + uint64_t{slot} * geometry_.slot_bytes,
           geometry_.slot_bytes};
+}
+
+bool Arena::MarkRead(uint32_t slot) {
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  return (read_[slot / 64].fetch_or(bit, std::memory_order_relaxed) & bit) != 0;
+}
+
+Status Arena::Read(uint32_t slot, std::span<std::byte> dst) {
+  if (slot >= geometry_.slot_count) {
+    return Status::InvalidArgument("arena: slot " + std::to_string(slot) + " of " +
+                                   std::to_string(geometry_.slot_count));
+  }
+  if (dst.size() > geometry_.slot_bytes) {
+    return Status::InvalidArgument("arena: reading " + std::to_string(dst.size()) +
+                                   " bytes of a slot of " + std::to_string(geometry_.slot_bytes));
+  }
+  if (dst.empty()) return Status::Ok();
+  const uint64_t offset = geometry_.DataOffset() + uint64_t{slot} * geometry_.slot_bytes;
+  if (MarkRead(slot)) {
+    std::memcpy(dst.data(), base_ + offset, dst.size());
+    mapped_reads_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  size_t done = 0;
+  while (done < dst.size()) {
+    const ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done,
+                              static_cast<off_t>(offset + done));
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // an error, or the end of a file that cannot shrink (sealed)
+    }
+  }
+  if (done < dst.size()) {
+    std::memcpy(dst.data() + done, base_ + offset + done, dst.size() - done);
+    pread_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  preads_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Arena::ReadCounts Arena::read_counts() const {
+  return {preads_.load(std::memory_order_relaxed), mapped_reads_.load(std::memory_order_relaxed),
+          pread_fallbacks_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace kvtier::server

@@ -13,15 +13,26 @@
 // holds the block it was leased (same generation, key, length). The block
 // file's own checksums (DESIGN.md §4) catch any byte that changed.
 //
+// Reading a slot (Read): a process's first access to a page of its mapping
+// costs a page fault, and on some machines (a PVM guest: a shadow page
+// table per process) about 13 us per 4 KiB page however the page table is
+// filled first (MADV_POPULATE_READ and MAP_POPULATE do not help: the cost
+// is the first access). So the first Read of a slot through an Arena is a
+// pread() from the descriptor (the kernel copies from its own mapping of
+// the memory, which every process shares), and later Reads of that slot go
+// through the mapping (memcpy; the first of them maps the pages). A bitmap
+// of one bit per slot remembers which slots this Arena has read.
+//
 // Ownership: an Arena owns its mapping and file descriptor.
 // Thread safety: the mapping may be read and written from any thread; the
-// generation is read and written atomically, the rest is guarded by the
-// protocol (a slot's bytes are written only by the holder of its
-// reservation, and read only under a lease).
+// generation, the read bitmap and the read counts are atomics, the rest is
+// guarded by the protocol (a slot's bytes are written only by the holder of
+// its reservation, and read only under a lease).
 #ifndef KVTIER_SERVER_CLIENT_ARENA_H_
 #define KVTIER_SERVER_CLIENT_ARENA_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -77,6 +88,21 @@ class Arena {
   // The slot's bytes (slot_bytes of them).
   std::span<std::byte> Bytes(uint32_t slot) const;
 
+  // Copies the first dst.size() bytes of `slot` into `dst`: by pread() the
+  // first time this Arena reads the slot, through the mapping after that
+  // (see Reading a slot above). A pread that fails (any errno, or the file
+  // ends early) is finished through the mapping and counted as a fallback,
+  // never an error. InvalidArgument, and dst untouched, for a slot past the
+  // arena or more than slot_bytes.
+  Status Read(uint32_t slot, std::span<std::byte> dst);
+
+  struct ReadCounts {
+    uint64_t preads = 0;     // first reads of a slot, by pread
+    uint64_t mapped = 0;     // later reads, through the mapping
+    uint64_t fallbacks = 0;  // preads that failed and were finished by the mapping
+  };
+  ReadCounts read_counts() const;
+
   // In a forked child of the process that mapped it: closes the child's
   // copy of the descriptor and forgets the mapping (a Map()ped one is not
   // there), so the child holds none of the arena's memory. Only geometry()
@@ -86,9 +112,14 @@ class Arena {
  private:
   Arena(int fd, std::byte* base, ArenaGeometry geometry);
   std::byte* SlotHeader(uint32_t slot) const;
+  // Sets the slot's bit in read_; true if it was already set.
+  bool MarkRead(uint32_t slot);
   int fd_;
   std::byte* base_;
   ArenaGeometry geometry_;
+  // One bit per slot: this Arena has read it (Read).
+  std::unique_ptr<std::atomic<uint64_t>[]> read_;
+  std::atomic<uint64_t> preads_{0}, mapped_reads_{0}, pread_fallbacks_{0};
 };
 
 }  // namespace kvtier::server

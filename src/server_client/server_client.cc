@@ -124,7 +124,10 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
       ++st.misses;
       continue;
     }
-    std::memcpy(dsts[i].data(), arena->Bytes(ref.slot).data(), ref.length);
+    if (!arena->Read(ref.slot, dsts[i].first(ref.length)).ok()) {  // range checked above
+      ++st.misses;
+      continue;
+    }
     // The slot must still hold what was leased, and the copy must be the block.
     DecodeOptions opts;
     opts.expected_key = &keys[i];
