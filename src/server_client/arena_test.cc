@@ -11,6 +11,8 @@
 namespace kvtier::server {
 namespace {
 
+using kvtier::testing::StatusIs;
+
 // Slot `slot` of `a` filled with a pattern of its own.
 void FillArenaSlot(Arena& a, uint32_t slot) {
   std::span<std::byte> b = a.Bytes(slot);
