@@ -185,8 +185,8 @@ Status Arena::Read(uint32_t slot, std::span<std::byte> dst) {
   }
   size_t done = 0;
   while (done < dst.size()) {
-    const ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done,
-                              static_cast<off_t>(offset + done));
+    const ssize_t n =
+        ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {

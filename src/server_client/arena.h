@@ -31,8 +31,8 @@
 #ifndef KVTIER_SERVER_CLIENT_ARENA_H_
 #define KVTIER_SERVER_CLIENT_ARENA_H_
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -15,18 +15,17 @@ namespace kvtier::server {
 namespace {
 
 struct Attempt {
-  int fd = -1;     // connected (or queued, on EAGAIN) socket; -1 when none
-  int error = 0;   // connect's errno, 0 when connected
+  int fd = -1;    // connected (or queued, on EAGAIN) socket; -1 when none
+  int error = 0;  // connect's errno, 0 when connected
 };
 
 Result<Attempt> ConnectUnix(std::string_view path) {
   sockaddr_un a{};
   if (path.empty() || path.size() >= sizeof(a.sun_path) ||
       path.find('\0') != std::string_view::npos) {
-    return Status::InvalidArgument("socket path '" + std::string(path.substr(0, 80)) +
-                                   "': empty, longer than " +
-                                   std::to_string(sizeof(a.sun_path) - 1) +
-                                   " bytes or holding a NUL byte");
+    return Status::InvalidArgument(
+        "socket path '" + std::string(path.substr(0, 80)) + "': empty, longer than " +
+        std::to_string(sizeof(a.sun_path) - 1) + " bytes or holding a NUL byte");
   }
   a.sun_family = AF_UNIX;
   std::memcpy(a.sun_path, path.data(), path.size());
