@@ -95,6 +95,7 @@ TEST(BenchServeCli, ReportsExactCountsOfEveryPart) {
   ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   nlohmann::json j = nlohmann::json::parse(r.out);
   for (const char* name : {"arena_load_GBps", "memcpy_GBps", "first_load_GBps",
+                           "first_process_new_slots_GBps",
                            "served_match_ns_per_block", "local_match_ns_per_block",
                            "served_load_ns_per_block", "local_load_ns_per_block"}) {
     ASSERT_TRUE(j.contains(name)) << name;

@@ -283,13 +283,7 @@ class ServerProcessTest : public ::testing::Test {
     ASSERT_GT(daemon_->pid, 0);
     const uint64_t end = server::MonotonicMicros() + kLongMs * 1000;
     while (server::MonotonicMicros() < end) {
-      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un a{};
-      a.sun_family = AF_UNIX;
-      std::strncpy(a.sun_path, socket_.c_str(), sizeof(a.sun_path) - 1);
-      const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-      ::close(fd);
-      if (up) return;
+      if (ServerAnswers("unix:" + socket_)) return;
       ASSERT_EQ(WaitExit(daemon_->pid, 0), -1) << "kvtier serve exited: " << Slurp("daemon.err");
       ::usleep(20'000);
     }

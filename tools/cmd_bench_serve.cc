@@ -15,7 +15,9 @@
 //                          takes. Target <= 1.05x (private host tiers
 //                          would hold --clients copies).
 //   (d) a new client process's first Load of the prefix (connect, map and
-//                          copy), against (a). Target >= 0.8x of (a).
+//                          copy), against (a). Target >= 0.8x of (a). Then
+//                          that process's Load of a second prefix it never
+//                          read, into the same buffers (no target).
 //   (e) --kills client processes killed (SIGKILL) 0-20 ms after they start
 //                          a store/load loop over blocks already stored: wrong bytes read by anyone
 //                          (must be 0), leases and reservations left
@@ -27,8 +29,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -206,13 +207,7 @@ class DaemonProcess {
         return Status::Internal("bench serve: the daemon exited at start (status " +
                                 std::to_string(st) + ")");
       }
-      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un a{};
-      a.sun_family = AF_UNIX;
-      std::strncpy(a.sun_path, socket_.c_str(), sizeof(a.sun_path) - 1);
-      const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-      ::close(fd);
-      if (up) return Status::Ok();
+      if (ServerAnswers(server())) return Status::Ok();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return Status::Unavailable("bench serve: the daemon did not listen within 30 s");
@@ -239,8 +234,9 @@ Result<nlohmann::json> ArenaStats(ServerClient& c) {
   return j["arena"];
 }
 
-// Runs `body` in a child process; its u64 result comes back through a pipe.
-// The child must not use anything of the parent's but plain memory.
+// Runs `body` in a child process; its result (u64s, plain bytes) comes back
+// through a pipe. The child must not use anything of the parent's but plain
+// memory.
 template <typename Body>
 Result<pid_t> Child(Body body, int* result_fd) {
   int p[2];
@@ -249,7 +245,8 @@ Result<pid_t> Child(Body body, int* result_fd) {
   if (pid < 0) return Status::IOError("fork", errno);
   if (pid == 0) {
     ::close(p[0]);
-    const uint64_t v = body();
+    const auto v = body();
+    static_assert(sizeof(v) <= PIPE_BUF, "one atomic write");
     (void)!::write(p[1], &v, sizeof(v));
     ::_exit(0);
   }
@@ -259,8 +256,9 @@ Result<pid_t> Child(Body body, int* result_fd) {
 }
 
 // The child's result, after it exited; Internal if it died or sent none.
-Result<uint64_t> Join(pid_t pid, int fd) {
-  uint64_t v = 0;
+template <typename T = uint64_t>
+Result<T> Join(pid_t pid, int fd) {
+  T v{};
   const ssize_t n = ::read(fd, &v, sizeof(v));
   ::close(fd);
   int st = 0;
@@ -279,6 +277,15 @@ constexpr uint64_t kChildFailed = UINT64_MAX;
 struct PrefixFigures {
   uint64_t blocks = 0, bytes = 0;
   double load_gbps = 0, memcpy_gbps = 0, first_load_gbps = 0;
+  // (d)'s process, next: a second prefix it never read, into the buffers
+  // its first load filled.
+  double new_slots_load_gbps = 0;
+};
+
+// What (d)'s process measured: ns of its first load (connect included),
+// then of its load of the second prefix.
+struct FirstLoadNs {
+  uint64_t first = 0, new_slots = 0;
 };
 
 Result<PrefixFigures> BenchPrefix(const ModelLayout& layout, const std::string& dir,
@@ -288,9 +295,14 @@ Result<PrefixFigures> BenchPrefix(const ModelLayout& layout, const std::string& 
   const std::vector<BlockKey> keys = PrefixKeys(kc, n, 0, n);
   KVTIER_ASSIGN_OR_RETURN(std::vector<BlockBuffer> blocks, BlockFiles(layout, kc, keys, n));
   const uint64_t block_bytes = blocks[0].size();
+  // Two prefixes here and in the arena, the parent's buffers, the child's.
   KVTIER_RETURN_IF_ERROR(CheckMemory("--tokens " + std::to_string(a.tokens) + " of " + layout.name,
-                                     SatMul(SatMul(n, block_bytes), 4)));
-  KVTIER_ASSIGN_OR_RETURN(auto daemon, DaemonProcess::Start(layout, n + 1, dir + "/prefix.sock"));
+                                     SatMul(SatMul(n, block_bytes), 6)));
+  // (d)'s second prefix: other tokens, so other keys and slots.
+  const std::vector<BlockKey> keys2 = PrefixKeys(kc, n, uint64_t{1} << 31, n);
+  KVTIER_ASSIGN_OR_RETURN(std::vector<BlockBuffer> blocks2, BlockFiles(layout, kc, keys2, n));
+  KVTIER_ASSIGN_OR_RETURN(auto daemon,
+                          DaemonProcess::Start(layout, 2 * n + 1, dir + "/prefix.sock"));
   PrefixFigures f;
   f.blocks = n;
   f.bytes = n * block_bytes;
@@ -301,8 +313,10 @@ Result<PrefixFigures> BenchPrefix(const ModelLayout& layout, const std::string& 
                                            [&]() -> uint64_t {
                                              auto c = Connect(*daemon, layout);
                                              if (!c.ok()) return kChildFailed;
-                                             const auto spans = Spans(blocks);
-                                             return (*c)->Store(keys, spans).ok() ? 0 : kChildFailed;
+                                             return (*c)->Store(keys, Spans(blocks)).ok() &&
+                                                            (*c)->Store(keys2, Spans(blocks2)).ok()
+                                                        ? 0
+                                                        : kChildFailed;
                                            },
                                            &fd));
     KVTIER_ASSIGN_OR_RETURN(uint64_t stored, Join(pid, fd));
@@ -316,32 +330,44 @@ Result<PrefixFigures> BenchPrefix(const ModelLayout& layout, const std::string& 
   Step(json, "bench serve", "a new process's first load of the prefix");
   {
     int fd = -1;
-    KVTIER_ASSIGN_OR_RETURN(pid_t pid, Child(
-                                           [&]() -> uint64_t {
-                                             // Its own buffers, written once
-                                             // (as an engine's are) before
-                                             // the clock starts.
-                                             std::vector<std::vector<std::byte>> own(
-                                                 n, std::vector<std::byte>(block_bytes,
-                                                                           std::byte{1}));
-                                             std::vector<std::span<std::byte>> to;
-                                             for (auto& o : own) to.emplace_back(o);
-                                             const auto t0 = Clock::now();
-                                             auto c = Connect(*daemon, layout);
-                                             if (!c.ok()) return kChildFailed;
-                                             auto got = (*c)->Load(keys, to);
-                                             const auto ns = std::chrono::duration_cast<
-                                                 std::chrono::nanoseconds>(Clock::now() - t0);
-                                             if (!got.ok()) return kChildFailed;
-                                             for (uint64_t len : *got) {
-                                               if (len != block_bytes) return kChildFailed;
-                                             }
-                                             return static_cast<uint64_t>(ns.count());
-                                           },
-                                           &fd));
-    KVTIER_ASSIGN_OR_RETURN(uint64_t ns, Join(pid, fd));
-    if (ns == kChildFailed) return Status::Internal("bench serve: a new process missed the prefix");
-    f.first_load_gbps = static_cast<double>(f.bytes) / static_cast<double>(std::max<uint64_t>(ns, 1));
+    KVTIER_ASSIGN_OR_RETURN(
+        pid_t pid, Child(
+                       [&]() -> FirstLoadNs {
+                         const FirstLoadNs failed{kChildFailed, kChildFailed};
+                         // Its own buffers, written once (as an engine's
+                         // are) before the clock starts.
+                         std::vector<std::vector<std::byte>> own(
+                             n, std::vector<std::byte>(block_bytes, std::byte{1}));
+                         std::vector<std::span<std::byte>> to;
+                         for (auto& o : own) to.emplace_back(o);
+                         const auto t0 = Clock::now();
+                         auto c = Connect(*daemon, layout);
+                         if (!c.ok()) return failed;
+                         auto all_hit = [&](const Result<std::vector<uint64_t>>& got) {
+                           return got.ok() && std::ranges::all_of(*got, [&](uint64_t len) {
+                             return len == block_bytes;
+                           });
+                         };
+                         if (!all_hit((*c)->Load(keys, to))) return failed;
+                         const auto t1 = Clock::now();
+                         // Then slots new to it, into buffers a load filled.
+                         if (!all_hit((*c)->Load(keys2, to))) return failed;
+                         const auto t2 = Clock::now();
+                         using std::chrono::nanoseconds;
+                         return {static_cast<uint64_t>(
+                                     std::chrono::duration_cast<nanoseconds>(t1 - t0).count()),
+                                 static_cast<uint64_t>(
+                                     std::chrono::duration_cast<nanoseconds>(t2 - t1).count())};
+                       },
+                       &fd));
+    KVTIER_ASSIGN_OR_RETURN(FirstLoadNs ns, Join<FirstLoadNs>(pid, fd));
+    if (ns.first == kChildFailed) {
+      return Status::Internal("bench serve: a new process missed the prefix");
+    }
+    f.first_load_gbps =
+        static_cast<double>(f.bytes) / static_cast<double>(std::max<uint64_t>(ns.first, 1));
+    f.new_slots_load_gbps =
+        static_cast<double>(f.bytes) / static_cast<double>(std::max<uint64_t>(ns.new_slots, 1));
   }
 
   Step(json, "bench serve", "prefix loads from the arena against memcpy");
@@ -731,6 +757,7 @@ int Run(const ServeBenchArgs& a, const CommonFlags& flags) {
                {"arena_load_vs_memcpy", load_ratio},
                {"first_load_GBps", prefix->first_load_gbps},
                {"first_load_vs_arena_load", first_ratio},
+               {"first_process_new_slots_GBps", prefix->new_slots_load_gbps},
                {"tiny_layout", tiny->name},
                {"served_match_ns_per_block", t->served_match_ns},
                {"local_match_ns_per_block", t->local_match_ns},
@@ -773,6 +800,8 @@ int Run(const ServeBenchArgs& a, const CommonFlags& flags) {
               << kSharedTargetRatio << "; private host tiers: " << a.clients << "x)\n"
               << "(d) a new process's first load " << prefix->first_load_gbps << " GB/s: "
               << first_ratio << "x of (a) (target >= " << kLoadTargetRatio << ")\n"
+              << "    then a prefix it never read, into the buffers its first load filled: "
+              << prefix->new_slots_load_gbps << " GB/s\n"
               << "(e) " << kills->kills << " clients killed: " << kills->child_loads
               << " blocks loaded by them, " << kills->child_wrong << " wrong; "
               << kills->final_hits << " blocks read back, " << kills->final_wrong

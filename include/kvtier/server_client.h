@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvtier/block_buffer.h"
@@ -120,6 +121,11 @@ class ServerClient {
   // against a template instead of parsed (thread-safe on its own).
   const std::unique_ptr<BlockVerifier> verifier_;
 };
+
+// Whether a daemon accepts connections on `server` ("unix:PATH") now: a
+// connect that succeeds, closed at once (nothing is sent, no arena mapped;
+// never blocks). false for a malformed address or nothing listening.
+bool ServerAnswers(std::string_view server);
 
 }  // namespace kvtier
 

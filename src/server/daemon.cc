@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/metrics_page.h"
+#include "server_client/socket_probe.h"
 
 namespace kvtier::server {
 namespace {
@@ -36,11 +37,7 @@ Status ClearStaleSocket(const std::string& path) {
   if (!S_ISSOCK(st.st_mode)) {
     return Status::InvalidArgument("server: " + path + " exists and is not a socket");
   }
-  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe < 0) return Status::IOError("socket", errno);
-  sockaddr_un a = AddressOf(path);
-  const bool live = ::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  ::close(probe);
+  KVTIER_ASSIGN_OR_RETURN(const bool live, UnixSocketAnswers(path));
   if (live) return Status::Unavailable("server: a daemon already listens on " + path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::IOError("unlink " + path, errno);
   return Status::Ok();

@@ -10,7 +10,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,6 +26,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/server.h"
 #include "kvtier/server_client.h"
+#include "server_client/socket_probe.h"
 #include "server_client/wire.h"
 #include "synth/block_generator.h"
 #include "testing/temp_dir.h"
@@ -105,11 +105,10 @@ class HttpDaemon {
 // that it can hold a lease and reservations while /metrics is read.
 class RawWireClient {
  public:
-  explicit RawWireClient(const std::string& path) : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, path.data(), path.size());
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << errno;
+  explicit RawWireClient(const std::string& path) {
+    Result<int> fd = server::DialUnixSocket(path);
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    fd_ = fd.value_or(-1);
     server::FrameWriter hello(server::Op::kHello);
     hello.Str16(TinyLayout().Signature());
     Call(&hello);
@@ -129,7 +128,7 @@ class RawWireClient {
   }
 
  private:
-  const int fd_;
+  int fd_ = -1;
 };
 
 // A TCP connection to 127.0.0.1:port; -1 with errno set when refused.
