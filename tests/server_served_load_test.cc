@@ -12,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/block_verifier.h"
 #include "kvtier/layout.h"
 #include "kvtier/server.h"
 #include "kvtier/server_client.h"
@@ -23,6 +22,10 @@
 
 namespace kvtier {
 namespace {
+
+// BlockVerifier::kCopyChunk (src/core/block_verifier.h, core's own header):
+// the bytes a served Load copies and hashes at a time.
+constexpr uint64_t kCopyChunkBytes = 128 * 1024;
 
 // Bounds that end a hung test on a busy machine; not what is measured.
 constexpr uint64_t kServedLoadHangMs = 60'000;
@@ -74,7 +77,7 @@ TEST(ServedLoadTest, OneRoundTripPerLoadAndTheLeaseIsGoneByTheNextRequest) {
   const BlockKey key = TestBlockKey(7);
   Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 5);
   ASSERT_TRUE(block.ok()) << block.status().ToString();
-  ASSERT_GT(block->size(), 3 * BlockVerifier::kCopyChunk);
+  ASSERT_GT(block->size(), 3 * kCopyChunkBytes);
   Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
   ASSERT_TRUE(c.ok());
   const std::span<const std::byte> in[] = {{block->data(), block->size()}};
@@ -131,7 +134,7 @@ TEST(ServedLoadTest, AFlippedByteOfALargeBlockInTheArenaIsACountedMiss) {
   uint64_t header = 0;
   for (int i = 7; i >= 0; --i) header = header << 8 | std::to_integer<uint64_t>(block->data()[i]);
   const uint64_t data = 8 + header;
-  const uint64_t chunk = BlockVerifier::kCopyChunk;
+  const uint64_t chunk = kCopyChunkBytes;
   const std::vector<uint64_t> at = {20,       data,      data + 1,   chunk - 1,
                                     chunk,    2 * chunk + 5,         block->size() - 1};
   std::vector<std::byte> out(block->size());
