@@ -132,6 +132,7 @@ TEST_P(DiskKillPointTest, CrashAtThePointLosesAtMostTheBlockInFlight) {
       break;
     case DiskKillPoint::kBeforeDirSync:
     case DiskKillPoint::kBeforeIndexCommit:
+    case DiskKillPoint::kAfterIndexCommit:
       expected = {key(0), key(1), key(2)};  // renamed: adopted by the reconcile
       break;
     case DiskKillPoint::kMidEviction:
@@ -143,7 +144,8 @@ TEST_P(DiskKillPointTest, CrashAtThePointLosesAtMostTheBlockInFlight) {
 
 std::string KillCaseName(const ::testing::TestParamInfo<KillCase>& info) {
   static const char* const kNames[] = {"BeforeWrite",   "MidWrite",          "BeforeRename",
-                                       "BeforeDirSync", "BeforeIndexCommit", "MidEviction"};
+                                       "BeforeDirSync", "BeforeIndexCommit", "MidEviction",
+                                       "AfterIndexCommit"};
   return std::string(kNames[static_cast<int>(info.param.point)]) +
          (info.param.fsync ? "_Fsync" : "_Checksum");
 }

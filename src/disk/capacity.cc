@@ -391,13 +391,10 @@ Result<EvictOutcome> Capacity::MakeRoom(uint64_t bytes) {
 }
 
 Result<EvictOutcome> Capacity::EnforceLimit() {
-  uint64_t reserve_bytes, reserve_blocks;
-  {
-    MutexLock lock(&mu_);
-    reserve_bytes = inflight_bytes_;
-    reserve_blocks = inflight_blocks_;
-  }
-  EvictRequest req = MakeRequest(Spec(), reserve_bytes, reserve_blocks, /*max_victims=*/0);
+  // The indexed blocks only (see the header): a writer's block between its
+  // row's commit and the end of its reservation would count twice.
+  EvictRequest req = MakeRequest(Spec(), /*reserve_bytes=*/0, /*reserve_blocks=*/0,
+                                 /*max_victims=*/0);
   KVTIER_ASSIGN_OR_RETURN(EvictOutcome out, EvictRows(index_, req, [this](const BlockKey& k) {
                             return UnlinkBlock(k);
                           }));

@@ -129,8 +129,11 @@ class Capacity {
   // index errors are returned as they are.
   Result<Reservation> Reserve(uint64_t bytes, uint64_t blocks);
 
-  // Expires and evicts with no bound on the number of files until the folder
-  // is within its limit (counting blocks in flight here).
+  // Expires and evicts with no bound on the number of files until the
+  // indexed blocks are within the limit. Blocks in flight are not counted:
+  // their Reserve() made their room already, and a block whose row has just
+  // committed is still in flight until its writer lets the reservation go,
+  // so counting both evicted that block itself when the limit held one.
   Result<EvictOutcome> EnforceLimit();
 
   // After a write of `bytes` failed for lack of space (ENOSPC, SQLITE_FULL):

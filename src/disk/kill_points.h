@@ -30,6 +30,7 @@ enum class DiskKillPoint : uint8_t {
   kBeforeDirSync,      // renamed, folder not fsynced yet (kFsync mode only)
   kBeforeIndexCommit,  // file in place, index row not committed yet
   kMidEviction,        // eviction transaction open, some victims unlinked
+  kAfterIndexCommit,   // index rows committed, the writer's reservation still held
 };
 
 namespace disk {

@@ -242,6 +242,7 @@ std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBloc
       }
       committed = p_.committer->Commit(rows);
     }
+    if (committed.ok()) Hook(DiskKillPoint::kAfterIndexCommit);
     size_t row = 0;
     for (Item& it : items) {
       if (it.done) continue;
