@@ -36,6 +36,7 @@
 #include "kvtier/server_client.h"
 #include "server_client/connection.h"
 #include "server_client/wire.h"
+#include "server_raw_frames.h"
 #include "testing/temp_dir.h"
 
 extern char** environ;
@@ -441,18 +442,11 @@ TEST_F(ServerProcessTest, ACorruptedArenaByteIsACountedMissNeverWrongBytes) {
   server::Connection conn(o, socket_);
   {
     MutexLock lock(conn.mu());
-    server::FrameWriter lw(server::Op::kLookup);
-    const BlockKey k[] = {TestBlockKey(0)};
-    server::WriteKeys(&lw, k);
-    Result<std::vector<uint8_t>> body = conn.Call(&lw);
-    ASSERT_TRUE(body.ok());
-    server::FrameReader r(*body);
-    ASSERT_TRUE(server::ReadReplyHead(&r, server::Op::kLookup).ok());
-    const uint64_t lease = r.U64();
-    ASSERT_EQ(r.U32(), 1u);
-    const uint32_t slot = r.U32();
-    r.U64();
-    const uint64_t length = r.U64();
+    Result<server_test::RawLookup> found = server_test::LookUpRaw(&conn, TestBlockKey(0));
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    const uint64_t lease = found->lease;
+    const uint32_t slot = found->slot;
+    const uint64_t length = found->length;
     ASSERT_NE(slot, server::kNoSlot);
     std::byte* last = conn.arena()->Bytes(slot).data() + length - 1;
     *last = ~*last;

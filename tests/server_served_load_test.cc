@@ -17,6 +17,7 @@
 #include "kvtier/server_client.h"
 #include "server_client/connection.h"
 #include "server_client/wire.h"
+#include "server_raw_frames.h"
 #include "synth/block_generator.h"
 #include "testing/temp_dir.h"
 
@@ -117,17 +118,11 @@ TEST(ServedLoadTest, AFlippedByteOfALargeBlockInTheArenaIsACountedMiss) {
   // A second connection that looks the block up and writes into its slot.
   server::Connection conn(d.ClientOptions(), d.socket_path());
   MutexLock lock(conn.mu());
-  server::FrameWriter lw(server::Op::kLookup);
-  server::WriteKeys(&lw, std::span<const BlockKey>(&key, 1));
-  Result<std::vector<uint8_t>> body = conn.Call(&lw);
-  ASSERT_TRUE(body.ok()) << body.status().ToString();
-  server::FrameReader r(*body);
-  ASSERT_TRUE(server::ReadReplyHead(&r, server::Op::kLookup).ok());
-  const uint64_t lease = r.U64();
-  ASSERT_EQ(r.U32(), 1u);
-  const uint32_t slot = r.U32();
-  r.U64();
-  ASSERT_EQ(r.U64(), block->size());
+  Result<server_test::RawLookup> found = server_test::LookUpRaw(&conn, key);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  const uint64_t lease = found->lease;
+  const uint32_t slot = found->slot;
+  ASSERT_EQ(found->length, block->size());
   ASSERT_NE(slot, server::kNoSlot);
   std::byte* arena_block = conn.arena()->Bytes(slot).data();
 
