@@ -22,16 +22,15 @@ float BitsFloat(uint32_t u) {
 }
 
 // Clears the upper halves of the vector registers (vzeroupper) on a CPU with
-// AVX. The kernels below are SSE code that calls libm's expf, which glibc
-// runs as VEX (AVX/FMA) code; while anything has left those upper halves
-// dirty, every switch between the two costs a state transition or a false
-// dependency on the whole register. On this project's machine (an
-// AVX-512 Xeon guest, release build) the default `kvtier demo` computed its
-// first request's 1,588 tokens in 5,328 ms (1,319 ms with this) against 960
-// ms in a process whose state happened to be clean (`--remote`), with expf
-// and SoftmaxInPlace 73% of the samples;
-// who dirties the state (not kvtier: it has no AVX code) is outside the
-// process's control, so the kernels start clean. Changes no result.
+// AVX. The kernels below are SSE code that calls libm's expf, which glibc runs
+// as VEX (AVX/FMA) code; while anything has left those upper halves dirty,
+// every switch between the two costs a state transition or a false dependency
+// on the whole register. On this project's machine (an AVX-512 Xeon guest,
+// release build) the default `kvtier demo` computed its first request's 1,588
+// tokens in 5,328 ms (1,319 ms with this) against 960 ms in a process whose
+// state happened to be clean (`--remote`), with expf and SoftmaxInPlace 73% of
+// the samples; who dirties the state (not kvtier: it has no AVX code) is
+// outside the process's control, so the kernels start clean. Changes no result.
 void StartWithCleanUpperState() {
 #if defined(__x86_64__)
   static const bool avx = __builtin_cpu_supports("avx");

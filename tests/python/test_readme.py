@@ -97,14 +97,18 @@ def test_readme_demo_output_is_the_demos(source_dir, cli, redis_url, tmp_path, m
         assert line in printed, (line, out.stdout)
 
     first_host = out.stdout[:out.stdout.index("second host: empty RAM")]
-    after_restart = first_host.index(" restart ")
-    rows = [DEMO_ROW.match(l) for l in first_host.splitlines()]
-    rows = [m for m in rows if m is not None]
+    rows, restart = [], None
+    for l in first_host.splitlines():
+        if " restart " in l:
+            restart = len(rows)  # rows[restart:] ran after the restart
+        m = DEMO_ROW.match(l)
+        if m:
+            rows.append(m)
     assert [m.group(7) for m in rows] == ["identical"] * len(rows)
     reused, pool, host, disk, remote_blocks, computed = (
         sum(int(m.group(g)) for m in rows) for g in range(1, 7))
-    disk_after = sum(int(m.group(4)) for m in
-                     (DEMO_ROW.match(l) for l in first_host[after_restart:].splitlines()) if m)
+    assert restart is not None, out.stdout
+    disk_after = sum(int(m.group(4)) for m in rows[restart:])
     assert remote_blocks == 0  # nothing from Redis on the first host
     line = ("requests %d: prompt tokens reused %d, computed %d; prefix blocks from pool %d, host %d, "
             "disk %d (%d after the restart)" % (len(rows), reused, computed, pool, host, disk,
