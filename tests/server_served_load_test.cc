@@ -34,13 +34,21 @@ constexpr uint64_t kServedLoadHangMs = 60'000;
 // tiny with 2048 tokens a block: 512 KiB of data, four copy chunks.
 ModelLayout WideTiny() { return *ModelLayout::Preset("tiny", 2048); }
 
+// Whether the daemon keeps a disk folder below its arena.
+enum class Below { kNothing, kDisk };
+
 class ServedLoadDaemon {
  public:
-  ServedLoadDaemon() {
+  explicit ServedLoadDaemon(Below below = Below::kNothing) {
     ServerOptions o;
     o.server = "unix:" + socket_path();
     o.layout = WideTiny();
     o.cache.host.capacity_bytes = 4 * o.SlotBytes();
+    if (below == Below::kDisk) {
+      DiskTierOptions disk;
+      disk.dir = dir_.path() + "/disk";
+      o.cache.disk = disk;
+    }
     Result<std::unique_ptr<Server>> s = Server::Open(o, Env::Default());
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
@@ -179,6 +187,82 @@ TEST(ServedLoadTest, ReleasingAnotherClientsLeaseClosesThatClient) {
   Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(ArenaFigure(c->get(), "bad_frames"), 1u);
+}
+
+// Stores `keys` (one WideTiny block each) through `c`.
+void StoreAll(ServerClient* c, std::vector<BlockKey> keys) {
+  for (const BlockKey& k : keys) {
+    Result<BlockBuffer> b = MakeBlockFile(WideTiny(), k, BlockKey{}, BlockKey{}, 5);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    const std::span<const std::byte> in[] = {{b->data(), b->size()}};
+    ASSERT_TRUE(c->Store(std::span<const BlockKey>(&k, 1), in).ok());
+  }
+}
+
+std::vector<ServerTier> ArenaTiers(size_t n) { return std::vector<ServerTier>(n, ServerTier::kArena); }
+
+// A client answers a Match from the arena's key table (no round trip) as
+// the daemon would: through stores, erases and evictions, and for a client
+// that connected after the blocks were published.
+TEST(ServedMatchTest, MatchIsAnsweredFromTheArenasKeyTableWithoutARoundTrip) {
+  ServedLoadDaemon d;  // 4 slots, nothing below
+  const BlockKey k0 = TestBlockKey(10), k1 = TestBlockKey(11), k2 = TestBlockKey(12);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  StoreAll(c->get(), {k0, k1, k2});
+  const uint64_t stored = (*c)->Stats().requests;
+  EXPECT_EQ(stored, 6u);  // reserve and publish, three times
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k0, k1, k2}), ArenaTiers(3));
+  // Nothing below the arena: the first key it lacks ends the match.
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k0, TestBlockKey(99), k1}), ArenaTiers(1));
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{TestBlockKey(99)}), ArenaTiers(0));
+  EXPECT_EQ((*c)->Stats().requests, stored);
+  Result<bool> erased = (*c)->Erase(k1);
+  ASSERT_TRUE(erased.ok() && *erased);
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k0, k1, k2}), ArenaTiers(1));
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k2, k0}), ArenaTiers(2));
+  // Four more blocks in four slots: k0 and k2, the least recent, go.
+  const BlockKey k3 = TestBlockKey(13), k4 = TestBlockKey(14), k5 = TestBlockKey(15),
+                 k6 = TestBlockKey(16);
+  StoreAll(c->get(), {k3, k4, k5, k6});
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k0}), ArenaTiers(0));
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k2}), ArenaTiers(0));
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{k3, k4, k5, k6}), ArenaTiers(4));
+  EXPECT_EQ((*c)->Stats().requests, stored + 1 + 8);  // the erase, four stores
+  EXPECT_EQ(ArenaFigure(c->get(), "evictions"), 2u);
+
+  // A second client's first call connects (hello is not counted, its
+  // match is); from then on its matches are the table's.
+  Result<std::unique_ptr<ServerClient>> other = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->Match(std::vector<BlockKey>{k5, k6}), ArenaTiers(2));
+  EXPECT_EQ((*other)->Stats().requests, 1u);
+  EXPECT_EQ((*other)->Match(std::vector<BlockKey>{k6, k3, k4, k0}), ArenaTiers(3));
+  EXPECT_EQ((*other)->Stats().requests, 1u);
+}
+
+// With a disk folder below, the table answers only a chain the arena holds
+// whole; the rest is the daemon's to say: the arena's runs and the runs of
+// the tiers below, which may alternate.
+TEST(ServedMatchTest, AChainPastTheArenaIsAskedOfADaemonWithTiersBelow) {
+  ServedLoadDaemon d(Below::kDisk);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  std::vector<BlockKey> keys;
+  for (uint8_t i = 0; i < 6; ++i) keys.push_back(TestBlockKey(20 + i));
+  // Six blocks, four slots: the first two are written down (the tiers
+  // below keep one block in RAM, the last written, and both on disk).
+  StoreAll(c->get(), keys);
+  EXPECT_EQ(ArenaFigure(c->get(), "written_down"), 2u);
+  const uint64_t stored = (*c)->Stats().requests;
+  EXPECT_EQ((*c)->Match(std::span<const BlockKey>(keys).subspan(2)), ArenaTiers(4));
+  EXPECT_EQ((*c)->Stats().requests, stored);
+  EXPECT_EQ((*c)->Match(keys),
+            (std::vector<ServerTier>{ServerTier::kDisk, ServerTier::kArena, ServerTier::kArena,
+                                     ServerTier::kArena, ServerTier::kArena, ServerTier::kArena}));
+  EXPECT_EQ((*c)->Stats().requests, stored + 1);
+  EXPECT_EQ((*c)->Match(std::vector<BlockKey>{keys[2], TestBlockKey(99)}), ArenaTiers(1));
+  EXPECT_EQ((*c)->Stats().requests, stored + 2);
 }
 
 }  // namespace

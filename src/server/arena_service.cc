@@ -17,7 +17,9 @@ ArenaService::ArenaService(std::unique_ptr<Arena> arena, ModelLayout layout,
       layout_(std::move(layout)),
       signature_(layout_.Signature()),
       below_(std::move(below)),
-      index_(arena_->geometry().slot_count, namespace_quota_slots) {}
+      index_(arena_->geometry().slot_count, namespace_quota_slots, arena_->table()) {
+  arena_->SetTiersBelow(below_ != nullptr);
+}
 
 Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
                             std::vector<uint8_t>* reply, bool* pass_arena_fd) {
@@ -113,10 +115,17 @@ Status ArenaService::Hello(FrameReader* r, FrameWriter* w) {
 Status ArenaService::Match(FrameReader* r, FrameWriter* w) {
   std::vector<BlockKey> keys = ReadKeys(r);
   KVTIER_RETURN_IF_ERROR(r->Done("match"));
-  const size_t in_arena = index_.Match(keys);
-  std::vector<CacheTier> tiers(in_arena, CacheTier::kHost);
-  if (in_arena < keys.size() && below_ != nullptr) {
-    MatchResult m = below_->Match(std::span<const BlockKey>(keys).subspan(in_arena));
+  // Runs the arena holds and runs below it may alternate along a chain
+  // (the arena's blocks after one it wrote down): each leading key any
+  // tier holds.
+  std::vector<CacheTier> tiers;
+  const std::span<const BlockKey> chain(keys);
+  while (tiers.size() < chain.size()) {
+    const size_t in_arena = index_.Match(chain.subspan(tiers.size()));
+    tiers.insert(tiers.end(), in_arena, CacheTier::kHost);
+    if (tiers.size() == chain.size() || below_ == nullptr) break;
+    MatchResult m = below_->Match(chain.subspan(tiers.size()));
+    if (m.tiers.empty()) break;
     tiers.insert(tiers.end(), m.tiers.begin(), m.tiers.end());
   }
   w->StatusOf(Status::Ok());

@@ -4,9 +4,11 @@
 
 namespace kvtier::server {
 
-SlotIndex::SlotIndex(uint32_t slot_count, uint32_t namespace_quota_slots)
+SlotIndex::SlotIndex(uint32_t slot_count, uint32_t namespace_quota_slots,
+                     std::optional<KeyTable> table)
     : namespace_quota_(namespace_quota_slots) {
   MutexLock lock(&mu_);
+  table_ = table;
   slots_.resize(slot_count);
   free_.reserve(slot_count);
   // Lowest slot numbers handed out first.
@@ -26,6 +28,7 @@ void SlotIndex::UnpublishLocked(uint32_t slot) {
   Slot& s = slots_[slot];
   lru_.erase(s.lru);
   by_key_.erase(s.key);
+  if (table_) table_->Erase(s.key, slot);
   auto ns = namespaces_.find(s.ns);
   ns->second.lru.erase(s.ns_lru);
   if (ns->second.lru.empty()) namespaces_.erase(ns);
@@ -155,6 +158,7 @@ Status SlotIndex::Publish(ClientId client, uint32_t slot, const BlockKey& key,
   s.lru = lru_.insert(lru_.end(), slot);
   s.ns_lru = ns_lru.insert(ns_lru.end(), slot);
   by_key_.emplace(key, slot);
+  if (table_) table_->Insert(key, slot);
   ++counters_.publishes;
   return Status::Ok();
 }

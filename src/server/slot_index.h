@@ -2,8 +2,10 @@
 // free, reserved by one client, or published under a key (clean or dirty),
 // with its lease count, generation and LRU position; the key -> slot map;
 // and each client's leases and reservations, so that a client's socket
-// closing releases them all. It never touches the arena's bytes: the daemon
-// copies, verifies and writes the generations it returns.
+// closing releases them all. Of the arena it writes only the key table
+// (server_client/key_table.h), in step with its own key -> slot map, for
+// clients' matches; the daemon copies, verifies and writes the generations
+// it returns.
 //
 // Rules it keeps: a slot with a lease or a reservation is never handed to
 // another block; an erased or replaced slot that is leased is freed when
@@ -29,6 +31,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/stats_table.h"
 #include "kvtier/status.h"
+#include "server_client/key_table.h"
 
 namespace kvtier::server {
 
@@ -80,8 +83,10 @@ struct ClientHoldings {
 class SlotIndex {
  public:
   // namespace_quota_slots: the most slots one namespace's blocks may hold;
-  // 0 = no bound but the arena's.
-  explicit SlotIndex(uint32_t slot_count, uint32_t namespace_quota_slots = 0);
+  // 0 = no bound but the arena's. `table`: the arena's key table, kept
+  // holding exactly the published keys (none: no table kept).
+  explicit SlotIndex(uint32_t slot_count, uint32_t namespace_quota_slots = 0,
+                     std::optional<KeyTable> table = std::nullopt);
 
   // Leases every key found: the returned lease id holds them until
   // Release (or ReleaseClient); a miss is nullopt. Lease 0 = nothing leased.
@@ -158,6 +163,7 @@ class SlotIndex {
   std::list<uint32_t> lru_ GUARDED_BY(mu_);  // published slots, least recent first
   std::unordered_map<BlockKey, uint32_t, BlockKeyHash> by_key_ GUARDED_BY(mu_);
   const uint32_t namespace_quota_;
+  std::optional<KeyTable> table_ GUARDED_BY(mu_);
   std::unordered_map<BlockKey, Namespace, BlockKeyHash> namespaces_ GUARDED_BY(mu_);
   struct Lease {
     ClientId client;

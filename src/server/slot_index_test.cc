@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+#include <vector>
+
 namespace kvtier::server {
 namespace {
 
@@ -186,6 +190,76 @@ TEST(SlotIndexQuota, ANamespaceWhoseBlocksAreAllLeasedIsRefused) {
   EXPECT_TRUE(idx.Erase(K(2)));
   EXPECT_EQ(idx.Stats().namespaces, 0u);
   EXPECT_TRUE(idx.Namespaces().empty());
+}
+
+// The arena's key table (what clients match against without a round trip)
+// holds exactly the published keys through every way a key comes and goes:
+// publishes, duplicate publishes, LRU evictions, quota evictions, erases
+// (leased ones included: a zombie's key is gone at once), closed clients.
+TEST(SlotIndexKeyTable, HoldsExactlyThePublishedKeysThroughEveryChange) {
+  constexpr uint32_t kSlots = 16;
+  std::vector<uint64_t> words(KeyTable::WordsFor(kSlots), 0);
+  SlotIndex idx(kSlots, /*namespace_quota_slots=*/6, KeyTable(words));
+  // What each slot's header says once published (the daemon writes it
+  // before it publishes): the slot table's confirmation for Find.
+  std::vector<BlockKey> header(kSlots);
+  std::mt19937_64 rng(11);
+  std::set<uint64_t> leases;
+  for (int step = 0; step < 5'000; ++step) {
+    const BlockKey key = K(static_cast<uint8_t>(rng() % 40));
+    const ClientId client = 1 + rng() % 3;
+    switch (rng() % 6) {
+      case 0:
+      case 1: {
+        std::vector<EvictedBlock> ev;
+        auto r = idx.Reserve(client, 1, &ev);
+        if (!r.ok()) break;
+        header[(*r)[0].slot] = key;
+        (void)idx.Publish(client, (*r)[0].slot, key, Ns(static_cast<uint8_t>(rng() % 3)), 10,
+                          /*dirty=*/false, &ev);
+        break;
+      }
+      case 2:
+        idx.Erase(key);
+        break;
+      case 3: {
+        const BlockKey one[] = {key};
+        auto r = idx.Lookup(client, one);
+        if (r.lease != 0) leases.insert(r.lease | (client << 56));
+        break;
+      }
+      case 4:
+        if (!leases.empty()) {
+          const uint64_t l = *leases.begin();
+          leases.erase(leases.begin());
+          idx.Release(l >> 56, l & ((uint64_t{1} << 56) - 1));
+        }
+        break;
+      case 5: {
+        std::vector<EvictedBlock> ev;
+        (void)idx.Reserve(client, 1, &ev);  // held: ended by the client's close
+        if (rng() % 4 == 0) {
+          idx.ReleaseClient(client);
+          std::erase_if(leases, [&](uint64_t l) { return (l >> 56) == client; });
+        }
+        break;
+      }
+    }
+    KeyTable t(words);
+    size_t published = 0;
+    for (uint8_t i = 0; i < 40; ++i) {
+      const bool in_table =
+          t.Find(K(i), [&](uint32_t slot) { return slot < kSlots && header[slot] == K(i); })
+              .has_value();
+      ASSERT_EQ(in_table, idx.Contains(K(i))) << "key " << int{i} << " at step " << step;
+      published += in_table;
+    }
+    size_t used = 0;
+    for (uint64_t w : words) used += w != 0;
+    ASSERT_EQ(used, published) << "step " << step;
+  }
+  EXPECT_GT(idx.Stats().evictions + idx.Stats().quota_evictions, 0u);
+  EXPECT_GT(idx.Stats().duplicate_publishes, 0u);
 }
 
 }  // namespace

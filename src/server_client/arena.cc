@@ -21,6 +21,18 @@ struct HeaderFields {
   uint32_t slot_count;
   uint64_t slot_bytes;
 };
+constexpr size_t kFlagsOffset = sizeof(HeaderFields);
+constexpr uint32_t kFlagTiersBelow = 1;
+
+uint64_t RoundToPage(uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
+
+uint64_t LoadWord(const std::byte* p) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<std::byte*>(p)))
+      .load(std::memory_order_relaxed);
+}
+void StoreWord(std::byte* p, uint64_t v) {
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p)).store(v, std::memory_order_relaxed);
+}
 
 // Slot header field offsets.
 constexpr size_t kGenOffset = 0;
@@ -29,9 +41,12 @@ constexpr size_t kKeyOffset = 16;
 
 }  // namespace
 
+uint64_t ArenaGeometry::TableOffset() const {
+  return kArenaHeaderBytes + RoundToPage(uint64_t{slot_count} * kSlotHeaderBytes);
+}
+
 uint64_t ArenaGeometry::DataOffset() const {
-  const uint64_t table = uint64_t{slot_count} * kSlotHeaderBytes;
-  return kArenaHeaderBytes + (table + kPage - 1) / kPage * kPage;
+  return TableOffset() + RoundToPage(KeyTable::WordsFor(slot_count) * sizeof(uint64_t));
 }
 
 uint64_t ArenaGeometry::TotalBytes() const { return DataOffset() + uint64_t{slot_count} * slot_bytes; }
@@ -136,21 +151,48 @@ void Arena::SetGeneration(uint32_t slot, uint64_t generation) {
   std::atomic_ref<uint64_t>(*g).store(generation, std::memory_order_release);
 }
 
-uint64_t Arena::Length(uint32_t slot) const {
-  uint64_t v;
-  std::memcpy(&v, SlotHeader(slot) + kLengthOffset, sizeof(v));
-  return v;
-}
+// The length and key are read by clients' matches while the daemon may
+// write them (a slot handed to another block): word by word, as atomics.
+uint64_t Arena::Length(uint32_t slot) const { return LoadWord(SlotHeader(slot) + kLengthOffset); }
 
 BlockKey Arena::Key(uint32_t slot) const {
   BlockKey k;
-  std::memcpy(k.bytes.data(), SlotHeader(slot) + kKeyOffset, 32);
+  for (size_t i = 0; i < 4; ++i) {
+    const uint64_t w = LoadWord(SlotHeader(slot) + kKeyOffset + 8 * i);
+    std::memcpy(k.bytes.data() + 8 * i, &w, 8);
+  }
   return k;
 }
 
 void Arena::SetPublished(uint32_t slot, uint64_t length, const BlockKey& key) {
-  std::memcpy(SlotHeader(slot) + kLengthOffset, &length, sizeof(length));
-  std::memcpy(SlotHeader(slot) + kKeyOffset, key.bytes.data(), 32);
+  StoreWord(SlotHeader(slot) + kLengthOffset, length);
+  for (size_t i = 0; i < 4; ++i) {
+    uint64_t w;
+    std::memcpy(&w, key.bytes.data() + 8 * i, 8);
+    StoreWord(SlotHeader(slot) + kKeyOffset + 8 * i, w);
+  }
+}
+
+KeyTable Arena::table() const {
+  return KeyTable({reinterpret_cast<uint64_t*>(base_ + geometry_.TableOffset()),
+                   KeyTable::WordsFor(geometry_.slot_count)});
+}
+
+std::optional<uint32_t> Arena::FindPublished(const BlockKey& key) const {
+  return table().Find(key, [&](uint32_t slot) {
+    return slot < geometry_.slot_count && Key(slot) == key;
+  });
+}
+
+bool Arena::TiersBelow() const {
+  return (std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + kFlagsOffset))
+              .load(std::memory_order_acquire) &
+          kFlagTiersBelow) != 0;
+}
+
+void Arena::SetTiersBelow(bool below) {
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + kFlagsOffset))
+      .store(below ? kFlagTiersBelow : 0, std::memory_order_release);
 }
 
 std::span<std::byte> Arena::Bytes(uint32_t slot) const {

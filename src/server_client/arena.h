@@ -2,21 +2,24 @@
 // that the daemon creates and every client maps, holding block files in
 // fixed-size slots. Layout (all little-endian, offsets from the start):
 //
-//   [0, 4096)             ArenaHeader: magic, version, slot count, slot size
-//   [4096, data_offset)   slot_count x SlotHeader (64 bytes each)
-//   [data_offset, ...)    slot_count x slot_stride bytes of block files
+//   [0, 4096)                  ArenaHeader: magic, version, slot count, slot
+//                              size, flags
+//   [4096, table_offset)       slot_count x SlotHeader (64 bytes each)
+//   [table_offset, data_offset) the KeyTable (key_table.h): key -> slot
+//   [data_offset, ...)         slot_count x slot_bytes of block files
 //
 // A SlotHeader holds the slot's generation (bumped by the daemon, release
 // order, each time the slot is handed to a new block), and the published
 // block's length and key. The daemon alone decides what a slot holds; the
 // header lets a client check, after copying a slot, that the slot still
 // holds the block it was leased (same generation, key, length). The block
-// file's own checksums (DESIGN.md §4) catch any byte that changed.
+// file's own checksums (DESIGN.md §4) catch any byte that changed. The key
+// table lets a client answer a match without a round trip.
 //
 // Ownership: an Arena owns its mapping and file descriptor.
 // Thread safety: the mapping may be read and written from any thread; the
-// generation is read and written atomically, the rest is guarded by the
-// protocol (a slot's bytes are written only by the holder of its
+// generation, the header's key and length, and the key table are read and
+// written as atomics, the block bytes are guarded by the protocol (a slot's bytes are written only by the holder of its
 // reservation, and read only under a lease).
 #ifndef KVTIER_SERVER_CLIENT_ARENA_H_
 #define KVTIER_SERVER_CLIENT_ARENA_H_
@@ -24,15 +27,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "kvtier/block_key.h"
 #include "kvtier/status.h"
+#include "server_client/key_table.h"
 
 namespace kvtier::server {
 
 inline constexpr uint64_t kArenaMagic = 0x314e45524154564bULL;  // "KVTAREN1"
-inline constexpr uint32_t kArenaVersion = 1;
+inline constexpr uint32_t kArenaVersion = 2;
 inline constexpr uint64_t kArenaHeaderBytes = 4096;
 inline constexpr uint64_t kSlotHeaderBytes = 64;
 // At most this many slots (the slot number is a u32 on the wire, and the
@@ -43,6 +48,7 @@ struct ArenaGeometry {
   uint32_t slot_count = 0;
   uint64_t slot_bytes = 0;  // largest block file a slot holds (a multiple of 4096)
 
+  uint64_t TableOffset() const;
   uint64_t DataOffset() const;
   uint64_t TotalBytes() const;
   // InvalidArgument for 0 slots, more than kMaxArenaSlots, a slot size that
@@ -74,6 +80,16 @@ class Arena {
   uint64_t Length(uint32_t slot) const;
   BlockKey Key(uint32_t slot) const;
   void SetPublished(uint32_t slot, uint64_t length, const BlockKey& key);
+  // The arena's key table (written by the daemon's SlotIndex alone).
+  KeyTable table() const;
+  // The slot that holds `key` as far as the key table and the slot's
+  // header say now (a client's Match: advisory, racing the daemon).
+  std::optional<uint32_t> FindPublished(const BlockKey& key) const;
+  // Whether the daemon has tiers below the arena (disk, remote): if not, a
+  // key the arena lacks is a miss without asking it. Set by the daemon
+  // before any client maps the arena.
+  bool TiersBelow() const;
+  void SetTiersBelow(bool below);
   // The slot's bytes (slot_bytes of them).
   std::span<std::byte> Bytes(uint32_t slot) const;
 

@@ -1,5 +1,6 @@
 #include "server_client/connection.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -85,6 +86,19 @@ void Connection::DisconnectLocked() {
 void Connection::Drop() {
   DisconnectLocked();
   retry_after_us_ = MonotonicMicros() + options_.reconnect_backoff_ms * 1000;
+}
+
+Arena* Connection::LiveArena() {
+  if (fd_ < 0) return nullptr;
+  // Between requests the daemon sends nothing: anything readable, a hang-up
+  // or an error means it closed the connection (or broke the protocol).
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) != 0) {
+    Drop();
+    ++counters.unavailable;
+    return nullptr;
+  }
+  return arena_.get();
 }
 
 Status Connection::ConnectLocked() {

@@ -50,6 +50,12 @@ class Connection {
   // The mapped arena of the current connection; null when not connected.
   // REQUIRES: mu() held.
   Arena* arena() REQUIRES(mu_) { return arena_.get(); }
+  // The arena, if connected and the daemon has not closed the socket since
+  // (a poll, no round trip: what a client reads from the arena without
+  // asking must not outlive the daemon). A closed socket drops the
+  // connection (and backs off); null then and when not connected.
+  // REQUIRES: mu() held.
+  Arena* LiveArena() REQUIRES(mu_);
   // A reply that made no sense: drops the connection (and backs off).
   void Drop() REQUIRES(mu_);
   // The fork handler's work in the child (see Fork above): no lock taken,

@@ -43,6 +43,16 @@ std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
   std::vector<ServerTier> tiers;
   if (chain.empty() || chain.size() > server::kMaxBatch) return tiers;
   MutexLock lock(conn_->mu());
+  if (const server::Arena* arena = conn_->LiveArena()) {
+    // The arena's key table answers without a round trip when it holds the
+    // whole chain, or when there is nothing below it to ask about the rest.
+    size_t n = 0;
+    while (n < chain.size() && arena->FindPublished(chain[n]).has_value()) ++n;
+    if (n == chain.size() || !arena->TiersBelow()) {
+      tiers.assign(n, ServerTier::kArena);
+      return tiers;
+    }
+  }
   FrameWriter w(Op::kMatch);
   server::WriteKeys(&w, chain);
   Result<std::vector<uint8_t>> body = conn_->Call(&w);
