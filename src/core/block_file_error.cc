@@ -126,20 +126,31 @@ void HexLower(const uint8_t* bytes, size_t n, char* out) {
   }
 }
 
+const std::array<uint8_t, 256>& HexDigitValues() {
+  static constexpr std::array<uint8_t, 256> kValues = [] {
+    std::array<uint8_t, 256> v{};
+    v.fill(0xFF);
+    for (int c = '0'; c <= '9'; ++c) v[c] = static_cast<uint8_t>(c - '0');
+    for (int c = 'a'; c <= 'f'; ++c) v[c] = static_cast<uint8_t>(c - 'a' + 10);
+    return v;
+  }();
+  return kValues;
+}
+
 bool ParseHexLower(std::string_view hex, uint8_t* bytes, size_t n) {
   if (hex.size() != 2 * n) return false;
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
+  // Every block a tier verifies parses its key, parent and checksums: one
+  // table lookup a digit and one test at the end, no branch a digit.
+  const std::array<uint8_t, 256>& values = HexDigitValues();
+  const auto* in = reinterpret_cast<const uint8_t*>(hex.data());
+  uint8_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
-    int hi = digit(hex[2 * i]);
-    int lo = digit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
+    const uint8_t hi = values[in[2 * i]];
+    const uint8_t lo = values[in[2 * i + 1]];
+    bad |= hi | lo;
+    bytes[i] = static_cast<uint8_t>(hi << 4 | (lo & 15));
   }
-  return true;
+  return (bad & 0xF0) == 0;
 }
 
 namespace {

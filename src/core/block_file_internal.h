@@ -75,6 +75,8 @@ void Xxh3Update128(XXH3_state_t* state, const void* data, size_t size);
 void HexLower(const uint8_t* bytes, size_t n, char* out);
 // Parses exactly 2n lowercase hex digits; false on anything else.
 bool ParseHexLower(std::string_view hex, uint8_t* bytes, size_t n);
+// Each char's value as a lowercase hex digit; 0xFF for any other char.
+const std::array<uint8_t, 256>& HexDigitValues();
 
 // Canonical decimal: no leading zeros, optional '-' only if `allow_negative`
 // and never "-0". Fits in int64.

@@ -41,8 +41,6 @@ constexpr std::array<std::string_view, kFieldCount> kFieldNames = {"key",
 constexpr std::string_view kEscapedQuote = "\\\"";
 constexpr size_t kEscapedEntry = 2 + 9 + 32 + 2;
 
-bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
-
 // True when `text` is the encoder's escaped tensor_checksums of n entries.
 bool CanonicalTensorSums(std::string_view text, size_t n) {
   if (n == 0 || text.size() != 2 + n * kEscapedEntry + (n - 1)) return false;
@@ -55,9 +53,10 @@ bool CanonicalTensorSums(std::string_view text, size_t n) {
         text.substr(at + 43, 2) != kEscapedQuote) {
       return false;
     }
-    for (size_t k = at + 11; k < at + 43; ++k) {
-      if (!IsLowerHex(text[k])) return false;
-    }
+    const std::array<uint8_t, 256>& values = internal::HexDigitValues();
+    uint8_t bad = 0;
+    for (size_t k = at + 11; k < at + 43; ++k) bad |= values[static_cast<uint8_t>(text[k])];
+    if ((bad & 0xF0) != 0) return false;
     at += kEscapedEntry;
   }
   return true;

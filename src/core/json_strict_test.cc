@@ -200,9 +200,9 @@ TEST(JsonStrictTest, Utf8Validation) {
   };
   for (const U& u : cases) {
     size_t bad = 12345;
-    EXPECT_EQ(IsStrictUtf8(u.bytes, &bad), u.ok) << testing::PrintToString(u.bytes);
+    EXPECT_EQ(IsStrictUtf8(u.bytes, &bad), u.ok) << ::testing::PrintToString(u.bytes);
     if (!u.ok) {
-      EXPECT_EQ(bad, u.bad) << testing::PrintToString(u.bytes);
+      EXPECT_EQ(bad, u.bad) << ::testing::PrintToString(u.bytes);
     }
   }
 }
