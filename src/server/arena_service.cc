@@ -57,6 +57,22 @@ Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
       }
       break;
     }
+    case Op::kTouch: {
+      // Not answered either; a frame whose count does not fit is a bad one.
+      const uint32_t n = r.Count(4 + 8);
+      std::vector<SlotRef> read(n);
+      for (SlotRef& t : read) {
+        t.slot = r.U32();
+        t.generation = r.U64();
+      }
+      s = r.Done("touch");
+      if (s.ok()) {
+        index_.Touch(read);
+        reply->clear();
+        return s;
+      }
+      break;
+    }
     case Op::kReserve:
       s = Reserve(client, &r, &w);
       break;
@@ -158,7 +174,7 @@ void ArenaService::PromoteMisses(std::span<const BlockKey> keys) {
     WriteDown(evicted);
     if (!slot.ok()) return;  // every slot leased or reserved: serve the rest as misses
     const SlotRef ref = (*slot)[0];
-    arena_->SetGeneration(ref.slot, ref.generation);
+    HandOver(ref);
     std::memcpy(arena_->Bytes(ref.slot).data(), b.block->data(), b.block->size());
     arena_->SetPublished(ref.slot, b.block->size(), missing[i]);
     evicted.clear();
@@ -186,6 +202,14 @@ Status ArenaService::Lookup(ClientId client, FrameReader* r, FrameWriter* w) {
   return Status::Ok();
 }
 
+void ArenaService::HandOver(const SlotRef& s) {
+  // The header first, then the generation (release): a client reading the
+  // slot on its own that sees the new generation sees no key either, and
+  // one that read the old generation before its copy sees it change.
+  arena_->SetPublished(s.slot, 0, BlockKey{});
+  arena_->SetGeneration(s.slot, s.generation);
+}
+
 Status ArenaService::Reserve(ClientId client, FrameReader* r, FrameWriter* w) {
   const uint32_t n = r->Count(8);
   std::vector<uint64_t> sizes(n);
@@ -210,7 +234,7 @@ Status ArenaService::Reserve(ClientId client, FrameReader* r, FrameWriter* w) {
   w->StatusOf(Status::Ok());
   w->U32(n);
   for (const SlotRef& s : *slots) {
-    arena_->SetGeneration(s.slot, s.generation);
+    HandOver(s);
     w->U32(s.slot);
     w->U64(s.generation);
   }

@@ -106,6 +106,9 @@ class ArenaService {
   Status Erase(FrameReader* r, FrameWriter* w);
   // Brings arena misses among `keys` in from the tiers below (clean).
   void PromoteMisses(std::span<const BlockKey> keys);
+  // Makes a slot the index just reserved a new block's: its header cleared,
+  // its generation bumped, before anyone writes it.
+  void HandOver(const SlotRef& s);
   // Sends blocks the arena evicted down (dirty ones) before their slots
   // are reused.
   void WriteDown(const std::vector<EvictedBlock>& evicted);

@@ -195,6 +195,20 @@ size_t SlotIndex::ReleaseClient(ClientId client) {
   return n;
 }
 
+void SlotIndex::Touch(std::span<const SlotRef> read) {
+  MutexLock lock(&mu_);
+  for (const SlotRef& r : read) {
+    if (r.slot >= slots_.size()) continue;
+    Slot& s = slots_[r.slot];
+    if (s.state != State::kPublished || s.generation != r.generation) continue;
+    lru_.splice(lru_.end(), lru_, s.lru);
+    std::list<uint32_t>& ns_lru = namespaces_[s.ns].lru;
+    ns_lru.splice(ns_lru.end(), ns_lru, s.ns_lru);
+    ++counters_.lookups;
+    ++counters_.hits;
+  }
+}
+
 size_t SlotIndex::Match(std::span<const BlockKey> keys) const {
   MutexLock lock(&mu_);
   size_t n = 0;

@@ -117,6 +117,12 @@ class SlotIndex {
   // Every lease and reservation of `client`; returns how many.
   size_t ReleaseClient(ClientId client);
 
+  // Blocks a client read from the arena on its own (the key table, no
+  // lease): each slot still published under that generation becomes the
+  // most recent and counts a lookup and a hit; others (evicted, reused
+  // since) are ignored.
+  void Touch(std::span<const SlotRef> read);
+
   // Leading keys published.
   size_t Match(std::span<const BlockKey> keys) const;
   bool Contains(const BlockKey& key) const;

@@ -1,5 +1,6 @@
 #include "kvtier/server_client.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -73,6 +74,67 @@ std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
   return tiers;
 }
 
+namespace {
+
+enum class ArenaRead {
+  kHit,
+  kAbsent,    // not in the key table
+  kMoved,     // the slot changed before or during the copy: ask the daemon
+  kBad,       // the copy is not the block, the slot unchanged: a corrupted byte
+  kTooSmall,  // the block does not fit its buffer
+};
+
+struct ArenaCopy {
+  ArenaRead outcome = ArenaRead::kAbsent;
+  // Where it was read (kHit; kTooSmall: the block's length).
+  uint32_t slot = 0;
+  uint64_t generation = 0;
+  uint64_t length = 0;
+};
+
+// Copies `key`'s block out of the arena without the daemon: the key table
+// gives a slot; its generation is read before the copy and checked after
+// it (with the key and length), and the copy verified as a lease-held one
+// is. The daemon clears a slot's header and bumps its generation before
+// anyone may write it, so a copy that overlapped a new block's bytes sees
+// the generation change: kMoved, never wrong bytes.
+ArenaCopy CopyFromArena(const server::Arena& arena, BlockVerifier* verifier, const BlockKey& key,
+                        std::span<std::byte> dst, const DecodeOptions& opts) {
+  ArenaCopy out;
+  const std::optional<uint32_t> slot = arena.FindPublished(key);
+  if (!slot.has_value()) return out;
+  out.outcome = ArenaRead::kMoved;
+  const uint64_t generation = arena.Generation(*slot);  // acquire
+  const uint64_t length = arena.Length(*slot);
+  if (length == 0 || length > arena.geometry().slot_bytes || !(arena.Key(*slot) == key)) {
+    return out;
+  }
+  if (length > dst.size()) {
+    out.outcome = ArenaRead::kTooSmall;
+    out.length = length;
+    return out;
+  }
+  const bool verified =
+      verifier->CopyVerify(arena.Bytes(*slot).first(length), dst, opts).ok();
+  // The copy's loads before the generation's second read.
+#if defined(__SANITIZE_THREAD__)
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // TSan has no standalone fences
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+  if (arena.Generation(*slot) != generation || arena.Length(*slot) != length ||
+      !(arena.Key(*slot) == key)) {
+    return out;
+  }
+  out.outcome = verified ? ArenaRead::kHit : ArenaRead::kBad;
+  out.slot = *slot;
+  out.generation = generation;
+  out.length = length;
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
                                                  std::span<const std::span<std::byte>> dsts) {
   if (keys.size() != dsts.size()) {
@@ -87,11 +149,79 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
   MutexLock lock(conn_->mu());
   ServerClientStats& st = conn_->counters;
   st.lookups += keys.size();
+  const std::string& signature = conn_->options().layout_signature;
+  Status too_small;
+  auto note_too_small = [&](size_t i, uint64_t length) {
+    if (too_small.ok()) {
+      too_small = Status::InvalidArgument("ServerClient::Load: buffer " + std::to_string(i) +
+                                          " holds " + std::to_string(dsts[i].size()) +
+                                          " bytes, the block " + std::to_string(length));
+    }
+    ++st.misses;
+  };
+  // First from the arena on its own; what it cannot serve goes to the
+  // daemon, which leases it (and promotes it from the tiers below).
+  std::vector<size_t> ask;
+  if (const server::Arena* arena = conn_->LiveArena()) {
+    std::vector<ArenaCopy> read;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      DecodeOptions opts;
+      opts.expected_key = &keys[i];
+      opts.expected_signature = &signature;
+      const ArenaCopy c = CopyFromArena(*arena, verifier_.get(), keys[i], dsts[i], opts);
+      switch (c.outcome) {
+        case ArenaRead::kHit:
+          lens[i] = c.length;
+          ++st.hits;
+          st.bytes_loaded += c.length;
+          read.push_back(c);
+          break;
+        case ArenaRead::kAbsent:
+          if (arena->TiersBelow()) {
+            ask.push_back(i);
+          } else {
+            ++st.misses;
+          }
+          break;
+        case ArenaRead::kMoved:
+          ask.push_back(i);
+          break;
+        case ArenaRead::kBad:
+          ++st.verify_failures;
+          ++st.misses;
+          break;
+        case ArenaRead::kTooSmall:
+          note_too_small(i, c.length);
+          break;
+      }
+    }
+    if (!read.empty()) {
+      // Not answered: the daemon counts the hits and makes them recent.
+      FrameWriter touch(Op::kTouch);
+      touch.U32(static_cast<uint32_t>(read.size()));
+      for (const ArenaCopy& r : read) {
+        touch.U32(r.slot);
+        touch.U64(r.generation);
+      }
+      conn_->Post(&touch);
+    }
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) ask.push_back(i);
+  }
+  if (ask.empty()) {
+    if (!too_small.ok()) return too_small;
+    return lens;
+  }
+
   FrameWriter w(Op::kLookup);
-  server::WriteKeys(&w, keys);
+  std::vector<BlockKey> asked;
+  asked.reserve(ask.size());
+  for (size_t i : ask) asked.push_back(keys[i]);
+  server::WriteKeys(&w, asked);
   Result<std::vector<uint8_t>> body = conn_->Call(&w);
   if (!body.ok()) {
-    st.misses += keys.size();
+    st.misses += ask.size();
+    if (!too_small.ok()) return too_small;
     return lens;
   }
   FrameReader r(*body);
@@ -108,15 +238,15 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     for (uint32_t i = 0; i < n; ++i) refs.push_back({r.U32(), r.U64(), r.U64()});
   }
   server::Arena* arena = conn_->arena();
-  if (!r.Done("lookup").ok() || refs.size() != keys.size() || arena == nullptr) {
+  if (!r.Done("lookup").ok() || refs.size() != ask.size() || arena == nullptr) {
     conn_->Drop();
-    st.misses += keys.size();
+    st.misses += ask.size();
+    if (!too_small.ok()) return too_small;
     return lens;
   }
-  const std::string& signature = conn_->options().layout_signature;
-  Status too_small;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const Ref& ref = refs[i];
+  for (size_t k = 0; k < ask.size(); ++k) {
+    const size_t i = ask[k];
+    const Ref& ref = refs[k];
     if (ref.slot == server::kNoSlot) {
       ++st.misses;
       continue;
@@ -128,12 +258,7 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
       continue;
     }
     if (ref.length > dsts[i].size()) {
-      if (too_small.ok()) {
-        too_small = Status::InvalidArgument("ServerClient::Load: buffer " + std::to_string(i) +
-                                            " holds " + std::to_string(dsts[i].size()) +
-                                            " bytes, the block " + std::to_string(ref.length));
-      }
-      ++st.misses;
+      note_too_small(i, ref.length);
       continue;
     }
     // The copy must be the block (DecodeBlock's verdict on the copy, its

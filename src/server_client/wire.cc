@@ -92,7 +92,7 @@ Result<Op> FrameReader::Header() {
     return Status::Corruption("wire version " + std::to_string(version) + ", expected " +
                               std::to_string(kWireVersion));
   }
-  if (op < static_cast<uint8_t>(Op::kHello) || op > static_cast<uint8_t>(Op::kStats)) {
+  if (op < static_cast<uint8_t>(Op::kHello) || op > static_cast<uint8_t>(Op::kTouch)) {
     ok_ = false;
     return Status::Corruption("unknown op " + std::to_string(op));
   }

@@ -50,6 +50,8 @@ enum class Op : uint8_t {
   kContains = 8,  // keys -> n x u8 tier (0 none, 1 host (arena), 2 disk, 3 remote)
   kErase = 9,     // keys -> n x u8 erased
   kStats = 10,    // -> u32-str JSON
+  kTouch = 11,    // u32 n, n x (u32 slot, u64 generation) -> no reply: blocks the
+                  // client read from the arena without a lease (recency, hits)
 };
 
 // Appends little-endian fields to a frame body.
