@@ -1,13 +1,15 @@
 // ServerClient: a process's connection to the host's `kvtier serve` daemon
 // (kvtier/server.h, docs/server.md), selected by the `server` option
 // ("unix:PATH"). It speaks the daemon's socket protocol and maps its arena:
-// a hit is copied straight out of the arena under a read lease, then the
-// slot's generation, key and length are checked again and the block file
-// verified (structure, key, signature, checksums), so a slot reused or a
-// byte corrupted is a counted miss, never wrong bytes. A store is written
-// into slots the client reserved, then published (the daemon verifies each
-// block before anyone can read it). Every request is one round trip for a
-// whole batch.
+// a hit is copied straight out of the arena (found in the arena's key
+// table, or leased by the daemon when it had to promote it from below),
+// then the slot's generation, key and length are checked again and the
+// block file verified (structure, key, signature, checksums), so a slot
+// reused or a byte corrupted is a counted miss, never wrong bytes. A match
+// or load of blocks the arena holds asks the daemon nothing; a store is
+// written into slots the client reserved, then published (the daemon
+// verifies each block before anyone can read it). Every request is one
+// round trip for a whole batch.
 //
 // A daemon that is down or does not answer within `timeout_ms` is not an
 // error: lookups are misses and stores Unavailable, both at once for
