@@ -121,7 +121,7 @@ if(KVTIER_BUILD_TESTS)
   # in the child: an ASan child hung in SizeClassAllocator64::GetFromAllocator
   # (gdb, 2 of 8 runs under load), a TSan child is killed ("starting new
   # threads after multi-threaded fork is not supported"). They run against
-  # the unsanitized module of the wheels (scripts/test wheels).
+  # the unsanitized module of the wheels (scripts/test's wheels stage).
   set(_kvtier_py_select "")
   if(KVTIER_SANITIZE)
     set(_kvtier_py_select -m "not fork")
