@@ -1,9 +1,10 @@
 // A client's Load out of the arena (kvtier::Server in this process, its
 // loop on a thread): one round trip per call (the lease's release is not
 // answered, and the daemon has taken it by the client's next request), and
-// a block larger than BlockVerifier::kCopyChunk, verified as it is copied,
-// is a counted miss when any one byte of the arena's copy is flipped: in
-// its header, at the first data byte, across a chunk boundary, at its end.
+// a block larger than a copy chunk, summed as it is copied, is a counted
+// miss when any one byte of the arena's copy is flipped: in its header, at
+// the first data byte, across a chunk boundary, at its end; so is a block
+// whose slot sum changed.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/server.h"
 #include "kvtier/server_client.h"
+#include "server_client/arena.h"
 #include "server_client/connection.h"
 #include "server_client/wire.h"
 #include "server_raw_frames.h"
@@ -25,8 +27,8 @@
 namespace kvtier {
 namespace {
 
-// BlockVerifier::kCopyChunk (src/core/block_verifier.h, core's own header):
-// the bytes a served Load copies and hashes at a time.
+// CopyWithSum's chunk (server_client/arena.cc): the bytes a served Load
+// copies and hashes at a time.
 constexpr uint64_t kCopyChunkBytes = 128 * 1024;
 
 // Bounds that end a hung test on a busy machine; not what is measured.
@@ -205,7 +207,8 @@ TEST(ServedLoadTest, ASlotBeingHandedOverIsAskedOfTheDaemonNeverCopied) {
   Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 5);
   ASSERT_TRUE(block.ok());
   std::memcpy(arena->Bytes(slot).data(), block->data(), block->size());
-  arena->SetPublished(slot, 0, key);
+  // The right sum, but a length of 0: a slot being handed over.
+  arena->SetPublished(slot, 0, key, server::SumOf({block->data(), block->size()}));
   arena->table().Insert(key, slot);
   std::vector<std::byte> out(block->size(), std::byte{0x5A});
   const std::span<std::byte> dsts[] = {out};
@@ -217,6 +220,49 @@ TEST(ServedLoadTest, ASlotBeingHandedOverIsAskedOfTheDaemonNeverCopied) {
   EXPECT_EQ(out, std::vector<std::byte>(block->size(), std::byte{0x5A}));
   EXPECT_EQ((*c)->Stats().verify_failures, 0u);
   EXPECT_EQ((*c)->Stats().misses, 1u);
+}
+
+TEST(ServedLoadTest, ASlotWhoseSumChangedIsACountedMissUntilItIsBack) {
+  ServedLoadDaemon d;
+  const BlockKey key = TestBlockKey(4);
+  Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 4);
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  const std::span<const std::byte> in[] = {{block->data(), block->size()}};
+  ASSERT_TRUE((*c)->Store(std::span<const BlockKey>(&key, 1), in).ok());
+
+  server::Connection conn(d.ClientOptions(), d.socket_path());
+  MutexLock lock(conn.mu());
+  Result<server_test::RawLookup> found = server_test::LookUpRaw(&conn, key);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  server::Arena* arena = conn.arena();
+  const uint32_t slot = found->slot;
+  // The daemon's sum is XXH3-128 of the block it verified.
+  const server::SlotSum sum = arena->Sum(slot);
+  EXPECT_EQ(sum, server::SumOf({block->data(), block->size()}));
+
+  std::vector<std::byte> out(block->size());
+  const std::span<std::byte> dsts[] = {out};
+  for (int half = 0; half < 2; ++half) {
+    server::SlotSum wrong = sum;
+    (half == 0 ? wrong.low : wrong.high) ^= uint64_t{1} << 40;
+    arena->SetPublished(slot, block->size(), key, wrong);
+    Result<std::vector<uint64_t>> lens = (*c)->Load(std::span<const BlockKey>(&key, 1), dsts);
+    ASSERT_TRUE(lens.ok());
+    EXPECT_EQ((*lens)[0], 0u) << half;
+    EXPECT_EQ((*c)->Stats().verify_failures, uint64_t(half) + 1);
+  }
+  arena->SetPublished(slot, block->size(), key, sum);
+  Result<std::vector<uint64_t>> lens = (*c)->Load(std::span<const BlockKey>(&key, 1), dsts);
+  ASSERT_TRUE(lens.ok());
+  EXPECT_EQ((*lens)[0], block->size());
+  EXPECT_EQ(out, std::vector<std::byte>(block->data(), block->data() + block->size()));
+  EXPECT_EQ((*c)->Stats().hits, 1u);
+  EXPECT_EQ((*c)->Stats().misses, 2u);
+  server::FrameWriter rel(server::Op::kRelease);
+  rel.U64(found->lease);
+  conn.Post(&rel);
 }
 
 TEST(ServedLoadTest, AFlippedByteOfALargeBlockInTheArenaIsACountedMiss) {

@@ -4,8 +4,9 @@
 // a hit is copied straight out of the arena (found in the arena's key
 // table, or leased by the daemon when it had to promote it from below),
 // then the slot's generation, key and length are checked again and the
-// block file verified (structure, key, signature, checksums), so a slot
-// reused or a byte corrupted is a counted miss, never wrong bytes. A match
+// copy's XXH3-128 compared with the slot's sum (taken by the daemon over the
+// bytes it verified at publish: structure, key, signature, checksums), so a
+// slot reused or a byte corrupted is a counted miss, never wrong bytes. A match
 // or load of blocks the arena holds asks the daemon nothing; a store is
 // written into slots the client reserved, then published (the daemon
 // verifies each block before anyone can read it). Every request is one
@@ -40,7 +41,6 @@
 
 namespace kvtier {
 
-class BlockVerifier;
 namespace server {
 class Connection;
 }
@@ -53,8 +53,9 @@ struct ServerClientOptions {
   // "unix:PATH" of the daemon's socket. Required.
   std::string server;
   // The layout signature (ModelLayout::Signature()) of the blocks this
-  // client reads and stores; the daemon refuses a client of another one,
-  // and every block copied out must carry it. Required.
+  // client reads and stores; the daemon refuses a client of another one
+  // (so every block it publishes, each verified with the daemon's
+  // signature, carries it). Required.
   std::string layout_signature;
   // How long one request may wait for the daemon's answer (connect
   // included) before it counts as down. Milliseconds, > 0. Default 1000.
@@ -119,9 +120,6 @@ class ServerClient {
  private:
   explicit ServerClient(std::unique_ptr<server::Connection> conn);
   std::unique_ptr<server::Connection> conn_;
-  // Learns this client's block shape: a loaded block's header is checked
-  // against a template instead of parsed (thread-safe on its own).
-  const std::unique_ptr<BlockVerifier> verifier_;
 };
 
 // Whether a daemon accepts connections on `server` ("unix:PATH") now: a

@@ -175,8 +175,9 @@ void ArenaService::PromoteMisses(std::span<const BlockKey> keys) {
     if (!slot.ok()) return;  // every slot leased or reserved: serve the rest as misses
     const SlotRef ref = (*slot)[0];
     HandOver(ref);
-    std::memcpy(arena_->Bytes(ref.slot).data(), b.block->data(), b.block->size());
-    arena_->SetPublished(ref.slot, b.block->size(), missing[i]);
+    const std::span<const std::byte> bytes(b.block->data(), b.block->size());
+    std::memcpy(arena_->Bytes(ref.slot).data(), bytes.data(), bytes.size());
+    arena_->SetPublished(ref.slot, bytes.size(), missing[i], SumOf(bytes));
     evicted.clear();
     const Status published = index_.Publish(kDaemonClient, ref.slot, missing[i],
                                             header->meta.ns, b.block->size(),
@@ -206,7 +207,7 @@ void ArenaService::HandOver(const SlotRef& s) {
   // The header first, then the generation (release): a client reading the
   // slot on its own that sees the new generation sees no key either, and
   // one that read the old generation before its copy sees it change.
-  arena_->SetPublished(s.slot, 0, BlockKey{});
+  arena_->SetPublished(s.slot, 0, BlockKey{}, SlotSum{});
   arena_->SetGeneration(s.slot, s.generation);
 }
 
@@ -251,6 +252,19 @@ Result<BlockKey> ArenaService::Verify(std::span<const std::byte> bytes,
   return block.meta.ns;
 }
 
+Result<ArenaService::Verified> ArenaService::CopyAndVerify(uint32_t slot, uint64_t length,
+                                                           const BlockKey& key) {
+  if (!scratch_.has_value()) {
+    KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(arena_->geometry().slot_bytes));
+    scratch_.emplace(std::move(b));
+  }
+  const std::span<std::byte> copy(scratch_->data(), length);
+  Verified v;
+  v.sum = CopyWithSum(arena_->Bytes(slot).first(length), copy);
+  KVTIER_ASSIGN_OR_RETURN(v.ns, Verify(copy, key));
+  return v;
+}
+
 Status ArenaService::Publish(ClientId client, FrameReader* r, FrameWriter* w) {
   struct Item {
     uint32_t slot;
@@ -273,12 +287,13 @@ Status ArenaService::Publish(ClientId client, FrameReader* r, FrameWriter* w) {
         it.length > arena_->geometry().slot_bytes) {
       s = Status::InvalidArgument("bad slot or length");
     } else {
-      // A torn or wrong block is never published: the file's own checks.
-      Result<BlockKey> ns = Verify(arena_->Bytes(it.slot).first(it.length), it.key);
+      // A torn or wrong block is never published: the file's own checks,
+      // on a copy whose sum readers then check theirs against.
+      Result<Verified> ns = CopyAndVerify(it.slot, it.length, it.key);
       if (ns.ok()) {
-        arena_->SetPublished(it.slot, it.length, it.key);
+        arena_->SetPublished(it.slot, it.length, it.key, ns->sum);
         std::vector<EvictedBlock> evicted;
-        s = index_.Publish(client, it.slot, it.key, *ns, it.length, /*dirty=*/true, &evicted);
+        s = index_.Publish(client, it.slot, it.key, ns->ns, it.length, /*dirty=*/true, &evicted);
         WriteDown(evicted);
       } else {
         s = ns.status();
@@ -326,9 +341,12 @@ Status ArenaService::Erase(FrameReader* r, FrameWriter* w) {
 
 bool ArenaService::StoreBelow(uint32_t slot, const BlockKey& key, uint64_t length) {
   if (below_ == nullptr) return false;
-  std::span<const std::byte> bytes = arena_->Bytes(slot).first(length);
-  Result<BlockBuffer> copy = BlockBuffer::CopyOf(bytes);
+  Result<BlockBuffer> copy = BlockBuffer::Allocate(length);
   if (!copy.ok()) return false;
+  // Only the bytes published: a byte changed in the arena since is dropped.
+  if (CopyWithSum(arena_->Bytes(slot).first(length), {copy->data(), length}) != arena_->Sum(slot)) {
+    return false;
+  }
   SharedBlock block = std::make_shared<const BlockBuffer>(std::move(*copy));
   const SharedBlock blocks[] = {block};
   return below_->Store(std::span<const BlockKey>(&key, 1), blocks).ok();

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kvtier/block_buffer.h"
 #include "kvtier/layout.h"
 #include "kvtier/server.h"
 #include "kvtier/stats_table.h"
@@ -117,12 +118,23 @@ class ArenaService {
   // The block file in `bytes` is whole and `key`'s (structure, key,
   // signature, checksums); returns its namespace.
   Result<BlockKey> Verify(std::span<const std::byte> bytes, const BlockKey& key) const;
+  // Copies `length` bytes of a reserved slot into scratch_, verifies the
+  // copy as `key`'s block and returns its namespace and sum (Arena's slot
+  // sum: of the bytes verified, which the client may still be writing in
+  // the arena).
+  struct Verified {
+    BlockKey ns;
+    SlotSum sum;
+  };
+  Result<Verified> CopyAndVerify(uint32_t slot, uint64_t length, const BlockKey& key);
 
   std::unique_ptr<Arena> arena_;
   const ModelLayout layout_;
   const std::string signature_;
   std::unique_ptr<TieredCache> below_;
   SlotIndex index_;
+  // CopyAndVerify's copy (loop thread only), allocated at the first publish.
+  std::optional<BlockBuffer> scratch_;
   std::atomic<uint64_t> written_down_{0}, dropped_{0}, promoted_{0}, publish_refused_{0},
       bad_frames_{0};
 };

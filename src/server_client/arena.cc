@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+
+#include "core/block_file_internal.h"
 
 namespace kvtier::server {
 namespace {
@@ -38,8 +41,35 @@ void StoreWord(std::byte* p, uint64_t v) {
 constexpr size_t kGenOffset = 0;
 constexpr size_t kLengthOffset = 8;
 constexpr size_t kKeyOffset = 16;
+constexpr size_t kSumOffset = 48;
+static_assert(kSumOffset + 16 <= kSlotHeaderBytes);
+
+// Well inside a core's L2, so the hash reads what the copy just wrote from
+// cache (BlockVerifier::kCopyChunk's reasoning).
+constexpr size_t kCopyChunk = size_t{128} << 10;
+
+SlotSum FromHash(XXH128_hash_t h) { return SlotSum{h.low64, h.high64}; }
 
 }  // namespace
+
+SlotSum SumOf(std::span<const std::byte> bytes) {
+  return FromHash(internal::Xxh3Hash128(bytes.data(), bytes.size()));
+}
+
+SlotSum CopyWithSum(std::span<const std::byte> src, std::span<std::byte> dst) {
+  if (src.size() <= kCopyChunk) {
+    std::memcpy(dst.data(), src.data(), src.size());
+    return SumOf(dst.first(src.size()));  // one shot: the copy is in cache
+  }
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  for (size_t at = 0; at < src.size(); at += kCopyChunk) {
+    const size_t n = std::min(kCopyChunk, src.size() - at);
+    std::memcpy(dst.data() + at, src.data() + at, n);
+    internal::Xxh3Update128(&state, dst.data() + at, n);
+  }
+  return FromHash(XXH3_128bits_digest(&state));
+}
 
 uint64_t ArenaGeometry::TableOffset() const {
   return kArenaHeaderBytes + RoundToPage(uint64_t{slot_count} * kSlotHeaderBytes);
@@ -164,8 +194,15 @@ BlockKey Arena::Key(uint32_t slot) const {
   return k;
 }
 
-void Arena::SetPublished(uint32_t slot, uint64_t length, const BlockKey& key) {
+SlotSum Arena::Sum(uint32_t slot) const {
+  return SlotSum{LoadWord(SlotHeader(slot) + kSumOffset), LoadWord(SlotHeader(slot) + kSumOffset + 8)};
+}
+
+void Arena::SetPublished(uint32_t slot, uint64_t length, const BlockKey& key,
+                         const SlotSum& sum) {
   StoreWord(SlotHeader(slot) + kLengthOffset, length);
+  StoreWord(SlotHeader(slot) + kSumOffset, sum.low);
+  StoreWord(SlotHeader(slot) + kSumOffset + 8, sum.high);
   for (size_t i = 0; i < 4; ++i) {
     uint64_t w;
     std::memcpy(&w, key.bytes.data() + 8 * i, 8);

@@ -10,10 +10,14 @@
 //
 // A SlotHeader holds the slot's generation (bumped by the daemon, release
 // order, each time the slot is handed to a new block), and the published
-// block's length and key. The daemon alone decides what a slot holds; the
-// header lets a client check, after copying a slot, that the slot still
-// holds the block it was leased (same generation, key, length). The block
-// file's own checksums (DESIGN.md §4) catch any byte that changed. The key
+// block's length, key and sum. The daemon alone decides what a slot holds;
+// the header lets a client check, after copying a slot, that the slot still
+// holds the block it was leased (same generation, key, length). The sum is
+// XXH3-128 of the block file's bytes, taken by the daemon over its own copy
+// of the bytes after that copy passed DecodeBlock (structure, the key, the
+// daemon's layout signature, every checksum): a client's copy with the same
+// sum is those verified bytes, so any byte changed in the arena since
+// (or the sum itself) is caught without decoding the block again. The key
 // table lets a client answer a match without a round trip.
 //
 // Ownership: an Arena owns its mapping and file descriptor.
@@ -37,7 +41,7 @@
 namespace kvtier::server {
 
 inline constexpr uint64_t kArenaMagic = 0x314e45524154564bULL;  // "KVTAREN1"
-inline constexpr uint32_t kArenaVersion = 2;
+inline constexpr uint32_t kArenaVersion = 3;  // 3: the slot sum
 inline constexpr uint64_t kArenaHeaderBytes = 4096;
 inline constexpr uint64_t kSlotHeaderBytes = 64;
 // At most this many slots (the slot number is a u32 on the wire, and the
@@ -55,6 +59,20 @@ struct ArenaGeometry {
   // is 0, not a multiple of 4096 or past 1 TiB.
   Status Validate() const;
 };
+
+// XXH3-128 of a block file's bytes (the slot header's sum).
+struct SlotSum {
+  uint64_t low = 0;
+  uint64_t high = 0;
+  bool operator==(const SlotSum&) const = default;
+};
+SlotSum SumOf(std::span<const std::byte> bytes);
+// Copies `src` into the front of `dst` (REQUIRES: dst.size() >= src.size())
+// and returns SumOf the copy, hashing each 128 KiB chunk right after copying
+// it, while it is in cache: the source is read once from memory, and the sum
+// is of what the caller holds, never of the source (which another process
+// may be writing).
+SlotSum CopyWithSum(std::span<const std::byte> src, std::span<std::byte> dst);
 
 class Arena {
  public:
@@ -76,10 +94,12 @@ class Arena {
   // REQUIRES: slot < geometry().slot_count.
   uint64_t Generation(uint32_t slot) const;  // acquire
   void SetGeneration(uint32_t slot, uint64_t generation);  // release
-  // The published length and key (written by the daemon at publish).
+  // The published length, key and sum (written by the daemon at publish;
+  // all zero while the slot holds no block).
   uint64_t Length(uint32_t slot) const;
   BlockKey Key(uint32_t slot) const;
-  void SetPublished(uint32_t slot, uint64_t length, const BlockKey& key);
+  SlotSum Sum(uint32_t slot) const;
+  void SetPublished(uint32_t slot, uint64_t length, const BlockKey& key, const SlotSum& sum);
   // The arena's key table (written by the daemon's SlotIndex alone).
   KeyTable table() const;
   // The slot that holds `key` as far as the key table and the slot's

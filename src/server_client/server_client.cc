@@ -4,8 +4,6 @@
 #include <cstring>
 #include <utility>
 
-#include "core/block_verifier.h"
-#include "kvtier/block_file.h"
 #include "server_client/connection.h"
 
 namespace kvtier {
@@ -36,8 +34,7 @@ Result<std::unique_ptr<ServerClient>> ServerClient::Open(ServerClientOptions opt
       new ServerClient(std::make_unique<Connection>(std::move(options), std::move(path))));
 }
 
-ServerClient::ServerClient(std::unique_ptr<Connection> conn)
-    : conn_(std::move(conn)), verifier_(std::make_unique<BlockVerifier>()) {}
+ServerClient::ServerClient(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
 ServerClient::~ServerClient() = default;
 
 std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
@@ -76,61 +73,43 @@ std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
 
 namespace {
 
-enum class ArenaRead {
-  kHit,
-  kAbsent,    // not in the key table
-  kMoved,     // the slot changed before or during the copy: ask the daemon
-  kBad,       // the copy is not the block, the slot unchanged: a corrupted byte
-  kTooSmall,  // the block does not fit its buffer
-};
-
-struct ArenaCopy {
-  ArenaRead outcome = ArenaRead::kAbsent;
-  // Where it was read (kHit; kTooSmall: the block's length).
+// Where a key's block sits in the arena as the slot's header said before
+// the copy (the key table found it there).
+struct ArenaSpot {
+  size_t index = 0;  // into the caller's keys
   uint32_t slot = 0;
   uint64_t generation = 0;
   uint64_t length = 0;
+  server::SlotSum sum;
 };
 
-// Copies `key`'s block out of the arena without the daemon: the key table
-// gives a slot; its generation is read before the copy and checked after
-// it (with the key and length), and the copy verified as a lease-held one
-// is. The daemon clears a slot's header and bumps its generation before
-// anyone may write it, so a copy that overlapped a new block's bytes sees
-// the generation change: kMoved, never wrong bytes.
-ArenaCopy CopyFromArena(const server::Arena& arena, BlockVerifier* verifier, const BlockKey& key,
-                        std::span<std::byte> dst, const DecodeOptions& opts) {
-  ArenaCopy out;
-  const std::optional<uint32_t> slot = arena.FindPublished(key);
-  if (!slot.has_value()) return out;
-  out.outcome = ArenaRead::kMoved;
-  const uint64_t generation = arena.Generation(*slot);  // acquire
-  const uint64_t length = arena.Length(*slot);
-  if (length == 0 || length > arena.geometry().slot_bytes || !(arena.Key(*slot) == key)) {
-    return out;
-  }
-  if (length > dst.size()) {
-    out.outcome = ArenaRead::kTooSmall;
-    out.length = length;
-    return out;
-  }
-  const bool verified =
-      verifier->CopyVerify(arena.Bytes(*slot).first(length), dst, opts).ok();
+enum class ArenaRead {
+  kHit,
+  kMoved,  // the slot changed before or during the copy: ask the daemon
+  kBad,    // the copy's sum is not the slot's, the slot unchanged: a corrupted byte
+};
+
+// Copies `spot`'s block into `dst` (which holds it) and checks it without
+// the daemon: the slot's generation, key, length and sum, read before the
+// copy, are read again after it, and the copy's sum must be the slot's,
+// as a lease-held copy's is. The daemon clears a slot's header and bumps
+// its generation before anyone may write it, so a copy that overlapped a
+// new block's bytes sees the generation change: kMoved, never wrong bytes.
+ArenaRead CopyFromArena(const server::Arena& arena, const ArenaSpot& spot, const BlockKey& key,
+                        std::span<std::byte> dst) {
+  const bool same_bytes =
+      server::CopyWithSum(arena.Bytes(spot.slot).first(spot.length), dst) == spot.sum;
   // The copy's loads before the generation's second read.
 #if defined(__SANITIZE_THREAD__)
   std::atomic_signal_fence(std::memory_order_seq_cst);  // TSan has no standalone fences
 #else
   std::atomic_thread_fence(std::memory_order_acquire);
 #endif
-  if (arena.Generation(*slot) != generation || arena.Length(*slot) != length ||
-      !(arena.Key(*slot) == key)) {
-    return out;
+  if (arena.Generation(spot.slot) != spot.generation || arena.Length(spot.slot) != spot.length ||
+      !(arena.Key(spot.slot) == key) || !(arena.Sum(spot.slot) == spot.sum)) {
+    return ArenaRead::kMoved;
   }
-  out.outcome = verified ? ArenaRead::kHit : ArenaRead::kBad;
-  out.slot = *slot;
-  out.generation = generation;
-  out.length = length;
-  return out;
+  return same_bytes ? ArenaRead::kHit : ArenaRead::kBad;
 }
 
 }  // namespace
@@ -149,7 +128,6 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
   MutexLock lock(conn_->mu());
   ServerClientStats& st = conn_->counters;
   st.lookups += keys.size();
-  const std::string& signature = conn_->options().layout_signature;
   Status too_small;
   auto note_too_small = [&](size_t i, uint64_t length) {
     if (too_small.ok()) {
@@ -160,28 +138,61 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     ++st.misses;
   };
   // First from the arena on its own; what it cannot serve goes to the
-  // daemon, which leases it (and promotes it from the tiers below).
+  // daemon, which leases it (and promotes it from the tiers below). Blocks
+  // the key table finds are touched (not answered: the daemon counts the
+  // hits and makes them recent) before they are copied: the one system
+  // call of a load the arena serves, and the check that the daemon is
+  // still there (a send to a closed socket fails), as what a client reads
+  // from the arena without asking must not outlive the daemon.
   std::vector<size_t> ask;
-  if (const server::Arena* arena = conn_->LiveArena()) {
-    std::vector<ArenaCopy> read;
+  std::vector<ArenaSpot> spots;
+  if (const server::Arena* arena = conn_->arena()) {
     for (size_t i = 0; i < keys.size(); ++i) {
-      DecodeOptions opts;
-      opts.expected_key = &keys[i];
-      opts.expected_signature = &signature;
-      const ArenaCopy c = CopyFromArena(*arena, verifier_.get(), keys[i], dsts[i], opts);
-      switch (c.outcome) {
+      const std::optional<uint32_t> slot = arena->FindPublished(keys[i]);
+      if (!slot.has_value()) {
+        if (arena->TiersBelow()) {
+          ask.push_back(i);
+        } else {
+          ++st.misses;
+        }
+        continue;
+      }
+      ArenaSpot spot{i, *slot, arena->Generation(*slot), arena->Length(*slot), arena->Sum(*slot)};
+      if (spot.length == 0 || spot.length > arena->geometry().slot_bytes ||
+          !(arena->Key(*slot) == keys[i])) {
+        ask.push_back(i);  // moved since the table was read
+      } else if (spot.length > dsts[i].size()) {
+        note_too_small(i, spot.length);
+      } else {
+        spots.push_back(spot);
+      }
+    }
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) ask.push_back(i);
+  }
+  if (!spots.empty()) {
+    FrameWriter touch(Op::kTouch);
+    touch.U32(static_cast<uint32_t>(spots.size()));
+    for (const ArenaSpot& spot : spots) {
+      touch.U32(spot.slot);
+      touch.U64(spot.generation);
+    }
+    conn_->Post(&touch);
+    const server::Arena* arena = conn_->arena();
+    if (arena == nullptr) {
+      // The daemon is gone (the touch failed and the connection dropped):
+      // misses, the keys it would have been asked about too.
+      st.misses += spots.size() + ask.size();
+      if (!too_small.ok()) return too_small;
+      return lens;
+    }
+    for (const ArenaSpot& spot : spots) {
+      const size_t i = spot.index;
+      switch (CopyFromArena(*arena, spot, keys[i], dsts[i])) {
         case ArenaRead::kHit:
-          lens[i] = c.length;
+          lens[i] = spot.length;
           ++st.hits;
-          st.bytes_loaded += c.length;
-          read.push_back(c);
-          break;
-        case ArenaRead::kAbsent:
-          if (arena->TiersBelow()) {
-            ask.push_back(i);
-          } else {
-            ++st.misses;
-          }
+          st.bytes_loaded += spot.length;
           break;
         case ArenaRead::kMoved:
           ask.push_back(i);
@@ -190,23 +201,8 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
           ++st.verify_failures;
           ++st.misses;
           break;
-        case ArenaRead::kTooSmall:
-          note_too_small(i, c.length);
-          break;
       }
     }
-    if (!read.empty()) {
-      // Not answered: the daemon counts the hits and makes them recent.
-      FrameWriter touch(Op::kTouch);
-      touch.U32(static_cast<uint32_t>(read.size()));
-      for (const ArenaCopy& r : read) {
-        touch.U32(r.slot);
-        touch.U64(r.generation);
-      }
-      conn_->Post(&touch);
-    }
-  } else {
-    for (size_t i = 0; i < keys.size(); ++i) ask.push_back(i);
   }
   if (ask.empty()) {
     if (!too_small.ok()) return too_small;
@@ -261,16 +257,13 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
       note_too_small(i, ref.length);
       continue;
     }
-    // The copy must be the block (DecodeBlock's verdict on the copy, its
-    // data checksum taken as it is copied), and the slot must still hold
-    // what was leased.
-    DecodeOptions opts;
-    opts.expected_key = &keys[i];
-    opts.expected_signature = &signature;
-    const bool verified =
-        verifier_->CopyVerify(arena->Bytes(ref.slot).first(ref.length), dsts[i], opts).ok();
+    // The copy must be the bytes the daemon verified (its sum the slot's,
+    // taken as it is copied), and the slot must still hold what was leased.
+    const server::SlotSum sum = arena->Sum(ref.slot);
+    const bool verified = server::CopyWithSum(arena->Bytes(ref.slot).first(ref.length), dsts[i]) == sum;
     const bool same_slot = arena->Generation(ref.slot) == ref.generation &&
-                           arena->Length(ref.slot) == ref.length && arena->Key(ref.slot) == keys[i];
+                           arena->Length(ref.slot) == ref.length && arena->Key(ref.slot) == keys[i] &&
+                           arena->Sum(ref.slot) == sum;
     if (!verified || !same_slot) {
       ++st.verify_failures;
       ++st.misses;

@@ -4,6 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <span>
+#include <string>
+#include <vector>
+
 #include "server_client/arena.h"
 
 namespace kvtier::server {
@@ -140,7 +145,8 @@ TEST(Arena, CreateMapsAndAnotherMappingSeesTheSameBytes) {
   (*a)->SetGeneration(2, 77);
   BlockKey k;
   k.bytes[3] = 1;
-  (*a)->SetPublished(2, 100, k);
+  const SlotSum sum{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+  (*a)->SetPublished(2, 100, k, sum);
   Result<std::unique_ptr<Arena>> b = Arena::Map(::dup((*a)->fd()));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ((*b)->geometry().slot_count, 3u);
@@ -148,6 +154,8 @@ TEST(Arena, CreateMapsAndAnotherMappingSeesTheSameBytes) {
   EXPECT_EQ((*b)->Bytes(2)[5], std::byte{42});
   EXPECT_EQ((*b)->Generation(2), 77u);
   EXPECT_EQ((*b)->Length(2), 100u);
+  EXPECT_EQ((*b)->Sum(2), sum);
+  EXPECT_EQ((*b)->Sum(1), SlotSum{});
   EXPECT_EQ((*b)->Key(2), k);
 }
 
@@ -159,6 +167,29 @@ TEST(Arena, RefusesBadGeometryAndFilesThatAreNotArenas) {
   ASSERT_EQ(::pipe(p), 0);
   EXPECT_EQ(Arena::Map(p[0]).status().code(), StatusCode::kCorruption);  // closes p[0]
   ::close(p[1]);
+}
+
+// The sum a client takes while copying is XXH3-128 of the whole copy,
+// whatever the size: one shot up to a chunk, chunk by chunk past it.
+TEST(SlotSum, CopyWithSumCopiesAndSumsLikeOneShot) {
+  const size_t chunk = 128 * 1024;
+  for (size_t size : {size_t{1}, size_t{4095}, chunk - 1, chunk, chunk + 1, 3 * chunk + 5}) {
+    std::vector<std::byte> src(size);
+    for (size_t i = 0; i < size; ++i) src[i] = std::byte(static_cast<uint8_t>(i * 131 + size));
+    std::vector<std::byte> dst(size + 7, std::byte{0x5A});
+    const SlotSum got = CopyWithSum(src, dst);
+    EXPECT_EQ(got, SumOf(src)) << size;
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << size;
+    EXPECT_EQ(dst[size], std::byte{0x5A}) << size;  // nothing past the copy
+    // A changed byte changes the sum.
+    src[size / 2] ^= std::byte{1};
+    EXPECT_NE(SumOf(src), got) << size;
+  }
+  // XXH3-128 (seed 0) of "abc": `printf abc | xxhsum -H2` prints
+  // 06b05ab6733a618578af5f94892f3950 (the high half first).
+  const std::string abc = "abc";
+  const SlotSum known = SumOf(std::as_bytes(std::span(abc.data(), abc.size())));
+  EXPECT_EQ(known, (SlotSum{0x78af5f94892f3950ULL, 0x06b05ab6733a6185ULL}));
 }
 
 }  // namespace
