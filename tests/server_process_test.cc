@@ -465,6 +465,53 @@ TEST_F(ServerProcessTest, ACorruptedArenaByteIsACountedMissNeverWrongBytes) {
   EXPECT_EQ(r->Wait(), kExitMissing);
 }
 
+// A byte changed in the arena after the daemon verified the block: its
+// slot sum no longer holds, so the block is dropped at write-down, never
+// written to disk with the wrong byte.
+TEST_F(ServerProcessTest, ABlockChangedInTheArenaIsDroppedAtWriteDownNotWritten) {
+  StartDaemon({"--disk-dir", dir_.Sub("cache")});
+  auto w = Client("store", 0, 3);
+  ASSERT_EQ(w->Wait(), 0);
+  ServerClientOptions o;
+  o.server = "unix:" + socket_;
+  o.layout_signature = Tiny().Signature();
+  {
+    server::Connection conn(o, socket_);
+    MutexLock lock(conn.mu());
+    Result<server_test::RawLookup> found = server_test::LookUpRaw(&conn, TestBlockKey(1));
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    ASSERT_NE(found->slot, server::kNoSlot);
+    std::byte* data = conn.arena()->Bytes(found->slot).data() + found->length - 7;
+    *data ^= std::byte{0x01};
+    server::FrameWriter rel(server::Op::kRelease);
+    rel.U64(found->lease);
+    conn.Post(&rel);
+    server::FrameWriter st(server::Op::kStats);
+    ASSERT_TRUE(conn.Call(&st).ok());  // the release came first and was taken
+  }
+  daemon_->Kill(SIGTERM);
+  ASSERT_EQ(daemon_->Wait(), 0) << Slurp("daemon.err");
+  EXPECT_EQ(daemon_->ReadLine(kLongMs), "kvtier serve: wrote 2 blocks to the tiers below (1 dropped)");
+  DiskTierOptions d;
+  d.dir = dir_.Sub("cache");
+  d.layout_signature = Tiny().Signature();
+  Result<std::unique_ptr<DiskTier>> disk = DiskTier::Open(d, Env::Default());
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  for (uint64_t i = 0; i < 3; ++i) {
+    SharedBlock want = BlockOf(Tiny(), i, 1);
+    std::vector<std::byte> buf(want->size() + 4096);
+    Result<std::optional<size_t>> got = (*disk)->Load(TestBlockKey(i), buf);
+    ASSERT_TRUE(got.ok()) << i;
+    if (i == 1) {
+      EXPECT_FALSE(got->has_value());
+      continue;
+    }
+    ASSERT_TRUE(got->has_value()) << i;
+    ASSERT_EQ(**got, want->size());
+    EXPECT_EQ(std::memcmp(buf.data(), want->data(), want->size()), 0) << i;
+  }
+}
+
 TEST_F(ServerProcessTest, SigtermWritesArenaBlocksToDiskAndSaysHowMany) {
   StartDaemon({"--disk-dir", dir_.Sub("cache")});
   auto w = Client("store", 0, 12);
