@@ -32,7 +32,8 @@ namespace kvtier::server {
 
 // 2: release is not answered (1 answered it: a round trip of its own).
 // 3: touch (clients read the arena on their own, arena version 2).
-inline constexpr uint8_t kWireVersion = 3;
+// 4: arena version 3 (the slot sum clients check their copies against).
+inline constexpr uint8_t kWireVersion = 4;
 // Largest frame body either side sends or accepts.
 inline constexpr uint32_t kMaxFrameBytes = 8u << 20;
 // Most keys (or slots) one request may name.

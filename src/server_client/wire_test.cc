@@ -47,8 +47,9 @@ TEST(Wire, RoundTripsEveryFieldKind) {
 }
 
 TEST(Wire, RefusesOtherVersionsAndUnknownOps) {
-  // Version 1 (release answered), 2 (no touch) and a later one are refused.
-  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{kWireVersion + 1}}) {
+  // Version 1 (release answered), 2 (no touch), 3 (no slot sum) and a
+  // later one are refused.
+  for (uint8_t version : {uint8_t{1}, uint8_t{2}, uint8_t{3}, uint8_t{kWireVersion + 1}}) {
     std::vector<uint8_t> body = {version, 1, 0, 0};
     FrameReader r(body);
     EXPECT_EQ(r.Header().status().code(), StatusCode::kCorruption) << int{version};
