@@ -6,7 +6,11 @@
 // then the slot's generation, key and length are checked again and the
 // copy's XXH3-128 compared with the slot's sum (taken by the daemon over the
 // bytes it verified at publish: structure, key, signature, checksums), so a
-// slot reused or a byte corrupted is a counted miss, never wrong bytes. A match
+// slot reused or a byte corrupted is a counted miss, never wrong bytes.
+// Such a hit makes no system call: the client checks the daemon still
+// serves the arena by a word in it (its owner lock), and reports its hits
+// to the daemon (counters, recency) in one frame with its next request, at
+// a load or match 10 ms after the first unreported one, or at close. A match
 // or load of blocks the arena holds asks the daemon nothing; a store is
 // written into slots the client reserved, then published (the daemon
 // verifies each block before anyone can read it). Every request is one

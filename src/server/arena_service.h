@@ -87,6 +87,10 @@ class ArenaService {
   ServerShutdownReport WriteDownAndClose(uint64_t timeout_ms);
 
   int arena_fd() const { return arena_->fd(); }
+  // The serving thread holds the arena's owner lock between these (a
+  // client believes the arena while it is held: server_client/arena.h).
+  Status BeginServing() { return arena_->LockOwner(); }
+  void EndServing() { arena_->UnlockOwner(); }
   ArenaStats Stats() const;
   // The TieredCache's below the arena; nullopt when there is none.
   std::optional<CacheStats> BelowStats() const;

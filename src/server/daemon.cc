@@ -258,6 +258,13 @@ std::string Daemon::MetricsPage() const {
 Status Daemon::Run() {
   if (shut_down_) return Status::FailedPrecondition("kvtier serve: shut down");
   const HttpEndpoint::Handler answer = [this](const HttpRequest& r) { return Answer(r); };
+  // Held while this loop serves; let go on every way out of it (a killed
+  // daemon's is marked dead by the kernel).
+  KVTIER_RETURN_IF_ERROR(service_->BeginServing());
+  struct EndServing {
+    ArenaService* service;
+    ~EndServing() { service->EndServing(); }
+  } end_serving{service_.get()};
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({wake_read_, POLLIN, 0});

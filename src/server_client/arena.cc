@@ -1,6 +1,8 @@
 #include "server_client/arena.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "core/block_file_internal.h"
 
@@ -26,6 +30,11 @@ struct HeaderFields {
 };
 constexpr size_t kFlagsOffset = sizeof(HeaderFields);
 constexpr uint32_t kFlagTiersBelow = 1;
+constexpr size_t kOwnerOffset = 64;
+static_assert(kOwnerOffset + sizeof(pthread_mutex_t) <= kArenaHeaderBytes);
+// The futex word is the first member of glibc's mutex (the robust-futex ABI
+// the kernel writes FUTEX_OWNER_DIED into).
+static_assert(offsetof(pthread_mutex_t, __data.__lock) == 0);
 
 uint64_t RoundToPage(uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
 
@@ -114,6 +123,20 @@ Result<std::unique_ptr<Arena>> Arena::Create(const ArenaGeometry& geometry) {
   }
   HeaderFields h{kArenaMagic, kArenaVersion, geometry.slot_count, geometry.slot_bytes};
   std::memcpy(p, &h, sizeof(h));
+  pthread_mutexattr_t attr;
+  int e = ::pthread_mutexattr_init(&attr);
+  if (e == 0) e = ::pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  if (e == 0) e = ::pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  if (e == 0) {
+    e = ::pthread_mutex_init(
+        reinterpret_cast<pthread_mutex_t*>(static_cast<std::byte*>(p) + kOwnerOffset), &attr);
+  }
+  (void)::pthread_mutexattr_destroy(&attr);
+  if (e != 0) {
+    ::munmap(p, total);
+    ::close(fd);
+    return Status::Internal("arena: the owner lock: " + std::string(std::strerror(e)));
+  }
   return std::unique_ptr<Arena>(new Arena(fd, static_cast<std::byte*>(p), geometry));
 }
 
@@ -230,6 +253,26 @@ bool Arena::TiersBelow() const {
 void Arena::SetTiersBelow(bool below) {
   std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + kFlagsOffset))
       .store(below ? kFlagTiersBelow : 0, std::memory_order_release);
+}
+
+Status Arena::LockOwner() {
+  const int e = ::pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(base_ + kOwnerOffset));
+  if (e != 0) return Status::Internal("arena: taking the owner lock: " + std::string(std::strerror(e)));
+  return Status::Ok();
+}
+
+void Arena::UnlockOwner() {
+  (void)::pthread_mutex_unlock(reinterpret_cast<pthread_mutex_t*>(base_ + kOwnerOffset));
+}
+
+uint32_t Arena::OwnerWord() const {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + kOwnerOffset))
+      .load(std::memory_order_acquire);
+}
+
+bool Arena::OwnerAlive(uint32_t seen, uint32_t now) {
+  const uint32_t owner = seen & FUTEX_TID_MASK;
+  return owner != 0 && (now & FUTEX_TID_MASK) == owner && (now & FUTEX_OWNER_DIED) == 0;
 }
 
 std::span<std::byte> Arena::Bytes(uint32_t slot) const {

@@ -3,7 +3,7 @@
 // fixed-size slots. Layout (all little-endian, offsets from the start):
 //
 //   [0, 4096)                  ArenaHeader: magic, version, slot count, slot
-//                              size, flags
+//                              size, flags; at byte 64 the owner lock
 //   [4096, table_offset)       slot_count x SlotHeader (64 bytes each)
 //   [table_offset, data_offset) the KeyTable (key_table.h): key -> slot
 //   [data_offset, ...)         slot_count x slot_bytes of block files
@@ -19,6 +19,14 @@
 // sum is those verified bytes, so any byte changed in the arena since
 // (or the sum itself) is caught without decoding the block again. The key
 // table lets a client answer a match without a round trip.
+//
+// The owner lock is a process-shared robust pthread mutex that the daemon's
+// serving thread holds while it serves (LockOwner, UnlockOwner). Its futex
+// word holds that thread's id; when the thread ends without unlocking it
+// (the daemon killed), the kernel sets FUTEX_OWNER_DIED in the word, and a
+// clean stop unlocks it (0). A client reads the word, no system call, and
+// believes the arena only while the word is the owner it saw at connect
+// (OwnerAlive): what a client reads on its own never outlives the daemon.
 //
 // Ownership: an Arena owns its mapping and file descriptor.
 // Thread safety: the mapping may be read and written from any thread; the
@@ -112,6 +120,16 @@ class Arena {
   void SetTiersBelow(bool below);
   // The slot's bytes (slot_bytes of them).
   std::span<std::byte> Bytes(uint32_t slot) const;
+
+  // The daemon: takes the owner lock on the calling thread, which holds it
+  // until UnlockOwner (or its end). Internal on any pthread error.
+  Status LockOwner();
+  void UnlockOwner();
+  // The owner lock's futex word now (an atomic read).
+  uint32_t OwnerWord() const;
+  // Whether a daemon whose word was `seen` at connect still holds the lock
+  // when the word reads `now`.
+  static bool OwnerAlive(uint32_t seen, uint32_t now);
 
   // In a forked child of the process that mapped it: closes the child's
   // copy of the descriptor and forgets the mapping (a Map()ped one is not

@@ -1,6 +1,5 @@
 #include "server_client/connection.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -68,6 +67,7 @@ Connection::Connection(ServerClientOptions options, std::string socket_path)
 Connection::~Connection() {
   Unregister(this);  // first, and not under mu_: the fork handler takes the list, then no mu_
   MutexLock lock(&mu_);
+  SendTouches();
   DisconnectLocked();
 }
 
@@ -81,6 +81,32 @@ void Connection::DisconnectLocked() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   arena_.reset();
+  touches_.clear();  // of that arena's slots
+}
+
+void Connection::QueueTouch(uint32_t slot, uint64_t generation) {
+  if (fd_ < 0) return;
+  if (touches_.empty()) first_touch_us_ = MonotonicMicros();
+  touches_.emplace_back(slot, generation);
+}
+
+void Connection::FlushTouchesIfDue() {
+  if (touches_.empty()) return;
+  if (touches_.size() >= kTouchBatch || MonotonicMicros() - first_touch_us_ >= kTouchDelayUs) {
+    SendTouches();
+  }
+}
+
+void Connection::SendTouches() {
+  if (fd_ < 0 || touches_.empty()) return;
+  FrameWriter touch(Op::kTouch);
+  touch.U32(static_cast<uint32_t>(touches_.size()));
+  for (const auto& [slot, generation] : touches_) {
+    touch.U32(slot);
+    touch.U64(generation);
+  }
+  touches_.clear();
+  Post(&touch);
 }
 
 void Connection::Drop() {
@@ -90,10 +116,7 @@ void Connection::Drop() {
 
 Arena* Connection::LiveArena() {
   if (fd_ < 0) return nullptr;
-  // Between requests the daemon sends nothing: anything readable, a hang-up
-  // or an error means it closed the connection (or broke the protocol).
-  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) != 0) {
+  if (!Arena::OwnerAlive(owner_, arena_->OwnerWord())) {
     Drop();
     ++counters.unavailable;
     return nullptr;
@@ -131,11 +154,16 @@ Status Connection::ConnectLocked() {
     return Status::Corruption("hello reply without an arena");
   }
   KVTIER_ASSIGN_OR_RETURN(arena_, Arena::Map(arena_fd));
+  owner_ = arena_->OwnerWord();
+  if (!Arena::OwnerAlive(owner_, owner_)) {
+    return Status::Unavailable("kvtier serve at " + path_ + ": its arena has no serving daemon");
+  }
   ++counters.connects;
   return Status::Ok();
 }
 
 Result<std::vector<uint8_t>> Connection::Call(FrameWriter* request) {
+  SendTouches();  // taken before this request (a failed send: down, below)
   const uint64_t now = MonotonicMicros();
   if (fd_ < 0) {
     if (now < retry_after_us_) {

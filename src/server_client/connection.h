@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/mutex.h"
@@ -50,14 +51,27 @@ class Connection {
   // The mapped arena of the current connection; null when not connected.
   // REQUIRES: mu() held.
   Arena* arena() REQUIRES(mu_) { return arena_.get(); }
-  // The arena, if connected and the daemon has not closed the socket since
-  // (a poll, no round trip: what a client reads from the arena without
-  // asking must not outlive the daemon). A closed socket drops the
-  // connection (and backs off); null then and when not connected.
-  // REQUIRES: mu() held.
+  // The arena, if connected and its daemon still serves (its owner lock's
+  // word as at connect: a memory read, no system call; what a client reads
+  // from the arena without asking must not outlive the daemon). A daemon
+  // gone drops the connection (and backs off); null then and when not
+  // connected. REQUIRES: mu() held.
   Arena* LiveArena() REQUIRES(mu_);
   // A reply that made no sense: drops the connection (and backs off).
   void Drop() REQUIRES(mu_);
+
+  // Arena reads to report (docs/server.md, "Reads"): the daemon counts each
+  // as a hit and makes its block the most recent when it takes the touch
+  // frame, which it does not answer. Queued, then sent in one frame ahead of
+  // the next request (Call), when kTouchBatch are queued, at a
+  // FlushTouchesIfDue() kTouchDelayUs or more after the first was queued, or
+  // when the connection is destroyed; dropped with the connection. So a
+  // load the arena serves sends nothing: a send wakes the daemon, which
+  // cost more than the copies of a batch of small blocks.
+  static constexpr size_t kTouchBatch = 4096;
+  static constexpr uint64_t kTouchDelayUs = 10'000;
+  void QueueTouch(uint32_t slot, uint64_t generation) REQUIRES(mu_);
+  void FlushTouchesIfDue() REQUIRES(mu_);
   // The fork handler's work in the child (see Fork above): no lock taken,
   // the child has one thread. Async-signal-safe (close only).
   void AbandonAfterFork() NO_THREAD_SAFETY_ANALYSIS;
@@ -68,6 +82,8 @@ class Connection {
  private:
   Status ConnectLocked() REQUIRES(mu_);
   void DisconnectLocked() REQUIRES(mu_);
+  // Sends the queued touches (a failed send drops the connection).
+  void SendTouches() REQUIRES(mu_);
 
   const ServerClientOptions options_;
   const std::string path_;
@@ -75,7 +91,10 @@ class Connection {
   Mutex mu_;
   int fd_ GUARDED_BY(mu_) = -1;
   std::unique_ptr<Arena> arena_ GUARDED_BY(mu_);
+  uint32_t owner_ GUARDED_BY(mu_) = 0;  // the arena's owner word at connect
   uint64_t retry_after_us_ GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> touches_ GUARDED_BY(mu_);  // slot, generation
+  uint64_t first_touch_us_ GUARDED_BY(mu_) = 0;
 };
 
 // Reads a reply body: header (op must be `op`), then the status. The

@@ -48,6 +48,7 @@ std::vector<ServerTier> ServerClient::Match(std::span<const BlockKey> chain) {
     while (n < chain.size() && arena->FindPublished(chain[n]).has_value()) ++n;
     if (n == chain.size() || !arena->TiersBelow()) {
       tiers.assign(n, ServerTier::kArena);
+      conn_->FlushTouchesIfDue();
       return tiers;
     }
   }
@@ -76,7 +77,6 @@ namespace {
 // Where a key's block sits in the arena as the slot's header said before
 // the copy (the key table found it there).
 struct ArenaSpot {
-  size_t index = 0;  // into the caller's keys
   uint32_t slot = 0;
   uint64_t generation = 0;
   uint64_t length = 0;
@@ -138,15 +138,11 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
     ++st.misses;
   };
   // First from the arena on its own; what it cannot serve goes to the
-  // daemon, which leases it (and promotes it from the tiers below). Blocks
-  // the key table finds are touched (not answered: the daemon counts the
-  // hits and makes them recent) before they are copied: the one system
-  // call of a load the arena serves, and the check that the daemon is
-  // still there (a send to a closed socket fails), as what a client reads
-  // from the arena without asking must not outlive the daemon.
+  // daemon, which leases it (and promotes it from the tiers below). The
+  // hits are queued as touches (Connection::QueueTouch): the daemon counts
+  // them and makes them recent when they reach it.
   std::vector<size_t> ask;
-  std::vector<ArenaSpot> spots;
-  if (const server::Arena* arena = conn_->arena()) {
+  if (const server::Arena* arena = conn_->LiveArena()) {
     for (size_t i = 0; i < keys.size(); ++i) {
       const std::optional<uint32_t> slot = arena->FindPublished(keys[i]);
       if (!slot.has_value()) {
@@ -157,42 +153,23 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
         }
         continue;
       }
-      ArenaSpot spot{i, *slot, arena->Generation(*slot), arena->Length(*slot), arena->Sum(*slot)};
+      const ArenaSpot spot{*slot, arena->Generation(*slot), arena->Length(*slot),
+                           arena->Sum(*slot)};
       if (spot.length == 0 || spot.length > arena->geometry().slot_bytes ||
           !(arena->Key(*slot) == keys[i])) {
         ask.push_back(i);  // moved since the table was read
-      } else if (spot.length > dsts[i].size()) {
-        note_too_small(i, spot.length);
-      } else {
-        spots.push_back(spot);
+        continue;
       }
-    }
-  } else {
-    for (size_t i = 0; i < keys.size(); ++i) ask.push_back(i);
-  }
-  if (!spots.empty()) {
-    FrameWriter touch(Op::kTouch);
-    touch.U32(static_cast<uint32_t>(spots.size()));
-    for (const ArenaSpot& spot : spots) {
-      touch.U32(spot.slot);
-      touch.U64(spot.generation);
-    }
-    conn_->Post(&touch);
-    const server::Arena* arena = conn_->arena();
-    if (arena == nullptr) {
-      // The daemon is gone (the touch failed and the connection dropped):
-      // misses, the keys it would have been asked about too.
-      st.misses += spots.size() + ask.size();
-      if (!too_small.ok()) return too_small;
-      return lens;
-    }
-    for (const ArenaSpot& spot : spots) {
-      const size_t i = spot.index;
+      if (spot.length > dsts[i].size()) {
+        note_too_small(i, spot.length);
+        continue;
+      }
       switch (CopyFromArena(*arena, spot, keys[i], dsts[i])) {
         case ArenaRead::kHit:
           lens[i] = spot.length;
           ++st.hits;
           st.bytes_loaded += spot.length;
+          conn_->QueueTouch(spot.slot, spot.generation);
           break;
         case ArenaRead::kMoved:
           ask.push_back(i);
@@ -203,6 +180,9 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
           break;
       }
     }
+    conn_->FlushTouchesIfDue();
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) ask.push_back(i);
   }
   if (ask.empty()) {
     if (!too_small.ok()) return too_small;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -191,6 +192,43 @@ TEST(SlotSum, CopyWithSumCopiesAndSumsLikeOneShot) {
   const std::string abc = "abc";
   const SlotSum known = SumOf(std::as_bytes(std::span(abc.data(), abc.size())));
   EXPECT_EQ(known, (SlotSum{0x78af5f94892f3950ULL, 0x06b05ab6733a6185ULL}));
+}
+
+// The owner lock: free (0) in a new arena, the holder's thread id while
+// held, 0 after a clean unlock, and marked dead by the kernel when the
+// holder ends without unlocking (a process killed, here one that exits).
+TEST(Arena, TheOwnerLockTellsAClientWhetherItsDaemonStillServes) {
+  Result<std::unique_ptr<Arena>> a = Arena::Create({2, 4096});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ((*a)->OwnerWord(), 0u);
+  EXPECT_FALSE(Arena::OwnerAlive(0, 0));  // nobody serves it
+
+  ASSERT_TRUE((*a)->LockOwner().ok());
+  const uint32_t seen = (*a)->OwnerWord();
+  EXPECT_EQ(seen, static_cast<uint32_t>(::gettid()));
+  EXPECT_TRUE(Arena::OwnerAlive(seen, (*a)->OwnerWord()));
+  (*a)->UnlockOwner();
+  EXPECT_EQ((*a)->OwnerWord(), 0u);
+  EXPECT_FALSE(Arena::OwnerAlive(seen, (*a)->OwnerWord()));  // stopped cleanly
+
+  // A child (it shares the mapping) takes the lock and exits holding it.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!(*a)->LockOwner().ok()) ::_exit(1);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The kernel put FUTEX_OWNER_DIED where the child's thread id was.
+  const uint32_t dead = (*a)->OwnerWord();
+  EXPECT_EQ(dead, 0x40000000u);
+  EXPECT_FALSE(Arena::OwnerAlive(static_cast<uint32_t>(child), dead));
+  // Another mapping of the same arena reads the same word.
+  Result<std::unique_ptr<Arena>> b = Arena::Map(::dup((*a)->fd()));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->OwnerWord(), dead);
 }
 
 }  // namespace
