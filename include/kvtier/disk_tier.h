@@ -412,8 +412,10 @@ class DiskTier {
   // on disk is not written again. FailedPrecondition after Close().
   virtual Status Store(const BlockKey& key, SharedBlock block) = 0;
 
-  // Removes the block: cancels a pending write, deletes its row and unlinks
-  // its file (seed 000's delete_block). True if anything was removed.
+  // Removes the block: cancels a pending write (one being written is waited
+  // for, and its writer removes what it wrote), deletes its row and unlinks
+  // its file (seed 000's delete_block): no load that starts after it returns
+  // finds the block. True if anything was removed.
   virtual Result<bool> Erase(const BlockKey& key) = 0;
   // Cancels a pending write and drops the index row but keeps the file: the
   // next reconcile re-derives the row from the file's own header (seed 000's

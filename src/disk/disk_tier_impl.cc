@@ -458,7 +458,10 @@ Result<bool> DiskTierImpl::Erase(const BlockKey& key) {
     return Status::FailedPrecondition("DiskTier::Erase: the tier is closed");
   }
   KVTIER_RETURN_IF_ERROR(CheckWritable("DiskTier::Erase"));
-  bool removed = pending_->Cancel(key);
+  // A write of `key` in progress is finished (its file and row removed by
+  // its writer) before this goes on: else a load between that write's
+  // commit and its clean-up would read the block erased.
+  bool removed = pending_->CancelAndWait(key);
   touches_.Forget(key);
   // File first: a crash in between leaves a row without a file (a miss),
   // never a file the reconcile would bring back.

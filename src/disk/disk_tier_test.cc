@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -214,23 +216,37 @@ TEST(DiskTierTest, EraseRemovesFileRowAndPendingWrite) {
 }
 
 TEST(DiskTierTest, EraseWhileBeingWrittenLeavesNothingBehind) {
-  TempDir dir;
-  Gate gate;
-  DiskTierOptions o = TestOptions(dir.path());
-  o.writer_threads = 1;
-  disk::KillHook kill_hook = gate.Hook(DiskKillPoint::kBeforeIndexCommit);
-  auto tier = OpenOrDie(o, kill_hook);
-  ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
-  gate.WaitArrived(1);  // the file is renamed into place, the row not committed
-  auto erased = tier->Erase(TestBlockKey(1));
-  ASSERT_THAT(erased, IsOk());
-  EXPECT_TRUE(*erased);
-  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
-  gate.Release();
-  ASSERT_THAT(tier->Flush(), IsOk());
-  EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
-  EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(1))));
-  EXPECT_EQ(tier->Stats().entries, 0u);
+  // The writer parked after renaming the file into place, before its row:
+  // Erase waits for that write to end, so that no load in between could
+  // read the erased block (the row committed, the clean-up not yet done).
+  for (DiskKillPoint point : {DiskKillPoint::kBeforeIndexCommit, DiskKillPoint::kAfterIndexCommit}) {
+    TempDir dir;
+    Gate gate;
+    DiskTierOptions o = TestOptions(dir.path());
+    o.writer_threads = 1;
+    disk::KillHook kill_hook = gate.Hook(point);
+    auto tier = OpenOrDie(o, kill_hook);
+    ASSERT_THAT(tier->Store(TestBlockKey(1), MakeTestBlock(1)), IsOk());
+    gate.WaitArrived(1);
+    std::atomic<bool> returned{false};
+    Result<bool> erased = false;
+    std::thread eraser([&] {
+      erased = tier->Erase(TestBlockKey(1));
+      returned = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(returned.load()) << "Erase returned while the block was being written";
+    gate.Release();
+    eraser.join();
+    ASSERT_THAT(erased, IsOk());
+    EXPECT_TRUE(*erased);
+    EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+    EXPECT_TRUE(LoadBytes(tier.get(), TestBlockKey(1)).empty());
+    ASSERT_THAT(tier->Flush(), IsOk());
+    EXPECT_FALSE(tier->Contains(TestBlockKey(1)));
+    EXPECT_FALSE(std::filesystem::exists(BlockFilePath(dir.path(), TestBlockKey(1))));
+    EXPECT_EQ(tier->Stats().entries, 0u);
+  }
 }
 
 TEST(DiskTierTest, ForgetKeepsTheFileAndReconcileAdoptsItAgain) {

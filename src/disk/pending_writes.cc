@@ -111,10 +111,9 @@ SharedBlock PendingWrites::Find(const BlockKey& key) {
   return it->second->block;
 }
 
-bool PendingWrites::Cancel(const BlockKey& key) {
-  MutexLock lock(&mu_);
+std::shared_ptr<PendingBlock> PendingWrites::CancelLocked(const BlockKey& key) {
   auto it = by_key_.find(key);
-  if (it == by_key_.end()) return false;
+  if (it == by_key_.end()) return nullptr;
   std::shared_ptr<PendingBlock> p = std::move(it->second);
   by_key_.erase(it);
   p->cancelled = true;
@@ -124,6 +123,19 @@ bool PendingWrites::Cancel(const BlockKey& key) {
     p->queued = false;
     ReleaseLocked(*p);
   }
+  return p;
+}
+
+bool PendingWrites::Cancel(const BlockKey& key) {
+  MutexLock lock(&mu_);
+  return CancelLocked(key) != nullptr;
+}
+
+bool PendingWrites::CancelAndWait(const BlockKey& key) {
+  MutexLock lock(&mu_);
+  std::shared_ptr<PendingBlock> p = CancelLocked(key);
+  if (p == nullptr) return false;
+  while (outstanding_.count(p->seq) > 0) done_cv_.Wait(&lock);
   return true;
 }
 

@@ -79,6 +79,10 @@ class PendingWrites {
   // being written is finished by its writer, which then removes its file.
   // True if there was one.
   bool Cancel(const BlockKey& key);
+  // Cancel(key), and if its block was being written, waits until its writer
+  // has finished it (Release(): its file and row removed), so that nothing
+  // of it is readable when this returns.
+  bool CancelAndWait(const BlockKey& key);
   // Cancels every pending block; returns how many.
   uint64_t CancelAll();
 
@@ -98,6 +102,9 @@ class PendingWrites {
 
  private:
   std::shared_ptr<PendingBlock> MakeLocked(const BlockKey& key, SharedBlock block) REQUIRES(mu_);
+  // Cancel's work: the cancelled block (null if none), still in flight
+  // unless it was queued.
+  std::shared_ptr<PendingBlock> CancelLocked(const BlockKey& key) REQUIRES(mu_);
   void ReleaseLocked(const PendingBlock& p) REQUIRES(mu_);
 
   const uint64_t max_bytes_;
