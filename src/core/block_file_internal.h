@@ -12,9 +12,7 @@
 #include <string>
 #include <string_view>
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t's size, for stack states
-#include <xxhash.h>
-
+#include "core/xxh3.h"
 #include "kvtier/block_file.h"
 
 namespace kvtier::internal {
@@ -64,12 +62,7 @@ class MetaChecksumInput {
   std::string tensors_;
 };
 
-// XXH3-128 (seed 0) through libxxhash's x86 dispatcher, which picks the
-// widest vector unit the CPU has (AVX-512, AVX2, SSE2) at run time; the
-// plain entry points of Debian's build are SSE2 only, 4x slower on AVX-512.
-// The hash value is the same either way.
-XXH128_hash_t Xxh3Hash128(const void* data, size_t size);
-void Xxh3Update128(XXH3_state_t* state, const void* data, size_t size);
+// Xxh3Hash128, Xxh3Update128: core/xxh3.h.
 
 // Lowercase hex of `n` bytes into `out` (2n chars).
 void HexLower(const uint8_t* bytes, size_t n, char* out);

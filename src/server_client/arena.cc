@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/block_file_internal.h"
+#include "core/xxh3.h"
 
 namespace kvtier::server {
 namespace {
