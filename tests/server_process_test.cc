@@ -465,6 +465,30 @@ TEST_F(ServerProcessTest, ACorruptedArenaByteIsACountedMissNeverWrongBytes) {
   EXPECT_EQ(r->Wait(), kExitMissing);
 }
 
+// The disk folder `dir` holds blocks 0..n-1 of the "store" clients (seed 1),
+// byte for byte, except `missing` (if any), which it must not hold.
+void ExpectFolderHolds(const std::string& dir, uint64_t n,
+                       std::optional<uint64_t> missing = std::nullopt) {
+  DiskTierOptions d;
+  d.dir = dir;
+  d.layout_signature = Tiny().Signature();
+  Result<std::unique_ptr<DiskTier>> disk = DiskTier::Open(d, Env::Default());
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  for (uint64_t i = 0; i < n; ++i) {
+    SharedBlock want = BlockOf(Tiny(), i, 1);
+    std::vector<std::byte> buf(want->size() + 4096);
+    Result<std::optional<size_t>> got = (*disk)->Load(TestBlockKey(i), buf);
+    ASSERT_TRUE(got.ok()) << i;
+    if (missing == i) {
+      EXPECT_FALSE(got->has_value()) << i;
+      continue;
+    }
+    ASSERT_TRUE(got->has_value()) << i;
+    ASSERT_EQ(**got, want->size());
+    EXPECT_EQ(std::memcmp(buf.data(), want->data(), want->size()), 0) << i;
+  }
+}
+
 // A byte changed in the arena after the daemon verified the block: its
 // slot sum no longer holds, so the block is dropped at write-down, never
 // written to disk with the wrong byte.
@@ -492,24 +516,7 @@ TEST_F(ServerProcessTest, ABlockChangedInTheArenaIsDroppedAtWriteDownNotWritten)
   daemon_->Kill(SIGTERM);
   ASSERT_EQ(daemon_->Wait(), 0) << Slurp("daemon.err");
   EXPECT_EQ(daemon_->ReadLine(kLongMs), "kvtier serve: wrote 2 blocks to the tiers below (1 dropped)");
-  DiskTierOptions d;
-  d.dir = dir_.Sub("cache");
-  d.layout_signature = Tiny().Signature();
-  Result<std::unique_ptr<DiskTier>> disk = DiskTier::Open(d, Env::Default());
-  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
-  for (uint64_t i = 0; i < 3; ++i) {
-    SharedBlock want = BlockOf(Tiny(), i, 1);
-    std::vector<std::byte> buf(want->size() + 4096);
-    Result<std::optional<size_t>> got = (*disk)->Load(TestBlockKey(i), buf);
-    ASSERT_TRUE(got.ok()) << i;
-    if (i == 1) {
-      EXPECT_FALSE(got->has_value());
-      continue;
-    }
-    ASSERT_TRUE(got->has_value()) << i;
-    ASSERT_EQ(**got, want->size());
-    EXPECT_EQ(std::memcmp(buf.data(), want->data(), want->size()), 0) << i;
-  }
+  ExpectFolderHolds(dir_.Sub("cache"), 3, /*missing=*/1);
 }
 
 TEST_F(ServerProcessTest, SigtermWritesArenaBlocksToDiskAndSaysHowMany) {
@@ -520,19 +527,7 @@ TEST_F(ServerProcessTest, SigtermWritesArenaBlocksToDiskAndSaysHowMany) {
   ASSERT_EQ(daemon_->Wait(), 0) << Slurp("daemon.err");
   EXPECT_EQ(daemon_->ReadLine(kLongMs), "kvtier serve: wrote 12 blocks to the tiers below (0 dropped)");
   // Every block is in the folder, byte for byte what was stored.
-  DiskTierOptions d;
-  d.dir = dir_.Sub("cache");
-  d.layout_signature = Tiny().Signature();
-  Result<std::unique_ptr<DiskTier>> disk = DiskTier::Open(d, Env::Default());
-  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
-  for (uint64_t i = 0; i < 12; ++i) {
-    SharedBlock want = BlockOf(Tiny(), i, 1);
-    std::vector<std::byte> buf(want->size() + 4096);
-    Result<std::optional<size_t>> got = (*disk)->Load(TestBlockKey(i), buf);
-    ASSERT_TRUE(got.ok() && got->has_value()) << i;
-    ASSERT_EQ(**got, want->size());
-    EXPECT_EQ(std::memcmp(buf.data(), want->data(), want->size()), 0) << i;
-  }
+  ExpectFolderHolds(dir_.Sub("cache"), 12);
 }
 
 // --server-namespace-quota of one slot (any size under a slot's rounds up

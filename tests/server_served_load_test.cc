@@ -222,15 +222,23 @@ TEST(ServedLoadTest, ASlotBeingHandedOverIsAskedOfTheDaemonNeverCopied) {
   EXPECT_EQ((*c)->Stats().misses, 1u);
 }
 
+// A client of `d` that has stored `block` under `key`.
+Result<std::unique_ptr<ServerClient>> ClientThatStored(const ServedLoadDaemon& d,
+                                                       const BlockKey& key,
+                                                       const BlockBuffer& block) {
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<ServerClient> c, ServerClient::Open(d.ClientOptions()));
+  const std::span<const std::byte> in[] = {{block.data(), block.size()}};
+  KVTIER_RETURN_IF_ERROR(c->Store(std::span<const BlockKey>(&key, 1), in));
+  return c;
+}
+
 TEST(ServedLoadTest, ASlotWhoseSumChangedIsACountedMissUntilItIsBack) {
   ServedLoadDaemon d;
   const BlockKey key = TestBlockKey(4);
   Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 4);
   ASSERT_TRUE(block.ok()) << block.status().ToString();
-  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
-  ASSERT_TRUE(c.ok());
-  const std::span<const std::byte> in[] = {{block->data(), block->size()}};
-  ASSERT_TRUE((*c)->Store(std::span<const BlockKey>(&key, 1), in).ok());
+  Result<std::unique_ptr<ServerClient>> c = ClientThatStored(d, key, *block);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
 
   server::Connection conn(d.ClientOptions(), d.socket_path());
   MutexLock lock(conn.mu());
@@ -270,10 +278,8 @@ TEST(ServedLoadTest, AFlippedByteOfALargeBlockInTheArenaIsACountedMiss) {
   const BlockKey key = TestBlockKey(3);
   Result<BlockBuffer> block = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 9);
   ASSERT_TRUE(block.ok()) << block.status().ToString();
-  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
-  ASSERT_TRUE(c.ok());
-  const std::span<const std::byte> in[] = {{block->data(), block->size()}};
-  ASSERT_TRUE((*c)->Store(std::span<const BlockKey>(&key, 1), in).ok());
+  Result<std::unique_ptr<ServerClient>> c = ClientThatStored(d, key, *block);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
 
   // A second connection that looks the block up and writes into its slot.
   server::Connection conn(d.ClientOptions(), d.socket_path());
