@@ -237,14 +237,11 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
       note_too_small(i, ref.length);
       continue;
     }
-    // The copy must be the bytes the daemon verified (its sum the slot's,
-    // taken as it is copied), and the slot must still hold what was leased.
-    const server::SlotSum sum = arena->Sum(ref.slot);
-    const bool verified = server::CopyWithSum(arena->Bytes(ref.slot).first(ref.length), dsts[i]) == sum;
-    const bool same_slot = arena->Generation(ref.slot) == ref.generation &&
-                           arena->Length(ref.slot) == ref.length && arena->Key(ref.slot) == keys[i] &&
-                           arena->Sum(ref.slot) == sum;
-    if (!verified || !same_slot) {
+    // The copy must be the bytes the daemon verified, and the slot must
+    // still hold what was leased (a leased slot is never handed on: any
+    // change is a bad byte, not a move).
+    const ArenaSpot spot{ref.slot, ref.generation, ref.length, arena->Sum(ref.slot)};
+    if (CopyFromArena(*arena, spot, keys[i], dsts[i]) != ArenaRead::kHit) {
       ++st.verify_failures;
       ++st.misses;
       continue;
