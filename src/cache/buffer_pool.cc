@@ -34,14 +34,28 @@ std::shared_ptr<BufferPool> BufferPool::Create(uint64_t max_free_bytes) {
 
 BufferPool::~BufferPool() {
   // Every buffer handed out holds the pool alive, so only free ones remain.
-  for (auto& [capacity, data] : free_) FreeMemory(data, capacity);
+  for (auto& [capacity, data] : free_) {
+    if (!InSlabLocked(data)) FreeMemory(data, capacity);
+  }
+  for (const Slab& slab : slabs_) ::munmap(slab.data, slab.bytes);
+}
+
+bool BufferPool::InSlabLocked(const std::byte* data) const {
+  for (const Slab& slab : slabs_) {
+    if (data >= slab.data && data < slab.data + slab.bytes) return true;
+  }
+  return false;
 }
 
 std::byte* BufferPool::NewMemory(size_t capacity) {
   if (capacity < kHugeFromBytes) {
     return static_cast<std::byte*>(std::aligned_alloc(BlockBuffer::kAlignment, capacity));
   }
-  // Over-map by one huge page, then trim, so the buffer starts on a 2 MiB
+  return MapHuge(capacity);
+}
+
+std::byte* BufferPool::MapHuge(size_t capacity) {
+  // Over-map by one huge page, then trim, so the memory starts on a 2 MiB
   // boundary and its full huge pages can be backed by THP.
   const size_t span = capacity + kHugePage;
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -107,37 +121,53 @@ Result<uint64_t> BufferPool::Prefault(size_t bytes, uint64_t count) {
                                    " bytes refused (1.." + std::to_string(kMaxBufferBytes) + ")");
   }
   const size_t capacity = CapacityFor(bytes);
-  uint64_t added = 0;
-  for (; added < count; ++added) {
-    {
-      MutexLock lock(&mu_);
-      if (stats_.free_bytes + capacity > max_free_bytes_) break;
-    }
-    std::byte* data = NewMemory(capacity);
-    if (data == nullptr) {
-      return Status::ResourceExhausted("cannot allocate a read buffer of " +
-                                       std::to_string(capacity) + " bytes");
-    }
-    std::memset(data, 0, capacity);  // the page faults happen here, not in a read
+  uint64_t fit = 0;
+  {
     MutexLock lock(&mu_);
+    const uint64_t room =
+        max_free_bytes_ > stats_.free_bytes ? max_free_bytes_ - stats_.free_bytes : 0;
+    fit = std::min<uint64_t>(count, room / capacity);
+  }
+  if (fit == 0) return uint64_t{0};
+  // One mapping for all of them (fit * capacity <= max_free_bytes, which
+  // the caller sized from RAM).
+  const size_t used = static_cast<size_t>(fit) * capacity;
+  const size_t slab_bytes =
+      RoundUp(used, used >= kHugeFromBytes ? kHugePage : BlockBuffer::kAlignment);
+  std::byte* slab = MapHuge(slab_bytes);
+  if (slab == nullptr) {
+    return Status::ResourceExhausted("cannot map " + std::to_string(slab_bytes) +
+                                     " bytes of read buffers");
+  }
+  std::memset(slab, 0, slab_bytes);  // the page faults happen here, not in a read
+  MutexLock lock(&mu_);
+  try {
+    slabs_.push_back({slab, slab_bytes});
+  } catch (const std::bad_alloc&) {
+    ::munmap(slab, slab_bytes);
+    return Status::ResourceExhausted("no memory for the read buffer pool's slab list");
+  }
+  uint64_t added = 0;
+  for (; added < fit; ++added) {
     try {
-      free_.emplace(capacity, data);
+      free_.emplace(capacity, slab + added * capacity);
     } catch (const std::bad_alloc&) {
-      FreeMemory(data, capacity);
-      return Status::ResourceExhausted("no memory for the read buffer pool's free list");
+      break;  // the rest of the slab stays unused until the pool goes
     }
     stats_.free_bytes += capacity;
-    stats_.fresh_bytes += capacity;
     ++stats_.free_buffers;
     ++stats_.prefaulted;
   }
+  stats_.fresh_bytes += slab_bytes;
+  if (added == 0) return Status::ResourceExhausted("no memory for the read buffer pool's free list");
   return added;
 }
 
 void BufferPool::Recycle(std::byte* data, size_t capacity) noexcept {
   {
     MutexLock lock(&mu_);
-    if (stats_.free_bytes + capacity <= max_free_bytes_) {
+    // A slab's buffer cannot be given back on its own: it is always kept.
+    if (stats_.free_bytes + capacity <= max_free_bytes_ || InSlabLocked(data)) {
       try {
         free_.emplace(capacity, data);
         stats_.free_bytes += capacity;

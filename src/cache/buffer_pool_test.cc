@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -97,6 +98,40 @@ TEST(BufferPool, PrefaultedBuffersServeTheNextTakesWithinTheCap) {
   EXPECT_EQ(s.reused, 3u);
   EXPECT_EQ(s.fresh_bytes, 3u * 8192);  // nothing new since the prefault
   EXPECT_THAT(pool->Prefault(0, 1), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(BufferPool, PrefaultCarvesItsBuffersBackToBackOutOfOneHugePageSlab) {
+  const size_t block = (3 << 20) + 5000;
+  auto pool = BufferPool::Create(3 * ((3 << 20) + (64 << 10)));
+  ASSERT_EQ(pool->Prefault(block, 5).value(), 3u);  // the cap holds three
+  std::vector<BlockBuffer> held;
+  std::vector<uintptr_t> at;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(pool->Take(block).value());
+    at.push_back(Addr(held.back()));
+  }
+  std::sort(at.begin(), at.end());
+  const size_t capacity = held[0].capacity();
+  EXPECT_EQ(capacity, (3u << 20) + (64u << 10));
+  EXPECT_EQ(at[0] % (2 << 20), 0u);  // the slab starts on a huge page
+  EXPECT_EQ(at[1], at[0] + capacity);
+  EXPECT_EQ(at[2], at[1] + capacity);
+  BufferPoolStats s = pool->Stats();
+  EXPECT_EQ(s.reused, 3u);
+  EXPECT_EQ(s.fresh_bytes, size_t{10} << 20);  // 3 x 3.06 MiB, rounded to 2 MiB
+  // A fourth buffer is new memory; back first, it fills the cap's room.
+  held.push_back(pool->Take(block).value());
+  held.pop_back();
+  EXPECT_EQ(pool->Stats().free_buffers, 1u);
+  // A slab's buffers come back all the same (they cannot be unmapped alone).
+  for (int i = 0; i < 3; ++i) std::memset(held[i].data(), i, held[i].size());
+  held.clear();
+  s = pool->Stats();
+  EXPECT_EQ(s.free_buffers, 4u);
+  EXPECT_EQ(s.released, 0u);
+  // And they are taken again.
+  for (int i = 0; i < 4; ++i) held.push_back(pool->Take(block).value());
+  EXPECT_EQ(pool->Stats().reused, 7u);
 }
 
 TEST(BufferPool, ABufferOutlivesEveryOtherHandleOnThePool) {
