@@ -334,6 +334,10 @@ class DiskTier {
   virtual bool Contains(const BlockKey& key) = 0;
   // The byte size of the block Contains() would report, or nullopt.
   virtual std::optional<uint64_t> SizeOf(const BlockKey& key) = 0;
+  // Contains() for each key, with one index query per 256 keys instead of
+  // one per key (each a read transaction of the index). All false once
+  // closed or when the index cannot be read.
+  virtual std::vector<bool> ContainsMany(std::span<const BlockKey> keys) = 0;
 
   // Calls fn(key, size) for every indexed block of this tier's signature, in
   // key order (pending writes not included), e.g. to seed an in-memory

@@ -116,8 +116,14 @@ Status CacheCore::Init() {
 
 // ---- Match ----
 
+namespace {
+// Keys per disk probe of Match, batch after batch (then the last size).
+constexpr size_t kDiskProbeBatches[] = {8, 32, 256};
+}  // namespace
+
 MatchResult CacheCore::Match(std::span<const BlockKey> chain) {
   MatchResult r;
+  size_t disk_batches = 0;
   GateScope gate(gate_);
   if (!gate.entered()) return r;
   r.tiers.reserve(chain.size());
@@ -140,10 +146,37 @@ MatchResult CacheCore::Match(std::span<const BlockKey> chain) {
     if (tier == CacheTier::kRemote) ++r.remote_blocks;
   };
   size_t k = 0;
-  for (; k < chain.size(); ++k) {
-    CacheTier tier = local(chain[k]);
-    if (tier == CacheTier::kNone) break;
-    add(tier);
+  while (k < chain.size()) {
+    TierMask m = index_.Lookup(chain[k]);
+    if (m != 0) {
+      add((m & kHostBit) != 0 ? CacheTier::kHost : CacheTier::kDisk);
+      ++k;
+      continue;
+    }
+    if (!ask_disk) break;
+    // Keys the index does not know are asked of the disk tier in batches
+    // of 8, 32, then 256 (one index query each, not one per key: after a
+    // restart the whole prefix is asked), learning the blocks it holds.
+    const size_t size_at = std::min(disk_batches++, std::size(kDiskProbeBatches) - 1);
+    std::span<const BlockKey> ask =
+        chain.subspan(k, std::min(chain.size() - k, kDiskProbeBatches[size_at]));
+    CacheCounters::Add(counters_.match_disk_probes, ask.size());
+    const std::vector<bool> on_disk = disk_->ContainsMany(ask);
+    size_t j = 0;
+    for (; j < ask.size(); ++j) {
+      // A key past the first that the index knows (a host entry) counts
+      // as the index says.
+      const TierMask known = j == 0 ? 0 : index_.Lookup(ask[j]);
+      if (known != 0) {
+        add((known & kHostBit) != 0 ? CacheTier::kHost : CacheTier::kDisk);
+        continue;
+      }
+      if (!on_disk[j]) break;
+      index_.MarkPresent(ask[j], IndexTier::kDisk);
+      add(CacheTier::kDisk);
+    }
+    k += j;
+    if (j < ask.size()) break;
   }
   if (k < chain.size() && remote_ != nullptr && options_.match_asks_remote) {
     // One Exists call for the rest of the chain (one round trip per node),

@@ -361,6 +361,47 @@ TEST(TieredCache, WriteThroughQueuesToDiskAndKeepsACleanCopy) {
   EXPECT_EQ(cache->Stats().disk->saves, 2u);
 }
 
+TEST(TieredCache, MatchAsksTheDiskInBatchesAndKeepsWhatTheIndexKnows) {
+  TempDir dir;
+  const auto on_disk = Keys(0, 300);
+  const auto host_key = Keys(400, 1)[0];
+  {
+    auto writer = OpenCache(DiskOptions(dir.path(), 302));
+    ASSERT_THAT(writer->Store(on_disk, Blocks(on_disk)), IsOk());
+    ASSERT_THAT(writer->Close(), IsOk());
+  }
+  auto cache = OpenCache(DiskOptions(dir.path(), 302));
+  // Only in this cache's host tier (write-back: not on disk).
+  StoreOptions host_only;
+  host_only.write_policy = WritePolicy::kWriteBack;
+  const std::vector<BlockKey> one = {host_key};
+  ASSERT_THAT(cache->Store(one, Blocks(one), host_only), IsOk());
+
+  // A chain the disk holds whole: asked 8, 32, 256, then the last 4.
+  MatchResult m = cache->Match(on_disk);
+  EXPECT_EQ(m.blocks, 300u);
+  EXPECT_EQ(m.disk_blocks, 300u);
+  EXPECT_EQ(cache->Stats().match_disk_probes, 300u);
+  EXPECT_EQ(cache->Match(on_disk).blocks, 300u);
+  EXPECT_EQ(cache->Stats().match_disk_probes, 300u);  // all learned
+
+  // Unknown, host, unknown: the host entry in the middle of a disk batch
+  // counts as the index says, not as the disk's "no".
+  ASSERT_THAT(cache->Close(), IsOk());
+  cache = OpenCache(DiskOptions(dir.path(), 302));
+  ASSERT_THAT(cache->Store(one, Blocks(one), host_only), IsOk());
+  const std::vector<BlockKey> mixed = {on_disk[0], host_key, on_disk[1]};
+  m = cache->Match(mixed);
+  EXPECT_THAT(m.tiers, ElementsAre(kDisk, kHost, kDisk));
+  EXPECT_EQ(cache->Stats().match_disk_probes, 3u);
+
+  // A chain whose first block is nowhere: one batch of 8 asked, 0 matched.
+  std::vector<BlockKey> missing = Keys(1000, 1);
+  missing.insert(missing.end(), on_disk.begin() + 2, on_disk.end());
+  EXPECT_EQ(cache->Match(missing).blocks, 0u);
+  EXPECT_EQ(cache->Stats().match_disk_probes, 3u + 8u);
+}
+
 TEST(TieredCache, MatchAsksTheDiskForUnknownKeysAndRemembers) {
   TempDir dir;
   const auto keys = Keys(0, 3);

@@ -46,15 +46,20 @@ Status BlockReader::Verify(std::span<const std::byte> file, const BlockKey& key,
   return verifier_.Verify(file, opts, info);
 }
 
-ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const {
-  const std::string path = layout_->BlockPath(row.key);
+ReadOutcome BlockReader::Read(const IndexRow& row, std::span<std::byte> dst, Status* error,
+                              std::unique_ptr<RandomAccessFile> opened) const {
   const uint64_t size = row.size;
   ReadFileOptions ro;
   ro.follow_symlinks = false;
   ro.direct_io = options_.direct_io && size >= options_.direct_io_min_bytes &&
                  reinterpret_cast<uintptr_t>(dst.data()) % kPage == 0;
   std::unique_ptr<RandomAccessFile> file;
-  if (ReadOutcome o = Open(path, ro, &file, error); o != ReadOutcome::kOk) return o;
+  if (opened != nullptr && !ro.direct_io) {
+    file = std::move(opened);  // buffered, as PrefetchWhole opened it
+  } else if (ReadOutcome o = Open(layout_->BlockPath(row.key), ro, &file, error);
+             o != ReadOutcome::kOk) {
+    return o;
+  }
   if (file->size() != size) return ReadOutcome::kBad;
   const uint64_t body = ro.direct_io ? size / kPage * kPage : size;
   auto n = file->ReadAt(0, dst.first(body));
@@ -120,15 +125,16 @@ std::optional<PrefetchedRead> BlockReader::PrefetchTensors(const IndexRow& row,
   return PrefetchedRead{std::move(plan), std::move(file)};
 }
 
-bool BlockReader::PrefetchWhole(const BlockKey& key) const {
+std::unique_ptr<RandomAccessFile> BlockReader::PrefetchWhole(const BlockKey& key) const {
   ReadFileOptions ro;
   ro.follow_symlinks = false;
   Status error;
   std::unique_ptr<RandomAccessFile> file;
-  if (Open(layout_->BlockPath(key), ro, &file, &error) != ReadOutcome::kOk) return false;
+  if (Open(layout_->BlockPath(key), ro, &file, &error) != ReadOutcome::kOk) return nullptr;
   const uint64_t size = file->size();
-  if (size == 0 || (options_.direct_io && size >= options_.direct_io_min_bytes)) return false;
-  return file->Prefetch(0, size).ok();
+  if (size == 0 || (options_.direct_io && size >= options_.direct_io_min_bytes)) return nullptr;
+  if (!file->Prefetch(0, size).ok()) return nullptr;
+  return file;
 }
 
 ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask,
@@ -243,12 +249,15 @@ ReadOutcome BlockReader::ReadTensors(const IndexRow& row, const TensorMask& mask
 }
 
 ReadOutcome BlockReader::ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
-                                       Status* error) const {
+                                       Status* error,
+                                       std::unique_ptr<RandomAccessFile> opened) const {
   ReadFileOptions ro;
   ro.follow_symlinks = false;
-  std::unique_ptr<RandomAccessFile> file;
-  if (ReadOutcome o = Open(layout_->BlockPath(key), ro, &file, error); o != ReadOutcome::kOk) {
-    return o;  // kBad (not a regular file): the row decides
+  std::unique_ptr<RandomAccessFile> file = std::move(opened);
+  if (file == nullptr) {
+    if (ReadOutcome o = Open(layout_->BlockPath(key), ro, &file, error); o != ReadOutcome::kOk) {
+      return o;  // kBad (not a regular file): the row decides
+    }
   }
   const uint64_t n = file->size();
   const bool direct = options_.direct_io && n >= options_.direct_io_min_bytes;

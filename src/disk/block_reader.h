@@ -69,7 +69,10 @@ class BlockReader {
 
   // Reads the file of `row` into `dst` and verifies it against `row`.
   // REQUIRES: dst.size() == row.size. On kError, `*error` says why.
-  ReadOutcome Read(const IndexRow& row, std::span<std::byte> dst, Status* error) const;
+  // `opened`: the file PrefetchWhole opened for this key (read through it,
+  // not opened again); null: opened here.
+  ReadOutcome Read(const IndexRow& row, std::span<std::byte> dst, Status* error,
+                   std::unique_ptr<RandomAccessFile> opened = nullptr) const;
 
   // A partial read of the file of `row` into `dst` (REQUIRES: dst.size() ==
   // row.size), opened for random access (no readahead): the header (one
@@ -107,8 +110,11 @@ class BlockReader {
   // block before it reads and verifies the current one keeps the device busy
   // meanwhile. Only for a file that Read or ReadUnindexed will read through
   // the page cache: one that direct_io will read (direct_io_min_bytes or
-  // more) would be read twice. Advice: true when something was asked for.
-  bool PrefetchWhole(const BlockKey& key) const;
+  // more) would be read twice. Advice: returns the file it opened to ask
+  // (for Read or ReadUnindexed, so that a block costs one open, not two:
+  // for blocks of a few KiB the open is most of a warm read), or null when
+  // nothing was asked for.
+  std::unique_ptr<RandomAccessFile> PrefetchWhole(const BlockKey& key) const;
 
   // Gives the buffer a block of `size` bytes is read into: exactly `size`
   // bytes, or the reason there is none.
@@ -125,9 +131,9 @@ class BlockReader {
   // stray one), something other than a regular file — which the caller then
   // reads through its row (Read). kError: an open or read failed (as in
   // Read); kNoBuffer: `dst` failed otherwise (out of buffers: the caller's
-  // error). `*error` says why.
-  ReadOutcome ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size,
-                            Status* error) const;
+  // error). `*error` says why. `opened` as for Read.
+  ReadOutcome ReadUnindexed(const BlockKey& key, const DstFn& dst, uint64_t* size, Status* error,
+                            std::unique_ptr<RandomAccessFile> opened = nullptr) const;
 
  private:
   // Opens a block file: kOk with `*file`, kGone, kBad (not a regular file),

@@ -438,6 +438,29 @@ std::optional<uint64_t> DiskTierImpl::SizeOf(const BlockKey& key) {
 
 bool DiskTierImpl::Contains(const BlockKey& key) { return SizeOf(key).has_value(); }
 
+std::vector<bool> DiskTierImpl::ContainsMany(std::span<const BlockKey> keys) {
+  std::vector<bool> out(keys.size(), false);
+  if (closed_.load(std::memory_order_acquire)) return out;
+  std::vector<BlockKey> ask;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (pending_->Find(keys[i]) != nullptr) {
+      out[i] = true;
+    } else {
+      ask.push_back(keys[i]);
+      at.push_back(i);
+    }
+  }
+  if (ask.empty()) return out;
+  auto rows = index_->LookupMany(ask);
+  if (!rows.ok()) return out;
+  for (size_t j = 0; j < ask.size(); ++j) {
+    const std::optional<IndexRow>& row = (*rows)[j];
+    out[at[j]] = row.has_value() && row->sig_id == sig_id_;
+  }
+  return out;
+}
+
 Status DiskTierImpl::ForEachKey(const std::function<void(const BlockKey&, uint64_t)>& fn) {
   if (closed_.load(std::memory_order_acquire)) {
     return Status::FailedPrecondition("DiskTier::ForEachKey: the tier is closed");

@@ -59,6 +59,7 @@ class DiskTierImpl final : public DiskTier {
 
   bool Contains(const BlockKey& key) override;
   std::optional<uint64_t> SizeOf(const BlockKey& key) override;
+  std::vector<bool> ContainsMany(std::span<const BlockKey> keys) override;
   Status ForEachKey(const std::function<void(const BlockKey&, uint64_t)>& fn) override;
   Result<std::optional<size_t>> Load(const BlockKey& key, std::span<std::byte> dst) override;
   std::vector<Result<std::optional<size_t>>> LoadMany(

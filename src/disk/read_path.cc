@@ -65,10 +65,11 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
     Status error;
     uint64_t read = row.size;
     // A prefetch was of the first row's file.
+    PrefetchedRead* ahead = attempt == 0 ? prefetched : nullptr;
     const ReadOutcome outcome =
-        mask != nullptr ? p_.reader->ReadTensors(row, *mask, buf, &read, &error,
-                                                 attempt == 0 ? prefetched : nullptr)
-                        : p_.reader->Read(row, buf, &error);
+        mask != nullptr
+            ? p_.reader->ReadTensors(row, *mask, buf, &read, &error, ahead)
+            : p_.reader->Read(row, buf, &error, ahead != nullptr ? std::move(ahead->file) : nullptr);
     if (outcome == ReadOutcome::kOk) {
       NoteTouch(key);
       if (bytes_read != nullptr) *bytes_read = read;
@@ -117,10 +118,12 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
   }
 }
 
-Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const DstFn& dst) {
+Result<std::optional<size_t>> ReadPath::ReadFileFirst(const BlockKey& key, const DstFn& dst,
+                                                      PrefetchedRead* prefetched) {
   uint64_t size = 0;
   Status error;
-  const ReadOutcome outcome = p_.reader->ReadUnindexed(key, dst, &size, &error);
+  const ReadOutcome outcome = p_.reader->ReadUnindexed(
+      key, dst, &size, &error, prefetched != nullptr ? std::move(prefetched->file) : nullptr);
   if (outcome == ReadOutcome::kOk) {
     NoteTouch(key);
     return std::optional<size_t>(size);
@@ -144,10 +147,11 @@ std::optional<PrefetchedRead> ReadPath::PrefetchAhead(const BlockKey& key, const
                                                       const TensorMask* mask) {
   if (where.pending != nullptr) return std::nullopt;  // served from memory
   if (mask == nullptr) {
-    // A whole read opens the file itself: the advice is all.
+    // The read goes through the file opened to ask.
     if (where.unindexed || (where.row.has_value() && where.row->sig_id == p_.sig_id &&
                             !Expired(*where.row))) {
-      (void)p_.reader->PrefetchWhole(key);
+      std::unique_ptr<RandomAccessFile> file = p_.reader->PrefetchWhole(key);
+      if (file != nullptr) return PrefetchedRead{{}, std::move(file)};
     }
     return std::nullopt;
   }
@@ -203,7 +207,7 @@ Result<std::optional<size_t>> ReadPath::LoadLocated(const BlockKey& key, Located
     DiskCounters::Add(p_.counters->hits_pending);
     r = std::optional<size_t>(b.size());
   } else if (where.unindexed) {
-    r = ReadFileFirst(key, dst);
+    r = ReadFileFirst(key, dst, prefetched);
   } else if (where.row.has_value()) {
     uint64_t n = 0;
     r = ReadFromDisk(key, *where.row, dst, mask, &n, prefetched);

@@ -107,7 +107,8 @@ class ReadPath {
   // For a read of a file that LoadLocated will read: asks the device for it
   // now. A partial read of a row's file (BlockReader::PrefetchTensors) gives
   // what it asked for; a whole read asks for the file
-  // (BlockReader::PrefetchWhole) and gives nullopt. nullopt also when
+  // (BlockReader::PrefetchWhole) and gives the file it opened (no plan), so
+  // that the read does not open it again. nullopt also when
   // nothing was asked (a pending block, a partial read without a row, an
   // incompatible or expired one, no file).
   std::optional<PrefetchedRead> PrefetchAhead(const BlockKey& key, const Located& where,
@@ -126,7 +127,9 @@ class ReadPath {
   // own (BlockReader::ReadUnindexed) is served; anything else — no file, a
   // bad one, a large one — is judged by its row as ReadFromDisk does (a stale
   // row of a gone file is dropped, a damaged file quarantined).
-  Result<std::optional<size_t>> ReadFileFirst(const BlockKey& key, const DstFn& dst);
+  // `prefetched`: PrefetchAhead's file for the first read.
+  Result<std::optional<size_t>> ReadFileFirst(const BlockKey& key, const DstFn& dst,
+                                              PrefetchedRead* prefetched = nullptr);
   bool Expired(const IndexRow& row);
   // A miss for the block `row` describes, whose file failed verification.
   void QuarantineBlock(const IndexRow& row);
