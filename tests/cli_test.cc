@@ -160,6 +160,34 @@ TEST_F(CliTest, DemoRefusesAPoolLargerThanTheMachine) {
 #endif
 }
 
+TEST_F(CliTest, BenchFolderWritesOnlyWhatTheFolderLacksAndTimesOpenAndMatch) {
+  const std::string dir = tmp_.path() + "/folder";
+  Ran r = Run("bench folder --dir '" + dir + "' --blocks 300 --chain 64 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(Lines(r.out), 1u) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["blocks"], 300);
+  EXPECT_EQ(j["written"], 300);
+  EXPECT_EQ(j["match_blocks"], 64);
+  EXPECT_EQ(j["layout"], "tiny");
+  EXPECT_LE(j["open_s"].get<double>(), j["first_hit_s"].get<double>());
+  EXPECT_LE(j["first_hit_s"].get<double>(), j["reconcile_s"].get<double>());
+  EXPECT_GT(j["match_cold_us"].get<double>(), 0);
+  EXPECT_GT(j["index_bytes"].get<uint64_t>(), 0u);
+  // The folder grows: only the 100 blocks it lacks are written.
+  r = Run("bench folder --dir '" + dir + "' --blocks 400 --chain 400 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["blocks"], 400);
+  EXPECT_EQ(j["written"], 100);
+  EXPECT_EQ(j["match_blocks"], 400);
+  // Refused at parse time: no block, or more blocks than it takes.
+  for (const char* n : {"0", "100000001"}) {
+    r = Run("bench folder --dir '" + dir + "' --blocks " + std::string(n));
+    EXPECT_EQ(r.exit_code, 2) << n;
+  }
+}
+
 TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
   Ran r = Run("bench pool --layout tiny --tokens 256 --repeats 1 --json --dir '" + tmp_.path() +
               "/cache'");
