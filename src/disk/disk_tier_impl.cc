@@ -107,6 +107,15 @@ Status DiskTierImpl::OpenReadOnlyIndex() {
   return Status::Ok();
 }
 
+void DiskTierImpl::WarmIndex() {
+  for (const std::string& path : {layout_.IndexPath(), layout_.IndexPath() + "-wal"}) {
+    ReadFileOptions ro;
+    ro.follow_symlinks = false;
+    auto file = env_->OpenForRead(path, ro);
+    if (file.ok()) (void)(*file)->Prefetch(0, (*file)->size());
+  }
+}
+
 Status DiskTierImpl::OpenIndex() {
   if (read_only_) return OpenReadOnlyIndex();
   const std::string path = layout_.IndexPath();
@@ -204,6 +213,7 @@ Status DiskTierImpl::Init() {
   }
   quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
   KVTIER_RETURN_IF_ERROR(OpenIndex());
+  WarmIndex();
   Result<int64_t> sig = index_->SignatureId(options_.layout_signature);
   if (read_only_ && sig.status().IsNotFound()) {
     sig = int64_t{0};  // no block of this layout in the folder: no row has id 0
