@@ -43,8 +43,27 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   if (!folder.ok()) return ReportError(flags, folder.status());
   auto per = (*folder)->PerSignature();
   if (!per.ok()) return ReportError(flags, per.status(), kExitFailure);
-  auto scan = (*folder)->Scan();
-  if (!scan.ok()) return ReportError(flags, scan.status(), kExitFailure);
+  // Counted file by file: memory stays flat however many files there are.
+  uint64_t allocated = 0, q_files = 0, q_bytes = 0, temps = 0, foreign = 0;
+  using Kind = CacheFolderScan::Kind;
+  Status scanned = (*folder)->ForEachFile([&](Kind kind, const CacheFolderScan::File& f) {
+    switch (kind) {
+      case Kind::kBlock:
+        allocated += f.allocated_bytes;
+        break;
+      case Kind::kTemp:
+        ++temps;
+        break;
+      case Kind::kForeign:
+        ++foreign;
+        break;
+      case Kind::kQuarantine:
+        ++q_files;
+        q_bytes += f.bytes;
+        break;
+    }
+  });
+  if (!scanned.ok()) return ReportError(flags, scanned, kExitFailure);
 
   DiskTierStats s;
   uint64_t other_entries = 0, other_bytes = 0;
@@ -63,10 +82,8 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   }
   // What the block files take from the disk, as the file system allocates
   // it (the unit every limit counts in).
-  for (const auto& f : scan->blocks) s.allocated_bytes += f.allocated_bytes;
-  uint64_t q_bytes = 0;
-  for (const auto& f : scan->quarantine) q_bytes += f.bytes;
-  s.quarantine_files = scan->quarantine.size();
+  s.allocated_bytes = allocated;
+  s.quarantine_files = q_files;
 
   if (a.prometheus) {
     // Without --layout/--signature there is nothing to judge blocks against:
@@ -82,11 +99,11 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
               << "# HELP kvtier_disk_temp_files writers' temp files under blocks/ (writes in "
                  "progress, or left by dead writers)\n"
                  "# TYPE kvtier_disk_temp_files gauge\n"
-              << "kvtier_disk_temp_files " << scan->temps.size() << "\n"
+              << "kvtier_disk_temp_files " << temps << "\n"
               << "# HELP kvtier_disk_foreign_files entries under blocks/ that are neither block "
                  "files nor temp files\n"
                  "# TYPE kvtier_disk_foreign_files gauge\n"
-              << "kvtier_disk_foreign_files " << scan->foreign.size() << "\n";
+              << "kvtier_disk_foreign_files " << foreign << "\n";
   } else if (flags.json) {
     nlohmann::json sigs = nlohmann::json::array();
     for (const SignatureUsage& u : s.per_signature) {
@@ -100,8 +117,8 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
                           {"allocated_bytes", s.allocated_bytes},
                           {"per_signature", sigs},
                           {"quarantined", {{"files", s.quarantine_files}, {"bytes", q_bytes}}},
-                          {"temp_files", scan->temps.size()},
-                          {"foreign_files", scan->foreign.size()}};
+                          {"temp_files", temps},
+                          {"foreign_files", foreign}};
     if (*ref) {
       out["compatible"] = {{"entries", s.compatible_entries}, {"bytes", s.compatible_bytes}};
       out["incompatible"] = {{"entries", other_entries}, {"bytes", other_bytes}};
@@ -121,7 +138,7 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
                 << " bytes\n";
     }
     std::cout << "quarantined " << s.quarantine_files << " files, " << q_bytes << " bytes; temp "
-              << scan->temps.size() << " files; foreign " << scan->foreign.size() << "\n";
+              << temps << " files; foreign " << foreign << "\n";
   }
   std::cout.flush();
   return kExitOk;

@@ -33,7 +33,7 @@ namespace kvtier {
 namespace disk {
 class DiskIndex;
 class FolderLock;
-}
+}  // namespace disk
 
 enum class CacheFolderAccess {
   kReadOnly,   // inspection only: nothing in the folder is written
@@ -71,6 +71,8 @@ struct CacheFolderScan {
   std::vector<File> temps;       // writers' temp files
   std::vector<File> foreign;     // anything else under blocks/
   std::vector<File> quarantine;  // everything in quarantine/
+  // Which list a file belongs to (CacheFolder::ForEachFile).
+  enum class Kind { kBlock, kTemp, kForeign, kQuarantine };
 };
 
 // What `kvtier gc` removes, applied in this order.
@@ -151,6 +153,12 @@ class CacheFolder {
   Result<std::vector<SignatureUsage>> PerSignature();
   // The folder's files, each list sorted by path.
   Result<CacheFolderScan> Scan();
+  // Scan()'s files one at a time, in the same order (blocks/ subfolder by
+  // subfolder, then quarantine/), holding one subfolder's names at a time:
+  // memory does not grow with the folder (`kvtier stats` counts through
+  // it). An error ends the walk.
+  Status ForEachFile(
+      const std::function<void(CacheFolderScan::Kind, const CacheFolderScan::File&)>& fn);
 
   // What `req` would remove, in the order CacheGcRequest lists.
   Result<std::vector<CacheGcItem>> PlanGc(const CacheGcRequest& req);
@@ -182,8 +190,8 @@ class CacheFolder {
 
   const CacheFolderOptions options_;
   Env* const env_;
-  std::unique_ptr<disk::DiskIndex> index_;  // replaced once by EnsureWritableIndex
-  bool index_read_only_ = false;           // kReadWrite, opened read-only: the disk was full
+  std::unique_ptr<disk::DiskIndex> index_;        // replaced once by EnsureWritableIndex
+  bool index_read_only_ = false;                  // kReadWrite, opened read-only: the disk was full
   const std::unique_ptr<disk::FolderLock> lock_;  // kReadWrite: shared, while open
 };
 

@@ -62,8 +62,9 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
   const uint64_t wait_us = uint64_t{options.busy_timeout_ms} * 1000;
   std::unique_ptr<disk::FolderLock> lock;
   if (writer) {
-    KVTIER_ASSIGN_OR_RETURN(disk::FolderLock shared,
-                            disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
+    KVTIER_ASSIGN_OR_RETURN(
+        disk::FolderLock shared,
+        disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
     lock = std::make_unique<disk::FolderLock>(std::move(shared));
   }
   disk::IndexOptions o;
@@ -103,8 +104,9 @@ Result<std::unique_ptr<CacheFolder>> CacheFolder::Open(const CacheFolderOptions&
     o.create_if_missing = true;
     index = disk::DiskIndex::Open(path, o);
     sole->Release();
-    KVTIER_ASSIGN_OR_RETURN(disk::FolderLock shared,
-                            disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
+    KVTIER_ASSIGN_OR_RETURN(
+        disk::FolderLock shared,
+        disk::FolderLock::Acquire(env, layout, FileLock::kShared, 0600, wait_us));
     *lock = std::move(shared);
   }
   bool read_only_for_now = false;
@@ -144,9 +146,8 @@ Status CacheFolder::EnsureWritableIndex() {
   disk::IndexOptions o;
   o.create_if_missing = false;
   o.busy_timeout_ms = options_.busy_timeout_ms;
-  KVTIER_ASSIGN_OR_RETURN(
-      std::unique_ptr<disk::DiskIndex> writable,
-      disk::DiskIndex::Open(disk::FolderLayout(options_.dir).IndexPath(), o));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<disk::DiskIndex> writable,
+                          disk::DiskIndex::Open(disk::FolderLayout(options_.dir).IndexPath(), o));
   index_ = std::move(writable);
   index_read_only_ = false;
   return Status::Ok();
@@ -177,8 +178,7 @@ Result<std::vector<CacheFolderEntry>> CacheFolder::ListEntries() {
   return out;
 }
 
-Status CacheFolder::ForEachEntryByAccess(
-    const std::function<void(const CacheFolderEntry&)>& fn) {
+Status CacheFolder::ForEachEntryByAccess(const std::function<void(const CacheFolderEntry&)>& fn) {
   KVTIER_ASSIGN_OR_RETURN(std::vector<disk::SignatureTotals> sigs, index_->PerSignature());
   CacheFolderEntry e;
   return index_->ForEachRowByAccess([&](const disk::IndexRow& r) {
@@ -205,8 +205,31 @@ Result<std::vector<SignatureUsage>> CacheFolder::PerSignature() {
 }
 
 Result<CacheFolderScan> CacheFolder::Scan() {
-  disk::FolderLayout layout(options_.dir);
   CacheFolderScan scan;
+  using Kind = CacheFolderScan::Kind;
+  KVTIER_RETURN_IF_ERROR(ForEachFile([&](Kind kind, const CacheFolderScan::File& f) {
+    switch (kind) {
+      case Kind::kBlock:
+        scan.blocks.push_back(f);
+        break;
+      case Kind::kTemp:
+        scan.temps.push_back(f);
+        break;
+      case Kind::kForeign:
+        scan.foreign.push_back(f);
+        break;
+      case Kind::kQuarantine:
+        scan.quarantine.push_back(f);
+        break;
+    }
+  }));
+  return scan;
+}
+
+Status CacheFolder::ForEachFile(
+    const std::function<void(CacheFolderScan::Kind, const CacheFolderScan::File&)>& fn) {
+  using Kind = CacheFolderScan::Kind;
+  disk::FolderLayout layout(options_.dir);
   auto file_of = [&](const std::string& path, const Result<FileInfo>& info) {
     CacheFolderScan::File f;
     f.path = path;
@@ -227,7 +250,7 @@ Result<CacheFolderScan> CacheFolder::Scan() {
       auto prefix_key = BlockKey::FromHex(sub + std::string(62, '0'));
       if (sub.size() != 2 || !prefix_key || disk::HexByte(prefix_key->bytes[0]) != sub ||
           !info.ok() || info->type != FileType::kDirectory) {
-        scan.foreign.push_back(file_of(sub_path, info));
+        fn(Kind::kForeign, file_of(sub_path, info));
         continue;
       }
       KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(sub_path));
@@ -240,13 +263,13 @@ Result<CacheFolderScan> CacheFolder::Scan() {
         disk::ParsedEntry e = disk::ParseBlockDirEntry(name, prefix_key->bytes[0]);
         if (e.kind == disk::EntryKind::kBlock && regular) {
           f.key = e.key;
-          scan.blocks.push_back(std::move(f));
+          fn(Kind::kBlock, f);
         } else if (e.kind == disk::EntryKind::kTemp && regular) {
           f.key = e.key;
           f.pid = e.pid;
-          scan.temps.push_back(std::move(f));
+          fn(Kind::kTemp, f);
         } else {
-          scan.foreign.push_back(std::move(f));
+          fn(Kind::kForeign, f);
         }
       }
     }
@@ -257,10 +280,10 @@ Result<CacheFolderScan> CacheFolder::Scan() {
     std::sort(q->begin(), q->end());
     for (const std::string& name : *q) {
       const std::string path = JoinPath(layout.QuarantineDir(), name);
-      scan.quarantine.push_back(file_of(path, env_->Stat(path)));
+      fn(Kind::kQuarantine, file_of(path, env_->Stat(path)));
     }
   }
-  return scan;
+  return Status::Ok();
 }
 
 Result<std::vector<CacheGcItem>> CacheFolder::PlanGc(const CacheGcRequest& req) {

@@ -22,6 +22,11 @@ constexpr size_t kPartialLookahead = 2;
 // while it verifies and hands out the one it has (whole files are large:
 // more would hold page cache that a long load evicts before it reads it).
 constexpr size_t kWholeLookahead = 1;
+// ... once the lane has read a block under kSmallBlockBytes: for blocks of
+// a few KiB each request waits on the device for as long as a large one, and
+// the page cache they hold is small.
+constexpr size_t kSmallWholeLookahead = 8;
+constexpr uint64_t kSmallBlockBytes = 256 << 10;
 
 }  // namespace
 
@@ -67,9 +72,9 @@ Result<std::optional<size_t>> ReadPath::ReadFromDisk(const BlockKey& key, IndexR
     // A prefetch was of the first row's file.
     PrefetchedRead* ahead = attempt == 0 ? prefetched : nullptr;
     const ReadOutcome outcome =
-        mask != nullptr
-            ? p_.reader->ReadTensors(row, *mask, buf, &read, &error, ahead)
-            : p_.reader->Read(row, buf, &error, ahead != nullptr ? std::move(ahead->file) : nullptr);
+        mask != nullptr ? p_.reader->ReadTensors(row, *mask, buf, &read, &error, ahead)
+                        : p_.reader->Read(row, buf, &error,
+                                          ahead != nullptr ? std::move(ahead->file) : nullptr);
     if (outcome == ReadOutcome::kOk) {
       NoteTouch(key);
       if (bytes_read != nullptr) *bytes_read = read;
@@ -148,8 +153,8 @@ std::optional<PrefetchedRead> ReadPath::PrefetchAhead(const BlockKey& key, const
   if (where.pending != nullptr) return std::nullopt;  // served from memory
   if (mask == nullptr) {
     // The read goes through the file opened to ask.
-    if (where.unindexed || (where.row.has_value() && where.row->sig_id == p_.sig_id &&
-                            !Expired(*where.row))) {
+    if (where.unindexed ||
+        (where.row.has_value() && where.row->sig_id == p_.sig_id && !Expired(*where.row))) {
       std::unique_ptr<RandomAccessFile> file = p_.reader->PrefetchWhole(key);
       if (file != nullptr) return PrefetchedRead{{}, std::move(file)};
     }
@@ -297,7 +302,8 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
   try {
     reported = std::make_unique<std::atomic<bool>[]>(keys.size());
     std::vector<Located> where = Locate(keys, partial);
-    auto load = [&](size_t i, PrefetchedRead* prefetched) {
+    // Returns the bytes of the block it read (0: none).
+    auto load = [&](size_t i, PrefetchedRead* prefetched) -> uint64_t {
       Result<std::optional<BlockBuffer>> out = std::optional<BlockBuffer>();
       try {
         std::optional<BlockBuffer> buf;
@@ -324,18 +330,20 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
         out = Status::ResourceExhausted("DiskTier::LoadBuffers: out of memory reading block " +
                                         keys[i].Hex());
       }
+      const uint64_t bytes = out.ok() && out->has_value() ? (*out)->size() : 0;
       reported[i].store(true, std::memory_order_relaxed);
       done(i, std::move(out));
+      return bytes;
     };
     // A lane asks the device for its next block (PrefetchAhead) before it
     // reads the one it has, so the device holds more requests than there
     // are lanes while they verify and hand out: partial reads are a few
     // small preads per block, each waiting on the device; a whole read's
     // verification and hand-out take as long as its read from a fast disk.
-    const size_t lookahead = partial ? kPartialLookahead : kWholeLookahead;
     std::atomic<size_t> next{0};
     const size_t lanes = std::min(keys.size(), p_.runner->lanes());
     p_.runner->Run(lanes, [&](size_t) {
+      size_t lookahead = partial ? kPartialLookahead : kWholeLookahead;
       // The lane's blocks in order: the first is read next, the others
       // were asked for.
       std::deque<std::pair<size_t, std::optional<PrefetchedRead>>> mine;
@@ -349,8 +357,11 @@ void ReadPath::LoadTensorBuffers(std::span<const BlockKey> keys, std::span<const
         }
         if (mine.empty()) break;
         auto& [i, ahead] = mine.front();
-        load(i, ahead ? &*ahead : nullptr);
+        const uint64_t bytes = load(i, ahead ? &*ahead : nullptr);
         mine.pop_front();
+        if (!partial && bytes != 0) {
+          lookahead = bytes < kSmallBlockBytes ? kSmallWholeLookahead : kWholeLookahead;
+        }
       }
     });
   } catch (const std::bad_alloc&) {
