@@ -108,11 +108,14 @@ Status DiskTierImpl::OpenReadOnlyIndex() {
 }
 
 void DiskTierImpl::WarmIndex() {
+  // An index of 2,000,000 rows is about 370 MB; past this much, the rest is
+  // read as lookups need it (the advice is for the page cache, not a copy).
+  constexpr uint64_t kMaxWarmBytes = uint64_t{1} << 30;
   for (const std::string& path : {layout_.IndexPath(), layout_.IndexPath() + "-wal"}) {
     ReadFileOptions ro;
     ro.follow_symlinks = false;
     auto file = env_->OpenForRead(path, ro);
-    if (file.ok()) (void)(*file)->Prefetch(0, (*file)->size());
+    if (file.ok()) (void)(*file)->Prefetch(0, std::min((*file)->size(), kMaxWarmBytes));
   }
 }
 

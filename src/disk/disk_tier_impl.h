@@ -85,8 +85,9 @@ class DiskTierImpl final : public DiskTier {
   Status ProbeWritable();
   Status OpenIndex();
   // Asks the OS to read the index file (and its WAL) into the page cache
-  // in the background: right after an open, Match's first lookups of a
-  // large index are random reads of its pages, one at a time. Advice only.
+  // in the background (the first 1 GiB of each): right after an open,
+  // Match's first lookups of a large index are random reads of its pages,
+  // one at a time. Advice only.
   void WarmIndex();
   // OpenIndex() of a read-only folder: the index read-only or immutable.
   Status OpenReadOnlyIndex();
