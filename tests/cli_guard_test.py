@@ -114,10 +114,10 @@ def test_ram_guards(r):
 def test_command_names(r):
     p = r.run("bench", "foo")
     r.expect_error("bench foo", p,
-                   "kvtier: unknown bench command 'foo' (one of: cache, disk, pool, remote, serve)\n")
+                   "kvtier: unknown bench command 'foo' (one of: cache, disk, folder, pool, remote, serve)\n")
     p = r.run("bench")
     r.expect_error("bench alone", p,
-                   "kvtier: 'bench' needs a command (one of: cache, disk, pool, remote, serve)\n")
+                   "kvtier: 'bench' needs a command (one of: cache, disk, folder, pool, remote, serve)\n")
     # --help still reaches the group.
     p = r.run("bench", "--help")
     r.check(p.returncode == 0 and "pool" in p.stdout, "bench --help: %d" % p.returncode)

@@ -226,6 +226,7 @@ BASE = {
     ("demo",): ["--quick", "--dir", "DEMO"],
     ("bench", "disk"): ["--dir", "BENCH", "--layout", "tiny", "--blocks", "2"],
     ("bench", "cache"): ["--layout", "tiny", "--blocks", "10"],
+    ("bench", "folder"): ["--dir", "BENCH", "--blocks", "2"],
     ("bench", "pool"): ["--layout", "tiny"],
     # Nothing listens on port 1: parsing refuses the value before any connect.
     ("bench", "remote"): ["--remote", "redis://127.0.0.1:1", "--layout", "tiny", "--blocks", "2"],

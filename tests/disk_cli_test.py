@@ -223,19 +223,19 @@ def add_rows(cache, n, seed):
     db.close()
 
 
-def ls_peak_rss(r, cache, *extra):
-    """(parsed stdout or text, peak RSS in KiB) of `kvtier ls CACHE EXTRA`."""
+def ls_peak_rss(r, cache, *extra, command="ls", rc=0):
+    """(parsed stdout or text, peak RSS in KiB) of `kvtier COMMAND CACHE EXTRA`."""
     with tempfile.TemporaryFile() as out:
         # ASan keeps freed memory aside (256 MB by default) before reusing it:
         # without that quarantine the peak is what the command holds.
         env = dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=0")
-        proc = subprocess.Popen([r.cli, "ls", cache, *extra], stdout=out,
+        proc = subprocess.Popen([r.cli, command, cache, *extra], stdout=out,
                                 stderr=subprocess.DEVNULL, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read().decode()
-    r.check(proc.returncode == 0, "ls %s: exit %d" % (" ".join(extra), proc.returncode))
+    r.check(proc.returncode == rc, "%s %s: exit %d" % (command, " ".join(extra), proc.returncode))
     return text, usage.ru_maxrss
 
 
@@ -265,6 +265,27 @@ def ls_streams(r, tmp):
             "ls: header, 200,001 rows, total: %r" % lines[-1:])
     r.check(big_kib - small_kib < 32 * 1024,
             "ls peak RSS: %d KiB for 200,001 rows, %d KiB for 2,001" % (big_kib, small_kib))
+    # verify streams too: one blocks/ subfolder's rows at a time, each verdict
+    # printed as it comes. The rows have no files: each is a missing_file
+    # verdict, after the one valid block, in key order.
+    text, small_kib = ls_peak_rss(r, small, "--json", command="verify", rc=1)
+    text, big_kib = ls_peak_rss(r, big, "--json", command="verify", rc=1)
+    j = json.loads(text)
+    files = j.get("files", [])
+    missing = [f["path"] for f in files if f.get("reason") == "missing_file"]
+    r.check(j.get("summary") == {"files": 200_001, "ok": 1, "adopt": 0, "failed": 200_000} and
+            len(missing) == 200_000 and missing == sorted(missing),
+            "verify --json: %s" % j.get("summary"))
+    r.check(big_kib - small_kib < 32 * 1024,
+            "verify --json peak RSS: %d KiB for 200,001 rows, %d KiB for 2,001" %
+            (big_kib, small_kib))
+    # stats counts file by file.
+    text, small_kib = ls_peak_rss(r, small, "--json", command="stats")
+    text, big_kib = ls_peak_rss(r, big, "--json", command="stats")
+    r.check(json.loads(text).get("entries") == 200_001, "stats --json entries")
+    r.check(big_kib - small_kib < 32 * 1024,
+            "stats --json peak RSS: %d KiB for 200,001 rows, %d KiB for 2,001" %
+            (big_kib, small_kib))
 
 
 def main():

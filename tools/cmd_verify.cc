@@ -201,39 +201,16 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
   Result<Expectations> expect = BuildExpectations(a);
   if (!expect.ok()) return ReportError(flags, expect.status());
 
-  std::vector<FileVerdict> verdicts;
-  verdicts.reserve(a.paths.size());
-  for (const std::string& path : a.paths) {
-    if (CacheFolder::Exists(Env::Default(), path)) {
-      CacheVerifyOptions co;
-      if (expect->signature) co.signature = &*expect->signature;
-      if (expect->layout) co.layout = &*expect->layout;
-      auto opened = OpenCacheFolder(path);
-      auto folder = opened.ok() ? (*opened)->Verify(co)
-                                : Result<std::vector<CacheFileVerdict>>(opened.status());
-      if (!folder.ok()) {
-        // Corruption here is the index itself (not a regular file, or not
-        // SQLite: its message names which); the rest is the file system.
-        verdicts.push_back({path, folder.status().IsCorruption() ? "bad_index" : "io_error",
-                            folder.status().message()});
-        continue;
-      }
-      for (CacheFileVerdict& v : *folder) {
-        verdicts.push_back({std::move(v.path), std::move(v.reason), std::move(v.message)});
-      }
-      continue;
-    }
-    if (IsFolder(path)) {
-      if (Status s = VerifyTree(path, *expect, &verdicts); !s.ok()) {
-        verdicts.push_back({path, s.IsNotFound() ? "not_found" : "io_error", s.message()});
-      }
-      continue;
-    }
-    verdicts.push_back(VerifyFile(path, *expect));
-  }
-  uint64_t ok = 0, adopt = 0, failed = 0;
-  for (const FileVerdict& v : verdicts) {
-    switch (OutcomeOf(v.reason)) {
+  // Each verdict is printed as it comes (a cache folder's stream through
+  // CacheFolder::VerifyEach): memory does not grow with the files checked.
+  uint64_t files = 0, ok = 0, adopt = 0, failed = 0;
+  auto dump = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  if (flags.json) std::cout << "{\"files\":[";
+  auto emit = [&](const FileVerdict& v) {
+    const Outcome o = OutcomeOf(v.reason);
+    switch (o) {
       case Outcome::kOk:
         ++ok;
         break;
@@ -244,12 +221,7 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
         ++failed;
         break;
     }
-  }
-  const bool all_ok = failed == 0 && (!a.strict || adopt == 0);
-  if (flags.json) {
-    nlohmann::json files = nlohmann::json::array();
-    for (const FileVerdict& v : verdicts) {
-      const Outcome o = OutcomeOf(v.reason);
+    if (flags.json) {
       nlohmann::json f = {{"path", v.path},
                           {"ok", o != Outcome::kFail},
                           {"outcome", o == Outcome::kOk      ? "ok"
@@ -257,14 +229,9 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
                                                              : "fail"}};
       f["reason"] = v.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.reason);
       f["message"] = v.message;
-      files.push_back(std::move(f));
-    }
-    PrintJson({{"files", std::move(files)},
-               {"summary",
-                {{"files", verdicts.size()}, {"ok", ok}, {"adopt", adopt}, {"failed", failed}}}});
-  } else {
-    for (const FileVerdict& v : verdicts) {
-      switch (OutcomeOf(v.reason)) {
+      std::cout << (files ? "," : "") << dump(f);
+    } else {
+      switch (o) {
         case Outcome::kOk:
           std::cout << "OK     " << v.path << "\n";
           break;
@@ -276,8 +243,46 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
           break;
       }
     }
-    std::cout << verdicts.size() << " files: " << ok << " ok, " << adopt
-              << " to adopt (valid, no index row yet: the next open adopts them" 
+    ++files;
+  };
+  for (const std::string& path : a.paths) {
+    if (CacheFolder::Exists(Env::Default(), path)) {
+      CacheVerifyOptions co;
+      if (expect->signature) co.signature = &*expect->signature;
+      if (expect->layout) co.layout = &*expect->layout;
+      auto opened = OpenCacheFolder(path);
+      Status folder =
+          opened.ok() ? (*opened)->VerifyEach(
+                            co,
+                            [&](CacheFileVerdict v) {
+                              emit({std::move(v.path), std::move(v.reason), std::move(v.message)});
+                            })
+                      : opened.status();
+      if (!folder.ok()) {
+        // Corruption here is the index itself (not a regular file, or not
+        // SQLite: its message names which); the rest is the file system.
+        emit({path, folder.IsCorruption() ? "bad_index" : "io_error", folder.message()});
+      }
+      continue;
+    }
+    if (IsFolder(path)) {
+      std::vector<FileVerdict> walked;
+      if (Status s = VerifyTree(path, *expect, &walked); !s.ok()) {
+        walked.push_back({path, s.IsNotFound() ? "not_found" : "io_error", s.message()});
+      }
+      for (const FileVerdict& v : walked) emit(v);
+      continue;
+    }
+    emit(VerifyFile(path, *expect));
+  }
+  const bool all_ok = failed == 0 && (!a.strict || adopt == 0);
+  if (flags.json) {
+    std::cout << "],\"summary\":"
+              << dump({{"files", files}, {"ok", ok}, {"adopt", adopt}, {"failed", failed}})
+              << "}\n";
+  } else {
+    std::cout << files << " files: " << ok << " ok, " << adopt
+              << " to adopt (valid, no index row yet: the next open adopts them"
               << (a.strict ? "; --strict fails on them" : "") << "), " << failed << " failed\n";
   }
   std::cout.flush();

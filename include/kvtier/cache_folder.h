@@ -178,6 +178,13 @@ class CacheFolder {
   // it with its index row (size and header hash). Foreign entries and rows
   // without a file get verdicts too.
   Result<std::vector<CacheFileVerdict>> Verify(const CacheVerifyOptions& opts);
+  // Verify's verdicts one at a time, in the same order (block files by
+  // path, then foreign entries, then rows whose file is gone), reading the
+  // index one blocks/ subfolder's rows at a time: memory grows with one
+  // subfolder, not with the folder (`kvtier verify` streams through it).
+  // An error ends the walk (verdicts given before it stand).
+  Status VerifyEach(const CacheVerifyOptions& opts,
+                    const std::function<void(CacheFileVerdict)>& fn);
 
  private:
   CacheFolder(const CacheFolderOptions& options, Env* env, std::unique_ptr<disk::DiskIndex> index,

@@ -28,13 +28,17 @@ std::string ReasonOf(const Status& s) {
 }  // namespace
 
 Result<std::vector<CacheFileVerdict>> CacheFolder::Verify(const CacheVerifyOptions& opts) {
-  disk::FolderLayout layout(options_.dir);
   std::vector<CacheFileVerdict> out;
+  KVTIER_RETURN_IF_ERROR(
+      VerifyEach(opts, [&](CacheFileVerdict v) { out.push_back(std::move(v)); }));
+  return out;
+}
+
+Status CacheFolder::VerifyEach(const CacheVerifyOptions& opts,
+                               const std::function<void(CacheFileVerdict)>& fn) {
+  disk::FolderLayout layout(options_.dir);
   KVTIER_ASSIGN_OR_RETURN(std::string integrity, index_->IntegrityCheck());
-  if (integrity != "ok") out.push_back({layout.IndexPath(), "index_corrupt", integrity});
-  std::unordered_map<BlockKey, disk::IndexRow, BlockKeyHash> rows;
-  KVTIER_RETURN_IF_ERROR(index_->ForEachRow([&](const disk::IndexRow& r) { rows[r.key] = r; }));
-  KVTIER_ASSIGN_OR_RETURN(CacheFolderScan scan, Scan());
+  if (integrity != "ok") fn({layout.IndexPath(), "index_corrupt", integrity});
 
   // Other processes may store and evict while this runs, so a row and a file
   // read at different moments can disagree without anything being wrong:
@@ -55,9 +59,39 @@ Result<std::vector<CacheFileVerdict>> CacheFolder::Verify(const CacheVerifyOptio
       v->message = "the header differs from the one that was stored";
     }
   };
-  for (const CacheFolderScan::File& f : scan.blocks) {
-    CacheFileVerdict v{f.path, "", ""};
+  // The rows of one key prefix (one blocks/ subfolder) at a time, in
+  // prefix order as the walk goes; the rows no file claimed are kept (their
+  // keys only) for the missing-file check at the end.
+  constexpr int kPrefixes = 256;
+  int prefix = -1;
+  std::unordered_map<BlockKey, disk::IndexRow, BlockKeyHash> rows;
+  std::vector<BlockKey> unclaimed;
+  auto advance_to = [&](int next) -> Status {
+    while (prefix < next) {
+      for (const auto& [key, row] : rows) unclaimed.push_back(key);
+      rows.clear();
+      if (++prefix >= kPrefixes) break;
+      KVTIER_ASSIGN_OR_RETURN(std::vector<disk::IndexRow> got,
+                              index_->RowsWithPrefix(static_cast<uint8_t>(prefix)));
+      for (disk::IndexRow& r : got) rows.emplace(r.key, std::move(r));
+    }
+    return Status::Ok();
+  };
+  std::vector<CacheFileVerdict> foreign;
+  Status failed;
+  Status walked = ForEachFile([&](CacheFolderScan::Kind kind, const CacheFolderScan::File& f) {
+    if (!failed.ok()) return;
+    if (kind == CacheFolderScan::Kind::kForeign) {
+      foreign.push_back({f.path, "foreign_file", "not a block file of this cache"});
+      return;
+    }
+    if (kind != CacheFolderScan::Kind::kBlock) return;
     const BlockKey& key = *f.key;
+    if (Status s = advance_to(key.bytes[0]); !s.ok()) {
+      failed = s;
+      return;
+    }
+    CacheFileVerdict v{f.path, "", ""};
     auto row = rows.find(key);
     std::optional<disk::IndexRow> seen;
     if (row != rows.end()) {
@@ -66,11 +100,11 @@ Result<std::vector<CacheFileVerdict>> CacheFolder::Verify(const CacheVerifyOptio
     }
     auto bytes = env_->ReadWholeFile(f.path, kMaxBlockFileBytes);
     if (!bytes.ok()) {
-      if (bytes.status().IsNotFound()) continue;  // evicted since the scan
+      if (bytes.status().IsNotFound()) return;  // evicted since the walk listed it
       v.reason = "io_error";
       v.message = bytes.status().message();
-      out.push_back(std::move(v));
-      continue;
+      fn(std::move(v));
+      return;
     }
     DecodeOptions d;
     d.expected_key = &key;
@@ -83,27 +117,30 @@ Result<std::vector<CacheFileVerdict>> CacheFolder::Verify(const CacheVerifyOptio
     } else {
       compare(seen, *bytes, &v);
       if (!v.reason.empty()) {
-        KVTIER_ASSIGN_OR_RETURN(std::optional<disk::IndexRow> fresh, index_->Lookup(key));
-        compare(fresh, *bytes, &v);
+        Result<std::optional<disk::IndexRow>> fresh = index_->Lookup(key);
+        if (!fresh.ok()) {
+          failed = fresh.status();
+          return;
+        }
+        compare(*fresh, *bytes, &v);
       }
     }
-    out.push_back(std::move(v));
-  }
-  for (const CacheFolderScan::File& f : scan.foreign) {
-    out.push_back({f.path, "foreign_file", "not a block file of this cache"});
-  }
-  std::vector<BlockKey> missing;
-  for (const auto& [key, row] : rows) missing.push_back(key);
-  std::sort(missing.begin(), missing.end());
-  for (const BlockKey& key : missing) {
-    // Stored after the scan (file first, then row), or evicted since the
-    // rows were read (then the row is gone too).
+    fn(std::move(v));
+  });
+  KVTIER_RETURN_IF_ERROR(failed);
+  KVTIER_RETURN_IF_ERROR(walked);
+  KVTIER_RETURN_IF_ERROR(advance_to(kPrefixes));
+  for (CacheFileVerdict& v : foreign) fn(std::move(v));
+  std::sort(unclaimed.begin(), unclaimed.end());
+  for (const BlockKey& key : unclaimed) {
+    // Stored after the walk passed its subfolder (file first, then row), or
+    // evicted since its rows were read (then the row is gone too).
     if (env_->Stat(layout.BlockPath(key)).ok()) continue;
     KVTIER_ASSIGN_OR_RETURN(std::optional<disk::IndexRow> fresh, index_->Lookup(key));
     if (!fresh) continue;
-    out.push_back({layout.BlockPath(key), "missing_file", "indexed block whose file is gone"});
+    fn({layout.BlockPath(key), "missing_file", "indexed block whose file is gone"});
   }
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace kvtier
