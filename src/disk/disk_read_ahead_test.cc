@@ -82,27 +82,6 @@ TEST_F(WholeReadAheadTest, ALaneAsksForEachNextBlockOnceBeforeItReadsTheOneItHas
   EXPECT_EQ(env_.Calls(OpKind::kOpenRead), static_cast<int64_t>(kBlocks));
 }
 
-TEST_F(WholeReadAheadTest, OpenAsksForTheIndexFileAhead) {
-  {
-    auto tier = Open(/*direct=*/false);
-    ASSERT_NE(tier, nullptr);
-    ASSERT_THAT(tier->Close(), IsOk());
-  }
-  env_.ResetCounters();
-  DiskTierOptions o = TestOptions(dir_.path());
-  o.reconcile_on_open = false;
-  auto tier = DiskTier::Open(o, &env_);
-  ASSERT_THAT(tier, IsOk());
-  // The index and its WAL (which the index's open made): each asked for.
-  EXPECT_EQ(env_.Calls(OpKind::kPrefetch), 2);
-  // A failed advice is not the open's failure.
-  ASSERT_THAT((*tier)->Close(), IsOk());
-  env_.FailAll(OpKind::kPrefetch, EIO);
-  auto again = DiskTier::Open(o, &env_);
-  ASSERT_THAT(again, IsOk());
-  EXPECT_THAT((*again)->Close(), IsOk());
-}
-
 TEST_F(WholeReadAheadTest, BlocksReadWithDirectIoAreNotAskedForThroughThePageCache) {
   auto tier = Open(/*direct=*/true);
   ASSERT_NE(tier, nullptr);

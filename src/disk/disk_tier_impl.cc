@@ -107,18 +107,6 @@ Status DiskTierImpl::OpenReadOnlyIndex() {
   return Status::Ok();
 }
 
-void DiskTierImpl::WarmIndex() {
-  // An index of 2,000,000 rows is about 370 MB; past this much, the rest is
-  // read as lookups need it (the advice is for the page cache, not a copy).
-  constexpr uint64_t kMaxWarmBytes = uint64_t{1} << 30;
-  for (const std::string& path : {layout_.IndexPath(), layout_.IndexPath() + "-wal"}) {
-    ReadFileOptions ro;
-    ro.follow_symlinks = false;
-    auto file = env_->OpenForRead(path, ro);
-    if (file.ok()) (void)(*file)->Prefetch(0, std::min((*file)->size(), kMaxWarmBytes));
-  }
-}
-
 Status DiskTierImpl::OpenIndex() {
   if (read_only_) return OpenReadOnlyIndex();
   const std::string path = layout_.IndexPath();
@@ -216,7 +204,6 @@ Status DiskTierImpl::Init() {
   }
   quarantine_ = std::make_unique<Quarantine>(env_, &layout_, options_.dir_permissions, &counters_);
   KVTIER_RETURN_IF_ERROR(OpenIndex());
-  WarmIndex();
   Result<int64_t> sig = index_->SignatureId(options_.layout_signature);
   if (read_only_ && sig.status().IsNotFound()) {
     sig = int64_t{0};  // no block of this layout in the folder: no row has id 0

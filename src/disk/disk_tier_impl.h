@@ -84,11 +84,6 @@ class DiskTierImpl final : public DiskTier {
   // OK if a file can be created in the folder; else why not.
   Status ProbeWritable();
   Status OpenIndex();
-  // Asks the OS to read the index file (and its WAL) into the page cache
-  // in the background (the first 1 GiB of each): right after an open,
-  // Match's first lookups of a large index are random reads of its pages,
-  // one at a time. Advice only.
-  void WarmIndex();
   // OpenIndex() of a read-only folder: the index read-only or immutable.
   Status OpenReadOnlyIndex();
   // FailedPrecondition naming `what` in a read-only folder.
