@@ -167,17 +167,20 @@ void BufferPool::Recycle(std::byte* data, size_t capacity) noexcept {
   {
     MutexLock lock(&mu_);
     // A slab's buffer cannot be given back on its own: it is always kept.
-    if (stats_.free_bytes + capacity <= max_free_bytes_ || InSlabLocked(data)) {
+    const bool in_slab = InSlabLocked(data);
+    if (stats_.free_bytes + capacity <= max_free_bytes_ || in_slab) {
       try {
         free_.emplace(capacity, data);
         stats_.free_bytes += capacity;
         ++stats_.free_buffers;
         return;
       } catch (const std::bad_alloc&) {
-        // No node for the free list: give the memory back instead.
+        // No node for the free list: give the memory back instead (a
+        // slab's stays unused until the pool goes).
       }
     }
     ++stats_.released;
+    if (in_slab) return;
   }
   FreeMemory(data, capacity);
 }
