@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -115,6 +116,22 @@ TEST(BenchServeCli, ReportsExactCountsOfEveryPart) {
   EXPECT_EQ(j["final_wrong_bytes"], 0);
   EXPECT_EQ(j["leases_left"], 0);
   EXPECT_EQ(j["reservations_left"], 0);
+  // (d): one new process per round; connect timed apart from the load.
+  EXPECT_EQ(j["first_processes"], 1);
+  EXPECT_GT(j["first_load_median_GBps"].get<double>(), 0);
+  EXPECT_EQ(j["first_load_median_GBps"], j["first_load_GBps"]);
+  EXPECT_GT(j["first_process_connect_ms"].get<double>(), 0);
+  // The system's setting, as the kernel prints it: "[word]" among others.
+  std::ifstream setting("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string word, chosen = "unknown";
+  while (setting >> word) {
+    if (word.front() == '[') chosen = word.substr(1, word.size() - 2);
+  }
+  EXPECT_EQ(j["shmem_enabled"], chosen);
+  // Without shared-memory huge pages the arena has none mapped.
+  if (chosen == "never" || chosen == "deny" || chosen == "unknown") {
+    EXPECT_EQ(j["first_process_huge_page_bytes"], 0);
+  }
 }
 
 TEST(BenchServeCli, BadInputIsAOneLineErrorAndExitTwo) {

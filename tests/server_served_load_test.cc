@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -385,6 +386,57 @@ TEST(ServedMatchTest, MatchIsAnsweredFromTheArenasKeyTableWithoutARoundTrip) {
   EXPECT_EQ((*other)->Stats().requests, 1u);
   EXPECT_EQ((*other)->Match(std::vector<BlockKey>{k6, k3, k4, k0}), ArenaTiers(3));
   EXPECT_EQ((*other)->Stats().requests, 1u);
+}
+
+// Connect() at start-up: connects (no request counted), reads one byte of
+// each 2 MiB page of the published blocks, and nothing more when called
+// again; a daemon that is not there is Unavailable.
+TEST(ServedConnectTest, ConnectReadsThePublishedBlocksPagesOnce) {
+  ServedLoadDaemon d;
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  const std::vector<BlockKey> keys = {TestBlockKey(31), TestBlockKey(32), TestBlockKey(33),
+                                      TestBlockKey(34)};
+  StoreAll(c->get(), keys);
+  Result<BlockBuffer> one = MakeBlockFile(WideTiny(), keys[0], BlockKey{}, BlockKey{}, 5);
+  ASSERT_TRUE(one.ok());
+  ServerOptions so;
+  so.layout = WideTiny();
+  // The daemon's arena: 4 slots, all published; the slot headers and key
+  // table take a page each after the 4 KiB header. The 2 MiB pages (by file
+  // offset) that hold the four blocks' bytes:
+  std::set<uint64_t> pages;
+  for (uint64_t slot = 0; slot < 4; ++slot) {
+    const uint64_t start = 3 * 4096 + slot * so.SlotBytes();
+    for (uint64_t at = start; at < start + one->size(); at += 4096) pages.insert(at >> 21);
+    pages.insert((start + one->size() - 1) >> 21);
+  }
+  ASSERT_GE(pages.size(), 2u);
+
+  Result<std::unique_ptr<ServerClient>> other = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Connect().ok());
+  EXPECT_EQ((*other)->Stats().connects, 1u);
+  EXPECT_EQ((*other)->Stats().requests, 0u);
+  EXPECT_EQ((*other)->Stats().warmed_pages, pages.size());
+  ASSERT_TRUE((*other)->Connect().ok());  // connected: nothing again
+  EXPECT_EQ((*other)->Stats().connects, 1u);
+  EXPECT_EQ((*other)->Stats().warmed_pages, pages.size());
+  std::vector<std::byte> out(one->size());
+  const std::span<std::byte> dsts[] = {out};
+  Result<std::vector<uint64_t>> lens =
+      (*other)->Load(std::span<const BlockKey>(keys.data(), 1), dsts);
+  ASSERT_TRUE(lens.ok());
+  EXPECT_EQ((*lens)[0], one->size());
+  EXPECT_EQ(out, std::vector<std::byte>(one->data(), one->data() + one->size()));
+
+  ServerClientOptions nowhere = d.ClientOptions();
+  nowhere.server += ".absent";
+  Result<std::unique_ptr<ServerClient>> lost = ServerClient::Open(nowhere);
+  ASSERT_TRUE(lost.ok());
+  EXPECT_EQ((*lost)->Connect().code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*lost)->Stats().warmed_pages, 0u);
+  EXPECT_EQ((*lost)->Stats().unavailable, 1u);
 }
 
 // With a disk folder below, the table answers only a chain the arena holds

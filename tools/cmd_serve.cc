@@ -26,6 +26,7 @@
 #include "bindings/option_table.h"
 #include "command.h"
 #include "kvtier/server.h"
+#include "shmem_pages.h"
 
 namespace kvtier::cli {
 namespace {
@@ -104,6 +105,11 @@ int Run(const ServeArgs& a, const CommonFlags& flags) {
   if (g_stop_requested.load()) (*server)->Stop();  // a signal during Open
   std::cerr << "kvtier serve: listening on " << where << " (slots of " << slot_bytes
             << " bytes)" << std::endl;
+  if (const std::string huge = ShmemHugeSetting(); !ShmemHugeAllowed(huge)) {
+    std::cerr << "kvtier serve: shared-memory huge pages are off (shmem_enabled: " << huge
+              << "): a new client's first read of each arena page can be slow on a virtual "
+                 "machine; docs/server.md, \"Huge pages\"" << std::endl;
+  }
   if (const std::string http = (*server)->HttpAddress(); !http.empty()) {
     std::cerr << "kvtier serve: HTTP on http://" << http << " (/metrics, /healthz)" << std::endl;
   }

@@ -37,6 +37,10 @@ Result<std::unique_ptr<ServedCache>> ServedCache::Open(const CacheOptions& optio
   o.layout_signature = options.layout_signature;
   o.timeout_ms = options.server_timeout_ms;
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<ServerClient> client, ServerClient::Open(std::move(o)));
+  // Connected and the arena's published pages read now, at the engine's
+  // start-up, rather than in its first loads. A daemon that is down (or
+  // refuses the layout) is what the calls report, as without this.
+  (void)client->Connect();
   return std::unique_ptr<ServedCache>(new ServedCache(std::move(client)));
 }
 

@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -52,6 +53,8 @@ inline constexpr uint64_t kArenaMagic = 0x314e45524154564bULL;  // "KVTAREN1"
 inline constexpr uint32_t kArenaVersion = 3;  // 3: the slot sum
 inline constexpr uint64_t kArenaHeaderBytes = 4096;
 inline constexpr uint64_t kSlotHeaderBytes = 64;
+// The page size WarmPublished reads one byte of: a transparent huge page.
+inline constexpr uint64_t kArenaWarmPageBytes = uint64_t{2} << 20;
 // At most this many slots (the slot number is a u32 on the wire, and the
 // daemon keeps a few dozen bytes per slot).
 inline constexpr uint64_t kMaxArenaSlots = uint64_t{1} << 24;
@@ -120,6 +123,16 @@ class Arena {
   void SetTiersBelow(bool below);
   // The slot's bytes (slot_bytes of them).
   std::span<std::byte> Bytes(uint32_t slot) const;
+
+  // A client's start-up (ServerClient::Connect): reads one byte of each
+  // kArenaWarmPageBytes page of the file that holds bytes of a published
+  // block, slot by slot, each page once, so that this process's first
+  // loads do not each pay for mapping the pages they copy (docs/server.md,
+  // "Huge pages"). Holes are never read (a read would allocate them).
+  // `out_of_time` is asked before the first page and every 64 pages after;
+  // true stops it. Returns the pages read. The reads are relaxed atomic
+  // loads: they race the daemon's hand-overs harmlessly.
+  uint64_t WarmPublished(const std::function<bool()>& out_of_time) const;
 
   // The daemon: takes the owner lock on the calling thread, which holds it
   // until UnlockOwner (or its end). Internal on any pthread error.

@@ -109,6 +109,19 @@ void Connection::SendTouches() {
   Post(&touch);
 }
 
+Status Connection::ConnectNow() {
+  if (fd_ >= 0) return Status::Ok();
+  if (Status s = ConnectLocked(); !s.ok()) {
+    DisconnectLocked();
+    ++counters.unavailable;
+    if (s.code() == StatusCode::kInvalidArgument) return s;  // the daemon refused us
+    return Status::Unavailable(s.message());
+  }
+  const uint64_t deadline = MonotonicMicros() + kWarmBudgetUs;
+  counters.warmed_pages += arena_->WarmPublished([&] { return MonotonicMicros() >= deadline; });
+  return Status::Ok();
+}
+
 void Connection::Drop() {
   DisconnectLocked();
   retry_after_us_ = MonotonicMicros() + options_.reconnect_backoff_ms * 1000;

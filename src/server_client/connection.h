@@ -57,6 +57,13 @@ class Connection {
   // gone drops the connection (and backs off); null then and when not
   // connected. REQUIRES: mu() held.
   Arena* LiveArena() REQUIRES(mu_);
+  // ServerClient::Connect: connects now if not connected (no backoff after
+  // a failure: the next call tries again as if this one had not been made),
+  // then reads the published blocks' pages of the arena it mapped
+  // (Arena::WarmPublished) for at most kWarmBudgetUs, counted in
+  // counters.warmed_pages. Connected already: Ok, nothing read.
+  static constexpr uint64_t kWarmBudgetUs = 1'000'000;
+  Status ConnectNow() REQUIRES(mu_);
   // A reply that made no sense: drops the connection (and backs off).
   void Drop() REQUIRES(mu_);
 

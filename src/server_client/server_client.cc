@@ -421,6 +421,11 @@ Result<std::string> ServerClient::DaemonStatsJson() {
   return json;
 }
 
+Status ServerClient::Connect() {
+  MutexLock lock(conn_->mu());
+  return conn_->ConnectNow();
+}
+
 ServerClientStats ServerClient::Stats() const {
   MutexLock lock(conn_->mu());
   return conn_->counters;

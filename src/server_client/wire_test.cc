@@ -161,6 +161,39 @@ TEST(Arena, CreateMapsAndAnotherMappingSeesTheSameBytes) {
   EXPECT_EQ((*b)->Key(2), k);
 }
 
+// A client's start-up read of the published blocks: one byte of each 2 MiB
+// page (by file offset) that holds published bytes, each page once, none of
+// an empty slot; stopped when out of time.
+TEST(Arena, WarmPublishedReadsEachPageOfPublishedBytesOnce) {
+  const uint64_t mib = 1 << 20;
+  Result<std::unique_ptr<Arena>> a = Arena::Create({8, 3 * mib});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // Header page, 8 slot headers (one page), a 16-word key table (one page).
+  ASSERT_EQ((*a)->geometry().DataOffset(), 12288u);
+  const BlockKey k;
+  // Slot s starts at 12288 + 3 MiB * s. In 2 MiB pages: slot 0 (3 MiB) is
+  // in pages 0-1; slot 1 (1 MiB from 3 MiB + 12 KiB) in pages 1-2, 1 read
+  // already; slot 2 is empty; slot 3 (100 bytes at 9 MiB + 12 KiB) in page
+  // 4; slot 7 (3 MiB from 21 MiB + 12 KiB) in pages 10-12.
+  (*a)->SetPublished(0, 3 * mib, k, SlotSum{});
+  (*a)->SetPublished(1, 1 * mib, k, SlotSum{});
+  (*a)->SetPublished(3, 100, k, SlotSum{});
+  (*a)->SetPublished(7, 3 * mib, k, SlotSum{});
+  int asks = 0;
+  EXPECT_EQ((*a)->WarmPublished([&] {
+    ++asks;
+    return false;
+  }),
+            2u + 1u + 1u + 3u);
+  EXPECT_EQ(asks, 1);  // before the first page (then every 64)
+  EXPECT_EQ((*a)->WarmPublished([] { return true; }), 0u);
+  // A length past the slot (a corrupted header) reads the slot's pages only.
+  Result<std::unique_ptr<Arena>> b = Arena::Create({1, 4 * mib});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  (*b)->SetPublished(0, ~uint64_t{0}, k, SlotSum{});
+  EXPECT_EQ((*b)->WarmPublished([] { return false; }), 3u);  // 12 KiB + 4 MiB: pages 0-2
+}
+
 TEST(Arena, RefusesBadGeometryAndFilesThatAreNotArenas) {
   EXPECT_EQ(Arena::Create({0, 4096}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Arena::Create({1, 100}).status().code(), StatusCode::kInvalidArgument);
