@@ -13,7 +13,10 @@
 
 namespace kvtier {
 
-namespace {
+// Named, not anonymous: BlockVerifier::Template (declared in the header, so
+// not internal) holds these types, and a class with external linkage should
+// not hold fields of internal types (-Wsubobject-linkage).
+namespace block_verifier_detail {
 
 // The metadata values that differ between blocks of one shape.
 // tensor_checksums is held in the file escaped (its value is JSON inside a
@@ -106,7 +109,9 @@ bool Within(std::string_view inner, std::string_view outer) {
   return in >= out && in - out <= outer.size() && inner.size() <= outer.size() - (in - out);
 }
 
-}  // namespace
+}  // namespace block_verifier_detail
+
+using namespace block_verifier_detail;  // NOLINT(google-build-using-namespace): as the anonymous namespace it was
 
 struct BlockVerifier::Template {
   uint64_t file_size = 0;
