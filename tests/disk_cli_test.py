@@ -286,6 +286,28 @@ def ls_streams(r, tmp):
     r.check(big_kib - small_kib < 32 * 1024,
             "stats --json peak RSS: %d KiB for 200,001 rows, %d KiB for 2,001" %
             (big_kib, small_kib))
+    # gc streams too (issue 32: about 970 bytes a block before): one blocks/
+    # subfolder's rows at a time, then the index oldest first. Every row but
+    # the valid block's has no file (missing_file, in key order); a budget of
+    # 1 byte then takes the one block there is (over_budget).
+    for extra in (("--dry-run",), ()):
+        text, small_kib = ls_peak_rss(r, small, "--json", "--max-bytes", "1", *extra,
+                                      command="gc")
+        text, big_kib = ls_peak_rss(r, big, "--json", "--max-bytes", "1", *extra, command="gc")
+        j = json.loads(text)
+        items = j.get("items", [])
+        missing = [i["path"] for i in items if i["reason"] == "missing_file"]
+        dry = bool(extra)
+        r.check(len(items) == 200_001 and len(missing) == 200_000 and missing == sorted(missing)
+                and items[-1]["reason"] == "over_budget" and items[-1]["bytes"] == BLOCK and
+                j.get("totals", {}).get("entries") == 200_001 and
+                j.get("removed") == (0 if dry else 200_001) and j.get("dry_run") == dry,
+                "gc %s --json: %s" % (extra, {k: v for k, v in j.items() if k != "items"}))
+        r.check(big_kib - small_kib < 32 * 1024,
+                "gc %s --json peak RSS: %d KiB for 200,001 rows, %d KiB for 2,001" %
+                (extra, big_kib, small_kib))
+    j = r.json("ls", big)
+    r.check(j.get("count") == 0, "ls after gc --max-bytes 1: %s" % j.get("count"))
 
 
 def main():

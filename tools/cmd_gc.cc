@@ -4,13 +4,16 @@
 //                 [--drop-other-layouts (--layout P | --signature S)]
 //                 [--keep-quarantine] [--dry-run] [--json]
 //
-// Removes, in this order: index rows whose file is gone (missing_file);
-// blocks written more than S seconds ago (expired);
-// with --drop-other-layouts, blocks of every signature but the given one
-// (other_layout); least-recently-accessed blocks of any layout until the
-// index holds at most N bytes (over_budget); quarantined files (unless
-// --keep-quarantine); temp files of writers that are gone (dead_temp);
-// foreign entries under blocks/ (foreign). --dry-run lists them only.
+// Removes: index rows whose file is gone (missing_file); blocks written
+// more than S seconds ago (expired); with --drop-other-layouts, blocks of
+// every signature but the given one (other_layout); least-recently-accessed
+// blocks of any layout until the blocks take at most N bytes (over_budget);
+// quarantined files (unless --keep-quarantine); temp files of writers that
+// are gone (dead_temp); foreign entries under blocks/ (foreign); block
+// files with no row whose header does not verify (invalid_orphan).
+// --dry-run lists them only. Items are printed as they are decided (and
+// removed): quarantined files, then blocks/ subfolder by subfolder, then
+// over_budget (CacheFolder::Gc); memory does not grow with the folder.
 //   --json: {"dry_run", "items": [{"path", "reason", "bytes"}],
 //   "totals": {"entries", "bytes", "by_reason": {reason: {"entries", "bytes"}}}
 //   (what the plan holds, also on a dry run), "removed", "bytes_freed"}
@@ -90,46 +93,44 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
   auto folder = OpenCacheFolder(
       *dir, a.dry_run ? CacheFolderAccess::kReadOnly : CacheFolderAccess::kReadWrite);
   if (!folder.ok()) return ReportError(flags, folder.status());
-  Step(flags.json, "gc", "planning " + *dir);
-  auto plan = (*folder)->PlanGc(req);
-  if (!plan.ok()) return ReportError(flags, plan.status(), kExitFailure);
-  uint64_t planned_bytes = 0;
-  for (const CacheGcItem& item : *plan) planned_bytes += item.bytes;
-  uint64_t freed = 0;
-  if (!a.dry_run) {
-    Step(flags.json, "gc",
-         "removing " + std::to_string(plan->size()) + " entries, " + std::to_string(planned_bytes) +
-             " bytes");
-    auto r = (*folder)->ApplyGc(*plan);
-    if (!r.ok()) return ReportError(flags, r.status(), kExitFailure);
-    freed = *r;
-  }
-  if (flags.json) {
-    nlohmann::json items = nlohmann::json::array();
-    for (const CacheGcItem& item : *plan) {
-      items.push_back({{"path", item.path}, {"reason", item.reason}, {"bytes", item.bytes}});
-    }
-    // What the plan holds, removed or (dry run) not: the totals a user
-    // would otherwise add up from the items.
-    nlohmann::json by_reason = nlohmann::json::object();
-    for (const CacheGcItem& item : *plan) {
+  // Each item is printed as it is decided (and removed): memory does not
+  // grow with the folder (CacheFolder::Gc).
+  Step(flags.json, "gc", (a.dry_run ? "planning " : "removing from ") + *dir);
+  uint64_t entries = 0, planned_bytes = 0;
+  nlohmann::json by_reason = nlohmann::json::object();
+  auto dump = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  if (flags.json) std::cout << "{\"dry_run\":" << (a.dry_run ? "true" : "false") << ",\"items\":[";
+  auto freed = (*folder)->Gc(req, a.dry_run, [&](const CacheGcItem& item) {
+    if (flags.json) {
+      std::cout << (entries ? "," : "")
+                << dump({{"path", item.path}, {"reason", item.reason}, {"bytes", item.bytes}});
+      // What the plan holds, removed or (dry run) not: the totals a user
+      // would otherwise add up from the items.
       nlohmann::json& r = by_reason[item.reason];
       if (r.is_null()) r = {{"entries", 0}, {"bytes", 0}};
       r["entries"] = r["entries"].get<uint64_t>() + 1;
       r["bytes"] = r["bytes"].get<uint64_t>() + item.bytes;
-    }
-    PrintJson({{"dry_run", a.dry_run},
-               {"items", items},
-               {"totals", {{"entries", plan->size()}, {"bytes", planned_bytes},
-                           {"by_reason", by_reason}}},
-               {"removed", a.dry_run ? 0 : plan->size()},
-               {"bytes_freed", a.dry_run ? 0 : freed}});
-  } else {
-    for (const CacheGcItem& item : *plan) {
+    } else {
       std::cout << (a.dry_run ? "would remove  " : "removed  ") << item.reason << "  " << item.bytes
                 << "  " << item.path << "\n";
     }
-    std::cout << plan->size() << " entries, " << (a.dry_run ? planned_bytes : freed) << " bytes"
+    ++entries;
+    planned_bytes += item.bytes;
+  });
+  if (!freed.ok()) {
+    // The items so far were printed (and, unless a dry run, removed).
+    if (flags.json) std::cout << "]}" << std::endl;
+    return ReportError(flags, freed.status(), kExitFailure);
+  }
+  if (flags.json) {
+    std::cout << "],\"totals\":"
+              << dump({{"entries", entries}, {"bytes", planned_bytes}, {"by_reason", by_reason}})
+              << ",\"removed\":" << (a.dry_run ? 0 : entries)
+              << ",\"bytes_freed\":" << (a.dry_run ? 0 : *freed) << "}\n";
+  } else {
+    std::cout << entries << " entries, " << (a.dry_run ? planned_bytes : *freed) << " bytes"
               << (a.dry_run ? " (dry run)" : " freed") << "\n";
   }
   std::cout.flush();

@@ -160,7 +160,23 @@ class CacheFolder {
   Status ForEachFile(
       const std::function<void(CacheFolderScan::Kind, const CacheFolderScan::File&)>& fn);
 
-  // What `req` would remove, in the order CacheGcRequest lists.
+  // `kvtier gc` in one walk whose memory does not grow with the folder:
+  // quarantined files; then blocks/ one subfolder at a time, with that
+  // subfolder's index rows (rows whose file is gone: missing_file; expired;
+  // other_layout; dead temps; foreign entries; block files with no row
+  // whose header does not verify: invalid_orphan; valid ones are adopted
+  // into the index, or in a dry run counted as blocks); then, while the
+  // blocks take more than max_bytes, the least recently accessed
+  // (over_budget). Each item goes to `fn` once decided and, unless
+  // `dry_run`, removed (files before their rows, rows deleted and orphans
+  // adopted a chunk at a time, so that a full disk is freed before the
+  // index grows). Returns the bytes freed (0 on a dry run). A dry run works
+  // on a folder opened read-only; applying needs kReadWrite
+  // (kFailedPrecondition). Stops at the first error; what was removed
+  // before it stays removed.
+  Result<uint64_t> Gc(const CacheGcRequest& req, bool dry_run,
+                      const std::function<void(const CacheGcItem&)>& fn);
+  // Gc's items of a dry run, in a list.
   Result<std::vector<CacheGcItem>> PlanGc(const CacheGcRequest& req);
   // Removes the planned items, files before rows so that it needs no disk
   // space before it has freed some: first everything without a row

@@ -3,11 +3,8 @@
 #include "kvtier/cache_folder.h"
 
 #include <algorithm>
-#include <tuple>
-#include <unordered_map>
 #include <unordered_set>
 
-#include "core/saturating_time.h"
 #include "disk/counters.h"
 #include "disk/disk_index.h"
 #include "disk/folder_layout.h"
@@ -287,95 +284,9 @@ Status CacheFolder::ForEachFile(
 }
 
 Result<std::vector<CacheGcItem>> CacheFolder::PlanGc(const CacheGcRequest& req) {
-  if (req.retention_seconds && *req.retention_seconds <= 0) {
-    return Status::InvalidArgument("CacheGcRequest.retention_seconds: must be > 0");
-  }
-  disk::FolderLayout layout(options_.dir);
-  KVTIER_ASSIGN_OR_RETURN(std::vector<CacheFolderEntry> entries, ListEntries());
-  KVTIER_ASSIGN_OR_RETURN(CacheFolderScan scan, Scan());
-  std::unordered_map<BlockKey, const CacheFolderScan::File*, BlockKeyHash> on_disk;
-  for (const auto& f : scan.blocks) on_disk.emplace(*f.key, &f);
-  // Every block that takes space: indexed ones with their file, and valid
-  // files with no row (a writer killed between publish and commit), which
-  // ApplyGc adopts unless they go.
-  struct Candidate {
-    CacheFolderEntry entry;
-    uint64_t allocated = 0;
-  };
-  std::vector<Candidate> blocks;
   std::vector<CacheGcItem> plan;
-  std::vector<CacheGcItem> invalid;
-  std::unordered_set<BlockKey, BlockKeyHash> indexed;
-  for (const CacheFolderEntry& e : entries) {
-    indexed.insert(e.key);
-    auto f = on_disk.find(e.key);
-    if (f == on_disk.end()) {
-      plan.push_back({layout.BlockPath(e.key), "missing_file", 0});
-    } else {
-      blocks.push_back({e, f->second->allocated_bytes});
-    }
-  }
-  for (const auto& f : scan.blocks) {
-    if (indexed.count(*f.key) > 0) continue;
-    auto info = env_->Stat(f.path);
-    if (!info.ok()) continue;  // gone meanwhile
-    KVTIER_ASSIGN_OR_RETURN(std::optional<disk::BlockFileHeader> h,
-                            disk::ReadBlockFileHeader(env_, f.path, *f.key, *info));
-    if (!h) {
-      invalid.push_back({f.path, "invalid_orphan", f.bytes});
-      continue;
-    }
-    CacheFolderEntry e;
-    e.key = *f.key;
-    e.signature = h->signature;
-    e.bytes = h->row.size;
-    e.created_at_us = h->row.created_at_us;
-    e.last_access_us = h->row.last_access_us;
-    blocks.push_back({std::move(e), info->allocated_bytes});
-  }
-  uint64_t total = 0;
-  for (const Candidate& c : blocks) total += c.allocated;
-  std::unordered_set<BlockKey, BlockKeyHash> gone;
-  auto remove = [&](const Candidate& c, const char* reason) {
-    if (!gone.insert(c.entry.key).second) return;
-    plan.push_back({layout.BlockPath(c.entry.key), reason, c.entry.bytes});
-    total -= std::min(total, c.allocated);
-  };
-  if (req.retention_seconds) {
-    // Saturating: a retention longer than the clock can reach keeps all.
-    const int64_t cutoff =
-        CutoffBefore(env_->NowUnixMicros(), SecondsToMicros(*req.retention_seconds));
-    for (const Candidate& c : blocks) {
-      if (c.entry.created_at_us < cutoff) remove(c, "expired");
-    }
-  }
-  if (req.keep_signature) {
-    for (const Candidate& c : blocks) {
-      if (c.entry.signature != *req.keep_signature) remove(c, "other_layout");
-    }
-  }
-  if (req.max_bytes) {
-    std::vector<const Candidate*> lru;
-    for (const Candidate& c : blocks) lru.push_back(&c);
-    std::sort(lru.begin(), lru.end(), [](const Candidate* a, const Candidate* b) {
-      return std::tie(a->entry.last_access_us, a->entry.key) <
-             std::tie(b->entry.last_access_us, b->entry.key);
-    });
-    for (const Candidate* c : lru) {
-      if (total <= *req.max_bytes) break;
-      remove(*c, "over_budget");
-    }
-  }
-  if (req.quarantine) {
-    for (const auto& f : scan.quarantine) plan.push_back({f.path, "quarantined", f.bytes});
-  }
-  if (req.dead_temps) {
-    for (const auto& f : scan.temps) {
-      if (!env_->ProcessAlive(f.pid)) plan.push_back({f.path, "dead_temp", f.bytes});
-    }
-  }
-  for (const auto& f : scan.foreign) plan.push_back({f.path, "foreign", f.bytes});
-  for (CacheGcItem& item : invalid) plan.push_back(std::move(item));
+  KVTIER_RETURN_IF_ERROR(
+      Gc(req, /*dry_run=*/true, [&](const CacheGcItem& item) { plan.push_back(item); }).status());
   return plan;
 }
 

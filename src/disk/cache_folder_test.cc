@@ -242,5 +242,103 @@ TEST_F(CacheFolderTest, GcRemovesLeastRecentlyUsedFileThenRow) {
   for (const CacheFileVerdict& v : *verdicts) EXPECT_EQ(v.reason, "") << v.message;
 }
 
+// Gc in one walk: a dry run hands over the very items (and order) that
+// applying then removes: quarantined files first, then each blocks/
+// subfolder's (a row without its file, a dead writer's temp file, a foreign
+// file, a block file with no row that does not verify), then the budget,
+// least recently accessed first, a valid block file with no row (a writer
+// killed before its row; its header's access time is of 2023) among the
+// rows. What stays is indexed, the orphan adopted if it stays.
+TEST_F(CacheFolderTest, GcDryRunListsWhatApplyingRemovesInTheSameOrder) {
+  ASSERT_TRUE(fs::remove(BlockPath(keys_[0])));
+  const std::string temp = BlockPath(keys_[1]) + ".tmp.999999999.1";
+  std::ofstream(temp) << "partial";
+  const std::string sub = fs::path(BlockPath(keys_[2])).parent_path().string();
+  std::ofstream(sub + "/notes.txt") << "hello";
+  fs::create_directories(dir_ + "/quarantine");
+  std::ofstream(dir_ + "/quarantine/1700000000-1-1-x.safetensors") << "bad";
+  const BlockKey orphan = TestBlockKey(100), invalid = TestBlockKey(101);
+  for (const BlockKey& k : {orphan, invalid}) {
+    fs::create_directories(fs::path(BlockPath(k)).parent_path());
+  }
+  {
+    SharedBlock b = disk_test::MakeTestBlock(disk_test::TinyLayout(), orphan);
+    ASSERT_NE(b, nullptr);
+    std::ofstream(BlockPath(orphan), std::ios::binary)
+        .write(reinterpret_cast<const char*>(b->data()), static_cast<std::streamsize>(b->size()));
+    std::ofstream(BlockPath(invalid)) << "not a block file";
+  }
+  CacheGcRequest req;
+  // Staying before the budget: keys_[1..5] and the orphan, 6 blocks.
+  req.max_bytes = 3 * alloc_bytes_;
+  auto collect = [&](CacheFolder* f, bool dry_run, std::vector<CacheGcItem>* items) {
+    return f->Gc(req, dry_run, [&](const CacheGcItem& i) { items->push_back(i); });
+  };
+  std::vector<CacheGcItem> planned, removed;
+  {
+    auto ro = Open();
+    ASSERT_NE(ro, nullptr);
+    auto none = collect(ro.get(), true, &planned);
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_EQ(*none, 0u);
+    EXPECT_EQ(collect(ro.get(), false, &removed).status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(removed.empty());
+  }
+  EXPECT_TRUE(fs::exists(temp));  // a dry run removes nothing
+  auto folder = Open(CacheFolderAccess::kReadWrite);
+  ASSERT_NE(folder, nullptr);
+  auto freed = collect(folder.get(), false, &removed);
+  ASSERT_TRUE(freed.ok()) << freed.status().ToString();
+  auto paths = [](const std::vector<CacheGcItem>& items) {
+    std::vector<std::string> out;
+    for (const CacheGcItem& i : items) out.push_back(i.reason + " " + i.path);
+    return out;
+  };
+  EXPECT_EQ(paths(removed), paths(planned));
+  std::vector<std::string> reasons;
+  for (const CacheGcItem& i : planned) reasons.push_back(i.reason);
+  ASSERT_EQ(reasons.size(), 8u) << ::testing::PrintToString(paths(planned));
+  EXPECT_EQ(reasons.front(), "quarantined");
+  std::multiset<std::string> walked(reasons.begin() + 1, reasons.begin() + 5);
+  EXPECT_EQ(walked,
+            (std::multiset<std::string>{"missing_file", "dead_temp", "foreign", "invalid_orphan"}));
+  EXPECT_EQ(std::vector<std::string>(reasons.begin() + 5, reasons.end()),
+            std::vector<std::string>(3, "over_budget"));
+  EXPECT_EQ(planned[5].path, BlockPath(orphan));  // the oldest access
+  uint64_t bytes = 0;
+  for (const CacheGcItem& i : planned) bytes += i.bytes;
+  EXPECT_EQ(*freed, bytes);
+  for (const CacheGcItem& i : planned) EXPECT_FALSE(fs::exists(i.path)) << i.path;
+  // Three blocks stay, each with its row and file.
+  auto entries = folder->ListEntries();
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 3u);
+  auto verdicts = folder->Verify({});
+  ASSERT_TRUE(verdicts.ok());
+  ASSERT_EQ(verdicts->size(), 3u);
+  for (const CacheFileVerdict& v : *verdicts) EXPECT_EQ(v.reason, "") << v.message;
+}
+
+// A valid block file with no row that nothing removes is adopted: no item,
+// and the index counts it.
+TEST_F(CacheFolderTest, GcAdoptsTheOrphansThatStay) {
+  const BlockKey orphan = TestBlockKey(100);
+  fs::create_directories(fs::path(BlockPath(orphan)).parent_path());
+  SharedBlock b = disk_test::MakeTestBlock(disk_test::TinyLayout(), orphan);
+  ASSERT_NE(b, nullptr);
+  std::ofstream(BlockPath(orphan), std::ios::binary)
+      .write(reinterpret_cast<const char*>(b->data()), static_cast<std::streamsize>(b->size()));
+  auto folder = Open(CacheFolderAccess::kReadWrite);
+  ASSERT_NE(folder, nullptr);
+  std::vector<CacheGcItem> items;
+  auto freed =
+      folder->Gc(CacheGcRequest{}, false, [&](const CacheGcItem& i) { items.push_back(i); });
+  ASSERT_TRUE(freed.ok()) << freed.status().ToString();
+  EXPECT_TRUE(items.empty());
+  auto entries = folder->ListEntries();
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), size_t{kBlocks + 1});
+}
+
 }  // namespace
 }  // namespace kvtier
