@@ -21,7 +21,9 @@ draws on a terminal (issue 33 items 8 and 9):
      option) is refused by name by every command; nothing is dropped
      silently;
   7. progress on a terminal: `synth` draws a bar on stderr when stderr is a
-     terminal (a pty), exact shape; nothing with --json or into a pipe.
+     terminal (a pty), exact shape; nothing with --json or into a pipe;
+     stats', verify's and gc's walk of a folder (verify and gc only when
+     their stdout is not the terminal).
 
     /usr/bin/python3 tests/cli_guard_test.py --cli build/dev/kvtier
 
@@ -258,6 +260,25 @@ def run_on_pty(cli, args):
     return rc, out.decode(), err.decode().replace("\r\n", "\n")
 
 
+def run_all_on_pty(cli, args):
+    """Runs with stdout and stderr on one pty: (rc, what it showed)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([cli, *args], stdout=slave, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        shown += chunk
+    rc = p.wait()
+    os.close(master)
+    return rc, shown.decode().replace("\r\n", "\n")
+
+
 def test_progress(r, tmp):
     args = ["synth", "--layout", "tiny", "--random", "320", "--out", os.path.join(tmp, "bar")]
     rc, out, err = run_on_pty(r.cli, args)
@@ -279,10 +300,36 @@ def test_progress(r, tmp):
     cache = os.path.join(tmp, "gc-bar")
     r.expect_json("synth --cache", r.run("synth", "--layout", "tiny", "--random", "64",
                                          "--cache", cache, "--json"))
+    # stats, verify and gc walk blocks/ subfolder by subfolder: a bar of
+    # subfolders; gc then one of the bytes over its budget (issue 32 item 4).
+    subs = len(os.listdir(os.path.join(cache, "blocks")))
+    walk = "".join("\r[%s%s] %5.1f%% %d/%d subfolders" %
+                   ("#" * (i * 40 // subs), " " * (40 - i * 40 // subs), i * 100.0 / subs, i, subs)
+                   for i in range(1, subs + 1)) + "\n"
+    rc, out, err = run_on_pty(r.cli, ["stats", cache])
+    r.check(rc == 0 and err == walk and out.startswith(cache + ": 4 blocks,"),
+            "stats on a pty: %d %r %r" % (rc, err, out[:100]))
+    rc, out, err = run_on_pty(r.cli, ["verify", cache])
+    r.check(rc == 0 and err == walk and out.endswith("4 files: 4 ok, 0 to adopt (valid, no index "
+                                                     "row yet: the next open adopts them), 0 "
+                                                     "failed\n"),
+            "verify on a pty: %d %r %r" % (rc, err, out[-100:]))
+    # With stdout on the terminal too, verify's own lines are the progress:
+    # no bar; stats prints at the end, so it draws one.
+    rc, both = run_all_on_pty(r.cli, ["verify", cache])
+    r.check(rc == 0 and "subfolders" not in both and both.endswith(" 0 failed\n"),
+            "verify, stdout on the pty: %d %r" % (rc, both[-300:]))
+    rc, both = run_all_on_pty(r.cli, ["stats", cache])
+    r.check(rc == 0 and both.startswith(walk + cache + ": 4 blocks,"),
+            "stats, stdout on the pty: %d %r" % (rc, both[:300]))
+    rc, out, err = run_on_pty(r.cli, ["stats", cache, "--json"])
+    r.check(rc == 0 and err == "", "stats --json on a pty: %r" % err[:200])
     rc, out, err = run_on_pty(r.cli, ["gc", cache, "--max-bytes", "1"])
+    # The bytes over: what the file system allocates for 4 blocks, less 1.
     r.check(rc == 0 and re.fullmatch(
-        r"kvtier gc: removing from %s\.\.\.\n" % re.escape(cache), err) is not None,
-        "gc on a pty: %d %r" % (rc, err))
+        r"kvtier gc: removing from %s\.\.\.\n%s(\r\[[# ]{40}\] +[0-9.]+%% \d+/(\d+) bytes "
+        r"over the budget)*\r\[#{40}\] 100\.0%% (\d+)/\3 bytes over the budget\n" %
+        (re.escape(cache), re.escape(walk)), err) is not None, "gc on a pty: %d %r" % (rc, err))
     r.check(re.search(r"^4 entries, \d+ bytes freed\n\Z", out, re.M) is not None,
             "gc on a pty: stdout %r" % out[-200:])
 

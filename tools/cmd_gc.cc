@@ -90,8 +90,11 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
   }
   req.quarantine = !a.keep_quarantine;
   // A dry run only reads, so it works on a folder the user may only read.
+  // The walk's subfolders, then the bytes over the budget, on stderr when
+  // the items do not go to the terminal.
+  UnitProgress progress(ProgressBesideOutput(flags.json));
   auto folder = OpenCacheFolder(
-      *dir, a.dry_run ? CacheFolderAccess::kReadOnly : CacheFolderAccess::kReadWrite);
+      *dir, a.dry_run ? CacheFolderAccess::kReadOnly : CacheFolderAccess::kReadWrite, &progress);
   if (!folder.ok()) return ReportError(flags, folder.status());
   // Each item is printed as it is decided (and removed): memory does not
   // grow with the folder (CacheFolder::Gc).
@@ -119,6 +122,7 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
     ++entries;
     planned_bytes += item.bytes;
   });
+  progress.Finish();
   if (!freed.ok()) {
     // The items so far were printed (and, unless a dry run, removed).
     if (flags.json) std::cout << "]}" << std::endl;

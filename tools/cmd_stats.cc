@@ -18,6 +18,7 @@
 
 #include "command.h"
 #include "folder_flags.h"
+#include "progress.h"
 
 namespace kvtier::cli {
 namespace {
@@ -39,7 +40,8 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
   auto ref = ReferenceSignature(a.layout, a.layout_opt->count() > 0, a.signature,
                                 a.signature_opt->count() > 0);
   if (!ref.ok()) return ReportError(flags, ref.status());
-  auto folder = OpenCacheFolder(a.dir);
+  UnitProgress progress(ProgressOnTerminal(flags.json));  // the walk, on stderr
+  auto folder = OpenCacheFolder(a.dir, CacheFolderAccess::kReadOnly, &progress);
   if (!folder.ok()) return ReportError(flags, folder.status());
   auto per = (*folder)->PerSignature();
   if (!per.ok()) return ReportError(flags, per.status(), kExitFailure);
@@ -63,6 +65,7 @@ int Run(const StatsArgs& a, const CommonFlags& flags) {
         break;
     }
   });
+  progress.Finish();
   if (!scanned.ok()) return ReportError(flags, scanned, kExitFailure);
 
   DiskTierStats s;

@@ -37,6 +37,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "progress.h"
 
 namespace kvtier::cli {
 namespace {
@@ -250,7 +251,9 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
       CacheVerifyOptions co;
       if (expect->signature) co.signature = &*expect->signature;
       if (expect->layout) co.layout = &*expect->layout;
-      auto opened = OpenCacheFolder(path);
+      // Its walk on stderr when the verdicts do not go to the terminal.
+      UnitProgress progress(ProgressBesideOutput(flags.json));
+      auto opened = OpenCacheFolder(path, CacheFolderAccess::kReadOnly, &progress);
       Status folder =
           opened.ok() ? (*opened)->VerifyEach(
                             co,
@@ -258,6 +261,7 @@ int Run(const VerifyArgs& a, const CommonFlags& flags) {
                               emit({std::move(v.path), std::move(v.reason), std::move(v.message)});
                             })
                       : opened.status();
+      progress.Finish();
       if (!folder.ok()) {
         // Corruption here is the index itself (not a regular file, or not
         // SQLite: its message names which); the rest is the file system.

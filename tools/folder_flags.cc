@@ -27,10 +27,16 @@ Result<std::optional<std::string>> ReferenceSignature(const std::string& layout,
 }
 
 Result<std::unique_ptr<CacheFolder>> OpenCacheFolder(const std::string& dir,
-                                                     CacheFolderAccess access) {
+                                                     CacheFolderAccess access,
+                                                     UnitProgress* progress) {
   CacheFolderOptions o;
   o.dir = dir;
   o.access = access;
+  if (progress != nullptr) {
+    o.progress = [progress](const char* unit, uint64_t done, uint64_t total) {
+      progress->Update(unit, done, total);
+    };
+  }
   return CacheFolder::Open(o, Env::Default());
 }
 

@@ -15,6 +15,7 @@
 
 #include "kvtier/cache_folder.h"
 #include "kvtier/status.h"
+#include "progress.h"
 
 namespace kvtier::cli {
 
@@ -26,8 +27,11 @@ Result<std::optional<std::string>> ReferenceSignature(const std::string& layout,
 
 // Opens the cache folder `dir` through the public CacheFolder API
 // (include/kvtier/cache_folder.h); read-only unless `access` says otherwise.
+// `progress`, if given, draws CacheFolderOptions::progress; it must outlive
+// the folder.
 Result<std::unique_ptr<CacheFolder>> OpenCacheFolder(
-    const std::string& dir, CacheFolderAccess access = CacheFolderAccess::kReadOnly);
+    const std::string& dir, CacheFolderAccess access = CacheFolderAccess::kReadOnly,
+    UnitProgress* progress = nullptr);
 
 }  // namespace kvtier::cli
 

@@ -8,6 +8,11 @@
 //   Step:        "kvtier <command>: <what>...\n", one line per step of a
 //                command whose steps have no count (a bench's phases, gc's
 //                plan and removal).
+//   UnitProgress: a ProgressBar per unit, one after the other, for
+//                CacheFolderOptions::progress (stats, verify, gc walk the
+//                folder's subfolders; gc then evicts bytes over its budget).
+//                A command whose stdout lists what it finds as it goes
+//                (verify, gc) draws it only when stdout is not the terminal.
 //
 // Thread safety: one thread draws.
 #ifndef KVTIER_TOOLS_PROGRESS_H_
@@ -17,6 +22,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace kvtier::cli {
@@ -66,6 +72,34 @@ inline void Step(bool json, const std::string& command, const std::string& what)
   std::fprintf(stderr, "kvtier %s: %s...\n", command.c_str(), what.c_str());
   std::fflush(stderr);
 }
+
+// Whether a command whose stdout streams its findings draws progress:
+// ProgressOnTerminal, and stdout is not that terminal (its lines are).
+inline bool ProgressBesideOutput(bool json) {
+  return ProgressOnTerminal(json) && isatty(STDOUT_FILENO) != 1;
+}
+
+// A ProgressBar per unit, in turn (see above). `enabled`: whether to draw.
+class UnitProgress {
+ public:
+  explicit UnitProgress(bool enabled) : enabled_(enabled) {}
+  void Update(const char* unit, uint64_t done, uint64_t total) {
+    if (!enabled_) return;
+    if (bar_ == nullptr || unit_ != unit) {
+      bar_.reset();  // ends the previous unit's line
+      unit_ = unit;
+      bar_ = std::make_unique<ProgressBar>(unit_);
+    }
+    bar_->Update(done, total);
+  }
+  // Ends the line of the bar drawn last, if any.
+  void Finish() { bar_.reset(); }
+
+ private:
+  const bool enabled_;
+  std::string unit_;
+  std::unique_ptr<ProgressBar> bar_;
+};
 
 }  // namespace kvtier::cli
 

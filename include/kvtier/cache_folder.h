@@ -46,6 +46,12 @@ struct CacheFolderOptions {
   // How long an index read or write waits while another process holds the
   // index's write lock, in milliseconds (default 10 s).
   uint32_t busy_timeout_ms = 10'000;
+  // How far a long call has come, for a progress bar: `done` of `total`
+  // `unit`s. ForEachFile (and Scan, Verify, VerifyEach and Gc, which walk
+  // with it) calls it as each entry of blocks/ is finished ("subfolders");
+  // Gc's budget pass as it evicts ("bytes over the budget"). Called on the
+  // calling thread; empty: never called.
+  std::function<void(const char* unit, uint64_t done, uint64_t total)> progress;
 };
 
 // One index row.

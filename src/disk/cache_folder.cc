@@ -241,6 +241,10 @@ Status CacheFolder::ForEachFile(
   if (!top.ok() && !top.status().IsNotFound()) return top.status();
   if (top.ok()) {
     std::sort(top->begin(), top->end());
+    uint64_t done = 0;
+    auto finished = [&] {
+      if (options_.progress) options_.progress("subfolders", ++done, top->size());
+    };
     for (const std::string& sub : *top) {
       const std::string sub_path = JoinPath(layout.BlocksDir(), sub);
       auto info = env_->Stat(sub_path);
@@ -248,6 +252,7 @@ Status CacheFolder::ForEachFile(
       if (sub.size() != 2 || !prefix_key || disk::HexByte(prefix_key->bytes[0]) != sub ||
           !info.ok() || info->type != FileType::kDirectory) {
         fn(Kind::kForeign, file_of(sub_path, info));
+        finished();
         continue;
       }
       KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(sub_path));
@@ -269,6 +274,7 @@ Status CacheFolder::ForEachFile(
           fn(Kind::kForeign, f);
         }
       }
+      finished();
     }
   }
   auto q = env_->ListDir(layout.QuarantineDir());

@@ -234,11 +234,16 @@ Result<uint64_t> CacheFolder::Gc(const CacheGcRequest& req, bool dry_run,
 
   if (!req.max_bytes || total <= *req.max_bytes) return dry_run ? 0 : freed;
   const uint64_t budget = *req.max_bytes;
+  const uint64_t over = total - budget;
   // The budget: least recently accessed first, every signature, until the
   // blocks that stay take at most `budget` bytes.
   auto evict = [&](const BlockKey& key, uint64_t bytes, uint64_t allocated) -> Status {
     KVTIER_RETURN_IF_ERROR(emit({layout.BlockPath(key), "over_budget", bytes}));
     total -= std::min(total, allocated);
+    if (options_.progress) {
+      const uint64_t left = total > budget ? total - budget : 0;  // never above `over`
+      options_.progress("bytes over the budget", over - left, over);
+    }
     return Status::Ok();
   };
   if (dry_run) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "disk/disk_test_util.h"
@@ -240,6 +241,46 @@ TEST_F(CacheFolderTest, GcRemovesLeastRecentlyUsedFileThenRow) {
   ASSERT_TRUE(verdicts.ok());
   ASSERT_EQ(verdicts->size(), 2u);
   for (const CacheFileVerdict& v : *verdicts) EXPECT_EQ(v.reason, "") << v.message;
+}
+
+// CacheFolderOptions::progress: one call per entry of blocks/ as a walk
+// finishes it (done counting up to the entries, a foreign one included),
+// then, in Gc, the bytes over the budget evicted so far, ending at all of
+// them.
+TEST_F(CacheFolderTest, ProgressCountsSubfoldersThenTheBytesOverTheBudget) {
+  std::ofstream(dir_ + "/blocks/zz") << "foreign";
+  const size_t entries =
+      std::distance(fs::directory_iterator(dir_ + "/blocks"), fs::directory_iterator());
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> calls;
+  CacheFolderOptions o;
+  o.dir = dir_;
+  o.access = CacheFolderAccess::kReadWrite;
+  o.progress = [&](const char* unit, uint64_t done, uint64_t total) {
+    calls.emplace_back(unit, done, total);
+  };
+  auto folder = CacheFolder::Open(o, Env::Default());
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  auto walk = [&] {
+    std::vector<std::tuple<std::string, uint64_t, uint64_t>> w;
+    for (uint64_t i = 1; i <= entries; ++i) w.emplace_back("subfolders", i, entries);
+    return w;
+  };
+  ASSERT_TRUE((*folder)->Scan().ok());
+  EXPECT_EQ(calls, walk());
+  calls.clear();
+  CacheGcRequest req;
+  req.max_bytes = 2 * alloc_bytes_;
+  uint64_t items = 0;
+  auto freed = (*folder)->Gc(req, /*dry_run=*/false, [&](const CacheGcItem&) { ++items; });
+  ASSERT_TRUE(freed.ok()) << freed.status().ToString();
+  const uint64_t evicted = kBlocks - 2;
+  EXPECT_EQ(items, 1 + evicted);  // the foreign file, then the budget
+  const uint64_t over = evicted * alloc_bytes_;
+  auto want = walk();
+  for (uint64_t i = 1; i <= evicted; ++i) {
+    want.emplace_back("bytes over the budget", i * alloc_bytes_, over);
+  }
+  EXPECT_EQ(calls, want);
 }
 
 // Gc in one walk: a dry run hands over the very items (and order) that
