@@ -310,6 +310,43 @@ def ls_streams(r, tmp):
     r.check(j.get("count") == 0, "ls after gc --max-bytes 1: %s" % j.get("count"))
 
 
+def gc_fails_midway(r, tmp):
+    """gc --json stays one object when it fails after its walk began: here
+    the index is locked by another connection (BEGIN EXCLUSIVE) when gc comes
+    to delete the row of a block whose file is gone. The items before the
+    error are in it, with "error" and "code"; exit 1, one line on stderr."""
+    import sqlite3
+    cache = os.path.join(tmp, "gc-locked")
+    r.json("synth", "--layout", "tiny", "--random", "64", "--seed", "5", "--cache", cache)
+    files = block_files(cache)
+    gone_key = sorted(files)[0]
+    os.remove(files[gone_key])
+    db = sqlite3.connect(os.path.join(cache, "index.sqlite"), isolation_level=None, timeout=1)
+    try:
+        db.execute("BEGIN EXCLUSIVE")
+        p = r.run("gc", cache, "--json", expect_rc=1)  # waits out the 10 s busy timeout
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+    try:
+        j = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        r.fail("gc on a locked index: stdout is not one JSON object: %r" % p.stdout[:300])
+        return
+    r.check(j.get("items") == [{"path": files[gone_key], "reason": "missing_file", "bytes": 0}] and
+            j.get("totals", {}).get("entries") == 1 and j.get("removed") == 1 and
+            j.get("code") == "Unavailable" and "database is locked" in j.get("error", ""),
+            "gc on a locked index: %s" % j)
+    r.check(p.stderr.count("\n") == 1 and p.stderr.startswith("kvtier: gc: index: "),
+            "gc on a locked index: stderr %r" % p.stderr)
+    # Unlocked, the next gc removes the row.
+    j = r.json("gc", cache)
+    r.check(j.get("items") == [{"path": files[gone_key], "reason": "missing_file", "bytes": 0}],
+            "gc after the lock: %s" % j)
+    j = r.json("ls", cache)
+    r.check(j.get("count") == 3, "ls after gc: %s" % j.get("count"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -454,6 +491,7 @@ def main():
                     "%s: one-line error, got %r / %r" % (" ".join(bad), p.stderr, p.stdout))
 
         ls_streams(r, tmp)
+        gc_fails_midway(r, tmp)
 
         # bench disk: the contract's fields, positive figures, folders removed.
         bench_dir = os.path.join(tmp, "bench")

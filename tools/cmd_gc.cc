@@ -16,7 +16,9 @@
 // over_budget (CacheFolder::Gc); memory does not grow with the folder.
 //   --json: {"dry_run", "items": [{"path", "reason", "bytes"}],
 //   "totals": {"entries", "bytes", "by_reason": {reason: {"entries", "bytes"}}}
-//   (what the plan holds, also on a dry run), "removed", "bytes_freed"}
+//   (what the plan holds, also on a dry run), "removed", "bytes_freed"}.
+//   An error after the walk began (exit 1) ends the same object with
+//   "error" and "code" beside what was removed before it: one object still.
 #include <iostream>
 #include <optional>
 #include <string>
@@ -124,9 +126,20 @@ int Run(const GcArgs& a, const CommonFlags& flags) {
   });
   progress.Finish();
   if (!freed.ok()) {
-    // The items so far were printed (and, unless a dry run, removed).
-    if (flags.json) std::cout << "]}" << std::endl;
-    return ReportError(flags, freed.status(), kExitFailure);
+    // The items so far were printed (and, unless a dry run, removed): the
+    // object ends with them and the error (ReportError would print a
+    // second object).
+    if (flags.json) {
+      std::cout << "],\"totals\":"
+                << dump({{"entries", entries}, {"bytes", planned_bytes}, {"by_reason", by_reason}})
+                << ",\"removed\":" << (a.dry_run ? 0 : entries)
+                << ",\"bytes_freed\":" << (a.dry_run ? 0 : planned_bytes)
+                << ",\"error\":" << dump(freed.status().message())
+                << ",\"code\":" << dump(std::string(StatusCodeName(freed.status().code()))) << "}"
+                << std::endl;
+    }
+    std::cerr << "kvtier: " << freed.status().message() << "\n";
+    return kExitFailure;
   }
   if (flags.json) {
     std::cout << "],\"totals\":"
