@@ -269,14 +269,14 @@ class Parser {
           break;
         case 'u': {
           size_t esc_at = pos_ - 2;
-          uint32_t cp;
+          uint32_t cp = 0;  // set by ReadHex4 (GCC -O2 cannot tell)
           if (!ReadHex4(&cp)) return false;
           if (cp >= 0xDC00 && cp <= 0xDFFF) {
             pos_ = esc_at;
             return Syntax("lone low surrogate escape");
           }
           if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t lo;
+            uint32_t lo = 0;
             if (text_.substr(pos_, 2) != "\\u") {
               pos_ = esc_at;
               return Syntax("high surrogate escape without a low surrogate");
