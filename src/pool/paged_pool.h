@@ -267,7 +267,12 @@ class PagedPool final : public PoolBase<BlockPool> {
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;
   mutable Mutex mu_;
-  CondVar loaded_cv_;  // a block landed or a load finished
+  // A load finished, or (while prefix_waiters_ > 0) a load's ready prefix
+  // grew. Only WaitTokensLoaded waits for a prefix: a block that lands while
+  // no one does wakes no thread (a restore of 4 KiB blocks would otherwise
+  // wake its waiting caller once per block, which costs more than the copy).
+  CondVar loaded_cv_;
+  uint32_t prefix_waiters_ GUARDED_BY(mu_) = 0;  // threads in WaitTokensLoaded
   SlotArena arena_ GUARDED_BY(mu_);
   BlockAllocator alloc_ GUARDED_BY(mu_);
   std::vector<SlotInfo> slots_ GUARDED_BY(mu_);

@@ -244,10 +244,12 @@ Result<size_t> PagedPool::WaitLoaded(uint64_t id) {
 Result<size_t> PagedPool::WaitTokensLoaded(uint64_t id, size_t tokens) {
   MutexLock lock(&mu_);
   auto it = seqs_.find(id);
+  ++prefix_waiters_;
   while (it != seqs_.end() && it->second.loading && ReadyTokensLocked(it->second) < tokens) {
     loaded_cv_.Wait(&lock);
     it = seqs_.find(id);
   }
+  --prefix_waiters_;
   if (it == seqs_.end()) return NotFoundLocked(id);
   return ReadyTokensLocked(it->second);
 }
@@ -269,9 +271,14 @@ void PagedPool::OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t j, Sh
   job->arrived[i] = ok ? 1 : 2;
   ++job->arrivals;
   job->file_bytes[i] = n;
+  const size_t ready_before = job->ready;
   while (job->ready < job->keys.size() && job->arrived[job->ready] == 1) ++job->ready;
-  if (job->arrivals == job->keys.size()) FinishLoadLocked(*job);
-  loaded_cv_.SignalAll();
+  if (job->arrivals == job->keys.size()) {
+    FinishLoadLocked(*job);
+    loaded_cv_.SignalAll();
+  } else if (job->ready != ready_before && prefix_waiters_ > 0) {
+    loaded_cv_.SignalAll();
+  }
 }
 
 void PagedPool::FinishLoadLocked(LoadJob& job) {

@@ -291,6 +291,37 @@ TEST_F(PoolTiersTest, TheReadyPrefixGrowsAsBlocksLandInAnyOrder) {
   EXPECT_EQ(pool->GetStats().loaded_blocks, 4u);
 }
 
+// Threads that wait while blocks land: one for a prefix (WaitTokensLoaded),
+// which each block that grows the ready prefix wakes, one for the whole load
+// (WaitLoaded), which only the last block wakes. Each returns what it waited
+// for; none is left waiting.
+TEST_F(PoolTiersTest, WaitersWakeForThePrefixTheyWaitForAndForTheEnd) {
+  const std::vector<uint32_t> a = Iota(16);
+  {
+    auto pool = Make(&store_);
+    Fill(pool.get(), 1, a, 0);
+  }
+  ManualStore manual(&store_);
+  auto pool = Make(&manual);
+  ASSERT_TRUE(pool->AllocateAsync(1, Plus(a, 1))->load_pending);
+  std::atomic<size_t> prefix{0}, whole{0};
+  std::thread prefix_waiter([&] { prefix = *pool->WaitTokensLoaded(1, 8); });
+  std::thread whole_waiter([&] { whole = *pool->WaitLoaded(1); });
+  // Not a timing assertion: the waits are more likely entered before the
+  // blocks land, which is the case under test (either way they must return).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  manual.Deliver(1);
+  manual.Deliver(0);  // the prefix is 8 tokens now: the prefix waiter wakes
+  prefix_waiter.join();
+  EXPECT_EQ(prefix.load(), 8u);
+  EXPECT_EQ(whole.load(), 0u);  // still waiting: blocks 2 and 3 are out
+  manual.Deliver(3);
+  manual.Deliver(2);
+  whole_waiter.join();
+  EXPECT_EQ(whole.load(), 16u);
+  EXPECT_TRUE(kv_.Check(pool.get(), 1, a));
+}
+
 TEST_F(PoolTiersTest, AMissAfterLaterBlocksLandedShortensTheSequence) {
   const std::vector<uint32_t> a = Iota(16);
   {
