@@ -316,13 +316,7 @@ Result<uint64_t> CacheFolder::ApplyGc(const std::vector<CacheGcItem>& plan) {
   }
   uint64_t freed = 0;
   auto remove = [&](const CacheGcItem& item) -> Status {
-    auto info = env_->Stat(item.path);
-    Status s = Status::Ok();
-    if (info.ok() && info->type == FileType::kDirectory) {
-      s = disk::RemoveTree(env_, item.path);
-    } else if (info.ok()) {
-      s = env_->RemoveFile(item.path);
-    }
+    Status s = disk::RemoveTree(env_, item.path);  // gone already: nothing freed
     if (!s.ok() && !s.IsNotFound()) return s.WithContext("gc");
     if (s.ok()) freed += item.bytes;
     return Status::Ok();

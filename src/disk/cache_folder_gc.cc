@@ -72,13 +72,7 @@ Result<uint64_t> CacheFolder::Gc(const CacheGcRequest& req, bool dry_run,
   // The item, removed first unless this is a dry run, then handed to fn.
   auto emit = [&](const CacheGcItem& item) -> Status {
     if (!dry_run) {
-      auto info = env_->Stat(item.path);
-      Status s = Status::Ok();
-      if (info.ok() && info->type == FileType::kDirectory) {
-        s = disk::RemoveTree(env_, item.path);
-      } else if (info.ok()) {
-        s = env_->RemoveFile(item.path);
-      }
+      Status s = disk::RemoveTree(env_, item.path);  // gone already: nothing freed
       if (!s.ok() && !s.IsNotFound()) return s.WithContext("gc");
       if (s.ok()) freed += item.bytes;
     }
