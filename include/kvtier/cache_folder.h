@@ -33,6 +33,7 @@ namespace kvtier {
 namespace disk {
 class DiskIndex;
 class FolderLock;
+struct IndexRow;
 }  // namespace disk
 
 enum class CacheFolderAccess {
@@ -216,6 +217,10 @@ class CacheFolder {
 
   // Opens the index for writing if Open() could only read it (a full disk).
   Status EnsureWritableIndex();
+  // Upserts the rows of `rows` whose file is still in place (a tier may have
+  // evicted it since they were read) and empties `rows`: gc's adoption of
+  // valid block files with no row.
+  Status AdoptInPlace(std::vector<disk::IndexRow>* rows);
 
   const CacheFolderOptions options_;
   Env* const env_;

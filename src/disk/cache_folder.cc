@@ -356,6 +356,17 @@ Result<uint64_t> CacheFolder::ApplyGc(const std::vector<CacheGcItem>& plan) {
   return freed;
 }
 
+Status CacheFolder::AdoptInPlace(std::vector<disk::IndexRow>* rows) {
+  disk::FolderLayout layout(options_.dir);
+  Status s =
+      index_
+          ->UpsertIf(*rows,
+                     [&](const disk::IndexRow& r) { return disk::FileMatchesRow(env_, layout, r); })
+          .status();
+  rows->clear();
+  return s.WithContext("gc: adopt");
+}
+
 Status CacheFolder::AdoptOrphans(const CacheFolderScan& scan,
                                  const std::vector<CacheGcItem>& plan) {
   disk::FolderLayout layout(options_.dir);
@@ -364,15 +375,7 @@ Status CacheFolder::AdoptOrphans(const CacheFolderScan& scan,
   std::vector<disk::IndexRow> adopt;
   auto flush = [&]() -> Status {
     if (adopt.empty()) return Status::Ok();
-    // Only a file still in place (a tier may have evicted it since).
-    Status s = index_
-                   ->UpsertIf(adopt,
-                              [&](const disk::IndexRow& r) {
-                                return disk::FileMatchesRow(env_, layout, r);
-                              })
-                   .status();
-    adopt.clear();
-    return s.WithContext("gc: adopt");
+    return AdoptInPlace(&adopt);
   };
   for (uint32_t prefix = 0; prefix < 256; ++prefix) {
     KVTIER_ASSIGN_OR_RETURN(std::vector<disk::IndexRow> rows,

@@ -106,15 +106,7 @@ Result<uint64_t> CacheFolder::Gc(const CacheGcRequest& req, bool dry_run,
   auto adopt_now = [&](bool last) -> Status {
     if (adopt.empty() || (!last && adopt.size() < kRowChunk)) return Status::Ok();
     KVTIER_RETURN_IF_ERROR(EnsureWritableIndex().WithContext("gc"));
-    // Only a file still in place (a tier may have evicted it since).
-    Status s = index_
-                   ->UpsertIf(adopt,
-                              [&](const disk::IndexRow& r) {
-                                return disk::FileMatchesRow(env_, layout, r);
-                              })
-                   .status();
-    adopt.clear();
-    return s.WithContext("gc: adopt");
+    return AdoptInPlace(&adopt);
   };
   // Allocated bytes of the blocks that stay.
   uint64_t total = 0;
