@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/block_verifier.h"
+#include "core/fork_safe_mutex.h"
 
 namespace kvtier::bindings {
 
@@ -12,11 +13,11 @@ LayoutVerifiers& LayoutVerifiers::Shared() {
   return *shared;
 }
 
-LayoutVerifiers::LayoutVerifiers() = default;
+LayoutVerifiers::LayoutVerifiers() : mu_(std::make_unique<ForkSafeMutex>()) {}
 LayoutVerifiers::~LayoutVerifiers() = default;
 
 std::shared_ptr<BlockVerifier> LayoutVerifiers::For(const ModelLayout& layout) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_.get());
   for (const auto& v : held_) {
     if (v != nullptr && *v->layout() == layout) return v;
   }

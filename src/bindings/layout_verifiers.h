@@ -7,14 +7,14 @@
 // with most recently keep their verifier, replaced round-robin.
 //
 // Thread safety: every method may be called from any thread at once; one
-// mutex guards the list (the verifiers are thread-safe on their own).
+// mutex guards the list (the verifiers are thread-safe on their own), a
+// ForkSafeMutex: a forked child finds it free.
 #ifndef KVTIER_BINDINGS_LAYOUT_VERIFIERS_H_
 #define KVTIER_BINDINGS_LAYOUT_VERIFIERS_H_
 
 #include <array>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "kvtier/block_file.h"
@@ -23,7 +23,8 @@
 
 namespace kvtier {
 class BlockVerifier;
-}
+class ForkSafeMutex;
+}  // namespace kvtier
 
 namespace kvtier::bindings {
 
@@ -49,7 +50,7 @@ class LayoutVerifiers {
  private:
   std::shared_ptr<BlockVerifier> For(const ModelLayout& layout);
 
-  std::mutex mu_;  // guards held_ and next_
+  const std::unique_ptr<ForkSafeMutex> mu_;  // guards held_ and next_
   std::array<std::shared_ptr<BlockVerifier>, kMaxLayouts> held_;
   size_t next_ = 0;
 };

@@ -29,6 +29,7 @@
 
 #include "bindings/cache_spec.h"
 #include "capi/c_status.h"
+#include "core/fork_safe_mutex.h"
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
 #include "kvtier/block_key.h"
@@ -141,7 +142,7 @@ class HandleTable {
  private:
   HandleTable() = default;
   // Held for one hash-table operation; never across a cache call.
-  Mutex mu_;
+  ForkSafeMutex mu_;  // a leaf lock: the child of a fork finds it free
   uintptr_t next_ GUARDED_BY(mu_) = 1;
   std::unordered_map<uintptr_t, std::shared_ptr<TieredCache>> map_ GUARDED_BY(mu_);
   std::unordered_map<uintptr_t, std::shared_ptr<CallbackLogger>> loggers_ GUARDED_BY(mu_);

@@ -1,9 +1,15 @@
 #include "core/mutex.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <thread>
+
+#include "core/fork_safe_mutex.h"
 
 namespace kvtier {
 namespace {
@@ -83,6 +89,32 @@ TEST(MutexTest, WaitForTimesOutWithoutASignal) {
   while (cv.WaitFor(&lock, 1000)) {
   }
   EXPECT_FALSE(FreeForOthers(&mu));  // held again after the wait
+}
+
+// A thread holds a ForkSafeMutex while another forks: fork() waits for it,
+// and the child finds it free (a plain Mutex would stay held there for
+// ever). The child's exit code says whether it could take it.
+TEST(ForkSafeMutexTest, TheChildOfAForkFindsItFree) {
+  static auto* mu = new ForkSafeMutex();  // process-wide, as meant
+  std::atomic<bool> held{false};
+  std::thread holder([&] {
+    MutexLock lock(mu);
+    held = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  while (!held) std::this_thread::yield();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const bool took = mu->TryLock();
+    _exit(took ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  holder.join();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(FreeForOthers(mu));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace kvtier::disk {
 namespace {
@@ -246,6 +247,7 @@ Result<std::unique_ptr<DiskIndex>> DiskIndex::OpenReadOnly(std::unique_ptr<DiskI
 
 Result<std::unique_ptr<DiskIndex>> DiskIndex::Open(const std::string& path,
                                                    const IndexOptions& options) {
+  const IndexForkGuard::Pass pass = IndexForkGuard::Enter();
   std::unique_ptr<DiskIndex> index(new DiskIndex(path, options));
   if (options.read_only) return OpenReadOnly(std::move(index));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, index->OpenConnection());
@@ -321,11 +323,13 @@ Status DiskIndex::Rebuild(const std::function<Status()>& set_aside) {
       leases_cv_.SignalAll();
       return Status::Unavailable("index: " + std::to_string(leased_) +
                                  " connection(s) still in use after " +
-                                 std::to_string(options_.busy_timeout_ms) +
-                                 " ms; not rebuilt");
+                                 std::to_string(options_.busy_timeout_ms) + " ms; not rebuilt");
     }
   }
-  Status rebuilt = RebuildUnused(set_aside, sigs);
+  Status rebuilt = [&] {
+    const IndexForkGuard::Pass pass = IndexForkGuard::Enter();
+    return RebuildUnused(set_aside, sigs);
+  }();
   MutexLock lock(&mu_);
   rebuilding_ = false;
   leases_cv_.SignalAll();
@@ -364,6 +368,7 @@ Status DiskIndex::RebuildUnused(const std::function<Status()>& set_aside,
 }
 
 void DiskIndex::DropConnections() {
+  const IndexForkGuard::Pass pass = IndexForkGuard::Enter();  // the closes below
   std::vector<std::unique_ptr<SqliteDb>> old;
   {
     MutexLock lock(&mu_);
@@ -373,7 +378,15 @@ void DiskIndex::DropConnections() {
   for (auto& db : old) db->KeepWalOnClose();
 }
 
-DiskIndex::~DiskIndex() = default;
+DiskIndex::~DiskIndex() {
+  IndexForkGuard::Unregister(this);
+  const IndexForkGuard::Pass pass = IndexForkGuard::Enter();  // the pooled connections close
+  std::vector<std::unique_ptr<SqliteDb>> pooled;
+  {
+    MutexLock lock(&mu_);
+    pooled.swap(free_);
+  }
+}
 
 namespace {
 
@@ -391,7 +404,27 @@ void ForgetOneLease(const DiskIndex* index) {
 
 }  // namespace
 
+void DiskIndex::HoldAcrossFork() { mu_.Lock(); }
+
+void DiskIndex::ReleaseAfterFork(bool in_child) {
+  if (in_child) {
+    // Closed here, in the child: the parent's connections stay open there.
+    // A checkpoint on close needs the file to itself, which the parent's
+    // locks deny; the WAL stays either way.
+    ++generation_;
+    for (std::unique_ptr<SqliteDb>& db : free_) db->KeepWalOnClose();
+    free_.clear();
+    uint64_t own = 0;
+    for (const DiskIndex* index : t_leasing) own += index == this ? 1 : 0;
+    leased_ = own;
+    rebuilding_ = false;
+    new (&leases_cv_) CondVar();  // its waiters were the parent's threads
+  }
+  mu_.Unlock();
+}
+
 Result<DiskIndex::Lease> DiskIndex::Acquire() {
+  IndexForkGuard::Pass pass = IndexForkGuard::Enter();  // before mu_, which a fork holds
   uint64_t generation;
   {
     MutexLock lock(&mu_);
@@ -404,7 +437,7 @@ Result<DiskIndex::Lease> DiskIndex::Acquire() {
     if (!free_.empty()) {
       std::unique_ptr<SqliteDb> db = std::move(free_.back());
       free_.pop_back();
-      return Lease(this, std::move(db), generation);
+      return Lease(this, std::move(db), generation, std::move(pass));
     }
   }
   Result<std::unique_ptr<SqliteDb>> db = OpenConnection();
@@ -415,7 +448,7 @@ Result<DiskIndex::Lease> DiskIndex::Acquire() {
     leases_cv_.SignalAll();
     return db.status();
   }
-  return Lease(this, std::move(db).value(), generation);
+  return Lease(this, std::move(db).value(), generation, std::move(pass));
 }
 
 void DiskIndex::Return(std::unique_ptr<SqliteDb> db, uint64_t generation) {

@@ -40,6 +40,7 @@
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
+#include "disk/index_fork_guard.h"
 #include "disk/sqlite_db.h"
 #include "kvtier/block_key.h"
 #include "kvtier/status.h"
@@ -181,8 +182,7 @@ class DiskIndex {
   // Calls `fn` for every row, oldest access first (ties in key order),
   // `batch` rows per read snapshot: memory bounded by `batch` whatever the
   // index holds.
-  Status ForEachRowByAccess(const std::function<void(const IndexRow&)>& fn,
-                            uint32_t batch = 1024);
+  Status ForEachRowByAccess(const std::function<void(const IndexRow&)>& fn, uint32_t batch = 1024);
   // Rows in LRU order (oldest access first), at most `limit`.
   Result<std::vector<IndexRow>> LruRows(uint32_t limit);
   // The signature text of an id ("" if unknown).
@@ -223,7 +223,15 @@ class DiskIndex {
   Status RebuildUnused(const std::function<Status()>& set_aside,
                        const std::unordered_map<std::string, int64_t>& sigs);
   class Lease;
-  DiskIndex(std::string path, IndexOptions options) : path_(std::move(path)), options_(options) {}
+  DiskIndex(std::string path, IndexOptions options) : path_(std::move(path)), options_(options) {
+    IndexForkGuard::Register(this);
+  }
+  // IndexForkGuard's fork handlers: mu_ is held across fork(); in the child
+  // the pooled connections (the parent's, none in use then) are closed, the
+  // leases of the parent's other threads forgotten.
+  friend class IndexForkGuard;
+  void HoldAcrossFork() NO_THREAD_SAFETY_ANALYSIS;
+  void ReleaseAfterFork(bool in_child) NO_THREAD_SAFETY_ANALYSIS;
   Result<std::unique_ptr<SqliteDb>> OpenConnection();
   // Open() with IndexOptions::read_only.
   static Result<std::unique_ptr<DiskIndex>> OpenReadOnly(std::unique_ptr<DiskIndex> index);
@@ -266,8 +274,9 @@ bool SameFile(const IndexRow& a, const IndexRow& b);
 // A pooled connection, returned to the pool when destroyed.
 class DiskIndex::Lease {
  public:
-  Lease(DiskIndex* owner, std::unique_ptr<SqliteDb> db, uint64_t generation)
-      : owner_(owner), db_(std::move(db)), generation_(generation) {}
+  Lease(DiskIndex* owner, std::unique_ptr<SqliteDb> db, uint64_t generation,
+        IndexForkGuard::Pass pass)
+      : owner_(owner), db_(std::move(db)), generation_(generation), pass_(std::move(pass)) {}
   Lease(Lease&&) = default;
   Lease& operator=(Lease&&) = default;
   ~Lease() {
@@ -280,6 +289,7 @@ class DiskIndex::Lease {
   DiskIndex* owner_;
   std::unique_ptr<SqliteDb> db_;
   uint64_t generation_;
+  IndexForkGuard::Pass pass_;  // ends after the connection is back (or closed)
 };
 
 // The queries and deletes of one write transaction on one pooled

@@ -54,7 +54,7 @@ std::unique_ptr<DiskTier> Open(const DiskTierOptions& o, Env* env, disk::KillHoo
   return t.ok() ? std::move(t).value() : nullptr;
 }
 
-std::vector<std::byte> LoadBytes(DiskTier* tier, const BlockKey& key) {
+std::vector<std::byte> RaceLoadBytes(DiskTier* tier, const BlockKey& key) {
   std::vector<std::byte> buf(64 << 10);
   auto r = tier->Load(key, buf);
   EXPECT_THAT(r, IsOk());
@@ -63,7 +63,7 @@ std::vector<std::byte> LoadBytes(DiskTier* tier, const BlockKey& key) {
   return buf;
 }
 
-size_t FilesIn(const std::string& folder) {
+size_t FilesInFolder(const std::string& folder) {
   std::error_code ec;
   size_t n = 0;
   for (auto it = std::filesystem::directory_iterator(folder, ec);
@@ -101,10 +101,10 @@ TEST(DiskRaceTest, SameKeyWithOtherBytesKeepsTheFirstFileAndARowThatDescribesIt)
   std::vector<char> on_disk((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   ASSERT_EQ(on_disk.size(), first->size());
   EXPECT_EQ(std::memcmp(on_disk.data(), first->data(), first->size()), 0);
-  EXPECT_EQ(LoadBytes(a.get(), key), RaceBytes(first));
-  EXPECT_EQ(LoadBytes(b.get(), key), RaceBytes(first));
+  EXPECT_EQ(RaceLoadBytes(a.get(), key), RaceBytes(first));
+  EXPECT_EQ(RaceLoadBytes(b.get(), key), RaceBytes(first));
   EXPECT_EQ(a->Stats().quarantined + b->Stats().quarantined, 0u);
-  EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
+  EXPECT_EQ(FilesInFolder(dir.path() + "/quarantine"), 0u);
   EXPECT_EQ(a->Stats().saves_persisted, 1u);
   EXPECT_EQ(b->Stats().saves_persisted, 0u);
   EXPECT_EQ(b->Stats().saves_deduplicated, 1u);
@@ -120,7 +120,7 @@ TEST(DiskRaceTest, LeftoverInvalidFileUnderTheFinalNameMakesWayForTheStore) {
   SharedBlock block = disk_test::MakeTestBlock(2);
   ASSERT_THAT(tier->Store(key, block), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
-  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(block));
+  EXPECT_EQ(RaceLoadBytes(tier.get(), key), RaceBytes(block));
   EXPECT_EQ(tier->Stats().quarantined, 1u);
   EXPECT_EQ(tier->Stats().saves_persisted, 1u);
 }
@@ -148,7 +148,7 @@ TEST(DiskRaceTest, LoadLooksAtTheRowAgainBeforeJudgingAReplacedFile) {
     ASSERT_THAT(writer->Store(key, v2), IsOk());
     ASSERT_THAT(writer->Flush(), IsOk());
   });
-  EXPECT_EQ(LoadBytes(reader.get(), key), RaceBytes(v2));
+  EXPECT_EQ(RaceLoadBytes(reader.get(), key), RaceBytes(v2));
   EXPECT_TRUE(replaced);
   EXPECT_EQ(reader->Stats().quarantined, 0u);
   EXPECT_EQ(reader->Stats().hits, 1u);
@@ -200,10 +200,10 @@ TEST(DiskRaceTest, RowOfAFileEvictedBeforeItCommitsLeavesTheRowOfTheFileInItsPla
   ASSERT_TRUE(row->has_value());
   EXPECT_EQ((*row)->header_hash, disk::HeaderHash(v3->span()));
   for (DiskTier* t : {first.get(), second.get(), third.get()}) {
-    EXPECT_EQ(LoadBytes(t, key), RaceBytes(v3));
+    EXPECT_EQ(RaceLoadBytes(t, key), RaceBytes(v3));
     EXPECT_EQ(t->Stats().quarantined, 0u);
   }
-  EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
+  EXPECT_EQ(FilesInFolder(dir.path() + "/quarantine"), 0u);
   EXPECT_EQ(second->Stats().saves_persisted, 0u);
   EXPECT_EQ(second->Stats().saves_deduplicated, 1u);
   EXPECT_EQ(third->Stats().saves_persisted, 2u);
@@ -238,11 +238,11 @@ TEST(DiskRaceTest, LoadDuringAnEvictionServesTheValidFileInTheVictimsPlace) {
   DiskTierOptions ro = TestOptions(dir.path());
   ro.sqlite_busy_timeout_ms = 50;  // its row update waits for the eviction
   auto reader = Open(ro, Env::Default());
-  EXPECT_EQ(LoadBytes(reader.get(), key), RaceBytes(v2));
+  EXPECT_EQ(RaceLoadBytes(reader.get(), key), RaceBytes(v2));
   EXPECT_EQ(reader->Stats().quarantined, 0u);
   EXPECT_EQ(reader->Stats().hits, 1u);
   EXPECT_TRUE(std::filesystem::exists(path));
-  EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
+  EXPECT_EQ(FilesInFolder(dir.path() + "/quarantine"), 0u);
   gate.Release();
   ASSERT_THAT(evictor->Flush(), IsOk());
 }
@@ -269,11 +269,11 @@ TEST(DiskRaceTest, FileFirstLoadServesTheNewerFileInPlaceOfTheRowsVersion) {
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
   ReplaceFileWith(BlockFilePath(dir.path(), key), v2);
-  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
-  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
+  EXPECT_EQ(RaceLoadBytes(tier.get(), key), RaceBytes(v2));
+  EXPECT_EQ(RaceLoadBytes(tier.get(), key), RaceBytes(v2));
   EXPECT_EQ(tier->Stats().quarantined, 0u);
   EXPECT_EQ(tier->Stats().hits, 2u);
-  EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
+  EXPECT_EQ(FilesInFolder(dir.path() + "/quarantine"), 0u);
 }
 
 // With retention a load looks the row up first (its created_at says whether
@@ -290,8 +290,8 @@ TEST(DiskRaceTest, RowOfAnEarlierVersionIsReplacedByTheRowOfTheFileInPlace) {
   ASSERT_THAT(tier->Store(key, v1), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
   ReplaceFileWith(BlockFilePath(dir.path(), key), v2);
-  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
-  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(v2));
+  EXPECT_EQ(RaceLoadBytes(tier.get(), key), RaceBytes(v2));
+  EXPECT_EQ(RaceLoadBytes(tier.get(), key), RaceBytes(v2));
   EXPECT_EQ(tier->Stats().quarantined, 0u);
   EXPECT_EQ(tier->Stats().hits, 2u);
   auto index = disk::DiskIndex::Open(dir.path() + "/index.sqlite", disk::IndexOptions{});
@@ -333,11 +333,11 @@ TEST(DiskRaceTest, StoreRacingTheEvictionOfItsBlockNeverReportsAVanishedBlockAsS
   gate.Release();
   ASSERT_THAT(evictor->Flush(), IsOk());
   if (s.ok()) {
-    EXPECT_EQ(LoadBytes(writer.get(), k0), RaceBytes(b0));
+    EXPECT_EQ(RaceLoadBytes(writer.get(), k0), RaceBytes(b0));
   }
   // Stored again once the eviction is over: written, not deduplicated.
   ASSERT_THAT(writer->Store(k0, b0), IsOk());
-  EXPECT_EQ(LoadBytes(writer.get(), k0), RaceBytes(b0));
+  EXPECT_EQ(RaceLoadBytes(writer.get(), k0), RaceBytes(b0));
   EXPECT_EQ(writer->Stats().saves_persisted, 1u);
 }
 
@@ -368,7 +368,7 @@ TEST(DiskRaceTest, CorruptIndexIsNotRebuiltWhileAnotherTierHasTheFolderOpen) {
   EXPECT_THAT(second, StatusIs(StatusCode::kUnavailable,
                                HasSubstr("other processes have the folder open")));
   EXPECT_TRUE(std::filesystem::exists(index));
-  EXPECT_EQ(FilesIn(dir.path() + "/quarantine"), 0u);
+  EXPECT_EQ(FilesInFolder(dir.path() + "/quarantine"), 0u);
 
   ASSERT_THAT(user->Close(), IsOk());
   user.reset();
@@ -376,7 +376,7 @@ TEST(DiskRaceTest, CorruptIndexIsNotRebuiltWhileAnotherTierHasTheFolderOpen) {
   auto rebuilt = Open(o, Env::Default());
   ASSERT_NE(rebuilt, nullptr);
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/quarantine"));
-  EXPECT_GE(FilesIn(dir.path() + "/quarantine"), 1u);  // the old index, kept
+  EXPECT_GE(FilesInFolder(dir.path() + "/quarantine"), 1u);  // the old index, kept
   // A rebuilt index learns its files from the background reconcile that the
   // rebuild starts; an explicit one racing it may find nothing left to adopt.
   rebuilt->WaitForBackgroundReconcile();
@@ -384,7 +384,7 @@ TEST(DiskRaceTest, CorruptIndexIsNotRebuiltWhileAnotherTierHasTheFolderOpen) {
   auto rep = rebuilt->Reconcile();
   ASSERT_THAT(rep, IsOk());
   EXPECT_EQ(rep->adopted, 0u);
-  EXPECT_EQ(LoadBytes(rebuilt.get(), key), RaceBytes(block));
+  EXPECT_EQ(RaceLoadBytes(rebuilt.get(), key), RaceBytes(block));
 }
 
 // Issue 12 item 4: temp files were judged abandoned by pid alone; in
@@ -451,7 +451,7 @@ TEST(DiskRaceTest, WithoutAdvisoryLocksOnlyOldTempFilesAreAbandoned) {
   // And the tier still writes and reads (its own temp files unlocked).
   ASSERT_THAT(tier->Store(key, disk_test::MakeTestBlock(7)), IsOk());
   ASSERT_THAT(tier->Flush(), IsOk());
-  EXPECT_EQ(LoadBytes(tier.get(), key), RaceBytes(disk_test::MakeTestBlock(7)));
+  EXPECT_EQ(RaceLoadBytes(tier.get(), key), RaceBytes(disk_test::MakeTestBlock(7)));
 }
 
 // Issue 12 item 2: retention_seconds × 10^6 overflowed, so a huge retention
@@ -469,7 +469,7 @@ TEST(DiskRaceTest, HugeRetentionExpiresNothing) {
       ASSERT_THAT(tier->Flush(), IsOk());
     }
     for (uint64_t i = 1; i < 4; ++i) {
-      EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(i)), RaceBytes(disk_test::MakeTestBlock(i)));
+      EXPECT_EQ(RaceLoadBytes(tier.get(), TestBlockKey(i)), RaceBytes(disk_test::MakeTestBlock(i)));
     }
     ASSERT_THAT(tier->EnforceLimit(), IsOk());
     auto rep = tier->Reconcile();
@@ -507,7 +507,7 @@ TEST(DiskRaceTest, HostileCreatedAtInAnAdoptedHeaderNeitherOverflowsNorExpires) 
   EXPECT_EQ(rep->adopted, 4u);
   EXPECT_EQ(rep->expired, 0u);
   for (size_t i = 0; i < blocks.size(); ++i) {
-    EXPECT_EQ(LoadBytes(tier.get(), TestBlockKey(20 + i)), RaceBytes(blocks[i]));
+    EXPECT_EQ(RaceLoadBytes(tier.get(), TestBlockKey(20 + i)), RaceBytes(blocks[i]));
   }
   EXPECT_EQ(tier->Stats().expired, 0u);
 }

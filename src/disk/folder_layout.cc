@@ -5,14 +5,14 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "core/mutex.h"
+#include "core/fork_safe_mutex.h"
 #include "kvtier/env.h"
 
 namespace kvtier::disk {
 namespace {
 
 struct TempRegistry {
-  Mutex mu;
+  ForkSafeMutex mu;
   std::unordered_set<std::string> paths;
 };
 

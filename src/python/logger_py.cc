@@ -189,8 +189,11 @@ void DrainPythonLog() { TheLogger()->Drain(); }
 
 void RegisterLogger(py::module_& m) {
   (void)m;
-  py::module_::import("atexit").attr("register")(
-      py::cpp_function([] { TheLogger()->Stop(); }));
+  // Made at import, so its fork handlers are registered before the disk
+  // tier's (disk/index_fork_guard.h): theirs then run first before a fork,
+  // while a thread that logs can still take `mu_`.
+  (void)TheLogger();
+  py::module_::import("atexit").attr("register")(py::cpp_function([] { TheLogger()->Stop(); }));
 }
 
 }  // namespace kvtier::python
