@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/fork_safe_mutex.h"
+#include "testing/forked_child.h"
 
 namespace kvtier {
 namespace {
@@ -106,7 +107,7 @@ TEST(ForkSafeMutexTest, TheChildOfAForkFindsItFree) {
   const pid_t pid = fork();
   if (pid == 0) {
     const bool took = mu->TryLock();
-    _exit(took ? 0 : 1);
+    testing::ExitForkedChild(took ? 0 : 1);
   }
   ASSERT_GT(pid, 0);
   holder.join();

@@ -22,12 +22,14 @@
 #include "disk/disk_test_util.h"
 #include "disk/index_fork_guard.h"
 #include "synth/block_generator.h"
+#include "testing/forked_child.h"
 #include "testing/status_matchers.h"
 
 namespace kvtier::disk {
 namespace {
 
 using disk_test::TempDir;
+using testing::ExitForkedChild;
 using testing::IsOk;
 
 // The child's exit codes.
@@ -55,16 +57,16 @@ IndexOptions Options() {
   auto index = DiskIndex::Open(path, Options());
   if (!index.ok()) {
     std::fprintf(stderr, "child open: %s\n", index.status().ToString().c_str());
-    _exit(kOpenFailed);
+    ExitForkedChild(kOpenFailed);
   }
   auto sig = (*index)->SignatureId("fork");
   const IndexRow row = Row(i, sig.ok() ? *sig : 0);
   if (Status s = (*index)->Upsert(std::vector<IndexRow>{row}); !sig.ok() || !s.ok()) {
     std::fprintf(stderr, "child write: %s\n", s.ToString().c_str());
-    _exit(kWriteFailed);
+    ExitForkedChild(kWriteFailed);
   }
   auto back = (*index)->Lookup(row.key);
-  _exit(back.ok() && back->has_value() && (*back)->size == row.size ? 0 : kReadFailed);
+  ExitForkedChild(back.ok() && back->has_value() && (*back)->size == row.size ? 0 : kReadFailed);
 }
 
 // The child's exit code, or -1 if it ran past `seconds` (then killed).
@@ -175,7 +177,7 @@ TEST(IndexForkGuardTest, TheForkingThreadsOwnTransactionIsNotWaitedFor) {
     ASSERT_THAT(tx, IsOk());
     EXPECT_EQ(IndexForkGuard::PassesOut(), 1u);
     const pid_t pid = fork();
-    if (pid == 0) _exit(IndexForkGuard::PassesOut() == 1 ? 0 : 1);
+    if (pid == 0) ExitForkedChild(IndexForkGuard::PassesOut() == 1 ? 0 : 1);
     ASSERT_GT(pid, 0);
     EXPECT_EQ(WaitChild(pid, 60), 0);
     EXPECT_THAT(tx->Commit(), IsOk());
