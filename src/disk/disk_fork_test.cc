@@ -82,19 +82,32 @@ int WaitChild(pid_t pid, int seconds) {
   return -1;
 }
 
-TEST(IndexForkGuardTest, AForkWaitsForAWriteTransactionAndTheChildWritesTheIndex) {
-  TempDir dir;
-  const std::string path = dir.Sub("index.sqlite");
-  auto opened = DiskIndex::Open(path, Options());
-  ASSERT_THAT(opened, IsOk());
-  std::unique_ptr<DiskIndex> index = std::move(opened).value();
-  const int64_t sig = *index->SignatureId("fork");
-  const uint64_t forks_before = IndexForkGuard::ForksWithPassesOut();
+// An index in a folder of its own, and the count of forks that went ahead
+// with passes out before the test.
+class IndexForkGuardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = DiskIndex::Open(path_, Options());
+    ASSERT_THAT(opened, IsOk());
+    index_ = std::move(opened).value();
+    auto sig = index_->SignatureId("fork");
+    ASSERT_THAT(sig, IsOk());
+    sig_ = *sig;
+    forks_before_ = IndexForkGuard::ForksWithPassesOut();
+  }
 
+  TempDir dir_;
+  const std::string path_ = dir_.Sub("index.sqlite");
+  std::unique_ptr<DiskIndex> index_;
+  int64_t sig_ = 0;
+  uint64_t forks_before_ = 0;
+};
+
+TEST_F(IndexForkGuardTest, AForkWaitsForAWriteTransactionAndTheChildWritesTheIndex) {
   std::atomic<bool> in_transaction{false};
   std::atomic<bool> committed{false};
   std::thread holder([&] {
-    auto tx = index->BeginWrite();
+    auto tx = index_->BeginWrite();
     ASSERT_THAT(tx, IsOk());
     ASSERT_THAT(tx->Totals(), IsOk());  // the write lock is held from here
     in_transaction = true;
@@ -104,41 +117,33 @@ TEST(IndexForkGuardTest, AForkWaitsForAWriteTransactionAndTheChildWritesTheIndex
   });
   while (!in_transaction) std::this_thread::yield();
   const pid_t pid = fork();
-  if (pid == 0) ChildWritesRow(path, 7);
+  if (pid == 0) ChildWritesRow(path_, 7);
   ASSERT_GT(pid, 0);
   // The fork waited for the transaction to end.
   EXPECT_TRUE(committed.load());
   holder.join();
   EXPECT_EQ(WaitChild(pid, 60), 0);
-  EXPECT_EQ(IndexForkGuard::ForksWithPassesOut(), forks_before);
+  EXPECT_EQ(IndexForkGuard::ForksWithPassesOut(), forks_before_);
   EXPECT_EQ(IndexForkGuard::PassesOut(), 0u);
   // The child's row, in the parent, which writes on.
-  auto row = index->Lookup(TestBlockKey(7));
+  auto row = index_->Lookup(TestBlockKey(7));
   ASSERT_THAT(row, IsOk());
   ASSERT_TRUE(row->has_value());
   EXPECT_EQ((*row)->size, 1007u);
-  ASSERT_THAT(index->Upsert(std::vector<IndexRow>{Row(8, sig)}), IsOk());
+  ASSERT_THAT(index_->Upsert(std::vector<IndexRow>{Row(8, sig_)}), IsOk());
 }
 
 // Threads read and write the index without a pause while the main thread
 // forks twenty times; each child writes a row of its own.
-TEST(IndexForkGuardTest, ChildrenForkedFromBusyThreadsEachWriteTheirRow) {
-  TempDir dir;
-  const std::string path = dir.Sub("index.sqlite");
-  auto opened = DiskIndex::Open(path, Options());
-  ASSERT_THAT(opened, IsOk());
-  std::unique_ptr<DiskIndex> index = std::move(opened).value();
-  const int64_t sig = *index->SignatureId("fork");
-  const uint64_t forks_before = IndexForkGuard::ForksWithPassesOut();
-
+TEST_F(IndexForkGuardTest, ChildrenForkedFromBusyThreadsEachWriteTheirRow) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> busy;
   for (uint64_t t = 0; t < 3; ++t) {
     busy.emplace_back([&, t] {
       for (uint64_t n = 0; !stop; ++n) {
-        const IndexRow row = Row(1000 + t * 1000000 + n % 64, sig);
-        EXPECT_THAT(index->Upsert(std::vector<IndexRow>{row}), IsOk());
-        EXPECT_THAT(index->Lookup(row.key), IsOk());
+        const IndexRow row = Row(1000 + t * 1000000 + n % 64, sig_);
+        EXPECT_THAT(index_->Upsert(std::vector<IndexRow>{row}), IsOk());
+        EXPECT_THAT(index_->Lookup(row.key), IsOk());
       }
     });
   }
@@ -147,16 +152,16 @@ TEST(IndexForkGuardTest, ChildrenForkedFromBusyThreadsEachWriteTheirRow) {
   for (uint64_t c = 0; c < kChildren; ++c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     const pid_t pid = fork();
-    if (pid == 0) ChildWritesRow(path, 100 + c);
+    if (pid == 0) ChildWritesRow(path_, 100 + c);
     ASSERT_GT(pid, 0);
     codes.push_back(WaitChild(pid, 60));
   }
   stop = true;
   for (std::thread& t : busy) t.join();
   EXPECT_EQ(codes, std::vector<int>(kChildren, 0));
-  EXPECT_EQ(IndexForkGuard::ForksWithPassesOut(), forks_before);
+  EXPECT_EQ(IndexForkGuard::ForksWithPassesOut(), forks_before_);
   for (uint64_t c = 0; c < kChildren; ++c) {
-    auto row = index->Lookup(TestBlockKey(100 + c));
+    auto row = index_->Lookup(TestBlockKey(100 + c));
     ASSERT_THAT(row, IsOk());
     ASSERT_TRUE(row->has_value()) << c;
     EXPECT_EQ((*row)->size, 1100 + c);
@@ -165,15 +170,9 @@ TEST(IndexForkGuardTest, ChildrenForkedFromBusyThreadsEachWriteTheirRow) {
 
 // A thread that forks while it holds a lease itself: its own pass is not
 // waited for (it could not end), and the fork goes ahead at once.
-TEST(IndexForkGuardTest, TheForkingThreadsOwnTransactionIsNotWaitedFor) {
-  TempDir dir;
-  const std::string path = dir.Sub("index.sqlite");
-  auto opened = DiskIndex::Open(path, Options());
-  ASSERT_THAT(opened, IsOk());
-  std::unique_ptr<DiskIndex> index = std::move(opened).value();
-  const uint64_t forks_before = IndexForkGuard::ForksWithPassesOut();
+TEST_F(IndexForkGuardTest, TheForkingThreadsOwnTransactionIsNotWaitedFor) {
   {
-    auto tx = index->BeginWrite();
+    auto tx = index_->BeginWrite();
     ASSERT_THAT(tx, IsOk());
     EXPECT_EQ(IndexForkGuard::PassesOut(), 1u);
     const pid_t pid = fork();
@@ -182,7 +181,7 @@ TEST(IndexForkGuardTest, TheForkingThreadsOwnTransactionIsNotWaitedFor) {
     EXPECT_EQ(WaitChild(pid, 60), 0);
     EXPECT_THAT(tx->Commit(), IsOk());
   }
-  EXPECT_EQ(IndexForkGuard::ForksWithPassesOut(), forks_before);
+  EXPECT_EQ(IndexForkGuard::ForksWithPassesOut(), forks_before_);
   EXPECT_EQ(IndexForkGuard::PassesOut(), 0u);
 }
 
