@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -288,8 +289,8 @@ TEST_F(CacheFolderTest, ProgressCountsSubfoldersThenTheBytesOverTheBudget) {
 // subfolder's (a row without its file, a dead writer's temp file, a foreign
 // file, a block file with no row that does not verify), then the budget,
 // least recently accessed first, a valid block file with no row (a writer
-// killed before its row; its header's access time is of 2023) among the
-// rows. What stays is indexed, the orphan adopted if it stays.
+// killed before its row; its file's mtime, its access time, is of 2023)
+// among the rows. What stays is indexed, the orphan adopted if it stays.
 TEST_F(CacheFolderTest, GcDryRunListsWhatApplyingRemovesInTheSameOrder) {
   ASSERT_TRUE(fs::remove(BlockPath(keys_[0])));
   const std::string temp = BlockPath(keys_[1]) + ".tmp.999999999.1";
@@ -309,6 +310,11 @@ TEST_F(CacheFolderTest, GcDryRunListsWhatApplyingRemovesInTheSameOrder) {
         .write(reinterpret_cast<const char*>(b->data()), static_cast<std::streamsize>(b->size()));
     std::ofstream(BlockPath(invalid)) << "not a block file";
   }
+  // An orphan's access time is its file's mtime, in whole seconds: left at
+  // now, it came after the rows' (microseconds) whenever a second began
+  // between SetUp's stores and this write (CI's tsan stage once).
+  const timeval in_2023[2] = {{1700000000, 0}, {1700000000, 0}};
+  ASSERT_EQ(::utimes(BlockPath(orphan).c_str(), in_2023), 0);
   CacheGcRequest req;
   // Staying before the budget: keys_[1..5] and the orphan, 6 blocks.
   req.max_bytes = 3 * alloc_bytes_;
