@@ -10,16 +10,20 @@
 // the last reference goes, the memory returns to its recycler or the heap.
 //
 // Thread safety: a BlockBuffer is used by one thread at a time; a
-// SharedBlock's bytes are immutable and may be read from any thread.
+// SharedBlock's bytes are immutable and may be read from any thread, and
+// its header note (below) set and read from any thread.
 // BufferRecycler implementations are thread-safe (buffers die anywhere).
 #ifndef KVTIER_BLOCK_BUFFER_H_
 #define KVTIER_BLOCK_BUFFER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
+#include "kvtier/block_key.h"
 #include "kvtier/status.h"
 
 namespace kvtier {
@@ -50,22 +54,53 @@ class BlockBuffer {
   static BlockBuffer Adopt(std::byte* data, size_t size, size_t capacity,
                            std::shared_ptr<BufferRecycler> home);
 
-  BlockBuffer(BlockBuffer&&) noexcept = default;
-  BlockBuffer& operator=(BlockBuffer&&) noexcept = default;
+  BlockBuffer(BlockBuffer&& other) noexcept;
+  BlockBuffer& operator=(BlockBuffer&& other) noexcept;
   BlockBuffer(const BlockBuffer&) = delete;
   BlockBuffer& operator=(const BlockBuffer&) = delete;
 
-  std::byte* data() { return data_.get(); }
+  // The non-const accessors drop the header note: the bytes may change.
+  std::byte* data() {
+    DropHeaderNote();
+    return data_.get();
+  }
   const std::byte* data() const { return data_.get(); }
   size_t size() const { return size_; }
   // Bytes usable at data() (>= size()).
   size_t capacity() const { return data_.get_deleter().capacity; }
   std::span<const std::byte> span() const { return {data_.get(), size_}; }
-  std::span<std::byte> mutable_span() { return {data_.get(), size_}; }
+  std::span<std::byte> mutable_span() {
+    DropHeaderNote();
+    return {data_.get(), size_};
+  }
   // Shrinks the logical size (the allocation is kept). REQUIRES: n <= size().
   void Truncate(size_t n);
 
+  // What a decoder found in these bytes' header: that they are a valid
+  // block file of `key` for that decoder (its layout, its geometry), with
+  // `data_size` bytes of tensor data at `data_offset`. A decoder that meets
+  // the same shared bytes again (a host-tier block restored into a pool,
+  // again and again) reads its note instead of parsing the header again.
+  // `decoder` is an id from NewDecoderId(), one per decoder: never reused,
+  // so no other decoder takes the note for its own.
+  struct HeaderNote {
+    uint64_t decoder = 0;
+    BlockKey key;
+    uint64_t data_offset = 0;
+    uint64_t data_size = 0;
+  };
+  static uint64_t NewDecoderId();
+  // Keeps `note` unless a note is there already (the first one stays: the
+  // bytes do not change while shared). Const: a SharedBlock's bytes stay
+  // as they are; only the note is written.
+  void NoteHeader(const HeaderNote& note) const;
+  // The note `decoder` left, if it left one and the bytes were not
+  // reached through a non-const accessor since.
+  std::optional<HeaderNote> HeaderNoteOf(uint64_t decoder) const;
+
  private:
+  void DropHeaderNote() { note_state_.store(kNoNote, std::memory_order_relaxed); }
+
   // Frees heap memory (`base` if it is not the data pointer itself) or
   // hands recycled memory back to `home`.
   struct Release {
@@ -79,6 +114,10 @@ class BlockBuffer {
   };
   std::unique_ptr<std::byte[], Release> data_;
   size_t size_ = 0;
+  // kNoted once note_ is written (kWriting while one thread writes it).
+  static constexpr uint32_t kNoNote = 0, kWriting = 1, kNoted = 2;
+  mutable std::atomic<uint32_t> note_state_{kNoNote};
+  mutable HeaderNote note_;
 };
 
 // A block file shared read-only between tiers (host entry, pending write,

@@ -75,9 +75,54 @@ BlockBuffer BlockBuffer::Adopt(std::byte* data, size_t size, size_t capacity,
   return buf;
 }
 
+BlockBuffer::BlockBuffer(BlockBuffer&& other) noexcept
+    : data_(std::move(other.data_)), size_(other.size_) {
+  if (other.note_state_.load(std::memory_order_acquire) == kNoted) {
+    note_ = other.note_;
+    note_state_.store(kNoted, std::memory_order_relaxed);
+  }
+  other.DropHeaderNote();
+}
+
+BlockBuffer& BlockBuffer::operator=(BlockBuffer&& other) noexcept {
+  if (this != &other) {
+    data_ = std::move(other.data_);
+    size_ = other.size_;
+    DropHeaderNote();
+    if (other.note_state_.load(std::memory_order_acquire) == kNoted) {
+      note_ = other.note_;
+      note_state_.store(kNoted, std::memory_order_relaxed);
+    }
+    other.DropHeaderNote();
+  }
+  return *this;
+}
+
 void BlockBuffer::Truncate(size_t n) {
   assert(n <= size_);
+  DropHeaderNote();
   size_ = n;
+}
+
+uint64_t BlockBuffer::NewDecoderId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void BlockBuffer::NoteHeader(const HeaderNote& note) const {
+  uint32_t expected = kNoNote;
+  if (!note_state_.compare_exchange_strong(expected, kWriting, std::memory_order_acquire)) {
+    return;  // noted already, or another thread is noting
+  }
+  note_ = note;
+  note_state_.store(kNoted, std::memory_order_release);
+}
+
+std::optional<BlockBuffer::HeaderNote> BlockBuffer::HeaderNoteOf(uint64_t decoder) const {
+  if (note_state_.load(std::memory_order_acquire) != kNoted || note_.decoder != decoder) {
+    return std::nullopt;
+  }
+  return note_;
 }
 
 }  // namespace kvtier

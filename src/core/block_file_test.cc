@@ -8,9 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/block_file_internal.h"
@@ -113,6 +116,95 @@ TEST(BlockBufferTest, AlignedAndWritableAtEverySize) {
   ASSERT_EQ(c->size(), src.size());
   EXPECT_EQ(std::memcmp(c->data(), src.data(), src.size()), 0);
   EXPECT_TRUE(BlockBuffer::Allocate(SIZE_MAX - 100).status().IsResourceExhausted());
+}
+
+// A header note: read back only by the decoder that left it; the first one
+// stays; a non-const access to the bytes (data(), mutable_span(), Truncate)
+// drops it; a move carries it.
+TEST(BlockBufferTest, HeaderNoteIsTheFirstDecodersAndGoesWithAnyWrite) {
+  const uint64_t mine = BlockBuffer::NewDecoderId(), other = BlockBuffer::NewDecoderId();
+  EXPECT_NE(mine, other);
+  BlockKey key;
+  key.bytes[0] = 7;
+  auto noted = [&]() {
+    Result<BlockBuffer> b = BlockBuffer::Allocate(5000);
+    EXPECT_TRUE(b.ok());
+    b->NoteHeader({mine, key, 904, 4096});
+    return std::move(b).value();
+  };
+  {
+    const BlockBuffer b = noted();
+    EXPECT_FALSE(b.HeaderNoteOf(other).has_value());
+    std::optional<BlockBuffer::HeaderNote> n = b.HeaderNoteOf(mine);
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(n->key, key);
+    EXPECT_EQ(n->data_offset, 904u);
+    EXPECT_EQ(n->data_size, 4096u);
+    b.NoteHeader({other, key, 1, 2});  // the first note stays
+    EXPECT_FALSE(b.HeaderNoteOf(other).has_value());
+    EXPECT_EQ(b.HeaderNoteOf(mine)->data_offset, 904u);
+    (void)b.data();  // const access keeps it
+    (void)b.span();
+    EXPECT_TRUE(b.HeaderNoteOf(mine).has_value());
+  }
+  {
+    BlockBuffer b = noted();
+    BlockBuffer moved = std::move(b);
+    EXPECT_FALSE(b.HeaderNoteOf(mine).has_value());  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(moved.HeaderNoteOf(mine)->data_size, 4096u);
+    BlockBuffer assigned = noted();
+    assigned = std::move(moved);
+    EXPECT_EQ(assigned.HeaderNoteOf(mine)->data_size, 4096u);
+    (void)assigned.data();
+    EXPECT_FALSE(assigned.HeaderNoteOf(mine).has_value());
+    // Noted again after the write: a decoder checked the new bytes.
+    assigned.NoteHeader({mine, key, 10, 20});
+    EXPECT_EQ(assigned.HeaderNoteOf(mine)->data_offset, 10u);
+  }
+  {
+    BlockBuffer b = noted();
+    (void)b.mutable_span();
+    EXPECT_FALSE(b.HeaderNoteOf(mine).has_value());
+    BlockBuffer c = noted();
+    c.Truncate(4999);
+    EXPECT_FALSE(c.HeaderNoteOf(mine).has_value());
+    BlockBuffer unnoted;
+    BlockBuffer d = noted();
+    d = std::move(unnoted);  // an assignment takes the other's (no) note
+    EXPECT_FALSE(d.HeaderNoteOf(mine).has_value());
+  }
+}
+
+// Threads noting and reading one shared buffer at once: every note read is
+// whole, and the same (the first) on every thread. Under TSan: no race.
+TEST(BlockBufferTest, HeaderNoteOfASharedBufferFromManyThreads) {
+  auto shared = std::make_shared<const BlockBuffer>(*BlockBuffer::Allocate(4096));
+  const uint64_t id = BlockBuffer::NewDecoderId();
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::vector<uint64_t> seen(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      BlockKey key;
+      key.bytes[0] = static_cast<uint8_t>(t);
+      for (int i = 0; i < 1000; ++i) {
+        std::optional<BlockBuffer::HeaderNote> n = shared->HeaderNoteOf(id);
+        if (!n) {
+          shared->NoteHeader({id, key, uint64_t(100 + t), uint64_t(100 + t)});
+          continue;
+        }
+        // Offset and size were written together, with the key.
+        if (n->data_offset != n->data_size || n->key.bytes[0] + 100u != n->data_offset) {
+          seen[t] = UINT64_MAX;
+          return;
+        }
+        seen[t] = n->data_offset;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const uint64_t first = shared->HeaderNoteOf(id)->data_offset;
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(seen[t], first) << "thread " << t;
 }
 
 // ---------------------------------------------------------------------------

@@ -263,6 +263,10 @@ class PagedPool final : public PoolBase<BlockPool> {
   // Checks the headers of the blocks loads bring (DecodeIntoSlot), without
   // mu_ (thread-safe, a mutex of its own).
   BlockVerifier header_verifier_;
+  // This pool's name in the header notes it leaves on the blocks it
+  // decodes (BlockBuffer::HeaderNote): a host-tier block restored again
+  // skips the header check it passed here before.
+  const uint64_t decoder_id_ = BlockBuffer::NewDecoderId();
 
   // Lock order: mu_, then packed_bin_'s own mutex.
   const std::shared_ptr<PackedBufferBin> packed_bin_;

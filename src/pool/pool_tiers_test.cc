@@ -71,6 +71,14 @@ class PoolTiersTest : public ::testing::Test {
     ASSERT_THAT(kv_.Write(pool, seq, tokens, *m, tokens.size(), AppendMode::kLayer), IsOk());
   }
 
+  // Stores the full blocks of `tokens` in store_ (through a pool that is
+  // gone after) and returns their keys.
+  std::vector<BlockKey> StoreBlocksOf(const std::vector<uint32_t>& tokens) {
+    auto pool = Make(&store_);
+    Fill(pool.get(), 1, tokens, 0);
+    return chain_->KeysFor(tokens);
+  }
+
   ModelLayout layout_ = TestLayout();
   KvOracle kv_{layout_};
   std::unique_ptr<KeyChain> chain_;
@@ -464,11 +472,7 @@ class UncheckedStore final : public BlockBackingStore {
 // the prefix ends before it, never those bytes.
 TEST_F(PoolTiersTest, AStoreBugIsAMissAlsoForAHeaderOfAKnownShape) {
   const std::vector<uint32_t> a = Iota(17);  // 4 full blocks
-  {
-    auto pool = Make(&store_);
-    Fill(pool.get(), 1, a, 0);
-  }
-  const std::vector<BlockKey> keys = chain_->KeysFor(a);
+  const std::vector<BlockKey> keys = StoreBlocksOf(a);
   ASSERT_EQ(keys.size(), 4u);
   auto serve = [&](UncheckedStore* store) {
     for (const BlockKey& k : keys) store->Put(k, store_.Get(k));
@@ -508,6 +512,37 @@ TEST_F(PoolTiersTest, AStoreBugIsAMissAlsoForAHeaderOfAKnownShape) {
     EXPECT_EQ(pool->GetStats().loaded_blocks, 1u);
     EXPECT_EQ(pool->GetStats().load_misses, 3u);
   }
+}
+
+// A block the pool restored before carries the pool's header note and is
+// restored again without a header check (BlockBuffer::HeaderNote): the
+// same bytes land. The note names its key: the same buffer handed out
+// under another key is still a miss. Another pool (a decoder of its own)
+// checks the header itself.
+TEST_F(PoolTiersTest, ANotedBlockUnderAnotherKeyIsAMiss) {
+  const std::vector<uint32_t> a = Iota(17);  // 4 full blocks
+  const std::vector<BlockKey> keys = StoreBlocksOf(a);
+  ASSERT_EQ(keys.size(), 4u);
+  UncheckedStore store;
+  for (const BlockKey& k : keys) store.Put(k, store_.Get(k));
+  auto pool = Make(&store, 8, StorePolicy::kOnFill, /*retain=*/false);
+  for (uint64_t seq = 1; seq <= 2; ++seq) {  // the second restore reads the notes
+    EXPECT_EQ(*pool->Allocate(seq, Plus(a, 1)), 16u);
+    EXPECT_TRUE(kv_.Check(pool.get(), seq, std::span(a).first(16)));
+    ASSERT_THAT(pool->Remove(seq), IsOk());
+  }
+  EXPECT_EQ(pool->GetStats().loaded_blocks, 8u);
+  EXPECT_EQ(pool->GetStats().load_misses, 0u);
+  store.Put(keys[2], store_.Get(keys[3]));  // noted, for keys[3]
+  EXPECT_EQ(*pool->Allocate(3, Plus(a, 1)), 8u);
+  EXPECT_TRUE(kv_.Check(pool.get(), 3, std::span(a).first(8)));
+  EXPECT_EQ(pool->GetStats().loaded_blocks, 10u);
+  EXPECT_EQ(pool->GetStats().load_misses, 2u);
+  ASSERT_THAT(pool->Remove(3), IsOk());
+  auto second = Make(&store, 8);
+  EXPECT_EQ(*second->Allocate(1, Plus(a, 1)), 8u);
+  EXPECT_TRUE(kv_.Check(second.get(), 1, std::span(a).first(8)));
+  EXPECT_EQ(second->GetStats().load_misses, 2u);
 }
 
 TEST_F(PoolTiersTest, EvictedSequenceRestoresThroughTheTier) {
