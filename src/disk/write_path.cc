@@ -250,7 +250,12 @@ std::vector<Status> WritePath::Write(std::span<const std::shared_ptr<PendingBloc
       const bool ours = *it.outcome == PublishOutcome::kPublished;
       if (!committed.ok()) {
         // Without its row the file would be invisible to the accounting.
-        if (ours) (void)p_.env->RemoveFile(p_.layout->BlockPath(it.block->key));
+        // But a damaged index (Corruption) is set aside and rebuilt from
+        // the block files, which adopts this one: removed, a valid block
+        // would be lost to the damage.
+        if (ours && !committed.status().IsCorruption()) {
+          (void)p_.env->RemoveFile(p_.layout->BlockPath(it.block->key));
+        }
         it.status = committed.status().WithContext("index block " + it.block->key.Hex());
       } else if (!(*committed)[row++]) {
         // The file its row describes was evicted before the row could
