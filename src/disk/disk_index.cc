@@ -390,16 +390,48 @@ DiskIndex::~DiskIndex() {
 
 namespace {
 
-// The indexes whose connections this thread holds, once per lease.
-thread_local std::vector<const DiskIndex*> t_leasing;
+// The indexes whose connections this thread holds, once per lease. Plain
+// data, no destructor: a thread_local std::vector here (the Python module
+// is loaded with dlopen, so its thread_locals live in TLS that glibc
+// allocates per thread) had its destructor run at thread exit on memory
+// glibc then freed from the next thread that reused the cached stack,
+// which ThreadSanitizer reported as a race (CI, test_vllm.py, tsan stage).
+struct ThreadLeases {
+  static constexpr size_t kMax = 32;
+  const DiskIndex* held[kMax];
+  size_t count;
+  // Leases past kMax at once (no thread takes that many): their index is
+  // not known, so this thread is taken to hold every index's.
+  uint64_t unknown;
+};
+thread_local ThreadLeases t_leasing{};
 
 bool ThisThreadLeases(const DiskIndex* index) {
-  return std::find(t_leasing.begin(), t_leasing.end(), index) != t_leasing.end();
+  return t_leasing.unknown > 0 || std::find(t_leasing.held, t_leasing.held + t_leasing.count,
+                                            index) != t_leasing.held + t_leasing.count;
+}
+
+uint64_t LeasesOfThisThread(const DiskIndex* index) {
+  return static_cast<uint64_t>(std::count(t_leasing.held, t_leasing.held + t_leasing.count, index));
+}
+
+void NoteLease(const DiskIndex* index) {
+  if (t_leasing.count < ThreadLeases::kMax) {
+    t_leasing.held[t_leasing.count++] = index;
+  } else {
+    ++t_leasing.unknown;
+  }
 }
 
 void ForgetOneLease(const DiskIndex* index) {
-  auto it = std::find(t_leasing.begin(), t_leasing.end(), index);
-  if (it != t_leasing.end()) t_leasing.erase(it);  // absent: returned by another thread
+  const DiskIndex** end = t_leasing.held + t_leasing.count;
+  const DiskIndex** it = std::find(t_leasing.held, end, index);
+  if (it != end) {
+    *it = *(end - 1);  // the order means nothing
+    --t_leasing.count;
+  } else if (t_leasing.unknown > 0) {
+    --t_leasing.unknown;
+  }  // else returned by another thread than the one that took it
 }
 
 }  // namespace
@@ -414,9 +446,7 @@ void DiskIndex::ReleaseAfterFork(bool in_child) {
     ++generation_;
     for (std::unique_ptr<SqliteDb>& db : free_) db->KeepWalOnClose();
     free_.clear();
-    uint64_t own = 0;
-    for (const DiskIndex* index : t_leasing) own += index == this ? 1 : 0;
-    leased_ = own;
+    leased_ = LeasesOfThisThread(this);
     rebuilding_ = false;
     new (&leases_cv_) CondVar();  // its waiters were the parent's threads
   }
@@ -432,7 +462,7 @@ Result<DiskIndex::Lease> DiskIndex::Acquire() {
       while (rebuilding_) leases_cv_.Wait(&lock);
     }
     ++leased_;
-    t_leasing.push_back(this);
+    NoteLease(this);
     generation = generation_;
     if (!free_.empty()) {
       std::unique_ptr<SqliteDb> db = std::move(free_.back());
