@@ -3,9 +3,13 @@
 // A BlockPool holds `total_blocks` slots; each slot holds one block of a
 // ModelLayout laid out exactly like a block file's data section
 // (layer-major, then state; each tensor contiguous, TensorSpec bytes). The
-// pool never touches slot bytes except through its SlotMemory, so a device
-// (CUDA) implementation can be given in PoolOptions::memory without
-// changing the pool. NewHostSlotMemory() is the host (RAM) one.
+// pool touches device memory (MemoryKind::kDevice) only through its
+// SlotMemory, so a device (CUDA) implementation can be given in
+// PoolOptions::memory without changing the pool. Host memory (kHost) it
+// also reads and writes itself: it zeroes the slots it prefaults, encodes
+// a stored block straight from its slot, and writes a restored block into
+// its slot with non-temporal stores (large copies bypass the caches).
+// NewHostSlotMemory() is the host (RAM) one.
 //
 // Thread safety: implementations must be safe to call from several
 // threads at once (the pool copies loaded blocks into slots on the threads

@@ -250,6 +250,10 @@ class PagedPool final : public PoolBase<BlockPool> {
   void OnBlockArrived(const std::shared_ptr<LoadJob>& job, size_t i, SharedBlock file)
       EXCLUDES(mu_);
   void FinishLoadLocked(LoadJob& job) REQUIRES(mu_);
+  // A restore's copy of `n` bytes into slot memory at `slot_addr`: host
+  // memory is written by StreamCopy (large copies bypass the caches),
+  // device memory by its SlotMemory.
+  void RestoreCopy(std::byte* slot_addr, const std::byte* src, size_t n) const;
   // Removes an offload record and returns it.
   Offloaded TakeOffloadedLocked(std::unordered_map<uint64_t, Offloaded>::iterator it) REQUIRES(mu_);
 

@@ -8,6 +8,7 @@
 #include "kvtier/block_file.h"
 #include "kvtier/env.h"
 #include "pool/paged_pool.h"
+#include "pool/stream_copy.h"
 
 namespace kvtier::pool_internal {
 
@@ -86,9 +87,8 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
       Result<uint32_t> slot = AllocateSlotLocked(id);
       if (!slot.ok()) break;
       // The slot's own bytes, kept raw: one copy back, nothing to decode.
-      arena_.memory()->Copy(CopyDirection::kHostToSlot,
-                            Copy2D{arena_.Address(*slot), 0, held->second->data(), 0,
-                                   static_cast<size_t>(geo_.block_bytes()), 1});
+      RestoreCopy(arena_.Address(*slot), held->second->data(),
+                  static_cast<size_t>(geo_.block_bytes()));
       IndexLocked(*slot, key);
       seq.slots.push_back(*slot);
       ++info.pool_blocks;
@@ -153,9 +153,7 @@ Result<AllocateInfo> PagedPool::AllocateAsync(uint64_t id, std::span<const uint3
       if (partial_len > cover && (!geo_.has_recurrent() || partial_len == rec->tokens.size())) {
         Result<uint32_t> slot = AllocateSlotLocked(id);
         if (slot.ok()) {
-          arena_.memory()->Copy(
-              CopyDirection::kHostToSlot,
-              Copy2D{arena_.Address(*slot), 0, rec->partial.data(), 0, rec->partial.size(), 1});
+          RestoreCopy(arena_.Address(*slot), rec->partial.data(), rec->partial.size());
           seq.slots.push_back(*slot);
           cover = partial_len;
         }
@@ -352,20 +350,25 @@ bool PagedPool::DecodeIntoSlot(const BlockBuffer& file, const BlockKey& key, con
         {decoder_id_, key, static_cast<uint64_t>(data.data() - file.data()), data.size()});
   }
   if (mask.empty()) {
-    arena_memory_->Copy(CopyDirection::kHostToSlot,
-                        Copy2D{slot_addr, 0, data.data(), 0, data.size(), 1});
+    RestoreCopy(slot_addr, data.data(), data.size());
     return true;
   }
   // Only what was asked for: the other tensors' bytes are unspecified.
   for (uint32_t l = 0; l < geo_.layers(); ++l) {
     for (const StateGeometry& g : geo_.layer(l)) {
       if (!mask[g.tensor]) continue;
-      arena_memory_->Copy(CopyDirection::kHostToSlot,
-                          Copy2D{slot_addr + g.offset, 0, data.data() + g.offset, 0,
-                                 static_cast<size_t>(g.bytes), 1});
+      RestoreCopy(slot_addr + g.offset, data.data() + g.offset, static_cast<size_t>(g.bytes));
     }
   }
   return true;
+}
+
+void PagedPool::RestoreCopy(std::byte* slot_addr, const std::byte* src, size_t n) const {
+  if (arena_memory_->kind() == MemoryKind::kHost) {
+    StreamCopy(slot_addr, src, n);
+  } else {
+    arena_memory_->Copy(CopyDirection::kHostToSlot, Copy2D{slot_addr, 0, src, 0, n, 1});
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "kvtier/block_key.h"
 #include "kvtier/block_pool.h"
 #include "pool/pool_test_util.h"
+#include "pool/stream_copy.h"
 #include "synth/block_generator.h"
 #include "testing/map_backing_store.h"
 #include "testing/status_matchers.h"
@@ -569,6 +570,42 @@ TEST_F(PoolTiersTest, EvictedSequenceRestoresThroughTheTier) {
   auto later = Make(reopened.get());
   EXPECT_EQ(*later->Allocate(1, Plus(a, 9)), 8u);
   EXPECT_TRUE(kv_.Check(later.get(), 1, std::span(a).first(8)));
+}
+
+// Blocks past StreamCopy's threshold, of a size no multiple of a cache
+// line, restore to the oracle's bytes by each way a restore writes a slot:
+// an offloaded sequence's full blocks from the tier and its partial block
+// from host memory, then a later pool's blocks from the tier (whose data
+// starts after the header: unaligned).
+TEST(PoolStreamedRestoreTest, BlocksPastTheStreamingThresholdRestoreExactly) {
+  const ModelLayout layout = TestLayout(3, 2, 66, 170);
+  const uint64_t block_bytes = layout.BlockBytes();
+  ASSERT_GE(block_bytes, pool_internal::kStreamFromBytes);
+  ASSERT_NE(block_bytes % 64, 0u);
+  KvOracle kv(layout);
+  MapBackingStore store;
+  PoolOptions o = TestOptions(layout, 8);
+  o.store = &store;
+  o.retain_freed_blocks = false;
+  auto created = BlockPool::Create(o);
+  ASSERT_THAT(created, IsOk());
+  std::unique_ptr<BlockPool> pool = std::move(created).value();
+  const std::vector<uint32_t> a = Iota(2 * 170 + 160);  // 2 full blocks, 160 tokens more
+  ASSERT_EQ(*pool->Allocate(1, a), 0u);
+  ASSERT_THAT(kv.Write(pool.get(), 1, a, 0, a.size(), AppendMode::kLayer), IsOk());
+  ASSERT_THAT(pool->Evict(1), IsOk());
+  EXPECT_EQ(*pool->Allocate(1, Plus(a, 7)), a.size());
+  EXPECT_EQ(pool->GetStats().loaded_blocks, 2u);
+  EXPECT_TRUE(kv.Check(pool.get(), 1, a));
+  pool.reset();
+  std::unique_ptr<MapBackingStore> reopened = store.CloneBytes();
+  o.store = reopened.get();
+  created = BlockPool::Create(o);
+  ASSERT_THAT(created, IsOk());
+  std::unique_ptr<BlockPool> later = std::move(created).value();
+  EXPECT_EQ(*later->Allocate(2, Plus(a, 7)), 340u);
+  EXPECT_EQ(later->GetStats().loaded_blocks, 2u);
+  EXPECT_TRUE(kv.Check(later.get(), 2, std::span(a).first(340)));
 }
 
 TEST_F(PoolTiersTest, FailedOffloadStoresKeepTheBlocksInHostMemory) {
