@@ -100,6 +100,8 @@ class BlockBuffer {
 
  private:
   void DropHeaderNote() { note_state_.store(kNoNote, std::memory_order_relaxed); }
+  // A move's: this buffer gets `other`'s note (or none), `other` has none.
+  void TakeNoteFrom(BlockBuffer& other) noexcept;
 
   // Frees heap memory (`base` if it is not the data pointer itself) or
   // hands recycled memory back to `home`.

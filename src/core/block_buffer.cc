@@ -77,25 +77,25 @@ BlockBuffer BlockBuffer::Adopt(std::byte* data, size_t size, size_t capacity,
 
 BlockBuffer::BlockBuffer(BlockBuffer&& other) noexcept
     : data_(std::move(other.data_)), size_(other.size_) {
-  if (other.note_state_.load(std::memory_order_acquire) == kNoted) {
-    note_ = other.note_;
-    note_state_.store(kNoted, std::memory_order_relaxed);
-  }
-  other.DropHeaderNote();
+  TakeNoteFrom(other);
 }
 
 BlockBuffer& BlockBuffer::operator=(BlockBuffer&& other) noexcept {
   if (this != &other) {
     data_ = std::move(other.data_);
     size_ = other.size_;
-    DropHeaderNote();
-    if (other.note_state_.load(std::memory_order_acquire) == kNoted) {
-      note_ = other.note_;
-      note_state_.store(kNoted, std::memory_order_relaxed);
-    }
-    other.DropHeaderNote();
+    TakeNoteFrom(other);
   }
   return *this;
+}
+
+void BlockBuffer::TakeNoteFrom(BlockBuffer& other) noexcept {
+  DropHeaderNote();
+  if (other.note_state_.load(std::memory_order_acquire) == kNoted) {
+    note_ = other.note_;
+    note_state_.store(kNoted, std::memory_order_relaxed);
+  }
+  other.DropHeaderNote();
 }
 
 void BlockBuffer::Truncate(size_t n) {

@@ -88,6 +88,18 @@ TEST(DiskIndexTest, ProcessesOpeningANewIndexAtTheSameMomentAllSucceed) {
   }
 }
 
+// An index that cannot be opened names the file and the system call that
+// failed (SQLite's VFS report, kept per thread in sqlite_db.cc), not only
+// SQLite's own "unable to open database file".
+TEST(DiskIndexTest, AnOpenFailureNamesTheFileAndTheCall) {
+  TempDir dir;
+  const std::string path = dir.Sub("index.sqlite");
+  std::filesystem::create_directory(path);  // a folder in the index's place
+  auto idx = DiskIndex::Open(path, IndexOptions{});
+  ASSERT_FALSE(idx.ok());
+  EXPECT_THAT(idx.status().message(), HasSubstr("(open(" + path + ") - "));
+}
+
 TEST(DiskIndexTest, TotalsFollowInsertsReplacementsAndDeletesPerSignature) {
   TempDir dir;
   auto idx = OpenIndex(dir.Sub("index.sqlite"));

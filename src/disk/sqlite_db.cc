@@ -2,8 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace kvtier::disk {
 
@@ -14,8 +16,13 @@ namespace {
 // denied"): the file and the system call, which sqlite3_errmsg() leaves out
 // ("disk I/O error"). A connection is used by one thread at a time and the
 // VFS reports on the failing call's thread, so SqliteStatus(), on the same
-// thread, takes it.
-thread_local std::string vfs_report;
+// thread, takes it. Plain data (a fixed buffer, cut at its size): a
+// thread_local with a destructor runs it at every thread's exit, in the
+// Python module too, where ThreadSanitizer saw such a destructor race with
+// glibc freeing the module's TLS (the DiskIndex lease list, fc455f3).
+constexpr size_t kVfsReportMax = 1024;
+thread_local char vfs_report[kVfsReportMax];
+thread_local size_t vfs_report_len = 0;
 
 void OnSqliteLog(void*, int code, const char* message) {
   const int primary = code & 0xff;
@@ -24,7 +31,8 @@ void OnSqliteLog(void*, int code, const char* message) {
   if ((primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY ||
        primary == SQLITE_FULL || primary == SQLITE_PERM) &&
       message != nullptr && std::string_view(message).starts_with("os_")) {
-    vfs_report = message;
+    vfs_report_len = std::min(std::strlen(message), kVfsReportMax);
+    std::memcpy(vfs_report, message, vfs_report_len);
   }
 }
 
@@ -32,8 +40,8 @@ void OnSqliteLog(void*, int code, const char* message) {
 // call(path) - text") as "call(path) - text", the text from the errno where
 // SQLite left it empty.
 std::string TakeVfsReport() {
-  std::string r = std::move(vfs_report);
-  vfs_report.clear();
+  std::string r(vfs_report, vfs_report_len);
+  vfs_report_len = 0;
   const size_t open = r.find(": (");
   const size_t close = open == std::string::npos ? open : r.find(") ", open);
   if (close == std::string::npos) return r;
