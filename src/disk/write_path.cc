@@ -120,9 +120,17 @@ void WritePath::Publish(Item* item) {
         room_tries < kMaxRoomTries) {
       // The disk is full although the accounting let the block in: evict
       // as at the limit and try again; only a block that still does not fit
-      // fails.
+      // fails. Each retry asks for twice the room of the one before: what
+      // an eviction frees can be taken before this write gets to it (the
+      // index's journal growing with the eviction's own commit, other
+      // writers' blocks), and a retry that frees only this block's room
+      // each time can lose every race.
       ++room_tries;
-      auto made = p_.capacity->MakeRoom(r.size);
+      const int doublings = room_tries - 1;
+      const uint64_t room = r.size > (std::numeric_limits<uint64_t>::max() >> doublings)
+                                ? r.size
+                                : r.size << doublings;
+      auto made = p_.capacity->MakeRoom(room);
       // An eviction whose commit found no room for the index's journal has
       // still unlinked its files (it unlinks first); its rows, describing
       // files that are gone, go with the next eviction.
