@@ -4,8 +4,10 @@
 // A buffer that a read fills either becomes a host entry (promotion) or is
 // dropped once the engine has copied it; in both cases its memory comes
 // back here when the last SharedBlock goes (BlockBuffer::Adopt), already
-// faulted in, and the next read of a similar size reuses it. Up to
-// `max_free_bytes` of free memory is kept; the rest goes back to the OS.
+// faulted in, and the next read of a similar size reuses it (of equal
+// ones, the one freed last, whose lines may still be in the CPU's caches).
+// Up to `max_free_bytes` of free memory is kept; the rest goes back to the
+// OS.
 //
 // Memory: buffers of kHugeFromBytes and more that a read needs at once
 // are their own mappings, starting on a 2 MiB boundary and asked to use

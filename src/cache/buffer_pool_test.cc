@@ -67,6 +67,31 @@ TEST(BufferPool, ReusesAFreedBufferOfAFittingSizeOnly) {
   EXPECT_EQ(s.free_buffers, 2u);
 }
 
+TEST(BufferPool, HandsOutTheBufferFreedLastAmongThoseOfItsSize) {
+  auto pool = BufferPool::Create(64 << 20);
+  const size_t block = (3 << 20) + 5000;
+  ASSERT_EQ(pool->Prefault(block, 3).value(), 3u);
+  std::vector<BlockBuffer> held;
+  for (int i = 0; i < 3; ++i) held.push_back(pool->Take(block).value());
+  const uintptr_t a = Addr(held[0]), b = Addr(held[1]), c = Addr(held[2]);
+  // Freed in the order b, c, a: a is handed out first, then c, then b.
+  held[1] = BlockBuffer();
+  held[2] = BlockBuffer();
+  held[0] = BlockBuffer();
+  BlockBuffer first = pool->Take(block).value();
+  EXPECT_EQ(Addr(first), a);
+  BlockBuffer second = pool->Take(block - 100).value();
+  EXPECT_EQ(Addr(second), c);
+  // Returned at once, as a restore that copies each block out does: the
+  // same buffer again.
+  second = BlockBuffer();
+  BlockBuffer again = pool->Take(block).value();
+  EXPECT_EQ(Addr(again), c);
+  BlockBuffer last = pool->Take(block).value();
+  EXPECT_EQ(Addr(last), b);
+  EXPECT_EQ(pool->Stats().reused, 7u);
+}
+
 TEST(BufferPool, KeepsAtMostItsCapOfFreeMemory) {
   auto pool = BufferPool::Create(3 * 8192);
   std::vector<BlockBuffer> held;
