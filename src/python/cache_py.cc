@@ -269,6 +269,72 @@ class PyCache {
     return *hit;
   }
 
+  // One list (or dict) of tensor buffers per key, as load_tensors takes;
+  // True where the block was found and its tensors copied. Every buffer is
+  // exported and checked first, with the GIL; then one LoadShared reads the
+  // disk and remote parts in parallel, and each block's tensors are copied
+  // straight into its buffers on the thread that delivered it, without the
+  // GIL: no staging copy of the block file, no second checksum (the cache
+  // verified each block where it entered the process; the structure, key
+  // and layout are checked again here). A block that fails that check is
+  // False, its buffers untouched, and is logged (logger "kvtier").
+  std::vector<bool> LoadManyTensors(PyKeys keys, PyAny outs) {
+    const std::vector<BlockKey> ks = KeysFromPy(keys, "keys");
+    if (PyUnicode_Check(outs.ptr()) || PyObject_CheckBuffer(outs.ptr()) ||
+        !PySequence_Check(outs.ptr()) || py::isinstance<py::dict>(outs)) {
+      ThrowInvalid("outs: expected a list with one list (or dict) of tensor buffers per key, got " +
+                   TypeName(outs));
+    }
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(outs);
+    if (seq.size() != ks.size()) {
+      ThrowInvalid("outs: " + std::to_string(seq.size()) + " entries for " +
+                   std::to_string(ks.size()) + " keys");
+    }
+    std::vector<std::vector<std::unique_ptr<BufferView>>> views(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      try {
+        views[i] = TensorViews(layout_, seq[i], BufferView::Access::kWrite);
+      } catch (const StatusError& e) {
+        ThrowInvalid("outs[" + std::to_string(i) + "]: " + e.status().message());
+      }
+    }
+    std::shared_ptr<TieredCache> cache = Live("load_many_tensors");
+    // Each index is written by the one callback of its key.
+    std::vector<char> copied(ks.size(), 0);
+    std::vector<std::string> refused(ks.size());
+    SharedLoadOptions options;
+    options.on_block = [&](size_t i, const LoadedBlock& b) {
+      if (b.block == nullptr) return;  // a miss
+      DecodeOptions opts;
+      opts.expected_key = &ks[i];
+      opts.expected_signature = &signature_;
+      opts.expected_layout = &layout_;
+      opts.verify_checksum = false;
+      Result<DecodedBlock> decoded = DecodeBlock(b.block->span(), opts);
+      if (!decoded.ok()) {
+        refused[i] = decoded.status().ToString();
+        return;
+      }
+      for (size_t t = 0; t < views[i].size(); ++t) {
+        const std::span<const std::byte> src = decoded->tensors[t].data;
+        std::memcpy(views[i][t]->mutable_bytes().data(), src.data(), src.size());
+      }
+      copied[i] = 1;
+    };
+    Status done = [&]() -> Status {
+      py::gil_scoped_release release;
+      KVTIER_ASSIGN_OR_RETURN(LoadFuture future, cache->LoadShared(ks, std::move(options)));
+      return future.Get().status();
+    }();
+    ThrowIfError(done);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      if (refused[i].empty()) continue;
+      py::module_::import("logging").attr("getLogger")("kvtier").attr("warning")(
+          "load_many_tensors: block %s not copied (a miss): %s", ks[i].Hex(), refused[i]);
+    }
+    return std::vector<bool>(copied.begin(), copied.end());
+  }
+
   // One buffer per key; 0 for a miss. Every buffer is exported first, with
   // the GIL; then one Load reads the disk and remote parts in parallel on
   // the load threads and copies each block into its buffer, without it.
@@ -525,10 +591,11 @@ void RegisterCache(py::module_& m) {
                   "Opens a cache from a JSON config file (one object of options, `layout` "
                   "included) or a dict of the same; a \"config\" member names a file read "
                   "first, the other members override it.")
-      .def_property_readonly("key_chain", &PyCache::KeyChainOf,
-                             "A kvtier.KeyChain for this cache's namespace (key_model_id, key_shard, "
-                             "key_salt, key_adapter_id, key_extra and the layout), or None "
-                             "when key_model_id was not given.")
+      .def_property_readonly(
+          "key_chain", &PyCache::KeyChainOf,
+          "A kvtier.KeyChain for this cache's namespace (key_model_id, key_shard, "
+          "key_salt, key_adapter_id, key_extra and the layout), or None "
+          "when key_model_id was not given.")
       .def("store", &PyCache::Store, py::arg("key"), py::arg("block"),
            "Stores a block file (bytes-like) under its 32-byte key. Its header must name the "
            "key and the cache's layout (kvtier.InvalidArgument otherwise). The bytes are "
@@ -552,6 +619,15 @@ void RegisterCache(py::module_& m) {
            "Copies the block file stored under `key` into the front of `out` (a writable, "
            "C-contiguous byte buffer, e.g. numpy uint8) and returns its size; 0 on a miss. "
            "kvtier.InvalidArgument if `out` is too small or not a byte buffer.")
+      .def("load_many_tensors", &PyCache::LoadManyTensors, py::arg("keys"), py::arg("outs"),
+           "load_many_tensors(keys: list[bytes], outs: list[list[buffer] | dict]) -> list[bool]\n\n"
+           "Copies the tensors of block keys[i] straight into outs[i] (as load_tensors takes: "
+           "a list in the order of layout.tensors() or a dict by name, each a writable, "
+           "C-contiguous buffer of exactly the tensor's bytes) for every i, reading the disk "
+           "and remote blocks in parallel; True where the block was found. One copy per "
+           "tensor, no staging buffer, no second checksum; the GIL is released for the whole "
+           "call. Every buffer is checked before anything is read (kvtier.InvalidArgument). "
+           "A block whose header does not match its key or the layout is False (logged).")
       .def("load_many", &PyCache::LoadMany, py::arg("keys"), py::arg("outs"),
            "load_many(keys: list[bytes], outs: list[buffer]) -> list[int]\n\n"
            "Copies block keys[i] into the front of outs[i] (writable, C-contiguous byte "
@@ -587,8 +663,9 @@ void RegisterCache(py::module_& m) {
            "kvtier.FailedPrecondition. Idempotent.")
       .def_property_readonly("closed", &PyCache::closed)
       .def_property_readonly("layout", &PyCache::layout, "The cache's kvtier.Layout.")
-      .def("__enter__", [](PyCache& self) -> PyCache& { return self; },
-           py::return_value_policy::reference)
+      .def(
+          "__enter__", [](PyCache& self) -> PyCache& { return self; },
+          py::return_value_policy::reference)
       .def(
           "__exit__", [](PyCache& c, PyAny, PyAny, PyAny) { c.Close(); }, py::arg("exc_type"),
           py::arg("exc"), py::arg("tb"));

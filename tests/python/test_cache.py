@@ -124,6 +124,54 @@ def test_load_tensors_into_caller_arrays(tmp_path):
             cache.load_tensors(keys[0], bad[:3])
 
 
+def test_load_many_tensors_copies_each_block_into_its_own_buffers(tmp_path):
+    layout, keys, blocks, tensors = tiny_blocks(6, seed=11)
+    size = len(blocks[0])
+    # RAM for two blocks: the other four are read from disk, in one batch,
+    # and copied on the disk tier's read threads.
+    with kvtier.Cache(layout, host_bytes=2 * size + 100, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        cache.flush()
+        outs = [[np.zeros(t.shape, t.numpy_dtype) for t in layout.tensors()] for _ in keys]
+        missed = [np.full(t.shape, 3, t.numpy_dtype) for t in layout.tensors()]
+        addresses = [[o.ctypes.data for o in per] for per in outs]
+        got = cache.load_many_tensors(keys + [bytes(32)], outs + [missed])
+        assert got == [True] * 6 + [False]
+        assert [[o.ctypes.data for o in per] for per in outs] == addresses  # in place
+        for i in range(6):
+            assert [o.tobytes() for o in outs[i]] == [t.tobytes() for t in tensors[i]], i
+        assert all((o == 3).all() for o in missed)  # a miss leaves its buffers alone
+        s = cache.stats()
+        assert (s["hits_host"], s["hits_disk"], s["misses"]) == (2, 4, 1)
+        # A dict by name of byte views into one pool, as an engine's pages.
+        pool = np.zeros(3 * layout.block_bytes, np.uint8)
+        per_key = []
+        for b in range(2):
+            base = b * layout.block_bytes
+            per_key.append({t.name: pool[base + j * t.nbytes:base + (j + 1) * t.nbytes]
+                            for j, t in enumerate(layout.tensors())})
+        assert cache.load_many_tensors([keys[4], keys[1]], per_key) == [True, True]
+        want = b"".join(t.tobytes() for t in tensors[4] + tensors[1])
+        assert pool[:2 * layout.block_bytes].tobytes() == want
+        assert not pool[2 * layout.block_bytes:].any()
+        assert cache.load_many_tensors([], []) == []
+        # Every buffer is checked before anything is read: no lookup counted.
+        lookups = cache.stats()["lookups"]
+        good = [np.zeros(t.shape, t.numpy_dtype) for t in layout.tensors()]
+        short = good[:1] + [np.zeros(5, np.float16)] + good[2:]
+        with pytest.raises(kvtier.InvalidArgument, match=r"^outs\[1\]: tensors\[1\].*bytes"):
+            cache.load_many_tensors(keys[:2], [good, short])
+        with pytest.raises(kvtier.InvalidArgument, match=r"outs\[0\]: .*writable"):
+            cache.load_many_tensors(keys[:1], [good[:3] + [bytes(layout.tensors()[3].nbytes)]])
+        with pytest.raises(kvtier.InvalidArgument, match="2 entries for 1 keys"):
+            cache.load_many_tensors(keys[:1], [good, good])
+        with pytest.raises(kvtier.InvalidArgument, match="one list"):
+            cache.load_many_tensors(keys[:1], {"a": good})
+        assert cache.stats()["lookups"] == lookups
+        assert all(not o.any() for o in good)
+
+
 def test_store_tensors_equals_encode_and_store(tmp_path):
     layout, keys, blocks, tensors = tiny_blocks(2, seed=9)
     chain = kvtier.KeyChain("cache", layout)

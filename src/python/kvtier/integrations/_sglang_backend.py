@@ -15,7 +15,6 @@ import threading
 import time
 import weakref
 
-import numpy as np
 
 import kvtier
 from kvtier.integrations import _served, _sglang_pages as pages_mod
@@ -122,7 +121,6 @@ class SglangBackend:
         self._stores = {}
         self._lock = threading.Lock()  # registration vs. the I/O threads
         self._metrics = _Metrics(bool(getattr(storage_config, "enable_storage_metrics", False)))
-        self._staging = threading.local()
         self._last_log = {}
         self._pid = os.getpid()  # the process the caches were opened in
         _LIVE.add(self)
@@ -420,37 +418,20 @@ class SglangBackend:
 
     # --- Loads and stores -------------------------------------------------------------
 
-    def _arena(self, count, block_bytes):
-        buf = getattr(self._staging, "buf", None)
-        if buf is None or buf.nbytes < count * block_bytes:
-            buf = np.empty(count * block_bytes, np.uint8)
-            self._staging.buf = buf
-        return [buf[i * block_bytes:(i + 1) * block_bytes] for i in range(count)]
-
     def _load(self, store, keys, blocks):
         """Loads the pages of `keys` into `blocks` (per block, its region views):
-        one batched load (parallel disk and Redis reads) into a staging arena,
-        then each verified block's tensors into its regions. True for the
-        leading pages found; a page is copied only when all of it is."""
+        one batched load (parallel disk and Redis reads) that copies each block's
+        tensors straight into its regions (no staging copy; the header checked
+        against the key and layout, the checksum verified where the block
+        entered the process). True for the leading pages found: a page counts
+        when all of its blocks do. Blocks past the first missing page may be
+        written too; their pages are reported not loaded."""
         start = time.perf_counter()
         split = store.pages.split
         kv_keys = self._block_keys(store, keys)
-        outs = self._arena(len(kv_keys), store.pages.layout.max_file_bytes)
-        sizes = store.cache.load_many(kv_keys, outs)
+        found = store.cache.load_many_tensors(kv_keys, blocks)
         done = 0
-        for page in range(len(keys)):
-            span = range(page * split, (page + 1) * split)
-            if any(sizes[b] == 0 for b in span):
-                break
-            try:
-                tensors = [kvtier.decode_block(outs[b][:sizes[b]], store.pages.layout, kv_keys[b])
-                           for b in span]
-            except kvtier.Error as e:  # not the block it claims to be: a miss
-                self._log("decode", "page %s: %s", keys[page], e)
-                break
-            for b, block_tensors in zip(span, tensors):
-                for dst, src in zip(blocks[b], block_tensors):
-                    np.copyto(dst, src.reshape(-1).view(np.uint8))
+        while done < len(keys) and all(found[done * split:(done + 1) * split]):
             done += 1
         self._metrics.record("prefetch", done, done * store.pages.page_bytes,
                              time.perf_counter() - start)
