@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -158,6 +159,61 @@ TEST(ServedLoadTest, ABlockOnlyBelowTheArenaIsPromotedAndLeasedForOneRoundTrip) 
   ASSERT_TRUE(lens.ok());
   EXPECT_EQ((*lens)[0], want->size());
   EXPECT_EQ((*c)->Stats().requests, after);  // in the arena now
+}
+
+// LoadBlocks (what TieredCache::LoadShared is with the server option)
+// asks the daemon once for the keys of a batch the arena does not serve,
+// as Load does, and hands each block over in its own buffer, in key order.
+TEST(ServedLoadTest, LoadBlocksAsksTheDaemonOnceForTheBlocksBelowTheArena) {
+  ServedLoadDaemon d(Below::kDisk);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  std::vector<BlockKey> keys;
+  for (uint8_t i = 0; i < 6; ++i) keys.push_back(TestBlockKey(60 + i));
+  StoreAll(c->get(), keys);  // four slots: the first two are written down
+  const std::vector<BlockKey> ask = {keys[0], keys[1], TestBlockKey(99), keys[4]};
+  const uint64_t requests = (*c)->Stats().requests;
+  const ServerClientStats before = (*c)->Stats();
+  std::vector<size_t> order;
+  std::vector<std::optional<BlockBuffer>> got(ask.size());
+  (*c)->LoadBlocks(ask, [&](size_t i, std::optional<BlockBuffer> b) {
+    order.push_back(i);
+    got[i] = std::move(b);
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ((*c)->Stats().requests, requests + 1);  // one lookup for keys 0, 1 and 2
+  for (size_t i : {size_t{0}, size_t{1}, size_t{3}}) {
+    Result<BlockBuffer> want = MakeBlockFile(WideTiny(), ask[i], BlockKey{}, BlockKey{}, 5);
+    ASSERT_TRUE(want.ok());
+    ASSERT_TRUE(got[i].has_value()) << i;
+    EXPECT_EQ(std::vector<std::byte>(got[i]->data(), got[i]->data() + got[i]->size()),
+              std::vector<std::byte>(want->data(), want->data() + want->size()))
+        << i;
+  }
+  EXPECT_FALSE(got[2].has_value());
+  EXPECT_EQ((*c)->Stats().lookups - before.lookups, 4u);
+  EXPECT_EQ((*c)->Stats().hits - before.hits, 3u);
+  EXPECT_EQ((*c)->Stats().misses - before.misses, 1u);
+}
+
+// With no daemon to ask, every key is a counted lookup and miss.
+TEST(ServedLoadTest, LoadBlocksWithNoDaemonCountsEachKeyAMiss) {
+  testing::TempDir dir;
+  ServerClientOptions o;
+  o.server = "unix:" + dir.path() + "/nobody.sock";
+  o.layout_signature = WideTiny().Signature();
+  o.timeout_ms = 1000;
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<BlockKey> ask = {TestBlockKey(1), TestBlockKey(2), TestBlockKey(3)};
+  size_t calls = 0;
+  (*c)->LoadBlocks(ask, [&](size_t i, std::optional<BlockBuffer> b) {
+    EXPECT_EQ(i, calls++);
+    EXPECT_FALSE(b.has_value());
+  });
+  EXPECT_EQ(calls, 3u);
+  EXPECT_EQ((*c)->Stats().lookups, 3u);
+  EXPECT_EQ((*c)->Stats().misses, 3u);
 }
 
 // Hits the daemon did not hand out keep their blocks recent all the same:

@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -115,6 +116,14 @@ class ServerClient {
                                      std::span<const std::span<std::byte>> dsts);
   // One block into a new buffer; nullopt on a miss.
   std::optional<BlockBuffer> LoadBlock(const BlockKey& key);
+  // Each block of `keys` into a new buffer of its own (nullopt: a miss),
+  // handed to on_block(i, buffer) on this thread in key order: Load() in
+  // rounds of up to kLoadBlocksRoundBytes of buffers (one daemon round trip
+  // for the keys of a round the arena does not serve), so a long batch
+  // holds at most one round's buffers at a time.
+  static constexpr uint64_t kLoadBlocksRoundBytes = uint64_t{64} << 20;
+  void LoadBlocks(std::span<const BlockKey> keys,
+                  const std::function<void(size_t, std::optional<BlockBuffer>)>& on_block);
   // Stores block files under their keys (one reserve and one publish round
   // trip for the batch). InvalidArgument for spans of different lengths or
   // a block larger than an arena slot; the first block the daemon refused

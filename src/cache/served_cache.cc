@@ -99,8 +99,7 @@ Result<LoadFuture> ServedCache::LoadShared(std::span<const BlockKey> keys,
                                            const SharedLoadOptions& options) {
   if (closed()) return Status::FailedPrecondition("TieredCache::LoadShared: the cache is closed");
   std::vector<LoadedBlock> out(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    std::optional<BlockBuffer> b = client_->LoadBlock(keys[i]);
+  client_->LoadBlocks(keys, [&](size_t i, std::optional<BlockBuffer> b) {
     if (b) {
       out[i].tier = CacheTier::kHost;
       out[i].bytes = b->size();
@@ -110,7 +109,7 @@ Result<LoadFuture> ServedCache::LoadShared(std::span<const BlockKey> keys,
       options.on_block(i, out[i]);
       out[i].block.reset();  // the callback had it: Get() reports tier and bytes
     }
-  }
+  });
   return Ready(LoadState::Mode::kShare, std::move(out), Status::Ok());
 }
 

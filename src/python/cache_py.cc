@@ -7,7 +7,6 @@
 // another thread cannot free it under a running call (TieredCache::Close
 // waits for calls in progress; later calls get kvtier.FailedPrecondition).
 #include <pybind11/stl.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -26,6 +25,7 @@
 #include "python/codec_py.h"
 #include "python/convert.h"
 #include "python/errors.h"
+#include "python/leading_run.h"
 #include "python/logger_py.h"
 #include "python/register.h"
 
@@ -276,10 +276,13 @@ class PyCache {
   // straight into its buffers on the thread that delivered it, without the
   // GIL: no staging copy of the block file, no second checksum (the cache
   // verified each block where it entered the process; the structure, key
-  // and layout are checked again here). A block that fails that check is
-  // False, its buffers untouched, and is logged (logger "kvtier").
-  std::vector<bool> LoadManyTensors(PyKeys keys, PyAny outs) {
+  // and layout are checked again here). A block that fails that check is a
+  // miss, its buffers untouched, and is logged (logger "kvtier").
+  // prefix_group > 0: only the leading run of whole groups of that many
+  // keys is copied (LeadingRun); nothing past it is written.
+  std::vector<bool> LoadManyTensors(PyKeys keys, PyAny outs, PyInt prefix_group) {
     const std::vector<BlockKey> ks = KeysFromPy(keys, "keys");
+    const auto group = static_cast<size_t>(IntFromPy(prefix_group, "prefix_group", 0, INT64_MAX));
     if (PyUnicode_Check(outs.ptr()) || PyObject_CheckBuffer(outs.ptr()) ||
         !PySequence_Check(outs.ptr()) || py::isinstance<py::dict>(outs)) {
       ThrowInvalid("outs: expected a list with one list (or dict) of tensor buffers per key, got " +
@@ -299,27 +302,50 @@ class PyCache {
       }
     }
     std::shared_ptr<TieredCache> cache = Live("load_many_tensors");
-    // Each index is written by the one callback of its key.
+    // Each index is written by the one callback of its key, or by the one
+    // that finds it due (LeadingRun returns an index once).
     std::vector<char> copied(ks.size(), 0);
     std::vector<std::string> refused(ks.size());
-    SharedLoadOptions options;
-    options.on_block = [&](size_t i, const LoadedBlock& b) {
-      if (b.block == nullptr) return;  // a miss
+    auto decode = [&](size_t i, const BlockBuffer& block) {
       DecodeOptions opts;
       opts.expected_key = &ks[i];
       opts.expected_signature = &signature_;
       opts.expected_layout = &layout_;
       opts.verify_checksum = false;
-      Result<DecodedBlock> decoded = DecodeBlock(b.block->span(), opts);
-      if (!decoded.ok()) {
-        refused[i] = decoded.status().ToString();
-        return;
-      }
+      return DecodeBlock(block.span(), opts);
+    };
+    auto copy = [&](size_t i, const DecodedBlock& decoded) {
       for (size_t t = 0; t < views[i].size(); ++t) {
-        const std::span<const std::byte> src = decoded->tensors[t].data;
+        const std::span<const std::byte> src = decoded.tensors[t].data;
         std::memcpy(views[i][t]->mutable_bytes().data(), src.data(), src.size());
       }
       copied[i] = 1;
+    };
+    std::optional<LeadingRun> run;
+    if (group > 0) run.emplace(ks.size(), group);
+    SharedLoadOptions options;
+    options.on_block = [&](size_t i, const LoadedBlock& b) {
+      SharedBlock block = b.block;
+      std::optional<Result<DecodedBlock>> decoded;
+      if (block != nullptr) {
+        decoded.emplace(decode(i, *block));
+        if (!decoded->ok()) {
+          refused[i] = decoded->status().ToString();
+          block.reset();  // a miss
+        }
+      }
+      if (!run.has_value()) {
+        if (block != nullptr) copy(i, **decoded);
+        return;
+      }
+      for (auto& [j, due] : run->Land(i, std::move(block))) {
+        if (j == i) {
+          copy(i, **decoded);
+          continue;
+        }
+        Result<DecodedBlock> d = decode(j, *due);  // checked when it landed
+        if (d.ok()) copy(j, *d);
+      }
     };
     Status done = [&]() -> Status {
       py::gil_scoped_release release;
@@ -620,14 +646,19 @@ void RegisterCache(py::module_& m) {
            "C-contiguous byte buffer, e.g. numpy uint8) and returns its size; 0 on a miss. "
            "kvtier.InvalidArgument if `out` is too small or not a byte buffer.")
       .def("load_many_tensors", &PyCache::LoadManyTensors, py::arg("keys"), py::arg("outs"),
-           "load_many_tensors(keys: list[bytes], outs: list[list[buffer] | dict]) -> list[bool]\n\n"
+           py::kw_only(), py::arg("prefix_group") = 0,
+           "load_many_tensors(keys: list[bytes], outs: list[list[buffer] | dict], *, "
+           "prefix_group: int = 0) -> list[bool]\n\n"
            "Copies the tensors of block keys[i] straight into outs[i] (as load_tensors takes: "
            "a list in the order of layout.tensors() or a dict by name, each a writable, "
            "C-contiguous buffer of exactly the tensor's bytes) for every i, reading the disk "
            "and remote blocks in parallel; True where the block was found. One copy per "
            "tensor, no staging buffer, no second checksum; the GIL is released for the whole "
            "call. Every buffer is checked before anything is read (kvtier.InvalidArgument). "
-           "A block whose header does not match its key or the layout is False (logged).")
+           "A block whose header does not match its key or the layout is False (logged). "
+           "prefix_group=N > 0: only the leading run of whole groups of N keys found (an "
+           "engine's page of N blocks) is copied, False from the first group with a miss on; "
+           "nothing past that run is written.")
       .def("load_many", &PyCache::LoadMany, py::arg("keys"), py::arg("outs"),
            "load_many(keys: list[bytes], outs: list[buffer]) -> list[int]\n\n"
            "Copies block keys[i] into the front of outs[i] (writable, C-contiguous byte "

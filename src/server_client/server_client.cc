@@ -1,5 +1,6 @@
 #include "kvtier/server_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -261,6 +262,16 @@ Result<std::vector<uint64_t>> ServerClient::Load(std::span<const BlockKey> keys,
 }
 
 std::optional<BlockBuffer> ServerClient::LoadBlock(const BlockKey& key) {
+  std::optional<BlockBuffer> out;
+  const BlockKey keys[] = {key};
+  LoadBlocks(keys, [&](size_t, std::optional<BlockBuffer> b) { out = std::move(b); });
+  return out;
+}
+
+void ServerClient::LoadBlocks(
+    std::span<const BlockKey> keys,
+    const std::function<void(size_t, std::optional<BlockBuffer>)>& on_block) {
+  if (keys.empty()) return;
   uint64_t slot_bytes = 0;
   {
     MutexLock lock(conn_->mu());
@@ -268,22 +279,43 @@ std::optional<BlockBuffer> ServerClient::LoadBlock(const BlockKey& key) {
   }
   if (slot_bytes == 0) {
     // Not connected yet: a Match makes the connection (and tells the size).
-    const BlockKey one[] = {key};
-    (void)Match(one);
+    (void)Match(keys.first(1));
     MutexLock lock(conn_->mu());
-    if (conn_->arena() == nullptr) return std::nullopt;
-    slot_bytes = conn_->arena()->geometry().slot_bytes;
+    if (conn_->arena() != nullptr) slot_bytes = conn_->arena()->geometry().slot_bytes;
   }
-  Result<BlockBuffer> buf = BlockBuffer::Allocate(slot_bytes);
-  if (!buf.ok()) return std::nullopt;
-  std::span<std::byte> dst(buf->data(), buf->size());
-  const BlockKey keys[] = {key};
-  const std::span<std::byte> dsts[] = {dst};
-  Result<std::vector<uint64_t>> lens = Load(keys, dsts);
-  if (!lens.ok() || (*lens)[0] == 0) return std::nullopt;
-  Result<BlockBuffer> out = BlockBuffer::CopyOf(dst.first((*lens)[0]));
-  if (!out.ok()) return std::nullopt;
-  return std::move(*out);
+  if (slot_bytes == 0) {
+    // No daemon to ask: lookups and misses, as Load counts them.
+    {
+      MutexLock lock(conn_->mu());
+      conn_->counters.lookups += keys.size();
+      conn_->counters.misses += keys.size();
+    }
+    for (size_t i = 0; i < keys.size(); ++i) on_block(i, std::nullopt);
+    return;
+  }
+  const size_t round = static_cast<size_t>(
+      std::clamp<uint64_t>(kLoadBlocksRoundBytes / slot_bytes, 1, server::kMaxBatch));
+  for (size_t begin = 0; begin < keys.size(); begin += round) {
+    const size_t n = std::min(round, keys.size() - begin);
+    std::vector<std::optional<BlockBuffer>> bufs(n);
+    std::vector<std::span<std::byte>> dsts(n);
+    for (size_t k = 0; k < n; ++k) {
+      Result<BlockBuffer> b = BlockBuffer::Allocate(slot_bytes);
+      if (!b.ok()) continue;  // no memory: an empty span, a miss
+      bufs[k].emplace(*std::move(b));
+      dsts[k] = std::span<std::byte>(bufs[k]->data(), bufs[k]->size());
+    }
+    Result<std::vector<uint64_t>> lens = Load(keys.subspan(begin, n), dsts);
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t len = lens.ok() ? (*lens)[k] : 0;
+      if (len == 0 || !bufs[k].has_value()) {
+        on_block(begin + k, std::nullopt);
+        continue;
+      }
+      bufs[k]->Truncate(len);  // the block, in the buffer it was copied into
+      on_block(begin + k, std::move(bufs[k]));
+    }
+  }
 }
 
 Status ServerClient::Store(std::span<const BlockKey> keys,

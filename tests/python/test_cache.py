@@ -172,6 +172,53 @@ def test_load_many_tensors_copies_each_block_into_its_own_buffers(tmp_path):
         assert all(not o.any() for o in good)
 
 
+def test_load_many_tensors_prefix_group_writes_the_leading_run_only(tmp_path):
+    layout, keys, blocks, tensors = tiny_blocks(8, seed=12)
+    size = len(blocks[0])
+    # RAM for one block: the rest land from the disk tier's read threads, in
+    # any order, and wait for their turn.
+    with kvtier.Cache(layout, host_bytes=size + 100, disk_dir=tmp_path / "c") as cache:
+        for k, b in zip(keys, blocks):
+            cache.store(k, b)
+        cache.flush()
+
+        def fresh(n):
+            return [[np.full(t.shape, 7, t.numpy_dtype) for t in layout.tensors()]
+                    for _ in range(n)]
+
+        def written(per):
+            return [i for i, p in enumerate(per) if not all((o == 7).all() for o in p)]
+
+        miss = bytes(32)
+        # Groups of 2: [0 1] [2 3] [4 miss] [6 7]: two groups copied, the third
+        # (half found) and the fourth (after it) not written at all.
+        ks = keys[:4] + [keys[4], miss] + keys[6:8]
+        outs = fresh(8)
+        assert cache.load_many_tensors(ks, outs, prefix_group=2) == [True] * 4 + [False] * 4
+        assert written(outs) == [0, 1, 2, 3]
+        for i in range(4):
+            assert [o.tobytes() for o in outs[i]] == [t.tobytes() for t in tensors[i]], i
+        # Groups of 1: the run ends at the first miss.
+        outs = fresh(5)
+        got = cache.load_many_tensors([keys[7], keys[6], miss, keys[5], keys[4]], outs,
+                                      prefix_group=1)
+        assert got == [True, True, False, False, False]
+        assert written(outs) == [0, 1]
+        # A group larger than the batch: all or nothing; no miss: every block.
+        outs = fresh(3)
+        assert cache.load_many_tensors(keys[:2] + [miss], outs, prefix_group=4) == [False] * 3
+        assert written(outs) == []
+        outs = fresh(8)
+        assert cache.load_many_tensors(keys, outs, prefix_group=3) == [True] * 8
+        assert written(outs) == list(range(8))
+        # Without it, every block found is written, past a miss too.
+        outs = fresh(3)
+        assert cache.load_many_tensors([keys[0], miss, keys[2]], outs) == [True, False, True]
+        assert written(outs) == [0, 2]
+        with pytest.raises(kvtier.InvalidArgument, match="prefix_group"):
+            cache.load_many_tensors(keys[:1], fresh(1), prefix_group=-1)
+
+
 def test_store_tensors_equals_encode_and_store(tmp_path):
     layout, keys, blocks, tensors = tiny_blocks(2, seed=9)
     chain = kvtier.KeyChain("cache", layout)

@@ -423,13 +423,13 @@ class SglangBackend:
         one batched load (parallel disk and Redis reads) that copies each block's
         tensors straight into its regions (no staging copy; the header checked
         against the key and layout, the checksum verified where the block
-        entered the process). True for the leading pages found: a page counts
-        when all of its blocks do. Blocks past the first missing page may be
-        written too; their pages are reported not loaded."""
+        entered the process). True for the leading pages found; a page is
+        written only when all of it was found, and nothing past the first
+        page with a miss is written (prefix_group)."""
         start = time.perf_counter()
         split = store.pages.split
         kv_keys = self._block_keys(store, keys)
-        found = store.cache.load_many_tensors(kv_keys, blocks)
+        found = store.cache.load_many_tensors(kv_keys, blocks, prefix_group=split)
         done = 0
         while done < len(keys) and all(found[done * split:(done + 1) * split]):
             done += 1
