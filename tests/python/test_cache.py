@@ -215,8 +215,12 @@ def test_load_many_tensors_prefix_group_writes_the_leading_run_only(tmp_path):
         outs = fresh(3)
         assert cache.load_many_tensors([keys[0], miss, keys[2]], outs) == [True, False, True]
         assert written(outs) == [0, 2]
-        with pytest.raises(kvtier.InvalidArgument, match="prefix_group"):
-            cache.load_many_tensors(keys[:1], fresh(1), prefix_group=-1)
+        outs = fresh(2)  # a group as large as an int64 holds: the whole batch
+        assert cache.load_many_tensors(keys[:2], outs, prefix_group=2**63 - 1) == [True] * 2
+        assert written(outs) == [0, 1]
+        for bad in (-1, 2**63, 2**80):
+            with pytest.raises(kvtier.InvalidArgument, match="prefix_group"):
+                cache.load_many_tensors(keys[:1], fresh(1), prefix_group=bad)
 
 
 def test_store_tensors_equals_encode_and_store(tmp_path):
