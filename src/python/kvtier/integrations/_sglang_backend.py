@@ -15,7 +15,6 @@ import threading
 import time
 import weakref
 
-
 import kvtier
 from kvtier.integrations import _served, _sglang_pages as pages_mod
 from kvtier.integrations._sglang_pages import PoolPages, Refused, byte_view, pool_key
