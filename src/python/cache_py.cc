@@ -303,20 +303,14 @@ class PyCache {
     }
     std::shared_ptr<TieredCache> cache = Live("load_many_tensors");
     // Each index is written by the one callback of its key, or by the one
-    // that finds it due (LeadingRun returns an index once).
+    // that finds it due (LeadingRun returns an index once, after the
+    // callback that stored its decoded view released LeadingRun's mutex).
     std::vector<char> copied(ks.size(), 0);
     std::vector<std::string> refused(ks.size());
-    auto decode = [&](size_t i, const BlockBuffer& block) {
-      DecodeOptions opts;
-      opts.expected_key = &ks[i];
-      opts.expected_signature = &signature_;
-      opts.expected_layout = &layout_;
-      opts.verify_checksum = false;
-      return DecodeBlock(block.span(), opts);
-    };
-    auto copy = [&](size_t i, const DecodedBlock& decoded) {
+    std::vector<std::optional<DecodedBlock>> decoded(ks.size());
+    auto copy = [&](size_t i) {
       for (size_t t = 0; t < views[i].size(); ++t) {
-        const std::span<const std::byte> src = decoded.tensors[t].data;
+        const std::span<const std::byte> src = decoded[i]->tensors[t].data;
         std::memcpy(views[i][t]->mutable_bytes().data(), src.data(), src.size());
       }
       copied[i] = 1;
@@ -326,26 +320,26 @@ class PyCache {
     SharedLoadOptions options;
     options.on_block = [&](size_t i, const LoadedBlock& b) {
       SharedBlock block = b.block;
-      std::optional<Result<DecodedBlock>> decoded;
       if (block != nullptr) {
-        decoded.emplace(decode(i, *block));
-        if (!decoded->ok()) {
-          refused[i] = decoded->status().ToString();
+        DecodeOptions opts;
+        opts.expected_key = &ks[i];
+        opts.expected_signature = &signature_;
+        opts.expected_layout = &layout_;
+        opts.verify_checksum = false;
+        Result<DecodedBlock> d = DecodeBlock(block->span(), opts);
+        if (d.ok()) {
+          decoded[i] = *std::move(d);  // views into `block`, kept alive below
+        } else {
+          refused[i] = d.status().ToString();
           block.reset();  // a miss
         }
       }
       if (!run.has_value()) {
-        if (block != nullptr) copy(i, **decoded);
+        if (block != nullptr) copy(i);
         return;
       }
-      for (auto& [j, due] : run->Land(i, std::move(block))) {
-        if (j == i) {
-          copy(i, **decoded);
-          continue;
-        }
-        Result<DecodedBlock> d = decode(j, *due);  // checked when it landed
-        if (d.ok()) copy(j, *d);
-      }
+      // Held blocks stay alive in `due` while their views are copied.
+      for (auto& [j, due] : run->Land(i, std::move(block))) copy(j);
     };
     Status done = [&]() -> Status {
       py::gil_scoped_release release;
