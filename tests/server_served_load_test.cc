@@ -96,6 +96,15 @@ void StoreAll(ServerClient* c, std::vector<BlockKey> keys) {
   }
 }
 
+// Stores six blocks (keys TestBlockKey(first) on) into a daemon whose arena
+// holds four: the first two are written down to the tier below.
+std::vector<BlockKey> StoreSixPastTheArena(ServerClient* c, uint8_t first) {
+  std::vector<BlockKey> keys;
+  for (uint8_t i = 0; i < 6; ++i) keys.push_back(TestBlockKey(first + i));
+  StoreAll(c, keys);
+  return keys;
+}
+
 std::vector<ServerTier> ArenaTiers(size_t n) { return std::vector<ServerTier>(n, ServerTier::kArena); }
 
 // A block in the arena is copied out without asking the daemon (its key
@@ -138,9 +147,7 @@ TEST(ServedLoadTest, ABlockOnlyBelowTheArenaIsPromotedAndLeasedForOneRoundTrip) 
   ServedLoadDaemon d(Below::kDisk);
   Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
   ASSERT_TRUE(c.ok());
-  std::vector<BlockKey> keys;
-  for (uint8_t i = 0; i < 6; ++i) keys.push_back(TestBlockKey(40 + i));
-  StoreAll(c->get(), keys);  // four slots: the first two are written down
+  const std::vector<BlockKey> keys = StoreSixPastTheArena(c->get(), 40);
   ASSERT_EQ((*c)->Match(std::vector<BlockKey>{keys[0]}).size(), 1u);  // asked: below
   Result<BlockBuffer> want = MakeBlockFile(WideTiny(), keys[0], BlockKey{}, BlockKey{}, 5);
   ASSERT_TRUE(want.ok());
@@ -168,9 +175,7 @@ TEST(ServedLoadTest, LoadBlocksAsksTheDaemonOnceForTheBlocksBelowTheArena) {
   ServedLoadDaemon d(Below::kDisk);
   Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
   ASSERT_TRUE(c.ok());
-  std::vector<BlockKey> keys;
-  for (uint8_t i = 0; i < 6; ++i) keys.push_back(TestBlockKey(60 + i));
-  StoreAll(c->get(), keys);  // four slots: the first two are written down
+  const std::vector<BlockKey> keys = StoreSixPastTheArena(c->get(), 60);
   const std::vector<BlockKey> ask = {keys[0], keys[1], TestBlockKey(99), keys[4]};
   const uint64_t requests = (*c)->Stats().requests;
   const ServerClientStats before = (*c)->Stats();
