@@ -29,9 +29,6 @@ Result<double> RawRead(Env* env, const std::vector<std::string>& files,
                        const std::vector<std::vector<BlockFileRange>>& ranges, uint32_t threads,
                        RawReadMode mode) {
   const bool direct = mode == RawReadMode::kDirect;
-  if (direct && !ranges.empty()) {
-    return Status::InvalidArgument("RawRead: O_DIRECT reads whole files only");
-  }
   if (!ranges.empty() && ranges.size() != files.size()) {
     return Status::InvalidArgument("RawRead: " + std::to_string(ranges.size()) + " range lists for " +
                                    std::to_string(files.size()) + " files");
@@ -65,17 +62,6 @@ Result<double> RawRead(Env* env, const std::vector<std::string>& files,
           return;
         }
         const uint64_t size = (*f)->size();
-        if (direct) {
-          // One request of whole pages; the device stops it at the end of
-          // the file (a short read, not an error).
-          const uint64_t pages = (size + kPage - 1) / kPage * kPage;
-          Result<size_t> n = (*f)->ReadAt(0, bufs[t].mutable_span().first(pages));
-          if (!n.ok() || *n != size) {
-            errors[t] = n.ok() ? Status::IOError("short read of " + files[i], 0) : n.status();
-            return;
-          }
-          continue;
-        }
         std::vector<BlockFileRange> whole = {{0, size}};
         const std::vector<BlockFileRange>& todo =
             ranges.empty() || ranges[i].empty() ? whole : ranges[i];
@@ -85,14 +71,20 @@ Result<double> RawRead(Env* env, const std::vector<std::string>& files,
             return;
           }
         }
-        // Every range of a file asked of the device at once (advice only).
-        if (todo.size() > 1) {
+        // Every range of a file asked of the device at once (advice only;
+        // O_DIRECT reads skip the page cache that advice fills).
+        if (todo.size() > 1 && !direct) {
           for (const BlockFileRange& r : todo) (void)(*f)->Prefetch(r.begin, r.end - r.begin);
         }
         for (const BlockFileRange& r : todo) {
+          // O_DIRECT: one request of the whole pages around the range; the
+          // device stops the last one at the end of the file (a short read,
+          // not an error).
+          const uint64_t begin = direct ? r.begin / kPage * kPage : r.begin;
+          const uint64_t end = direct ? (r.end + kPage - 1) / kPage * kPage : r.end;
           Result<size_t> n =
-              (*f)->ReadAt(r.begin, bufs[t].mutable_span().subspan(r.begin, r.end - r.begin));
-          if (!n.ok() || *n != r.end - r.begin) {
+              (*f)->ReadAt(begin, bufs[t].mutable_span().subspan(begin, end - begin));
+          if (!n.ok() || *n != std::min(end, size) - begin) {
             errors[t] = n.ok() ? Status::IOError("short read of " + files[i], 0) : n.status();
             return;
           }

@@ -24,8 +24,8 @@ namespace kvtier::cli {
 Result<std::vector<std::string>> BlockFiles(Env* env, const std::string& dir,
                                             const std::vector<BlockKey>& keys);
 
-// How RawRead reads: through the page cache, or with O_DIRECT (whole files
-// only, each in one pread of its size rounded up to the page, into a
+// How RawRead reads: through the page cache, or with O_DIRECT (each range,
+// or each file whole, in one pread of the whole pages around it, into a
 // page-aligned buffer: one request per thread in flight, so `threads` is
 // the device's queue depth).
 enum class RawReadMode { kBuffered, kDirect };
@@ -34,7 +34,7 @@ enum class RawReadMode { kBuffered, kDirect };
 // i's `ranges[i]` (all of them asked of the device at once, Prefetch, then
 // each one pread, in the order given, into the same offsets of a reused
 // buffer) or, where `ranges` is empty or ranges[i] is, file i whole in one
-// pread. kDirect takes no ranges (InvalidArgument).
+// pread (kDirect: no prefetch; each pread widened to whole pages).
 Result<double> RawRead(Env* env, const std::vector<std::string>& files,
                        const std::vector<std::vector<BlockFileRange>>& ranges, uint32_t threads,
                        RawReadMode mode = RawReadMode::kBuffered);
