@@ -201,6 +201,46 @@ TEST(ServedLoadTest, LoadBlocksAsksTheDaemonOnceForTheBlocksBelowTheArena) {
   EXPECT_EQ((*c)->Stats().misses - before.misses, 1u);
 }
 
+// A buffer the allocator refuses (out of memory) or gives too small is a
+// miss of that key alone: the others of the round still load (they were
+// all misses when one destination failed the round's Load).
+TEST(ServedLoadTest, LoadBlocksMissesOnlyTheKeyWhoseBufferFailed) {
+  ServedLoadDaemon d(Below::kDisk);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  const std::vector<BlockKey> keys = StoreSixPastTheArena(c->get(), 60);
+  const std::vector<BlockKey> ask = {keys[0], keys[1], keys[4], keys[5]};
+  const ServerClientStats before = (*c)->Stats();
+  size_t calls = 0;
+  auto allocate = [&](size_t size) -> Result<BlockBuffer> {
+    switch (calls++) {
+      case 1:
+        return Status::ResourceExhausted("test: no memory for this one");
+      case 2:
+        return BlockBuffer::Allocate(size / 2);  // smaller than asked
+      default:
+        return BlockBuffer::Allocate(size);
+    }
+  };
+  std::vector<std::optional<BlockBuffer>> got(ask.size());
+  (*c)->LoadBlocks(
+      ask, [&](size_t i, std::optional<BlockBuffer> b) { got[i] = std::move(b); }, allocate);
+  EXPECT_EQ(calls, 4u);
+  for (size_t i : {size_t{0}, size_t{3}}) {
+    Result<BlockBuffer> want = MakeBlockFile(WideTiny(), ask[i], BlockKey{}, BlockKey{}, 5);
+    ASSERT_TRUE(want.ok());
+    ASSERT_TRUE(got[i].has_value()) << i;
+    EXPECT_EQ(std::vector<std::byte>(got[i]->data(), got[i]->data() + got[i]->size()),
+              std::vector<std::byte>(want->data(), want->data() + want->size()))
+        << i;
+  }
+  EXPECT_FALSE(got[1].has_value());
+  EXPECT_FALSE(got[2].has_value());
+  EXPECT_EQ((*c)->Stats().lookups - before.lookups, 4u);
+  EXPECT_EQ((*c)->Stats().hits - before.hits, 2u);
+  EXPECT_EQ((*c)->Stats().misses - before.misses, 2u);
+}
+
 // With no daemon to ask, every key is a counted lookup and miss.
 TEST(ServedLoadTest, LoadBlocksWithNoDaemonCountsEachKeyAMiss) {
   testing::TempDir dir;

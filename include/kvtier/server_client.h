@@ -116,14 +116,21 @@ class ServerClient {
                                      std::span<const std::span<std::byte>> dsts);
   // One block into a new buffer; nullopt on a miss.
   std::optional<BlockBuffer> LoadBlock(const BlockKey& key);
+  // Gives LoadBlocks the buffer one block is copied into: at least `size`
+  // bytes (an arena slot's, which bounds every block), or why there is none.
+  using BlockAllocator = std::function<Result<BlockBuffer>(size_t size)>;
   // Each block of `keys` into a new buffer of its own (nullopt: a miss),
   // handed to on_block(i, buffer) on this thread in key order: Load() in
   // rounds of up to kLoadBlocksRoundBytes of buffers (one daemon round trip
   // for the keys of a round the arena does not serve), so a long batch
-  // holds at most one round's buffers at a time.
+  // holds at most one round's buffers at a time. The buffers come from
+  // `allocate` (null: BlockBuffer::Allocate); a key whose buffer it refuses
+  // (or gives smaller than asked) is a counted lookup and miss of its own,
+  // and the other keys of its round load as ever.
   static constexpr uint64_t kLoadBlocksRoundBytes = uint64_t{64} << 20;
   void LoadBlocks(std::span<const BlockKey> keys,
-                  const std::function<void(size_t, std::optional<BlockBuffer>)>& on_block);
+                  const std::function<void(size_t, std::optional<BlockBuffer>)>& on_block,
+                  const BlockAllocator& allocate = nullptr);
   // Stores block files under their keys (one reserve and one publish round
   // trip for the batch). InvalidArgument for spans of different lengths or
   // a block larger than an arena slot; the first block the daemon refused

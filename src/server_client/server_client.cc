@@ -270,7 +270,8 @@ std::optional<BlockBuffer> ServerClient::LoadBlock(const BlockKey& key) {
 
 void ServerClient::LoadBlocks(
     std::span<const BlockKey> keys,
-    const std::function<void(size_t, std::optional<BlockBuffer>)>& on_block) {
+    const std::function<void(size_t, std::optional<BlockBuffer>)>& on_block,
+    const BlockAllocator& allocate) {
   if (keys.empty()) return;
   uint64_t slot_bytes = 0;
   {
@@ -298,21 +299,38 @@ void ServerClient::LoadBlocks(
   for (size_t begin = 0; begin < keys.size(); begin += round) {
     const size_t n = std::min(round, keys.size() - begin);
     std::vector<std::optional<BlockBuffer>> bufs(n);
-    std::vector<std::span<std::byte>> dsts(n);
+    // The keys of the round that got a buffer, and their buffers: a key
+    // without one is left out of the Load (a destination too small would
+    // fail the whole call) and counted a miss here.
+    std::vector<BlockKey> asked;
+    std::vector<std::span<std::byte>> dsts;
+    std::vector<size_t> at;  // round position of each asked key
     for (size_t k = 0; k < n; ++k) {
-      Result<BlockBuffer> b = BlockBuffer::Allocate(slot_bytes);
-      if (!b.ok()) continue;  // no memory: an empty span, a miss
+      Result<BlockBuffer> b = allocate ? allocate(slot_bytes) : BlockBuffer::Allocate(slot_bytes);
+      if (!b.ok() || b->size() < slot_bytes) continue;  // no memory: a miss
       bufs[k].emplace(*std::move(b));
-      dsts[k] = std::span<std::byte>(bufs[k]->data(), bufs[k]->size());
+      asked.push_back(keys[begin + k]);
+      dsts.emplace_back(bufs[k]->data(), bufs[k]->size());
+      at.push_back(k);
     }
-    Result<std::vector<uint64_t>> lens = Load(keys.subspan(begin, n), dsts);
+    if (asked.size() < n) {
+      MutexLock lock(conn_->mu());
+      conn_->counters.lookups += n - asked.size();
+      conn_->counters.misses += n - asked.size();
+    }
+    std::vector<uint64_t> lens(n, 0);
+    if (!asked.empty()) {
+      Result<std::vector<uint64_t>> got = Load(asked, dsts);
+      if (got.ok()) {
+        for (size_t j = 0; j < at.size(); ++j) lens[at[j]] = (*got)[j];
+      }
+    }
     for (size_t k = 0; k < n; ++k) {
-      const uint64_t len = lens.ok() ? (*lens)[k] : 0;
-      if (len == 0 || !bufs[k].has_value()) {
+      if (lens[k] == 0 || !bufs[k].has_value()) {
         on_block(begin + k, std::nullopt);
         continue;
       }
-      bufs[k]->Truncate(len);  // the block, in the buffer it was copied into
+      bufs[k]->Truncate(lens[k]);  // the block, in the buffer it was copied into
       on_block(begin + k, std::move(bufs[k]));
     }
   }
