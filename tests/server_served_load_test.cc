@@ -168,6 +168,16 @@ TEST(ServedLoadTest, ABlockOnlyBelowTheArenaIsPromotedAndLeasedForOneRoundTrip) 
   EXPECT_EQ((*c)->Stats().requests, after);  // in the arena now
 }
 
+// `got` holds exactly the block StoreSixPastTheArena stored under `key`.
+void ExpectStoredBytes(const BlockKey& key, const std::optional<BlockBuffer>& got) {
+  Result<BlockBuffer> want = MakeBlockFile(WideTiny(), key, BlockKey{}, BlockKey{}, 5);
+  ASSERT_TRUE(want.ok());
+  ASSERT_TRUE(got.has_value()) << key.Hex();
+  EXPECT_EQ(std::vector<std::byte>(got->data(), got->data() + got->size()),
+            std::vector<std::byte>(want->data(), want->data() + want->size()))
+      << key.Hex();
+}
+
 // LoadBlocks (what TieredCache::LoadShared is with the server option)
 // asks the daemon once for the keys of a batch the arena does not serve,
 // as Load does, and hands each block over in its own buffer, in key order.
@@ -187,14 +197,7 @@ TEST(ServedLoadTest, LoadBlocksAsksTheDaemonOnceForTheBlocksBelowTheArena) {
   });
   EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 3}));
   EXPECT_EQ((*c)->Stats().requests, requests + 1);  // one lookup for keys 0, 1 and 2
-  for (size_t i : {size_t{0}, size_t{1}, size_t{3}}) {
-    Result<BlockBuffer> want = MakeBlockFile(WideTiny(), ask[i], BlockKey{}, BlockKey{}, 5);
-    ASSERT_TRUE(want.ok());
-    ASSERT_TRUE(got[i].has_value()) << i;
-    EXPECT_EQ(std::vector<std::byte>(got[i]->data(), got[i]->data() + got[i]->size()),
-              std::vector<std::byte>(want->data(), want->data() + want->size()))
-        << i;
-  }
+  for (size_t i : {size_t{0}, size_t{1}, size_t{3}}) ExpectStoredBytes(ask[i], got[i]);
   EXPECT_FALSE(got[2].has_value());
   EXPECT_EQ((*c)->Stats().lookups - before.lookups, 4u);
   EXPECT_EQ((*c)->Stats().hits - before.hits, 3u);
@@ -226,14 +229,7 @@ TEST(ServedLoadTest, LoadBlocksMissesOnlyTheKeyWhoseBufferFailed) {
   (*c)->LoadBlocks(
       ask, [&](size_t i, std::optional<BlockBuffer> b) { got[i] = std::move(b); }, allocate);
   EXPECT_EQ(calls, 4u);
-  for (size_t i : {size_t{0}, size_t{3}}) {
-    Result<BlockBuffer> want = MakeBlockFile(WideTiny(), ask[i], BlockKey{}, BlockKey{}, 5);
-    ASSERT_TRUE(want.ok());
-    ASSERT_TRUE(got[i].has_value()) << i;
-    EXPECT_EQ(std::vector<std::byte>(got[i]->data(), got[i]->data() + got[i]->size()),
-              std::vector<std::byte>(want->data(), want->data() + want->size()))
-        << i;
-  }
+  for (size_t i : {size_t{0}, size_t{3}}) ExpectStoredBytes(ask[i], got[i]);
   EXPECT_FALSE(got[1].has_value());
   EXPECT_FALSE(got[2].has_value());
   EXPECT_EQ((*c)->Stats().lookups - before.lookups, 4u);
