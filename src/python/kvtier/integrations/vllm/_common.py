@@ -14,6 +14,8 @@ import threading
 import kvtier
 from kvtier.integrations import _served
 
+from ._block_buffers import BUFFERS
+
 logger = logging.getLogger("kvtier")
 
 MEDIUM = "KVTIER"
@@ -183,6 +185,15 @@ def shared_cache(layout, options):
 
 # --- Blocks promised to vLLM ------------------------------------------------------
 
+def _frozen(data):
+    if isinstance(data, bytes):
+        return data
+    flags = getattr(data, "flags", None)
+    if flags is not None and not flags.writeable:
+        return data
+    return bytes(data)
+
+
 class PinnedBlocks:
     """The verified bytes of blocks promised to vLLM (prepare_load, a tier's
     lookup HIT), held in this process until the promise ends, so eviction, gc
@@ -195,13 +206,16 @@ class PinnedBlocks:
 
     def hold(self, key, data):
         """One more promise of `key`, holding `data` (the block just read and
-        verified; it replaces what an earlier promise held)."""
+        verified; it replaces what an earlier promise held). Bytes and
+        read-only arrays (read_verified's) are held as they are, anything
+        else as a copy."""
+        data = _frozen(data)
         with self._lock:
             entry = self._held.get(key)
             if entry is None:
-                self._held[key] = [bytes(data), 1]
+                self._held[key] = [data, 1]
             else:
-                entry[0] = bytes(data)
+                entry[0] = data
                 entry[1] += 1
 
     def get(self, key):
@@ -246,20 +260,56 @@ def local_worker():
     return _local_workers[0] > 0
 
 
+def carried_blocks(blocks):
+    """What a load spec carries of the promised blocks: nothing when a worker
+    runs in this process (it reads PINS), else a copy of each block file as
+    bytes for the worker process (whatever way vLLM sends the spec there)."""
+    if local_worker():
+        return None
+    return {key: bytes(data) for key, data in blocks.items()}
+
+
+def _read_into_buffers(cache, layout, keys):
+    """Per key its block file as a read-only uint8 array over a buffer of
+    BUFFERS (one load_many), or None where kvtier has none."""
+    bufs = [BUFFERS.take(layout.max_file_bytes) for _ in keys]
+    sizes = cache.load_many(keys, bufs)
+    out = []
+    for buf, size in zip(bufs, sizes):
+        block = None
+        if size:
+            block = buf[:size]
+            block.flags.writeable = False
+        out.append(block)
+    return out
+
+
 def read_verified(cache, layout, keys, chunk=16):
-    """{key: bytes} of the keys whose blocks load and verify now (read `chunk`
-    blocks at a time, which bounds the scratch buffers)."""
-    import numpy as np
+    """{key: block file} of the keys whose blocks load and verify now, each a
+    read-only uint8 array over a buffer that is reused once nothing holds
+    it (BUFFERS); read `chunk` blocks per load_many."""
     out = {}
     keys = list(keys)
-    bufs = np.empty((min(chunk, len(keys)), layout.max_file_bytes), np.uint8)
     for start in range(0, len(keys), chunk):
         part = keys[start:start + chunk]
-        sizes = cache.load_many(part, [bufs[i] for i in range(len(part))])
-        for i, (key, size) in enumerate(zip(part, sizes)):
-            if size and decodes(bufs[i, :size], layout, key):
-                out[key] = bufs[i, :size].tobytes()
+        for key, block in zip(part, _read_into_buffers(cache, layout, part)):
+            if block is not None and decodes(block, layout, key):
+                out[key] = block
     return out
+
+
+def stacked(per_layer, skip=0):
+    """Per layer, its blocks' rows (a list of (k, width) uint8 arrays, the
+    same width for every layer) one after another from row `skip` on: views
+    of one buffer of BUFFERS, so a load copies into memory already faulted in
+    rather than into a fresh array per layer."""
+    import numpy as np
+    rows = sum(part.shape[0] for part in per_layer[0])
+    width = per_layer[0][0].shape[1]
+    out = BUFFERS.take(len(per_layer) * rows * width).reshape(len(per_layer), rows, width)
+    for r, parts in enumerate(per_layer):
+        np.concatenate(parts, out=out[r])
+    return [out[r, skip:] for r in range(len(per_layer))]
 
 
 def load_promised(cache, layout, keys, carried=None):
@@ -278,11 +328,9 @@ def load_promised(cache, layout, keys, carried=None):
         else:
             missing.append(i)
     if missing:
-        bufs = np.empty((len(missing), layout.max_file_bytes), np.uint8)
-        sizes = cache.load_many([keys[i] for i in missing], [bufs[j] for j in range(len(missing))])
-        for j, i in enumerate(missing):
-            if sizes[j]:
-                out[i] = bufs[j, :sizes[j]]
+        got = _read_into_buffers(cache, layout, [keys[i] for i in missing])
+        for i, block in zip(missing, got):
+            out[i] = block
     return out
 
 

@@ -41,8 +41,8 @@ from ._common import (  # noqa: F401 (the module's names since 0.1)
     MEDIUM, PINS, REPRODUCIBLE_HASHES, Announcer, _caches, block_key, cache_options,
     check_reproducible_hashing, decodes as _decodes, default_disk_dir,
     dtype_name as _dtype_name, first_attr as _first_attr, hash_bytes, load_promised,
-    local_worker, logger, read_verified, register_local_worker, shared_cache,
-    vllm_attr as _vllm_attr)
+    carried_blocks, local_worker, logger, read_verified, register_local_worker, shared_cache,
+    stacked, vllm_attr as _vllm_attr)
 from ._regions import as_bytes, gather, region_bytes, scatter
 
 GPU_MEDIUM = "GPU"
@@ -379,7 +379,7 @@ class KvtierOffloadingManager(OffloadingManagerBase):
             if len(got) < len(keys):
                 logger.warning("vllm: %d of %d promised blocks were gone at prepare_load",
                                len(keys) - len(got), len(keys))
-            return KvtierLoadStoreSpec(hashes, None if local_worker() else got)
+            return KvtierLoadStoreSpec(hashes, carried_blocks(got))
         except Exception as e:
             logger.warning("vllm: prepare_load could not pin its blocks: %s", e)
             return KvtierLoadStoreSpec(hashes)
@@ -596,5 +596,5 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
             for r, t in enumerate(tensors):
                 per_region[r].append(t.reshape(f, self.plan.page_bytes))
 
-        scatter(self.regions, ids, [np.concatenate(blocks)[skip:] for blocks in per_region])
+        scatter(self.regions, ids, stacked(per_region, skip))
         return True

@@ -43,9 +43,9 @@ import numpy as np
 import kvtier
 
 from . import _common, _lookup_holds, _stats
-from ._common import (MEDIUM, PINS, Announcer, block_key, cache_options, dtype_name, load_promised,
-                      local_worker, logger, read_verified, register_local_worker,
-                      shared_cache)
+from ._common import (MEDIUM, PINS, Announcer, block_key, cache_options, carried_blocks, dtype_name,
+                      load_promised, logger, read_verified, register_local_worker, shared_cache,
+                      stacked)
 from ._regions import as_bytes, gather, region_bytes, scatter
 
 _B = "vllm.v1.kv_offload.base"
@@ -280,7 +280,7 @@ class KvtierOffloadingManager(OffloadingManagerBase):
                                want - len(carried), want)
         except Exception as e:
             logger.warning("vllm: prepare_load could not pin its blocks: %s", e)
-        return KvtierLoadStoreSpec(keys, None if local_worker() else carried)
+        return KvtierLoadStoreSpec(keys, carried_blocks(carried))
 
     def touch(self, keys, req_context):
         return  # kvtier's tiers keep their own recency (loads count as uses)
@@ -520,7 +520,7 @@ class KvtierOffloadingWorker(OffloadingWorkerBase):
                     return None
                 for r, t in enumerate(tensors):
                     per_layer[r].append(t.reshape(self.plan.chunk, plan.page_bytes))
-            rows = [np.concatenate(blocks)[skip:] for blocks in per_layer]
+            rows = stacked(per_layer, skip)
             writes.append((g, ids, rows))
             total += sum(r.nbytes for r in rows)
         for g, ids, rows in writes:

@@ -50,6 +50,18 @@ def scatter(regions, block_ids, rows):
     of these GPU blocks."""
     import torch
 
+    if regions[0][0].device.type == "cpu":
+        # vLLM's CPU backend (and the tests): numpy's row assignment copies
+        # about 15x faster than torch's index_copy_ of uint8 rows here.
+        ids = np.asarray(block_ids, dtype=np.int64)
+        for parts, data in zip(regions, rows):
+            start = 0
+            for p in parts:
+                width = int(p.shape[1])
+                p.numpy()[ids] = data[:, start:start + width]
+                start += width
+        return
+
     def work():
         for parts, data in zip(regions, rows):
             device = parts[0].device

@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""A prefix restore through the vLLM backend, end to end, against memcpy.
+
+Drives kvtier.integrations.vllm's current route (vLLM 0.26 and later) as
+vLLM's OffloadingConnector does, through tests/python/vllm_current_harness
+(the stand-ins of vLLM's interface, or vLLM's own files with
+KVTIER_VLLM_SRC): one request's lookups until every key is a HIT (the
+blocks read and verified on kvtier's threads), prepare_load, the worker's
+load job into other "GPU" blocks (CPU tensors here: no GPU on this
+machine) and complete_load. The prefix: --tokens of a qwen2.5-0.5b-shaped
+model (24 layers, 2 KV heads of 64, float16), 16-token GPU blocks, 16 per
+kvtier block (3 MiB each).
+
+Per run: `host` restores from kvtier's RAM tier (the blocks stored just
+before), `disk` from the folder after the caches were reopened (an engine
+restarted: empty RAM, the page cache warm unless --drop-caches); `memcpy`
+is np.copyto of the same bytes in RAM, the limit. Every run checks the
+restored GPU blocks byte for byte. Prints one JSON object: per run the
+seconds of each phase, and host / memcpy.
+
+    PYTHONPATH=build/release/python /usr/bin/python3 bench/python/vllm_load_bench.py
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from load_many_bench import drop_caches
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tests", "python"))
+import vllm_current_harness as vc  # noqa: E402
+
+LAYERS, HEADS, HEAD_DIM, TOKENS, CHUNK = 24, 2, 64, 16, 16
+
+
+def restore(conn, keys, dst, req):
+    """Seconds of (lookups until all HIT, prepare_load, load job, complete_load)."""
+    t0 = time.perf_counter()
+    hits = conn.lookup(keys, req=req)
+    t1 = time.perf_counter()
+    if hits != len(keys):
+        raise SystemExit(f"{req}: {hits} of {len(keys)} keys hit")
+    src = conn.prepare_load(keys, req=req)
+    t2 = time.perf_counter()
+    if not conn.transfer_load(keys, src, [(dst, 0)], req=req):
+        raise SystemExit(f"{req}: the load job failed")
+    t3 = time.perf_counter()
+    return {"lookup_s": t1 - t0, "prepare_s": t2 - t1, "load_s": t3 - t2, "total_s": t3 - t0}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=32768)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--drop-caches", action="store_true")
+    args = parser.parse_args()
+
+    kv, _ = vc.install()
+    n_keys = args.tokens // (TOKENS * CHUNK)
+    gpu_blocks = n_keys * CHUNK
+    tmp = tempfile.TemporaryDirectory(prefix="kvtier_vllm_bench_")
+    page = 2 * TOKENS * HEADS * HEAD_DIM * 2
+    total = gpu_blocks * page * LAYERS
+    extra = {"spec_name": "KvtierOffloadingSpec", "spec_module_path": "kvtier.integrations.vllm",
+             "offload_prompt_only": True, "disk_dir": os.path.join(tmp.name, "kv"),
+             "host_bytes": 2 * total + (256 << 20)}
+    config = vc.offloading_config(extra, layers=(LAYERS,), tokens=TOKENS, chunk=CHUNK,
+                                  heads=HEADS, head_dim=HEAD_DIM)
+    tensors = vc.layer_tensors(LAYERS, 2 * gpu_blocks, TOKENS, HEADS, HEAD_DIM, seed=1)
+    caches, pages = vc.canonical([tensors], split_kv=True)
+    conn = vc.Connector(kv.KvtierOffloadingSpec(config), caches)
+    keys = [vc.make_offload_key(vc.block_hash(i), 0) for i in range(n_keys)]
+    src_ids = list(range(gpu_blocks))
+    dst_ids = list(range(gpu_blocks, 2 * gpu_blocks))
+    t0 = time.perf_counter()
+    if conn.store(keys, [(src_ids, 0)]) != keys:
+        raise SystemExit("not every key was stored")
+    store_s = time.perf_counter() - t0
+    want = vc.gpu_bytes(pages, 0, src_ids)
+    if len(want) != total:
+        raise SystemExit(f"expected {total} bytes of GPU blocks, got {len(want)}")
+    a = np.ones(total, np.uint8)
+    b = np.ones(total, np.uint8)
+
+    def check(what):
+        if vc.gpu_bytes(pages, 0, dst_ids) != want:
+            raise SystemExit(f"{what}: the restored GPU blocks differ from the stored ones")
+        for t in tensors:  # the next run writes them again
+            t[:, gpu_blocks:].zero_()
+
+    runs = []
+    for r in range(args.runs):
+        run = {"host": restore(conn, keys, dst_ids, f"host{r}")}
+        check("host")
+        # A restarted engine: its caches opened again, the blocks in the folder only.
+        conn.worker.shutdown()
+        for cache in list(kv._caches.values()):
+            cache.flush()
+            cache.close()
+        kv._caches.clear()
+        if args.drop_caches:
+            drop_caches()
+        conn = vc.Connector(kv.KvtierOffloadingSpec(config), caches)
+        run["disk"] = restore(conn, keys, dst_ids, f"disk{r}")
+        check("disk")
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        run["memcpy_s"] = time.perf_counter() - t0
+        run["host_vs_memcpy"] = round(run["memcpy_s"] / run["host"]["total_s"], 4)
+        runs.append(run)
+    out = {"tokens": args.tokens, "keys": n_keys, "bytes": total, "store_s": round(store_s, 4),
+           "drop_caches": args.drop_caches, "runs": runs}
+    for tier in ("host", "disk"):
+        out[tier + "_GBps_median"] = round(
+            total / 1e9 / statistics.median(r[tier]["total_s"] for r in runs), 3)
+    out["memcpy_GBps_median"] = round(total / 1e9 / statistics.median(r["memcpy_s"] for r in runs), 3)
+    out["host_vs_memcpy_median"] = statistics.median(r["host_vs_memcpy"] for r in runs)
+    print(json.dumps(out))
+    conn.worker.shutdown()
+    for cache in list(kv._caches.values()):
+        cache.close()
+    kv._caches.clear()
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
