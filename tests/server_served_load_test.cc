@@ -19,6 +19,7 @@
 #include "kvtier/layout.h"
 #include "kvtier/server.h"
 #include "kvtier/server_client.h"
+#include "kvtier/tiered_cache.h"
 #include "server_client/arena.h"
 #include "server_client/connection.h"
 #include "server_client/wire.h"
@@ -255,6 +256,45 @@ TEST(ServedLoadTest, LoadBlocksWithNoDaemonCountsEachKeyAMiss) {
   EXPECT_EQ(calls, 3u);
   EXPECT_EQ((*c)->Stats().lookups, 3u);
   EXPECT_EQ((*c)->Stats().misses, 3u);
+}
+
+// A TieredCache with the server option copies LoadShared's blocks into
+// buffers of its read-buffer pool: dropped by the caller, they serve the
+// next load (each fresh one cost a page fault per 4 KiB page).
+TEST(ServedLoadTest, LoadSharedOfAServedCacheReusesTheBuffersTheCallerDropped) {
+  ServedLoadDaemon d(Below::kDisk);
+  Result<std::unique_ptr<ServerClient>> c = ServerClient::Open(d.ClientOptions());
+  ASSERT_TRUE(c.ok());
+  const std::vector<BlockKey> keys = StoreSixPastTheArena(c->get(), 70);
+  CacheOptions o;
+  o.server = d.ClientOptions().server;
+  o.layout_signature = WideTiny().Signature();
+  o.server_timeout_ms = kServedLoadHangMs;
+  Result<std::unique_ptr<TieredCache>> cache = TieredCache::Open(o, Env::Default());
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  std::vector<CacheStats> after;
+  for (int round = 0; round < 2; ++round) {
+    SharedLoadOptions lo;
+    std::vector<std::optional<BlockBuffer>> got(keys.size());
+    lo.on_block = [&](size_t i, const LoadedBlock& b) {
+      ASSERT_NE(b.block, nullptr) << i;
+      got[i] = *BlockBuffer::CopyOf(b.block->span());
+    };  // the block is dropped when this returns
+    Result<LoadFuture> f = (*cache)->LoadShared(keys, std::move(lo));
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_TRUE(f->Get().ok());
+    for (size_t i = 0; i < keys.size(); ++i) ExpectStoredBytes(keys[i], got[i]);
+    after.push_back((*cache)->Stats());
+  }
+  // The first load's six buffers (one round) are new, the second's reused.
+  EXPECT_EQ(after[0].hits_host, 6u);
+  EXPECT_EQ(after[0].read_buffers, 6u);
+  EXPECT_EQ(after[0].read_buffers_reused, 0u);
+  EXPECT_GT(after[0].read_buffer_fresh_bytes, 0u);
+  EXPECT_EQ(after[1].hits_host, 12u);
+  EXPECT_EQ(after[1].read_buffers, 12u);
+  EXPECT_EQ(after[1].read_buffers_reused, 6u);
+  EXPECT_EQ(after[1].read_buffer_fresh_bytes, after[0].read_buffer_fresh_bytes);
 }
 
 // Hits the daemon did not hand out keep their blocks recent all the same:

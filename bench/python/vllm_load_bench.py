@@ -19,6 +19,7 @@ restored GPU blocks byte for byte. Prints one JSON object: per run the
 seconds of each phase, and host / memcpy.
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/python/vllm_load_bench.py
+    ... --config '{"read_buffer_prefault_bytes": "448MiB", "read_buffer_pool_bytes": "704MiB"}'
 """
 
 import argparse
@@ -60,6 +61,8 @@ def main():
     parser.add_argument("--tokens", type=int, default=32768)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--drop-caches", action="store_true")
+    parser.add_argument("--config", default="{}",
+                        help="more kvtier options of the connector's extra config (JSON)")
     args = parser.parse_args()
 
     kv, _ = vc.install()
@@ -71,6 +74,7 @@ def main():
     extra = {"spec_name": "KvtierOffloadingSpec", "spec_module_path": "kvtier.integrations.vllm",
              "offload_prompt_only": True, "disk_dir": os.path.join(tmp.name, "kv"),
              "host_bytes": 2 * total + (256 << 20)}
+    extra.update(json.loads(args.config))
     config = vc.offloading_config(extra, layers=(LAYERS,), tokens=TOKENS, chunk=CHUNK,
                                   heads=HEADS, head_dim=HEAD_DIM)
     tensors = vc.layer_tensors(LAYERS, 2 * gpu_blocks, TOKENS, HEADS, HEAD_DIM, seed=1)
@@ -115,7 +119,8 @@ def main():
         run["memcpy_s"] = time.perf_counter() - t0
         run["host_vs_memcpy"] = round(run["memcpy_s"] / run["host"]["total_s"], 4)
         runs.append(run)
-    out = {"tokens": args.tokens, "keys": n_keys, "bytes": total, "store_s": round(store_s, 4),
+    out = {"tokens": args.tokens, "config": json.loads(args.config), "keys": n_keys,
+           "bytes": total, "store_s": round(store_s, 4),
            "drop_caches": args.drop_caches, "runs": runs}
     for tier in ("host", "disk"):
         out[tier + "_GBps_median"] = round(

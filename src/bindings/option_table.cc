@@ -115,14 +115,16 @@ const std::vector<Row>& Table() {
        "match() asks the disk index about keys this process has not seen (no file read).",
        "match_asks_disk", KVTIER_SET(s.cache.match_asks_disk = v.b)},
       {"match_asks_remote", Kind::kBool, "true",
-       "match() asks the remote tier (one pipelined round trip: GETRANGE of each value's head, EXISTS of its other parts) about keys no local tier holds.",
+       "match() asks the remote tier (one pipelined round trip: GETRANGE of each value's head, "
+       "EXISTS of its other parts) about keys no local tier holds.",
        "match_asks_remote", KVTIER_SET(s.cache.match_asks_remote = v.b)},
       {"load_threads", Kind::kCount, "2",
        "Threads that run the disk part of loads; 0 = on the caller's thread. At most 64.",
        "load_threads", KVTIER_SET(s.cache.load_threads = static_cast<uint32_t>(v.u)), 64},
       {"read_buffer_pool_bytes", Kind::kSize, "256 MiB",
-       "Free read buffers kept for the next disk reads; 0 = none.", "read_buffer_pool_bytes",
-       KVTIER_SET(s.cache.read_buffer_pool_bytes = v.u)},
+       "Free read buffers kept for the next disk reads (with `server`: for the blocks copied "
+       "out of the daemon's arena); 0 = none.",
+       "read_buffer_pool_bytes", KVTIER_SET(s.cache.read_buffer_pool_bytes = v.u)},
       {"read_buffer_prefault_bytes", Kind::kSize, "0",
        "Read buffers of this layout's block size faulted in at open (kept in the pool, so at "
        "most `read_buffer_pool_bytes`), so that the first restores into RAM pay no page "
@@ -311,9 +313,8 @@ const std::vector<Row>& Table() {
        "PEM client certificate (chain) for TLS servers that ask for one; with "
        "`remote_tls_key_file`.",
        "remote.tls_cert_file", KVTIER_SET(s.remote_tier.tls_cert_file = v.s)},
-      {"remote_tls_key_file", Kind::kString, "\"\"",
-       "PEM private key of `remote_tls_cert_file`.", "remote.tls_key_file",
-       KVTIER_SET(s.remote_tier.tls_key_file = v.s)},
+      {"remote_tls_key_file", Kind::kString, "\"\"", "PEM private key of `remote_tls_cert_file`.",
+       "remote.tls_key_file", KVTIER_SET(s.remote_tier.tls_key_file = v.s)},
       {"remote_tls_server_name", Kind::kString, "\"\" (each node's host)",
        "Name checked against the servers' certificates (and sent as SNI) instead of each "
        "node's host.",

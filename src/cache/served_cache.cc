@@ -41,10 +41,12 @@ Result<std::unique_ptr<ServedCache>> ServedCache::Open(const CacheOptions& optio
   // start-up, rather than in its first loads. A daemon that is down (or
   // refuses the layout) is what the calls report, as without this.
   (void)client->Connect();
-  return std::unique_ptr<ServedCache>(new ServedCache(std::move(client)));
+  return std::unique_ptr<ServedCache>(
+      new ServedCache(std::move(client), BufferPool::Create(options.read_buffer_pool_bytes)));
 }
 
-ServedCache::ServedCache(std::unique_ptr<ServerClient> client) : client_(std::move(client)) {}
+ServedCache::ServedCache(std::unique_ptr<ServerClient> client, std::shared_ptr<BufferPool> buffers)
+    : client_(std::move(client)), buffers_(std::move(buffers)) {}
 
 Status ServedCache::NotServed(std::string_view call) const {
   return Status::FailedPrecondition("TieredCache::" + std::string(call) +
@@ -99,17 +101,20 @@ Result<LoadFuture> ServedCache::LoadShared(std::span<const BlockKey> keys,
                                            const SharedLoadOptions& options) {
   if (closed()) return Status::FailedPrecondition("TieredCache::LoadShared: the cache is closed");
   std::vector<LoadedBlock> out(keys.size());
-  client_->LoadBlocks(keys, [&](size_t i, std::optional<BlockBuffer> b) {
-    if (b) {
-      out[i].tier = CacheTier::kHost;
-      out[i].bytes = b->size();
-      out[i].block = std::make_shared<const BlockBuffer>(std::move(*b));
-    }
-    if (options.on_block) {
-      options.on_block(i, out[i]);
-      out[i].block.reset();  // the callback had it: Get() reports tier and bytes
-    }
-  });
+  client_->LoadBlocks(
+      keys,
+      [&](size_t i, std::optional<BlockBuffer> b) {
+        if (b) {
+          out[i].tier = CacheTier::kHost;
+          out[i].bytes = b->size();
+          out[i].block = std::make_shared<const BlockBuffer>(std::move(*b));
+        }
+        if (options.on_block) {
+          options.on_block(i, out[i]);
+          out[i].block.reset();  // the callback had it: Get() reports tier and bytes
+        }
+      },
+      [this](size_t size) { return buffers_->Take(size); });
   return Ready(LoadState::Mode::kShare, std::move(out), Status::Ok());
 }
 
@@ -146,6 +151,11 @@ CacheStats ServedCache::Stats() const {
   s.store_errors = c.store_errors;
   s.bytes_loaded_host = c.bytes_loaded;
   s.bytes_stored = c.bytes_stored;
+  const BufferPoolStats b = buffers_->Stats();
+  s.read_buffers = b.takes;
+  s.read_buffers_reused = b.reused;
+  s.read_buffer_fresh_bytes = b.fresh_bytes;
+  s.read_buffer_free_bytes = b.free_bytes;
   s.hit_ratio = c.lookups == 0 ? 0.0 : static_cast<double>(c.hits) / static_cast<double>(c.lookups);
   return s;
 }

@@ -2,7 +2,10 @@
 // through a ServerClient (CacheOptions::server), for the engines and
 // bindings that only know the TieredCache API. Hits are copied out of the
 // daemon's arena (verified by the client) and reported as host hits;
-// counters are the client's, mapped onto CacheStats.
+// counters are the client's, mapped onto CacheStats. LoadShared's blocks
+// are copied into buffers of a BufferPool (read_buffer_pool_bytes), which
+// come back when the caller drops them, so a restore into a BlockPool or
+// load_many_tensors does not fault in fresh memory per block.
 //
 // Thread safety: as TieredCache (ServerClient serializes its calls); Close()
 // sets a flag the other calls check, the client lives until destruction.
@@ -13,6 +16,7 @@
 #include <memory>
 #include <span>
 
+#include "cache/buffer_pool.h"
 #include "cache/load_state.h"
 #include "kvtier/server_client.h"
 #include "kvtier/tiered_cache.h"
@@ -37,10 +41,11 @@ class ServedCache {
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
  private:
-  explicit ServedCache(std::unique_ptr<ServerClient> client);
+  ServedCache(std::unique_ptr<ServerClient> client, std::shared_ptr<BufferPool> buffers);
   // A future that is ready at once with `out` (or `status`).
   static LoadFuture Ready(LoadState::Mode mode, std::vector<LoadedBlock> out, Status status);
   std::unique_ptr<ServerClient> client_;
+  std::shared_ptr<BufferPool> buffers_;
   std::atomic<bool> closed_{false};
 };
 
