@@ -553,9 +553,9 @@ def test_held_blocks_are_the_read_buffers_and_a_second_load_reuses_them(kv, tmp_
         del held
         assert conn.transfer_load(keys, src, [(dst, 0)], req=f"r{n}")
         assert vc.gpu_bytes(pages, 0, dst) == vc.gpu_bytes(pages, 0, list(range(6)))
-        # 3 blocks read by the lookups, then one buffer of rows for the GPU.
+        # 3 blocks read by the lookups, then a buffer of rows per layer.
         taken.append((buffers.mapped - before[0], buffers.reused - before[1]))
-    assert taken == [(4, 0), (0, 4)]
+    assert taken == [(3 + LAYERS, 0), (0, 3 + LAYERS)]
     assert kv.PINS.nbytes() == 0
 
 

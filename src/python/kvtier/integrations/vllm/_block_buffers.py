@@ -11,10 +11,11 @@ A buffer goes back to the free list only when nothing references it any
 more: what `take` hands out is a numpy array over the buffer, and a
 finalizer on that array (which every view, slice, memoryview or torch
 tensor made from it keeps alive) returns the buffer. So no reader ever sees
-its bytes replaced. At most `keep_bytes` wait free; a buffer beyond that is
-unmapped when its last reference goes. Thread-safe: one re-entrant lock over the free lists (a finalizer
+its bytes replaced. At most `keep_bytes` wait free: past that the buffers
+freed longest ago go (unmapped when their last reference goes). Thread-safe: one re-entrant lock over the free lists (a finalizer
 may run on any thread, inside any call, the lock's holder's included)."""
 
+import collections
 import mmap
 import threading
 import weakref
@@ -66,17 +67,20 @@ class BlockBuffers:
     def __init__(self, keep_bytes=1 << 30):
         self.keep_bytes = keep_bytes
         self._lock = threading.RLock()
-        self._free = {}  # mapping size -> [mmap]
+        self._free = {}  # mapping size -> deque of (when freed, mmap), oldest first
         self._free_bytes = 0
+        self._freed = 0  # a clock of gives
         self.reused = 0  # takes served from the free list
         self.mapped = 0  # takes that mapped a new buffer
 
     def take(self, nbytes):
-        """A writable uint8 array of `nbytes` (> 0) over a buffer of its own."""
+        """A writable uint8 array of `nbytes` (> 0) over a buffer of its own:
+        of the free ones of its size class the one freed last (its lines
+        may still be in the CPU's caches), else a new mapping."""
         size = size_class(nbytes)
         with self._lock:
             free = self._free.get(size)
-            buf = free.pop() if free else None
+            buf = free.pop()[1] if free else None
             if buf is not None:
                 self._free_bytes -= size
                 self.reused += 1
@@ -85,7 +89,7 @@ class BlockBuffers:
         if buf is None:
             buf = _map(size)
         import numpy as np  # (the module imports without numpy)
-        array = np.frombuffer(buf, np.uint8, count=int(nbytes), 
+        array = np.frombuffer(buf, np.uint8, count=int(nbytes),
                               offset=_aligned_offset(np, buf))
         # Views of `array` (and views of those) keep it as their base: numpy
         # stops collapsing a view's base at the first array whose own base
@@ -95,12 +99,21 @@ class BlockBuffers:
         return array
 
     def _give(self, buf, size):
-        # Runs while the dying array still holds its export of `buf`: the
-        # buffer is unmapped when the last reference to it goes.
+        # Runs while the dying array still holds its export of `buf`: a
+        # buffer let go is unmapped when the last reference to it goes.
+        if size > self.keep_bytes:
+            return
         with self._lock:
-            if self._free_bytes + size <= self.keep_bytes:
-                self._free.setdefault(size, []).append(buf)
-                self._free_bytes += size
+            self._freed += 1
+            self._free.setdefault(size, collections.deque()).append((self._freed, buf))
+            self._free_bytes += size
+            # Over the bound: the buffers freed longest ago go, whatever
+            # their size (a size no load asks for any more does not stay).
+            while self._free_bytes > self.keep_bytes:
+                gone, queue = min(((sz, q) for sz, q in self._free.items() if q),
+                                  key=lambda e: e[1][0][0])
+                queue.popleft()
+                self._free_bytes -= gone
 
     def free_bytes(self):
         with self._lock:

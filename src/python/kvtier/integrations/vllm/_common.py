@@ -299,17 +299,20 @@ def read_verified(cache, layout, keys, chunk=16):
 
 
 def stacked(per_layer, skip=0):
-    """Per layer, its blocks' rows (a list of (k, width) uint8 arrays, the
-    same width for every layer) one after another from row `skip` on: views
-    of one buffer of BUFFERS, so a load copies into memory already faulted in
+    """Per layer, its blocks' rows (a list of (k, width) uint8 arrays) one
+    after another from row `skip` on, each layer's in a buffer of BUFFERS
+    (the size a store's gather of as many GPU blocks takes, so loads and
+    stores share them), so a load copies into memory already faulted in
     rather than into a fresh array per layer."""
     import numpy as np
-    rows = sum(part.shape[0] for part in per_layer[0])
-    width = per_layer[0][0].shape[1]
-    out = BUFFERS.take(len(per_layer) * rows * width).reshape(len(per_layer), rows, width)
-    for r, parts in enumerate(per_layer):
-        np.concatenate(parts, out=out[r])
-    return [out[r, skip:] for r in range(len(per_layer))]
+    out = []
+    for parts in per_layer:
+        rows = sum(part.shape[0] for part in parts)
+        width = parts[0].shape[1]
+        layer = BUFFERS.take(rows * width).reshape(rows, width)
+        np.concatenate(parts, out=layer)
+        out.append(layer[skip:])
+    return out
 
 
 def load_promised(cache, layout, keys, carried=None):
