@@ -16,7 +16,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -75,14 +74,9 @@ struct EncodeRequest {
   // layer 0 state 1, ..., layer 1 state 0, ...), each exactly its
   // TensorSpec::ByteSize() long.
   std::span<const std::span<const std::byte>> tensors;
-  // The block's memory, at least the size asked (null: BlockBuffer::Allocate);
-  // e.g. TieredCache::AllocateBlock, whose memory is reused once the stored
-  // block goes.
-  std::function<Result<BlockBuffer>(size_t bytes)> allocate;
 };
 
-// InvalidArgument on a wrong tensor count or size, naming the tensor;
-// ResourceExhausted when `allocate` refuses or gives less than the block.
+// InvalidArgument on a wrong tensor count or size, naming the tensor.
 Result<BlockBuffer> EncodeBlock(const EncodeRequest& req);
 
 // The XXH3-128 checksum of `data` (seed 0), big-endian as `xxhsum -H2` prints.

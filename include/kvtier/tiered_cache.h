@@ -462,16 +462,6 @@ class TieredCache {
   // FailedPrecondition after Close.
   Result<uint64_t> PrefaultReadBuffers(const ModelLayout& layout, uint64_t count);
 
-  // Memory for a block file the caller is about to Store (EncodeRequest::
-  // allocate): `bytes` from the read buffer pool, so that the memory comes
-  // back to the pool, already faulted in, when the stored block's last
-  // reference goes (evicted, erased, written down) and the next store
-  // reuses it instead of faulting in fresh pages (a quarter to a third of
-  // a store's time on a machine without transparent huge pages). With the
-  // server option the same, for the copy the daemon takes. ResourceExhausted
-  // when memory runs out or `bytes` is 0 or absurd.
-  Result<BlockBuffer> AllocateBlock(size_t bytes);
-
   // Reads the keys that are on disk but not in RAM into the host tier
   // (clean), in order, stopping before the first block that would not fit
   // in the budget's free bytes: it never evicts to make room. Returns the

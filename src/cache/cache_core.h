@@ -63,7 +63,6 @@ class CacheCore {
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, SharedLoadOptions options);
   Result<size_t> Preload(std::span<const BlockKey> keys);
   Result<uint64_t> PrefaultReadBuffers(const ModelLayout& layout, uint64_t count);
-  Result<BlockBuffer> AllocateBlock(size_t bytes) { return buffers_->Take(bytes); }
   Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks,
                const StoreOptions& options);
   Status Flush();

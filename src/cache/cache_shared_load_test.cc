@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -278,36 +277,6 @@ TEST(CacheSharedLoad, PrefaultPastMemAvailableIsRefusedUpFront) {
 }
 
 // Promoted buffers come back when the host budget evicts their entries.
-// Blocks stored in AllocateBlock's memory give it back to the pool when
-// they go (evicted from a host tier of two here), and the next stores take
-// it: a stream of stores faults in no fresh memory per block.
-TEST(CacheSharedLoad, StoredBlocksInAllocatedMemoryComeBackWhenEvicted) {
-  auto cache = OpenCache(HostOnlyOptions(2));
-  const auto keys = Keys(0, 6);
-  const auto blocks = Blocks(keys);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Result<BlockBuffer> b = cache->AllocateBlock(blocks[i]->size());
-    ASSERT_THAT(b, IsOk());
-    std::memcpy(b->data(), blocks[i]->data(), blocks[i]->size());
-    const SharedBlock shared = std::make_shared<const BlockBuffer>(*std::move(b));
-    ASSERT_THAT(cache->Store(std::span(keys).subspan(i, 1), std::span(&shared, 1)), IsOk());
-  }
-  CacheStats s = cache->Stats();
-  EXPECT_EQ(s.read_buffers, 6u);
-  // Stores 1-3 took new memory (store 3 evicted block 1 after its buffer
-  // was taken); stores 4-6 took the buffers of blocks 1-3.
-  EXPECT_EQ(s.read_buffers_reused, 3u);
-  EXPECT_EQ(s.host.evictions, 4u);
-  cache_test::Buffers out(2);
-  auto f = cache->Load(std::span(keys).subspan(4, 2), out.spans);
-  ASSERT_THAT(f, IsOk());
-  auto got = f->Get();
-  ASSERT_THAT(got, IsOk());
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_THAT(cache_test::CheckLoaded(keys[4 + i], out.spans[i], (*got)[i].bytes), IsOk());
-  }
-}
-
 TEST(CacheSharedLoad, AnEvictedPromotedBufferIsReused) {
   TempDir dir;
   const auto keys = Keys(0, 4);

@@ -34,7 +34,6 @@ class ServedCache {
                           std::span<const std::span<std::byte>> dsts);
   Result<LoadFuture> LoadShared(std::span<const BlockKey> keys, const SharedLoadOptions& options);
   Status Store(std::span<const BlockKey> keys, std::span<const SharedBlock> blocks);
-  Result<BlockBuffer> AllocateBlock(size_t bytes) { return buffers_->Take(bytes); }
   Status Close();
   CacheStats Stats() const;
   // Calls the daemon does not serve through this API.

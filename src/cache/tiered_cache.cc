@@ -67,11 +67,6 @@ Result<uint64_t> TieredCache::PrefaultReadBuffers(const ModelLayout& layout, uin
   return core_->PrefaultReadBuffers(layout, count);
 }
 
-Result<BlockBuffer> TieredCache::AllocateBlock(size_t bytes) {
-  if (served_) return served_->AllocateBlock(bytes);
-  return core_->AllocateBlock(bytes);
-}
-
 Result<size_t> TieredCache::Preload(std::span<const BlockKey> keys) {
   if (served_) return served_->NotServed("Preload");
   return core_->Preload(keys);

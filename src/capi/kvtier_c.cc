@@ -309,10 +309,9 @@ int kvtier_cache_store(kvtier_cache* cache, const uint8_t key[32], const void* b
     if (key == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": key is NULL");
     if (block == nullptr) return Fail(KVTIER_E_INVALID_ARGUMENT, fn, ": block is NULL");
     KVTIER_C_FIND_CACHE(c, cache, fn);
-    // In memory of the cache's pool, reused once the block goes.
-    auto buffer = len == 0 ? kvtier::BlockBuffer::CopyOf({}) : c->AllocateBlock(len);
+    auto buffer = kvtier::BlockBuffer::CopyOf(
+        std::span<const std::byte>(static_cast<const std::byte*>(block), len));
     if (!buffer.ok()) return FromStatus(fn, buffer.status());
-    if (len > 0) std::memcpy(buffer->data(), block, len);
     const kvtier::BlockKey k = KeyOf(key);
     const kvtier::SharedBlock shared =
         std::make_shared<const kvtier::BlockBuffer>(std::move(*buffer));

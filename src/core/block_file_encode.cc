@@ -249,14 +249,7 @@ Result<BlockBuffer> EncodeBlock(const EncodeRequest& req) {
   const uint64_t header_end = 8 + h.size();
   if (data_size > SIZE_MAX - header_end) return Status::InvalidArgument("block size overflows");
 
-  const size_t file_bytes = header_end + data_size;
-  KVTIER_ASSIGN_OR_RETURN(
-      BlockBuffer buf, req.allocate ? req.allocate(file_bytes) : BlockBuffer::Allocate(file_bytes));
-  if (buf.size() < file_bytes) {
-    return Status::ResourceExhausted("EncodeRequest.allocate gave " + std::to_string(buf.size()) +
-                                     " bytes for a block of " + std::to_string(file_bytes));
-  }
-  buf.Truncate(file_bytes);
+  KVTIER_ASSIGN_OR_RETURN(BlockBuffer buf, BlockBuffer::Allocate(header_end + data_size));
   std::byte* out = buf.data();
   uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(n >> (8 * i));

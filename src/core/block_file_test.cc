@@ -803,31 +803,6 @@ class EncodeErrorTest : public ::testing::Test {
 
 TEST_F(EncodeErrorTest, ValidRequestEncodes) { EXPECT_TRUE(EncodeBlock(req_).ok()); }
 
-// EncodeRequest::allocate gives the block's memory: the same bytes as
-// without it, in the buffer it gave (a larger one trimmed to the block);
-// one too small, or a refusal, is ResourceExhausted, never a write past it.
-TEST_F(EncodeErrorTest, TheCallersAllocatorHoldsTheSameBytes) {
-  Result<BlockBuffer> plain = EncodeBlock(req_);
-  ASSERT_TRUE(plain.ok());
-  const std::byte* given = nullptr;
-  req_.allocate = [&](size_t bytes) -> Result<BlockBuffer> {
-    Result<BlockBuffer> b = BlockBuffer::Allocate(bytes + 100);
-    if (b.ok()) given = b->data();
-    return b;
-  };
-  Result<BlockBuffer> pooled = EncodeBlock(req_);
-  ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
-  EXPECT_EQ(pooled->data(), given);
-  ASSERT_EQ(pooled->size(), plain->size());
-  EXPECT_EQ(std::memcmp(pooled->data(), plain->data(), plain->size()), 0);
-  req_.allocate = [](size_t bytes) { return BlockBuffer::Allocate(bytes - 1); };
-  EXPECT_TRUE(EncodeBlock(req_).status().IsResourceExhausted());
-  req_.allocate = [](size_t) -> Result<BlockBuffer> {
-    return Status::ResourceExhausted("no memory");
-  };
-  EXPECT_TRUE(EncodeBlock(req_).status().IsResourceExhausted());
-}
-
 TEST_F(EncodeErrorTest, NullLayout) {
   req_.layout = nullptr;
   EXPECT_TRUE(EncodeBlock(req_).status().IsInvalidArgument());

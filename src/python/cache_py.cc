@@ -150,7 +150,7 @@ class PyCache {
     Status s;
     {
       py::gil_scoped_release release;
-      s = StoreBuffer(*cache, k, CopyIntoPool(*cache, view.bytes()));
+      s = StoreBuffer(*cache, k, BlockBuffer::CopyOf(view.bytes()));
     }
     ThrowIfError(s);
   }
@@ -166,10 +166,8 @@ class PyCache {
     if (k == p) ThrowInvalid("parent: equals key (a block's parent is the previous block's key)");
     if (k == n) ThrowInvalid("namespace: equals key (pass the chain's namespace hash)");
     std::shared_ptr<TieredCache> cache = Live("store_tensors");
-    // Into memory of the cache's pool, reused once the block goes.
-    Result<BlockBuffer> block = EncodeFromPy(
-        layout_, k, p, n, tensors, TokenCountFromPy(token_count), CreatedAtFromPy(created_at),
-        [&cache](size_t bytes) { return cache->AllocateBlock(bytes); });
+    Result<BlockBuffer> block = EncodeFromPy(layout_, k, p, n, tensors, TokenCountFromPy(token_count),
+                                             CreatedAtFromPy(created_at));
     Status s;
     {
       py::gil_scoped_release release;
@@ -548,14 +546,6 @@ class PyCache {
     KVTIER_ASSIGN_OR_RETURN(std::vector<LoadedBlock> loaded, future.Get());
     if (loaded[0].tier == CacheTier::kNone) return SharedBlock();
     return loaded[0].block;
-  }
-
-  // `bytes` in memory of the cache's pool (TieredCache::AllocateBlock).
-  static Result<BlockBuffer> CopyIntoPool(TieredCache& cache, std::span<const std::byte> bytes) {
-    if (bytes.empty()) return BlockBuffer::CopyOf(bytes);  // (Store names the empty block)
-    KVTIER_ASSIGN_OR_RETURN(BlockBuffer block, cache.AllocateBlock(bytes.size()));
-    std::memcpy(block.data(), bytes.data(), bytes.size());
-    return block;
   }
 
   static Status StoreBuffer(TieredCache& cache, const BlockKey& key, Result<BlockBuffer> block) {

@@ -130,8 +130,7 @@ std::vector<std::unique_ptr<BufferView>> TensorViews(const ModelLayout& layout, 
 
 Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
                                  const BlockKey& parent, const BlockKey& ns, py::handle tensors,
-                                 uint32_t token_count, std::optional<int64_t> created_at,
-                                 std::function<Result<BlockBuffer>(size_t)> allocate) {
+                                 uint32_t token_count, std::optional<int64_t> created_at) {
   const std::vector<std::unique_ptr<BufferView>> views =
       TensorViews(layout, tensors, BufferView::Access::kRead);
   std::vector<std::span<const std::byte>> spans;
@@ -146,7 +145,6 @@ Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
                        ? *created_at
                        : Env::Default()->NowUnixMicros() / static_cast<int64_t>(kMicrosPerSecond);
   req.tensors = spans;
-  req.allocate = std::move(allocate);
   py::gil_scoped_release release;
   return EncodeBlock(req);
 }

@@ -9,7 +9,6 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -38,8 +37,7 @@ std::optional<int64_t> CreatedAtFromPy(pybind11::handle obj);
 Result<BlockBuffer> EncodeFromPy(const ModelLayout& layout, const BlockKey& key,
                                  const BlockKey& parent, const BlockKey& ns,
                                  pybind11::handle tensors, uint32_t token_count,
-                                 std::optional<int64_t> created_at,
-                                 std::function<Result<BlockBuffer>(size_t)> allocate = nullptr);
+                                 std::optional<int64_t> created_at);
 
 // The size of a full block file of `layout` encoded now: what EncodeFromPy
 // writes for any tensors (the header does not depend on the data), as
