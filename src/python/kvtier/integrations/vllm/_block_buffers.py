@@ -12,8 +12,10 @@ more: what `take` hands out is a numpy array over the buffer, and a
 finalizer on that array (which every view, slice, memoryview or torch
 tensor made from it keeps alive) returns the buffer. So no reader ever sees
 its bytes replaced. At most `keep_bytes` wait free: past that the buffers
-freed longest ago go (unmapped when their last reference goes). Thread-safe: one re-entrant lock over the free lists (a finalizer
-may run on any thread, inside any call, the lock's holder's included)."""
+freed longest ago go (unmapped when their last reference goes).
+
+Thread-safe: one re-entrant lock over the free lists (a finalizer may run
+on any thread, inside any call, the lock's holder's included)."""
 
 import collections
 import mmap
