@@ -36,11 +36,11 @@ def _cpu_ids(regions, block_ids):
     """block_ids as numpy indices, each checked against the blocks of every
     region (an index out of range raises, as torch's indexing does)."""
     ids = np.asarray(block_ids, dtype=np.int64).reshape(-1)
-    for parts in regions:
-        for p in parts:
-            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= int(p.shape[0])):
-                raise IndexError("GPU block ids %d..%d out of range for %d blocks"
-                                 % (int(ids.min()), int(ids.max()), int(p.shape[0])))
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        blocks = min(int(p.shape[0]) for parts in regions for p in parts)
+        if lo < 0 or hi >= blocks:
+            raise IndexError("GPU block ids %d..%d out of range for %d blocks" % (lo, hi, blocks))
     return ids
 
 
