@@ -237,17 +237,24 @@ void RegisterCodec(py::module_& m) {
       "tensor's bytes. `parent` is the previous block's key (the namespace for the first "
       "block). token_count 0 = a full block; created_at defaults to now (unix seconds).");
 
-  m.def(
-      "decode_block",
-      [](PyBuffer data, PyLayoutArg layout, PyKey key) -> PyArrays {
-        const ModelLayout l = LayoutFromPy(layout, "layout");
-        const BlockKey k = KeyFromPy(key, "key");
-        return DecodeToViews(data, l, k, /*verify_checksum=*/true);
-      },
-      py::arg("data"), py::arg("layout"), py::arg("key"),
-      "Validates a block file strictly (structure, key, layout, checksum; kvtier.Corruption "
-      "otherwise) and returns its tensors as numpy arrays that are views into `data`, not "
-      "copies (read-only when `data` is). BF16 is exposed as uint16, F8 as uint8.");
+  // decode_block, and with verify_checksum false the engine integrations'
+  // second look at bytes they verified before (not part of the module's
+  // API: DESIGN.md §8 names decode_block only).
+  auto decode = [](bool verify_checksum) {
+    return [verify_checksum](PyBuffer data, PyLayoutArg layout, PyKey key) -> PyArrays {
+      const ModelLayout l = LayoutFromPy(layout, "layout");
+      return DecodeToViews(data, l, KeyFromPy(key, "key"), verify_checksum);
+    };
+  };
+  m.def("decode_block", decode(true), py::arg("data"), py::arg("layout"), py::arg("key"),
+        "Validates a block file strictly (structure, key, layout, checksum; kvtier.Corruption "
+        "otherwise) and returns its tensors as numpy arrays that are views into `data`, not "
+        "copies (read-only when `data` is). BF16 is exposed as uint16, F8 as uint8.");
+  m.def("_decode_block_verified", decode(false), py::arg("data"), py::arg("layout"), py::arg("key"),
+        "decode_block for bytes that decode_block verified in this process and that nothing "
+        "can have written since (bytes, or a read-only array over memory this process owns): "
+        "the structure, key and layout are checked again, the data section's checksum is not "
+        "recomputed. Internal to kvtier's engine integrations.");
 }
 
 }  // namespace kvtier::python

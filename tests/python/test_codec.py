@@ -150,6 +150,41 @@ def test_bad_encode_arguments():
         kvtier.encode_block(42, key, ns, ns, good)
 
 
+def test_decode_of_verified_bytes_checks_all_but_the_data_checksum(source_dir):
+    # kvtier._kvtier._decode_block_verified (the vLLM backend's second look
+    # at a block it verified in full when it pinned it): every hostile
+    # file of the corpus is refused for the same reason as by decode_block,
+    # except a data section whose checksum alone is wrong.
+    decode = kvtier._kvtier._decode_block_verified
+    corpus, expected = corpus_cases(source_dir)
+    block0 = open(os.path.join(corpus, "valid", "tiny_block0.safetensors"), "rb").read()
+    header = json.loads(block0[8:8 + int.from_bytes(block0[:8], "little")])
+    default_key = bytes.fromhex(header["__metadata__"]["key"])
+    decoded = []
+    for name, want in sorted(expected["hostile"].items()):
+        data = open(os.path.join(corpus, "hostile", name), "rb").read()
+        key = bytes.fromhex(want.get("expected_key", default_key.hex()))
+        layout = kvtier.Layout("tiny")
+        if "expected_signature" in want:
+            layout = same_tensors_other_block_tokens(32)
+        if want["reason"] == "checksum_mismatch":
+            decoded.append(name)
+            arrays = decode(data, layout, key)
+            assert b"".join(a.tobytes() for a in arrays) == data[-layout.block_bytes:]
+            continue
+        with pytest.raises(kvtier.Corruption) as info:
+            decode(data, layout, key)
+        assert "[%s]" % want["reason"] in str(info.value), name
+    assert len(decoded) == 1
+    keys, blocks, _ = make_blocks(kvtier.Layout("tiny"), "verified", list(range(16)))
+    with pytest.raises(kvtier.Corruption, match=r"\[key_mismatch\]"):
+        decode(blocks[0], kvtier.Layout("tiny"), bytes(32))
+    arrays = decode(blocks[0], kvtier.Layout("tiny"), keys[0])
+    assert [a.tobytes() for a in arrays] == \
+        [a.tobytes() for a in kvtier.decode_block(blocks[0], kvtier.Layout("tiny"), keys[0])]
+    assert not any(a.flags.writeable for a in arrays)  # views of bytes
+
+
 def test_decode_wrong_key_or_layout_is_corruption():
     layout = kvtier.Layout("tiny")
     keys, blocks, _ = make_blocks(layout, "wrong", list(range(32)))

@@ -202,6 +202,54 @@ def test_a_worker_in_another_process_gets_the_promised_bytes_in_the_spec(kv, tmp
     assert vc.gpu_bytes(pages, 0, [8, 9, 10, 11]) == vc.gpu_bytes(pages, 0, [0, 1, 2, 3])
 
 
+def count_full_decodes(monkeypatch):
+    """How many blocks kvtier.decode_block (the full check, data hashed)
+    was asked to decode from now on."""
+    calls = []
+    real = kvtier.decode_block
+
+    def counting(data, layout, key):
+        calls.append(key)
+        return real(data, layout, key)
+
+    monkeypatch.setattr(kvtier, "decode_block", counting)
+    return calls
+
+
+def test_a_pinned_block_is_not_hashed_again_at_load(kv, tmp_path, monkeypatch):
+    conn, pages = make_connector(kv, tmp_path, seed=31)
+    keys = keys_of(2)
+    assert conn.store(keys, [([0, 1, 2, 3], 0)]) == keys
+    src = conn.prepare_load(keys)  # read and verified in full, then pinned
+    full = count_full_decodes(monkeypatch)
+    assert conn.transfer_load(keys, src, [([8, 9, 10, 11], 0)])
+    assert full == []  # only the headers were checked again
+    assert vc.gpu_bytes(pages, 0, [8, 9, 10, 11]) == vc.gpu_bytes(pages, 0, [0, 1, 2, 3])
+
+
+def test_carried_bytes_are_verified_in_full_and_a_damaged_one_fails_the_job(kv, tmp_path,
+                                                                           monkeypatch, caplog):
+    conn, pages = make_connector(kv, tmp_path, seed=32)
+    keys = keys_of(2)
+    assert conn.store(keys, [([0, 1, 2, 3], 0)]) == keys
+    monkeypatch.setattr(kv._common, "_local_workers", [0])  # a scheduler-only process
+    src = conn.prepare_load(keys)
+    conn.manager.complete_load(keys, None)  # the spec alone carries them now
+    kv_keys = [k for key in keys for k in conn.spec.plan.kv_keys(key)]
+    full = count_full_decodes(monkeypatch)
+    assert conn.transfer_load(keys, src, [([8, 9, 10, 11], 0)])
+    assert sorted(full) == sorted(kv_keys)
+    # One byte of the last block's data flipped on its way to the worker:
+    # its header still reads, only the data's checksum can tell.
+    damaged = bytearray(src.blocks[kv_keys[-1]])
+    damaged[-1] ^= 0x01
+    src.blocks[kv_keys[-1]] = bytes(damaged)
+    before = vc.gpu_bytes(pages, 0, [12, 13, 14, 15])
+    assert not conn.transfer_load(keys, src, [([12, 13, 14, 15], 0)])
+    assert vc.gpu_bytes(pages, 0, [12, 13, 14, 15]) == before
+    assert "failed verification at load" in caplog.text
+
+
 def test_a_load_that_still_fails_is_a_failed_job_and_writes_nothing(kv, tmp_path, caplog):
     conn, pages = make_connector(kv, tmp_path, seed=10)
     keys = keys_of(2)

@@ -580,19 +580,11 @@ class KvtierOffloadingHandler(OffloadingHandlerBase):
             logger.warning("vllm: load of %d blocks into %d GPU blocks", len(hashes), len(ids))
             return False
         keys = self._keys(hashes)
-        files = load_promised(self.cache, self.plan.layout, keys, getattr(src, "blocks", None))
         per_region = [[] for _ in self.regions]
-        for key, data in zip(keys, files):
-            if data is None:
-                logger.warning("vllm: block %s missing or damaged at load (kvtier verifies "
-                               "every block it reads)", key.hex()[:16])
-                return False
-            try:
-                tensors = kvtier.decode_block(data, self.plan.layout, key)
-            except kvtier.Error as e:
-                logger.warning("vllm: block %s failed verification at load: %s",
-                               key.hex()[:16], e)
-                return False
+        for tensors in load_promised(self.cache, self.plan.layout, keys,
+                                     getattr(src, "blocks", None)):
+            if tensors is None:
+                return False  # load_promised said which and why
             for r, t in enumerate(tensors):
                 per_region[r].append(t.reshape(f, self.plan.page_bytes))
 

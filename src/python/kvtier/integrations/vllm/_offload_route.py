@@ -506,18 +506,10 @@ class KvtierOffloadingWorker(OffloadingWorkerBase):
         for g, keys, ids, skip in plans:
             plan, namespace = self.plan.groups[g], self.namespaces[g]
             kv_keys = [block_key(namespace, get_offload_block_hash(k)) for k in keys]
-            files = load_promised(self.caches[g], plan.layout, kv_keys, kv_spec.blocks)
             per_layer = [[] for _ in range(plan.layers)]
-            for key, data in zip(kv_keys, files):
-                if data is None:
-                    logger.warning("vllm: block %s missing or damaged at load", key.hex()[:16])
-                    return None
-                try:
-                    tensors = kvtier.decode_block(data, plan.layout, key)
-                except kvtier.Error as e:
-                    logger.warning("vllm: block %s failed verification at load: %s",
-                                   key.hex()[:16], e)
-                    return None
+            for tensors in load_promised(self.caches[g], plan.layout, kv_keys, kv_spec.blocks):
+                if tensors is None:
+                    return None  # load_promised said which and why
                 for r, t in enumerate(tensors):
                     per_layer[r].append(t.reshape(self.plan.chunk, plan.page_bytes))
             rows = stacked(per_layer, skip)

@@ -255,16 +255,12 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         if len(keys) != len(block_ids):
             raise kvtier.InvalidArgument("%d keys for %d slots" % (len(keys), len(block_ids)))
         kv_keys = [self.kv_key(k) for k in keys]
-        files = load_promised(self.cache, self.layout, kv_keys)
         loaded = []
-        for key, kv_key, bid, data in zip(keys, kv_keys, block_ids, files):
-            try:
-                if data is None:
-                    raise kvtier.NotFound("missing")
-                (tensor,) = kvtier.decode_block(data, self.layout, kv_key)
-            except kvtier.Error as e:
-                logger.warning("vllm: block %s not loaded: %s", kv_key.hex()[:16], e)
-                break
+        for key, bid, tensors in zip(keys, block_ids,
+                                     load_promised(self.cache, self.layout, kv_keys)):
+            if tensors is None:
+                break  # load_promised said which and why
+            (tensor,) = tensors
             self._slot_bytes(bid)[:] = tensor.reshape(-1)
             loaded.append(key)
         return loaded
