@@ -152,8 +152,8 @@ struct CacheOptions {
   bool match_asks_disk = true;
   // Threads that run the disk part of loads (the disk tier reads a batch
   // in parallel on its own read threads, DiskTierOptions::read_threads) and
-  // hand out LoadShared()'s host hits when they are many large blocks (so
-  // the consumer's copies run on this many threads at once). 0 = every
+  // hand out LoadShared()'s host hits of 32 MiB or more, 64 KiB a block on
+  // average (so the consumer's copies run on this many threads). 0 = every
   // load runs on the caller's thread and returns a ready future. At most
   // 64. Default 2.
   uint32_t load_threads = 2;
