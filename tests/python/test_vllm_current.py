@@ -239,15 +239,21 @@ def test_carried_bytes_are_verified_in_full_and_a_damaged_one_fails_the_job(kv, 
     full = count_full_decodes(monkeypatch)
     assert conn.transfer_load(keys, src, [([8, 9, 10, 11], 0)])
     assert sorted(full) == sorted(kv_keys)
-    # One byte of the last block's data flipped on its way to the worker:
-    # its header still reads, only the data's checksum can tell.
-    damaged = bytearray(src.blocks[kv_keys[-1]])
-    damaged[-1] ^= 0x01
-    src.blocks[kv_keys[-1]] = bytes(damaged)
+    # One byte of each block's data flipped on its way to the worker: the
+    # headers still read, only the data's checksum can tell. The job stops
+    # at the first (one warning) and writes nothing.
+    assert len(kv_keys) == 2
+    for k in kv_keys:
+        damaged = bytearray(src.blocks[k])
+        damaged[-1] ^= 0x01
+        src.blocks[k] = bytes(damaged)
     before = vc.gpu_bytes(pages, 0, [12, 13, 14, 15])
+    caplog.clear()
     assert not conn.transfer_load(keys, src, [([12, 13, 14, 15], 0)])
     assert vc.gpu_bytes(pages, 0, [12, 13, 14, 15]) == before
-    assert "failed verification at load" in caplog.text
+    assert [r.getMessage()[:len("vllm: block ") + 16] for r in caplog.records
+            if "failed verification at load" in r.getMessage()] == \
+        ["vllm: block " + kv_keys[0].hex()[:16]]
 
 
 def test_a_load_that_still_fails_is_a_failed_job_and_writes_nothing(kv, tmp_path, caplog):

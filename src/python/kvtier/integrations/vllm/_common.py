@@ -318,8 +318,9 @@ def stacked(per_layer, skip=0):
 def load_promised(cache, layout, keys, carried=None):
     """Per key its block's tensors (decode_block's views), from the bytes a
     load spec carried, this process's pins, else kvtier (one load_many);
-    None where the block is missing or fails verification (a warning names
-    it). A pinned block was verified in full when it was pinned and is
+    from the first block that is missing or fails verification on (a
+    warning names it), None: a load stops there. A pinned block was
+    verified in full when it was pinned and is
     read-only since: only its header is checked again, its data is not
     hashed a second time. Carried bytes (they crossed a process boundary)
     and fresh reads are verified in full."""
@@ -340,21 +341,19 @@ def load_promised(cache, layout, keys, carried=None):
         got = _read_into_buffers(cache, layout, [keys[i] for i in missing])
         for i, block in zip(missing, got):
             found[i] = None if block is None else (block, False)
-    out = []
-    for key, entry in zip(keys, found):
-        tensors = None
+    out = [None] * len(keys)
+    for i, (key, entry) in enumerate(zip(keys, found)):
         if entry is None:
             logger.warning("vllm: block %s missing or damaged at load (kvtier verifies "
                            "every block it reads)", key.hex()[:16])
-        else:
-            data, verified = entry
-            decode = kvtier._kvtier._decode_block_verified if verified else kvtier.decode_block
-            try:
-                tensors = decode(data, layout, key)
-            except kvtier.Error as e:
-                logger.warning("vllm: block %s failed verification at load: %s",
-                               key.hex()[:16], e)
-        out.append(tensors)
+            break
+        data, verified = entry
+        decode = kvtier._kvtier._decode_block_verified if verified else kvtier.decode_block
+        try:
+            out[i] = decode(data, layout, key)
+        except kvtier.Error as e:
+            logger.warning("vllm: block %s failed verification at load: %s", key.hex()[:16], e)
+            break
     return out
 
 
