@@ -21,6 +21,11 @@ after. Before the runs, `first_store_s` is the first store of the
 process. Prints one JSON object: per run the seconds of each phase, and
 host / memcpy.
 
+With --device cuda (a machine with a GPU) the GPU blocks are CUDA tensors,
+each run also times `h2d`: one copy of the same bytes from a numpy array
+into a CUDA tensor (pageable memory, as the backend's scatter copies), and
+prints host / h2d.
+
     PYTHONPATH=build/release/python /usr/bin/python3 bench/python/vllm_load_bench.py
     ... --config '{"read_buffer_prefault_bytes": "448MiB", "read_buffer_pool_bytes": "704MiB"}'
 """
@@ -66,6 +71,10 @@ def main():
     parser.add_argument("--drop-caches", action="store_true")
     parser.add_argument("--config", default="{}",
                         help="more kvtier options of the connector's extra config (JSON)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the GPU blocks live: cpu (this machine), or cuda; with "
+                        "cuda each run also times the copy of the same bytes from a numpy "
+                        "array into a CUDA tensor (h2d_s, the host restore's limit there)")
     args = parser.parse_args()
 
     kv, _ = vc.install()
@@ -80,7 +89,8 @@ def main():
     extra.update(json.loads(args.config))
     config = vc.offloading_config(extra, layers=(LAYERS,), tokens=TOKENS, chunk=CHUNK,
                                   heads=HEADS, head_dim=HEAD_DIM)
-    tensors = vc.layer_tensors(LAYERS, 2 * gpu_blocks, TOKENS, HEADS, HEAD_DIM, seed=1)
+    tensors = vc.layer_tensors(LAYERS, 2 * gpu_blocks, TOKENS, HEADS, HEAD_DIM, seed=1,
+                               device=args.device)
     caches, pages = vc.canonical([tensors], split_kv=True)
     conn = vc.Connector(kv.KvtierOffloadingSpec(config), caches)
     keys = [vc.make_offload_key(vc.block_hash(i), 0) for i in range(n_keys)]
@@ -132,8 +142,19 @@ def main():
         np.copyto(b, a)
         run["memcpy_s"] = time.perf_counter() - t0
         run["host_vs_memcpy"] = round(run["memcpy_s"] / run["host"]["total_s"], 4)
+        if args.device != "cpu":
+            import torch
+            on_device = torch.empty(total, dtype=torch.uint8, device=args.device)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            on_device.copy_(torch.from_numpy(a))
+            torch.cuda.synchronize()
+            run["h2d_s"] = time.perf_counter() - t0
+            run["host_vs_h2d"] = round(run["h2d_s"] / run["host"]["total_s"], 4)
+            del on_device
         runs.append(run)
-    out = {"tokens": args.tokens, "config": json.loads(args.config), "keys": n_keys,
+    out = {"tokens": args.tokens, "device": args.device, "config": json.loads(args.config),
+           "keys": n_keys,
            "bytes": total, "first_store_s": round(store_s, 4),
            "drop_caches": args.drop_caches, "runs": runs}
     for tier in ("host", "disk"):
@@ -142,6 +163,10 @@ def main():
     out["store_GBps_median"] = round(total / 1e9 / statistics.median(r["store_s"] for r in runs), 3)
     out["memcpy_GBps_median"] = round(total / 1e9 / statistics.median(r["memcpy_s"] for r in runs), 3)
     out["host_vs_memcpy_median"] = statistics.median(r["host_vs_memcpy"] for r in runs)
+    if args.device != "cpu":
+        out["h2d_GBps_median"] = round(
+            total / 1e9 / statistics.median(r["h2d_s"] for r in runs), 3)
+        out["host_vs_h2d_median"] = statistics.median(r["host_vs_h2d"] for r in runs)
     print(json.dumps(out))
     conn.worker.shutdown()
     for cache in list(kv._caches.values()):

@@ -1,6 +1,8 @@
 #include "python/convert.h"
 
+#include <atomic>
 #include <limits>
+#include <mutex>
 
 #include "kvtier/env.h"
 #include "python/errors.h"
@@ -214,7 +216,37 @@ ModelLayout LayoutFromPy(py::handle obj, const char* what, uint32_t block_tokens
   return *std::move(layout);
 }
 
+namespace {
+
+// pybind11 (2.10) sets up its table of numpy's C API on first use, in a C++
+// function-local static whose initializer imports numpy.core.multiarray.
+// That import runs Python code, so the interpreter may hand the GIL to
+// another thread meanwhile; a second thread that reaches the same static
+// then waits on the C++ initialization guard while holding the GIL, and
+// the first never gets the GIL back: both hang. Two threads decoding their
+// first blocks at once did (the vLLM backend's lookup threads, with numpy 2
+// whose numpy.core.multiarray is imported only when asked for; with numpy
+// 1.24 when numpy was not imported yet). So the first use goes through
+// here: one thread sets the table up holding `mu`, and the others wait for
+// `mu` without the GIL.
+void EnsureNumpyApi() {
+  static std::atomic<bool> ready{false};
+  static std::mutex mu;
+  if (ready.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(mu, std::defer_lock);
+  {
+    py::gil_scoped_release release;
+    lock.lock();
+  }
+  if (ready.load(std::memory_order_relaxed)) return;
+  py::detail::npy_api::get();  // throws without numpy: the next call tries again
+  ready.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
 py::dtype NumpyDType(DType dtype) {
+  EnsureNumpyApi();
   switch (dtype) {
     case DType::kF16:
       return py::dtype("float16");

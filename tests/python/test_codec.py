@@ -3,6 +3,8 @@
 import gc
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -183,6 +185,42 @@ def test_decode_of_verified_bytes_checks_all_but_the_data_checksum(source_dir):
     assert [a.tobytes() for a in arrays] == \
         [a.tobytes() for a in kvtier.decode_block(blocks[0], kvtier.Layout("tiny"), keys[0])]
     assert not any(a.flags.writeable for a in arrays)  # views of bytes
+
+
+# Eight threads decode their first blocks at once in a process that has not
+# imported numpy yet. Before the fix this hung every time (20 of 20 runs):
+# pybind11 set up its numpy table in a C++ static whose import of numpy let
+# another thread take the GIL and wait on that static's guard holding it.
+# With numpy 2 it hung even after `import numpy` (the vLLM backend's two
+# lookup threads, on a machine with numpy 2.5).
+FIRST_DECODES_AT_ONCE = """
+import sys, threading
+import kvtier
+layout = kvtier.Layout("tiny")
+key, zero = bytes(range(32)), bytes(32)
+block = kvtier.encode_block(layout, key, zero, zero, [bytes(t.nbytes) for t in layout.tensors()])
+assert "numpy" not in sys.modules
+start = threading.Barrier(8)
+counts = []
+def work():
+    start.wait()
+    counts.append(len(kvtier.decode_block(block, layout, key)))
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sorted(counts))
+"""
+
+
+def test_first_decodes_on_many_threads_at_once_do_not_hang():
+    layers = len(kvtier.Layout("tiny").tensors())
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", FIRST_DECODES_AT_ONCE], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split("\n")[0] == str([layers] * 8)
 
 
 def test_decode_wrong_key_or_layout_is_corruption():

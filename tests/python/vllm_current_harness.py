@@ -586,13 +586,20 @@ def _only_fields(cls, values):
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
-def layer_tensors(layers, num_blocks, tokens, heads, head_dim, seed):
+def torch_device():
+    """Where the "GPU" blocks live: KVTIER_TEST_TORCH_DEVICE (e.g. cuda, on a
+    machine with a GPU), else the CPU."""
+    return os.environ.get("KVTIER_TEST_TORCH_DEVICE", "cpu")
+
+
+def layer_tensors(layers, num_blocks, tokens, heads, head_dim, seed, device=None):
     """Per layer a (2, num_blocks, tokens, heads, head_dim) float16 tensor
-    (FlashAttention's shape), its values a function of seed."""
+    (FlashAttention's shape) on `device` (default torch_device()), its
+    values a function of seed."""
     import torch
     g = torch.Generator().manual_seed(seed)
     return [torch.randn((2, num_blocks, tokens, heads, head_dim), generator=g).half()
-            for _ in range(layers)]
+            .to(device or torch_device()) for _ in range(layers)]
 
 
 def canonical(groups_tensors, split_kv):
@@ -630,8 +637,12 @@ def canonical(groups_tensors, split_kv):
 def gpu_bytes(pages, group, block_ids):
     """The bytes of these GPU blocks of one group, every layer in order."""
     import torch
-    idx = torch.tensor(block_ids, dtype=torch.long)
-    return b"".join(p().index_select(0, idx).numpy().tobytes() for p in pages[group])
+    out = []
+    for p in pages[group]:
+        page = p()
+        idx = torch.tensor(block_ids, dtype=torch.long, device=page.device)
+        out.append(page.index_select(0, idx).cpu().numpy().tobytes())
+    return b"".join(out)
 
 
 def block_hash(i, salt=b""):
