@@ -71,7 +71,7 @@ def main():
     parser.add_argument("--drop-caches", action="store_true")
     parser.add_argument("--config", default="{}",
                         help="more kvtier options of the connector's extra config (JSON)")
-    parser.add_argument("--device", default="cpu",
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the GPU blocks live: cpu (this machine), or cuda; with "
                         "cuda each run also times the copy of the same bytes from a numpy "
                         "array into a CUDA tensor (h2d_s, the host restore's limit there)")

@@ -357,25 +357,23 @@ void LoadEachOnce(TieredCache* cache, const std::vector<BlockKey>& keys,
 TEST(CacheSharedLoad, ManyLargeHostHitsAreHandedOutOnTheLoadThreads) {
   // Tiny's tensors over 256 tokens: blocks of 64 KiB and a header.
   const ModelLayout layout = ModelLayout::Preset("tiny", 256).value();
-  const auto keys = Keys(0, 1);
+  const uint64_t bytes = layout.BlockBytes() + 4096;                  // its header fits in 4 KiB
+  const uint64_t n = (uint64_t{32} << 20) / layout.BlockBytes() + 1;  // over 32 MiB
+  const auto all = Keys(0, n);
+  std::vector<SharedBlock> blocks;
   BlockKey zero{};
-  Result<BlockBuffer> first = MakeBlockFile(layout, keys[0], zero, zero, 1'700'000'000);
-  ASSERT_THAT(first, IsOk());
-  const uint64_t bytes = first->size();
-  ASSERT_GE(bytes, uint64_t{64} << 10);
-  const uint64_t n = (uint64_t{32} << 20) / bytes + 1;  // over 32 MiB
+  for (const BlockKey& k : all) {
+    Result<BlockBuffer> b = MakeBlockFile(layout, k, zero, zero, 1'700'000'000);
+    ASSERT_THAT(b, IsOk());
+    ASSERT_LE(b->size(), bytes);
+    blocks.push_back(std::make_shared<const BlockBuffer>(std::move(b).value()));
+  }
+  ASSERT_GE(layout.BlockBytes(), uint64_t{64} << 10);
   CacheOptions o = HostOnlyOptions(0);
   o.host.capacity_bytes = n * bytes;
   o.layout_signature = layout.Signature();
   o.load_threads = 2;
   auto cache = OpenCache(o);
-  const auto all = Keys(0, n);
-  std::vector<SharedBlock> blocks;
-  for (const BlockKey& k : all) {
-    Result<BlockBuffer> b = MakeBlockFile(layout, k, zero, zero, 1'700'000'000);
-    ASSERT_THAT(b, IsOk());
-    blocks.push_back(std::make_shared<const BlockBuffer>(std::move(b).value()));
-  }
   ASSERT_THAT(cache->Store(all, blocks), IsOk());
   Arrivals seen;
   LoadEachOnce(cache.get(), all, blocks, &seen);
