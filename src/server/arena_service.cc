@@ -33,10 +33,12 @@ Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
   FrameWriter w(*op);
   Status s;
   switch (*op) {
-    case Op::kHello:
-      s = Hello(&r, &w);
-      *pass_arena_fd = s.ok();
+    case Op::kHello: {
+      bool accepted = false;
+      s = Hello(&r, &w, &accepted);
+      *pass_arena_fd = s.ok() && accepted;
       break;
+    }
     case Op::kMatch:
       s = Match(&r, &w);
       break;
@@ -112,7 +114,8 @@ Status ArenaService::Handle(ClientId client, std::span<const uint8_t> body,
   return Status::Ok();
 }
 
-Status ArenaService::Hello(FrameReader* r, FrameWriter* w) {
+Status ArenaService::Hello(FrameReader* r, FrameWriter* w, bool* accepted) {
+  *accepted = false;
   const std::string signature = r->Str16();
   KVTIER_RETURN_IF_ERROR(r->Done("hello"));
   if (signature != signature_) {
@@ -121,6 +124,7 @@ Status ArenaService::Hello(FrameReader* r, FrameWriter* w) {
                                         "', not '" + signature + "'"));
     return Status::Ok();
   }
+  *accepted = true;
   w->StatusOf(Status::Ok());
   w->U32(arena_->geometry().slot_count);
   w->U64(arena_->geometry().slot_bytes);
@@ -286,6 +290,14 @@ Status ArenaService::Publish(ClientId client, FrameReader* r, FrameWriter* w) {
     if (it.slot >= arena_->geometry().slot_count || it.length == 0 ||
         it.length > arena_->geometry().slot_bytes) {
       s = Status::InvalidArgument("bad slot or length");
+    } else if (!index_.ReservedBy(client, it.slot)) {
+      // Checked before the slot's header is touched: a slot another client
+      // reserved, or one published (a second publish of it), keeps the
+      // header its readers check their copies against. (Handle runs on the
+      // loop thread alone: nothing reserves or frees between here and
+      // index_.Publish.)
+      s = Status::InvalidArgument("slot " + std::to_string(it.slot) +
+                                  " is not reserved by this client");
     } else {
       // A torn or wrong block is never published: the file's own checks,
       // on a copy whose sum readers then check theirs against.

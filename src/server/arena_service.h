@@ -102,7 +102,9 @@ class ArenaService {
   std::string StatsJson() const;
 
  private:
-  Status Hello(FrameReader* r, FrameWriter* w);
+  // *accepted: the layout is the daemon's (only then does the reply carry
+  // the arena's descriptor).
+  Status Hello(FrameReader* r, FrameWriter* w, bool* accepted);
   Status Match(FrameReader* r, FrameWriter* w);
   Status Lookup(ClientId client, FrameReader* r, FrameWriter* w);
   Status Reserve(ClientId client, FrameReader* r, FrameWriter* w);

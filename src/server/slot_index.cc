@@ -221,6 +221,12 @@ bool SlotIndex::Contains(const BlockKey& key) const {
   return by_key_.count(key) > 0;
 }
 
+bool SlotIndex::ReservedBy(ClientId client, uint32_t slot) const {
+  MutexLock lock(&mu_);
+  return slot < slots_.size() && slots_[slot].state == State::kReserved &&
+         slots_[slot].owner == client;
+}
+
 bool SlotIndex::Erase(const BlockKey& key) {
   MutexLock lock(&mu_);
   auto it = by_key_.find(key);

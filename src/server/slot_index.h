@@ -126,6 +126,8 @@ class SlotIndex {
   // Leading keys published.
   size_t Match(std::span<const BlockKey> keys) const;
   bool Contains(const BlockKey& key) const;
+  // Whether `slot` is reserved by `client` (what Publish requires).
+  bool ReservedBy(ClientId client, uint32_t slot) const;
   // Unpublishes `key`; true if it was published.
   bool Erase(const BlockKey& key);
 

@@ -34,6 +34,25 @@ uint32_t Put(SlotIndex* idx, ClientId client, const BlockKey& key, bool dirty = 
   return (*r)[0].slot;
 }
 
+TEST(SlotIndex, ReservedByNamesOnlyTheReservingClientsReservedSlots) {
+  SlotIndex idx(3);
+  std::vector<EvictedBlock> ev;
+  auto r = idx.Reserve(1, 2, &ev);
+  ASSERT_TRUE(r.ok());
+  const uint32_t a = (*r)[0].slot, b = (*r)[1].slot;
+  EXPECT_TRUE(idx.ReservedBy(1, a));
+  EXPECT_TRUE(idx.ReservedBy(1, b));
+  EXPECT_FALSE(idx.ReservedBy(2, a));
+  EXPECT_FALSE(idx.ReservedBy(1, 3));  // past the last slot
+  ASSERT_TRUE(idx.Publish(1, a, K(1), Ns(0), 10, true, &ev).ok());
+  EXPECT_FALSE(idx.ReservedBy(1, a));  // published
+  ASSERT_TRUE(idx.Abort(1, b));
+  EXPECT_FALSE(idx.ReservedBy(1, b));  // given back
+  uint32_t free_slot = 0;
+  while (free_slot == a || free_slot == b) ++free_slot;
+  EXPECT_FALSE(idx.ReservedBy(1, free_slot));
+}
+
 TEST(SlotIndex, LookupLeasesAndMatchCountsLeadingKeys) {
   SlotIndex idx(4);
   Put(&idx, 1, K(1));
