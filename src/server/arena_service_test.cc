@@ -19,9 +19,12 @@
 #include <vector>
 
 #include "kvtier/block_file.h"
+#include "kvtier/env.h"
 #include "kvtier/layout.h"
+#include "kvtier/tiered_cache.h"
 #include "server_client/arena.h"
 #include "server_client/wire.h"
+#include "testing/temp_dir.h"
 
 namespace kvtier::server {
 namespace arena_frames {
@@ -39,7 +42,10 @@ struct Held {
 
 class Rig {
  public:
-  Rig(uint32_t slots, uint32_t quota) : layout_(*ModelLayout::Preset("tiny")) {
+  // `below_dir`: a disk tier below the arena there, as `kvtier serve
+  // --disk-dir` opens it (write-through, nothing promoted); empty: none.
+  Rig(uint32_t slots, uint32_t quota, const std::string& below_dir = "")
+      : layout_(*ModelLayout::Preset("tiny")) {
     for (uint8_t i = 0; i < 12; ++i) {
       BlockKey key;
       key.bytes[0] = static_cast<uint8_t>(i + 1);
@@ -73,7 +79,26 @@ class Rig {
     Result<std::unique_ptr<Arena>> view = Arena::Map(::dup((*arena)->fd()));
     EXPECT_TRUE(view.ok());
     view_ = *std::move(view);
-    service = std::make_unique<ArenaService>(*std::move(arena), layout_, nullptr, quota);
+    std::unique_ptr<TieredCache> below;
+    if (!below_dir.empty()) {
+      Result<std::unique_ptr<TieredCache>> opened = OpenBelow(below_dir);
+      EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+      if (opened.ok()) below = *std::move(opened);
+    }
+    service = std::make_unique<ArenaService>(*std::move(arena), layout_, std::move(below), quota);
+  }
+
+  Result<std::unique_ptr<TieredCache>> OpenBelow(const std::string& dir) const {
+    CacheOptions c;
+    c.layout_signature = layout_.Signature();
+    c.host.capacity_bytes = slot_bytes_;
+    c.promote_disk_hits = false;
+    c.write_policy = WritePolicy::kWriteThrough;
+    DiskTierOptions d;
+    d.dir = dir;
+    d.max_bytes = 0;
+    c.disk = std::move(d);
+    return TieredCache::Open(std::move(c), Env::Default());
   }
 
   // The arena as a client maps it.
@@ -132,7 +157,10 @@ class Driver {
       Gone(c);
       return;
     }
-    const Op op = static_cast<Op>(1 + R(11));
+    Op op = static_cast<Op>(1 + R(11));
+    // Erase (which reaches the tiers below too) one time in 16 it is
+    // drawn, a lookup the others: blocks stay long enough to be evicted.
+    if (op == Op::kErase && R(16) != 0) op = Op::kLookup;
     FrameWriter w(op);
     std::vector<BlockKey> asked;
     std::vector<size_t> published_blocks;
@@ -340,18 +368,20 @@ class Driver {
   std::map<ClientId, std::vector<uint32_t>> reserved_;
 };
 
-void Drive(uint32_t slots, uint32_t quota, uint64_t seed, bool honest, uint64_t steps) {
+void Drive(uint32_t slots, uint32_t quota, uint64_t seed, bool honest, uint64_t steps,
+           bool below = false) {
   SCOPED_TRACE("slots " + std::to_string(slots) + " quota " + std::to_string(quota) + " seed " +
-               std::to_string(seed));
-  Rig rig(slots, quota);
+               std::to_string(seed) + (below ? " with a disk tier below" : ""));
+  kvtier::testing::TempDir dir("arena-below");
+  Rig rig(slots, quota, below ? dir.path() : "");
   ASSERT_TRUE(rig.service->BeginServing().ok());
   Driver d(&rig, slots, seed, honest);
   for (uint64_t step = 0; step < steps; ++step) {
     d.Step(step);
-    if (testing::Test::HasFatalFailure()) break;
+    if (::testing::Test::HasFatalFailure()) break;
     ExpectAccounted(*rig.service, slots, step);
     if (honest) d.ExpectLeasedBytes(step);
-    if (testing::Test::HasFatalFailure()) break;
+    if (::testing::Test::HasFatalFailure()) break;
   }
   // Every refused frame is counted; every client gone, nothing is held.
   EXPECT_EQ(rig.service->Stats().bad_frames, d.refused);
@@ -365,6 +395,38 @@ void Drive(uint32_t slots, uint32_t quota, uint64_t seed, bool honest, uint64_t 
   EXPECT_EQ(a.leased, 0u);
   EXPECT_EQ(a.free + a.published, a.slots);
   rig.service->EndServing();
+  if (!below) return;
+  // Whatever went down (evicted dirty blocks, then every dirty block at
+  // shutdown) is a key's own block, byte for byte: read back in a cache
+  // opened afresh on the folder, no file is refused.
+  const ServerShutdownReport report = rig.service->WriteDownAndClose(0);
+  Result<std::unique_ptr<TieredCache>> again = rig.OpenBelow(dir.path());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  std::vector<std::vector<std::byte>> got(rig.keys.size(),
+                                          std::vector<std::byte>(rig.files[0].size()));
+  std::vector<std::span<std::byte>> dsts(got.begin(), got.end());
+  Result<LoadFuture> f = (*again)->Load(rig.keys, dsts);
+  ASSERT_TRUE(f.ok());
+  Result<std::vector<LoadedBlock>> loaded = f->Get();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  uint64_t found = 0;
+  for (size_t k = 0; k < rig.keys.size(); ++k) {
+    if ((*loaded)[k].tier == CacheTier::kNone) continue;
+    ++found;
+    ASSERT_EQ((*loaded)[k].bytes, rig.files[k].size()) << "block " << k;
+    EXPECT_EQ(std::memcmp(got[k].data(), rig.files[k].data(), rig.files[k].size()), 0)
+        << "block " << k;
+  }
+  const CacheStats st = (*again)->Stats();
+  ASSERT_TRUE(st.disk.has_value());
+  EXPECT_EQ(st.disk->quarantined, 0u);
+  EXPECT_EQ(found, st.hits_disk);
+  EXPECT_GT(found, 0u);  // 3 to 6 of the 12 in these runs
+  // Honest clients publish valid blocks only: each one went down.
+  if (honest) {
+    EXPECT_EQ(report.blocks_dropped, 0u);
+  }
+  EXPECT_TRUE((*again)->Close().ok());
 }
 
 // The status code of each publish item, in order (REQUIRES: an OK reply).
@@ -456,6 +518,17 @@ TEST(ArenaServiceFrames, HonestClientsKeepTheirLeasedBytesAndEverySlotAccountedF
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     Drive(/*slots=*/1 + static_cast<uint32_t>(seed % 5), /*quota=*/0, seed, /*honest=*/true, 3000);
     Drive(/*slots=*/4, /*quota=*/2, seed, /*honest=*/true, 3000);
+  }
+}
+
+// With a disk tier below: lookups promote from it, evictions and the
+// shutdown write down to it, and nothing but a key's own block lands there.
+TEST(ArenaServiceFrames, WithADiskTierBelowOnlyKeysOwnBlocksGoDown) {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Drive(/*slots=*/2 + static_cast<uint32_t>(seed % 3), /*quota=*/0, seed, /*honest=*/true, 1500,
+          /*below=*/true);
+    Drive(/*slots=*/2 + static_cast<uint32_t>(seed % 3), /*quota=*/0, seed, /*honest=*/false, 1500,
+          /*below=*/true);
   }
 }
 
