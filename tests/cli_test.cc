@@ -218,11 +218,27 @@ TEST_F(CliTest, BenchPoolReportsTheDesignFields) {
   {
     const nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["repeats"], 3);
-    for (const char* t : {"host", "host_memcpy", "disk", "raw_read", "pool"}) {
+    for (const char* t : {"host", "host_memcpy", "disk", "raw_read", "raw_read_kept", "pool"}) {
       EXPECT_EQ(j["runs_ms"][t].size(), 3u) << t;
     }
     EXPECT_EQ(j["runs_ms"]["raw_direct"].size(), 0u);
     EXPECT_TRUE(j["raw_direct_GBps"].is_null());
+    // Warm: the kept-read loop's ceiling per repeat, computed as
+    // disk_vs_limit is (K/V over file bytes, times the raw loop's time over
+    // the kept loop's, where disk_vs_limit has the restore's).
+    const nlohmann::json& ceiling = j["kept_read_ceiling"];
+    ASSERT_EQ(ceiling["runs"].size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      const double raw = j["runs_ms"]["raw_read"][i].get<double>();
+      const double kept = j["runs_ms"]["raw_read_kept"][i].get<double>();
+      const double disk = j["runs_ms"]["disk"][i].get<double>();
+      const double kv_vs_file = ceiling["runs"][i].get<double>() * kept / raw;
+      EXPECT_GT(kv_vs_file, 0.5) << i;  // tiny: 4 KiB of K/V in a 5 KiB file or so
+      EXPECT_LE(kv_vs_file, 1.0) << i;
+      EXPECT_NEAR(j["ratios"]["disk_vs_limit"]["runs"][i].get<double>() * disk / raw, kv_vs_file,
+                  1e-9 * kv_vs_file)
+          << i;
+    }
     const nlohmann::json& host = j["ratios"]["host_vs_memcpy"];
     EXPECT_EQ(host["runs"].size(), 3u);
     EXPECT_EQ(host["target"], 1.0);

@@ -27,7 +27,7 @@ Result<std::vector<std::string>> BlockFiles(Env* env, const std::string& dir,
 
 Result<double> RawRead(Env* env, const std::vector<std::string>& files,
                        const std::vector<std::vector<BlockFileRange>>& ranges, uint32_t threads,
-                       RawReadMode mode) {
+                       RawReadMode mode, std::vector<BlockBuffer>* kept_buffers) {
   const bool direct = mode == RawReadMode::kDirect;
   if (!ranges.empty() && ranges.size() != files.size()) {
     return Status::InvalidArgument("RawRead: " + std::to_string(ranges.size()) + " range lists for " +
@@ -42,10 +42,20 @@ Result<double> RawRead(Env* env, const std::vector<std::string>& files,
   // O_DIRECT reads whole pages: the last one ends past the file's end.
   constexpr uint64_t kPage = BlockBuffer::kAlignment;
   if (direct) largest = (largest + kPage - 1) / kPage * kPage;
-  std::vector<BlockBuffer> bufs;
-  for (uint32_t t = 0; t < threads; ++t) {
+  // One buffer per thread, or (kept) the caller's, one per file; faulted
+  // in before the clock starts.
+  const bool kept = mode == RawReadMode::kBufferedKept;
+  if (kept && kept_buffers == nullptr) {
+    return Status::InvalidArgument("RawRead: kBufferedKept needs the caller's buffers");
+  }
+  std::vector<BlockBuffer> own;
+  std::vector<BlockBuffer>& bufs = kept ? *kept_buffers : own;
+  if (kept && !bufs.empty() && (bufs.size() != files.size() || bufs[0].size() < largest)) {
+    bufs.clear();  // another set of files
+  }
+  while (bufs.size() < (kept ? files.size() : threads)) {
     KVTIER_ASSIGN_OR_RETURN(BlockBuffer b, BlockBuffer::Allocate(largest));
-    std::memset(b.data(), 0, b.size());  // faulted in before the clock starts
+    std::memset(b.data(), 0, b.size());
     bufs.push_back(std::move(b));
   }
   std::vector<Status> errors(threads);
@@ -83,7 +93,7 @@ Result<double> RawRead(Env* env, const std::vector<std::string>& files,
           const uint64_t begin = direct ? r.begin / kPage * kPage : r.begin;
           const uint64_t end = direct ? (r.end + kPage - 1) / kPage * kPage : r.end;
           Result<size_t> n =
-              (*f)->ReadAt(begin, bufs[t].mutable_span().subspan(begin, end - begin));
+              (*f)->ReadAt(begin, bufs[kept ? i : t].mutable_span().subspan(begin, end - begin));
           if (!n.ok() || *n != std::min(end, size) - begin) {
             errors[t] = n.ok() ? Status::IOError("short read of " + files[i], 0) : n.status();
             return;
