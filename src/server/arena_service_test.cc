@@ -104,7 +104,7 @@ class Rig {
   // The arena as a client maps it.
   Arena& view() { return *view_; }
   uint64_t slot_bytes() const { return slot_bytes_; }
-  const std::string signature() const { return layout_.Signature(); }
+  std::string signature() const { return layout_.Signature(); }
 
   std::vector<BlockKey> keys;
   std::vector<BlockBuffer> files;
@@ -247,6 +247,7 @@ class Driver {
       }
     }
     std::vector<uint8_t> body = BodyOf(&w);
+    const std::vector<uint8_t> sent = body;
     if (!honest_) {
       if (R(30) == 0 && !body.empty()) body.resize(R(body.size()));
       if (R(30) == 0 && !body.empty()) body[R(body.size())] ^= static_cast<uint8_t>(1 + R(255));
@@ -283,7 +284,7 @@ class Driver {
       }
       return;
     }
-    if (*got == Op::kLookup && body == BodyOfLookup(asked)) {
+    if (*got == Op::kLookup && body == sent) {  // not mutated: `asked` is what it names
       const uint64_t lease = r.U64();
       const uint32_t n = r.U32();
       ASSERT_EQ(n, asked.size()) << "step " << step;
@@ -345,12 +346,6 @@ class Driver {
   uint64_t refused = 0;  // frames Handle refused
 
  private:
-  std::vector<uint8_t> BodyOfLookup(const std::vector<BlockKey>& keys) {
-    FrameWriter w(Op::kLookup);
-    WriteKeys(&w, keys);
-    return BodyOf(&w);
-  }
-
   // A release the daemon took: the client's lease entries under it go.
   void Forget(ClientId c, const std::vector<uint8_t>& body) {
     FrameReader r(body);
