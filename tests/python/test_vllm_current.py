@@ -398,8 +398,10 @@ def make_tier(kv, tmp_path, slots=8, seed=0, **extra):
 def tier_job(tier, job_id, keys, slots, req="req-0"):
     t = vc.module("vllm.v1.kv_offload.tiering.base")
     b = vc.module("vllm.v1.kv_offload.base")
-    return t.JobMetadata(job_id=job_id, keys=keys, block_ids=np.array(slots),
-                         is_promotion=False, req_context=b.ReqContext(req_id=req))
+    # TransferJob in vLLM's tiering/base.py since 017e9f44 (JobMetadata before).
+    job = getattr(t, "TransferJob", None) or t.JobMetadata
+    return job(job_id=job_id, keys=keys, block_ids=np.array(slots), is_promotion=False,
+               req_context=b.ReqContext(req_id=req))
 
 
 def finished(tier):
@@ -692,6 +694,63 @@ def test_vllms_out_of_tree_tier_config_builds_the_kvtier_tier(kv, tmp_path):
     tier = factory.create_secondary_tier(config, memoryview(primary), make_spec(kv, tmp_path))
     assert tier.tier_type == "KvtierSecondaryTier" and tier.options["host_bytes"] == 1 << 20
     tier.shutdown()
+
+
+def test_a_tier_job_that_names_its_slots_chunk_ids_moves_them(kv, tmp_path):
+    """vLLM's newer tiering/base.py (SOURCES "tiering_chunks") names a job's
+    primary slots TransferJob.chunk_ids; the tier read block_ids only, so
+    every job failed (nothing stored, every promotion failed)."""
+    tier, primary = make_tier(kv, tmp_path, seed=11)
+    b = vc.module("vllm.v1.kv_offload.base")
+    keys = keys_of(3)
+    job = vc.ChunkTransferJob(job_id=1, keys=keys, chunk_ids=np.array([0, 1, 2], np.int32),
+                         is_promotion=False, req_context=b.ReqContext(req_id="req-0"))
+    tier.submit_store(job)
+    assert finished(tier)[1].success
+    load = vc.ChunkTransferJob(job_id=2, keys=keys, chunk_ids=np.array([5, 6, 7], np.int32),
+                          is_promotion=True, req_context=b.ReqContext(req_id="req-0"))
+    tier.submit_load(load)
+    assert finished(tier)[2].success
+    assert primary[5:8].tobytes() == primary[0:3].tobytes()
+    tier.shutdown()
+
+
+def test_a_factory_that_passes_a_backpressure_detector_builds_the_tier(kv, tmp_path,
+                                                                       monkeypatch):
+    """The backpressure branch's factory (SOURCES "tiering_backpressure")
+    passes backpressure_detector= to every tier and leaves 'locality' in its
+    keywords: both reached kvtier's option check, which refused them
+    (unknown option), so vLLM could not start. The detector goes to vLLM's
+    base when it takes one; 'locality' sets the tier's events' locality."""
+    primary = np.zeros((4, SLOT), np.uint8)
+    config = {"type": "KvtierSecondaryTier", "module_path": "kvtier.integrations.vllm",
+              "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20}
+    b = vc.module("vllm.v1.kv_offload.base")
+    # A base without the parameter (017e9f44): a None detector is dropped.
+    tier = vc.create_secondary_tier_with_backpressure(
+        dict(config, locality="REMOTE"), memoryview(primary), make_spec(kv, tmp_path))
+    assert tier.locality is b.Locality.REMOTE
+    assert "locality" not in tier.options and "backpressure_detector" not in tier.options
+    tier.shutdown()
+    # The branch's base: the detector is the base's.
+    base = vc.module("vllm.v1.kv_offload.tiering.base").SecondaryTierManager
+    original = base.__init__
+
+    def init(self, offloading_spec, primary_kv_view, tier_type, backpressure_detector=None):
+        original(self, offloading_spec, primary_kv_view, tier_type)
+        self._bp_detector = backpressure_detector
+
+    monkeypatch.setattr(base, "__init__", init)
+    detector = object()
+    tier = vc.create_secondary_tier_with_backpressure(
+        config, memoryview(primary), make_spec(kv, tmp_path), detector=detector)
+    assert tier._bp_detector is detector and tier.locality is b.Locality.LOCAL
+    tier.submit_store(tier_job(tier, 1, keys_of(2), [0, 1]))
+    assert finished(tier)[1].success
+    tier.shutdown()
+    with pytest.raises(kvtier.InvalidArgument, match="locality: 'NEAR' is not one of"):
+        vc.create_secondary_tier_with_backpressure(
+            dict(config, locality="NEAR"), memoryview(primary), make_spec(kv, tmp_path))
 
 
 def test_the_tier_lets_go_of_the_primary_view_at_shutdown(kv, tmp_path):

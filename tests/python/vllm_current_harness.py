@@ -39,6 +39,13 @@ SOURCES = {
                 "017e9f4448b700e85ee16023287b025693c72b9e"),
     "metrics": ("vllm/backends/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py",
                 "a8f1d79812aa51e1036eba41286879eb09bd1635"),
+    # Newer tiering shapes (test_vllm_current.py's tier tests of each): the factory of
+    # neuralmagic/vllm's backpressure branch (tip 0b736e0f, 2026-08-19), and a
+    # tiering/base.py the index holds without naming its commit (index text 69756206310).
+    "tiering_backpressure": ("vllm/v1/kv_offload/tiering/{base,factory}.py (neuralmagic/vllm "
+                             "branch backpressure)",
+                             "0b736e0f1481f55834cc2c4579baf7778f5579b0"),
+    "tiering_chunks": ("vllm/v1/kv_offload/tiering/base.py (index text 69756206310)", ""),
     # How the connector's scheduler side takes lookup's answers (neuralmagic/vllm).
     "scheduler": ("vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py",
                   "017e9f4448b700e85ee16023287b025693c72b9e"),
@@ -80,6 +87,15 @@ FACTS = [
                 "labelvalues), set_gauge(...); aggregate sums counters, keeps the last gauge; "
                 "the Prometheus side asserts each name was declared by the spec and "
                 "len(labelvalues) == len(labelnames)"),
+    ("tiering_backpressure", "SecondaryTierManager.__init__(offloading_spec, primary_kv_view, "
+                             "tier_type, backpressure_detector=None); create_secondary_tier "
+                             "pops 'backpressure' (building a detector from it) and passes "
+                             "backpressure_detector= to every tier, None when unconfigured; "
+                             "'locality' stays in the tier's keywords (fs tier: "
+                             "Locality(locality), 'LOCAL' or 'REMOTE')"),
+    ("tiering_chunks", "TransferJob(job_id, keys, chunk_ids, is_promotion, req_context): "
+                       "the primary slots are chunk_ids (block_ids before); JobResult(job_id, "
+                       "success, successful_keys=None, transfer_time=None)"),
 ]
 
 
@@ -466,6 +482,31 @@ class SecondaryTierFactory:
         config.pop("module_path", None)
         return tier_cls(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view,
                         tier_type=tier_type, **config)
+
+
+# The newer shapes (SOURCES "tiering_backpressure", "tiering_chunks").
+
+def create_secondary_tier_with_backpressure(tier_config, primary_kv_view, offloading_spec,
+                                            detector=None):
+    """create_secondary_tier as the backpressure branch has it (the detector
+    given, instead of built from the config's 'backpressure')."""
+    factory = module("vllm.v1.kv_offload.tiering.factory").SecondaryTierFactory
+    tier_cls = factory.get_tier_class(tier_config)
+    config = dict(tier_config)
+    tier_type = config.pop("type")
+    config.pop("module_path", None)
+    config.pop("backpressure", None)
+    return tier_cls(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view,
+                    tier_type=tier_type, backpressure_detector=detector, **config)
+
+
+@dataclasses.dataclass
+class ChunkTransferJob:  # its TransferJob
+    job_id: int
+    keys: Any
+    chunk_ids: Any
+    is_promotion: bool
+    req_context: ReqContext
 
 
 # --- Installing the stand-ins ----------------------------------------------------

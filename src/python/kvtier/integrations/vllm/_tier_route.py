@@ -30,6 +30,7 @@ only from a verified block; a partial failure reports successful_keys.
 """
 
 import collections
+import inspect
 import json
 import threading
 import time
@@ -67,6 +68,52 @@ def tier_refusal():
     return None
 
 
+# Keywords some vLLM tier factories pass every tier besides its config
+# (neuralmagic/vllm's backpressure branch, 0b736e0f: backpressure_detector,
+# earlier backpressure): they go to vLLM's base class when it takes them,
+# never into kvtier's options (whose check refuses unknown names).
+_BASE_KEYWORDS = ("backpressure_detector", "backpressure")
+
+
+def _base_keywords(options):
+    """Takes _BASE_KEYWORDS out of `options`; returns those the base's
+    __init__ accepts (a set one it does not is logged and dropped)."""
+    try:
+        accepted = inspect.signature(SecondaryTierManagerBase.__init__).parameters
+    except (TypeError, ValueError):
+        accepted = {}
+    out = {}
+    for name in _BASE_KEYWORDS:
+        if name not in options:
+            continue
+        value = options.pop(name)
+        if name in accepted:
+            out[name] = value
+        elif value is not None:
+            logger.warning("vllm: this vLLM's SecondaryTierManager takes no %s; ignored", name)
+    return out
+
+
+def _locality(value, remote):
+    """The tier's Locality: the config's "locality" ("LOCAL" or "REMOTE", as
+    vLLM's fs tier takes it); without one, LOCAL for a cache without a remote
+    tier and None (not said) for one with a remote tier."""
+    if value is None:
+        return None if remote else getattr(Locality, "LOCAL", None)
+    try:
+        return Locality(value)
+    except (TypeError, ValueError):
+        names = [m.value for m in Locality] if Locality is not None else []
+        raise kvtier.InvalidArgument("locality: %r is not one of %s" % (value, names)) from None
+
+
+def _slot_ids(job):
+    """The primary slots of a tier job: TransferJob.chunk_ids in vLLM's newer
+    tiering/base.py, block_ids before."""
+    ids = getattr(job, "chunk_ids", None)
+    return job.block_ids if ids is None else ids
+
+
 class _StandIn:
     def __init__(self, *args, **kwargs):
         raise kvtier.FailedPrecondition(tier_refusal())
@@ -83,11 +130,12 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         return _stats.metric_definitions()
 
     def __init__(self, offloading_spec, primary_kv_view, tier_type=TIER_TYPE, **options):
-        super().__init__(offloading_spec, primary_kv_view, tier_type)
+        super().__init__(offloading_spec, primary_kv_view, tier_type, **_base_keywords(options))
         config = offloading_spec.config
         self.medium = Medium.STORAGE
+        locality = options.pop("locality", None)
         self.options = cache_options(options)
-        self.locality = None if self.options.get("remote") else getattr(Locality, "LOCAL", None)
+        self.locality = _locality(locality, bool(self.options.get("remote")))
         self._slot = int(primary_kv_view.strides[0])
         self._view = np.frombuffer(primary_kv_view, dtype=np.uint8)
         self.layout = kvtier.Layout.from_json(json.dumps({
@@ -212,7 +260,7 @@ class KvtierSecondaryTier(SecondaryTierManagerBase if tier_refusal() is None els
         start = time.monotonic()
         keys = list(job.keys)
         try:
-            done = run(keys, [int(b) for b in np.asarray(job.block_ids).reshape(-1)])
+            done = run(keys, [int(b) for b in np.asarray(_slot_ids(job)).reshape(-1)])
         except Exception as e:
             logger.warning("vllm: tier job %s failed: %s", job.job_id, e)
             done = []
