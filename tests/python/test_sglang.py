@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 
@@ -205,6 +204,53 @@ def test_copying_interface_and_zero_copy_share_pages(sglang, tmp_path, layout):
     assert fakes.raw(zc.kv_buffer) == fakes.raw(src.kv_buffer)
     assert backend.get("d" * 64, dst.get_dummy_flat_data_page()) is None
     assert backend.set(keys[0], src.get_data_page(0)) is True
+    backend.close()
+
+
+@pytest.mark.parametrize("interface_v1", [0, 1])
+def test_draft_pages_of_the_copying_interface_have_a_store_of_their_own(sglang, tmp_path, caplog,
+                                                                        interface_v1):
+    """Under speculative decoding SGLang's controller (upstream main 17313cf4,
+    2026-08-20: _draft_page_set_generic / _draft_page_get_generic, for every
+    backend but mooncake) stores the draft model's pages through batch_set
+    and loads them through batch_get, under "<page hash>.draft", as flat
+    pages of the draft host pool (another size than the target's). They went
+    to the KV pages' store, which refused them: never stored, an error
+    logged."""
+    target = fakes.MHAPool(pages=8, seed=2)
+    draft = fakes.MHAPool(pages=8, layers=1, heads=1, seed=7)  # a one-layer draft model
+    hashes = page_keys(4)
+    draft_keys = ["%s.draft" % h for h in hashes]
+    extra = {"interface_v1": interface_v1}
+    with caplog.at_level(logging.ERROR, logger="kvtier"):
+        backend = open_backend(sglang, tmp_path, target, extra=extra)
+        assert backend.batch_set(draft_keys, [draft.get_data_page(i * 4) for i in range(4)])
+        backend.close()
+        # A new backend on the folder (a restarted server): the draft pages from disk.
+        backend = open_backend(sglang, tmp_path, fakes.MHAPool(pages=8), extra=extra)
+        dst = fakes.MHAPool(pages=8, layers=1, heads=1)
+        got = backend.batch_get(draft_keys, [dst.get_dummy_flat_data_page() for _ in draft_keys])
+        assert all(g is not None for g in got)
+        for i, g in enumerate(got):
+            dst.set_from_flat_data_page(i * 4, g)
+        for i in range(4):
+            assert fakes.raw(dst.get_data_page(i * 4)) == fakes.raw(draft.get_data_page(i * 4))
+    assert not [r for r in caplog.records if r.name == "kvtier"]
+    # The target's pages are not the draft's, nor the other way round.
+    assert backend.batch_exists(hashes) == 0
+    assert backend.batch_get(["%s.draft" % h for h in page_keys(2, salt="t")],
+                             [dst.get_dummy_flat_data_page()] * 2) == [None, None]
+    stats = backend.kvtier_stats("draft")
+    assert (stats["stores"], stats["hits_disk"]) == (0, 4)
+    # A batch of both kinds, and a draft page of another size: misses, logged.
+    with caplog.at_level(logging.ERROR, logger="kvtier"):
+        assert backend.batch_set([hashes[0], draft_keys[1]],
+                                 [target.get_data_page(0), draft.get_data_page(4)]) is False
+        backend._last_log.clear()
+        assert backend.batch_get(draft_keys[:1], [target.get_dummy_flat_data_page()]) == [None]
+    messages = [r.getMessage() for r in caplog.records if r.name == "kvtier"]
+    assert any("a batch of 1 draft and 1 other pages" in m for m in messages), messages
+    assert any("a flat page has" in m for m in messages), messages
     backend.close()
 
 

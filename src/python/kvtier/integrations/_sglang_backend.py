@@ -17,7 +17,7 @@ import weakref
 
 import kvtier
 from kvtier.integrations import _served, _sglang_pages as pages_mod
-from kvtier.integrations._sglang_pages import PoolPages, Refused, byte_view, pool_key
+from kvtier.integrations._sglang_pages import FlatPages, PoolPages, Refused, byte_view, pool_key
 
 logger = logging.getLogger("kvtier")
 
@@ -35,6 +35,10 @@ _METRICS_MODULE = "sglang.srt.metrics.collector"
 # state, SWA, ...) is TP-sharded and keeps the rank in its shard.
 _REPLICATED_POOLS = ("kv", "indexer", "draft", "draft_indexer")
 _LOG_EVERY_S = 30.0
+# The key suffix of the draft model's pages on the copying interface:
+# "<page hash>.draft" (SGLang's controller, _draft_page_set_generic, after
+# HiCacheStorage's "<key>.<pool>" convention; PoolName's str() is its value).
+_DRAFT_POOL = "draft"
 _METRICS_MAX = 4096  # samples kept between two get_stats calls
 
 
@@ -122,6 +126,7 @@ class SglangBackend:
         self._metrics = _Metrics(bool(getattr(storage_config, "enable_storage_metrics", False)))
         self._last_log = {}
         self._pid = os.getpid()  # the process the caches were opened in
+        self._draft_error = None  # why the draft pages' cache could not be opened
         _LIVE.add(self)
 
     # --- Registration (scheduler thread; a refusal stops the server's start) ---
@@ -379,10 +384,10 @@ class SglangBackend:
     def batch_get(self, keys, target_locations=None, target_sizes=None):
         targets = list(target_locations or [None] * len(keys))
         try:
-            store = self._flat_store()
             if len(targets) != len(keys) or any(t is None for t in targets):
                 raise kvtier.InvalidArgument("sglang batch_get: %d keys, %d target pages"
                                              % (len(keys), len(targets)))
+            store = self._copying_store(keys, targets)
             blocks = [store.pages.flat_regions(byte_view(t)) for t in targets]
             found = self._load(store, keys, blocks)
             return [t if ok else None for t, ok in zip(targets, found)]
@@ -396,16 +401,54 @@ class SglangBackend:
 
     def batch_set(self, keys, values=None, target_locations=None, target_sizes=None):
         try:
-            store = self._flat_store()
             values = list(values or [])
             if len(values) != len(keys) or any(v is None for v in values):
                 raise kvtier.InvalidArgument("sglang batch_set: %d keys, %d pages"
                                              % (len(keys), len(values)))
+            store = self._copying_store(keys, values)
             blocks = [store.pages.flat_regions(byte_view(v)) for v in values]
             return all(self._save(store, keys, blocks, None))
         except Exception as e:
             self._log("batch_set", "batch_set: %s: %s", type(e).__name__, e)
             return False
+
+    def _copying_store(self, keys, pages):
+        """The store of a copying call: the KV pages', or the draft model's
+        for keys "<hash>.draft" (a batch is all one or all the other)."""
+        drafts = sum(str(k).endswith("." + _DRAFT_POOL) for k in keys)
+        if drafts == 0:
+            return self._flat_store()
+        if drafts != len(keys):
+            raise kvtier.InvalidArgument("sglang: a batch of %d draft and %d other pages"
+                                         % (drafts, len(keys) - drafts))
+        return self._draft_store(pages[0])
+
+    def _draft_store(self, page):
+        """The draft pages' store, opened on their first call with the layout
+        of that flat page (its bytes and dtype; the KV pool's tokens per
+        page): SGLang registers no draft pool with a backend of this kind.
+        A cache that cannot be opened (a daemon of another layout) is not
+        asked again: its error is raised for every later call."""
+        self._own_process()
+        store = self._stores.get(_DRAFT_POOL)
+        if store is not None:
+            return store
+        if self._draft_error is not None:
+            raise self._draft_error
+        kv = self._store_of("kv")
+        pages = FlatPages(_DRAFT_POOL, kv.pages.page_size, byte_view(page).nbytes,
+                          getattr(page, "dtype", "unknown"))
+        chains = [self._chain(_DRAFT_POOL, pages.layout, 1, 0)]
+        with self._lock:
+            store = self._stores.get(_DRAFT_POOL)
+            if store is None:
+                try:
+                    store = _Store(pages, self._open_cache(pages.layout), chains)
+                except kvtier.Error as e:
+                    self._draft_error = e
+                    raise
+                self._stores[_DRAFT_POOL] = store
+        return store
 
     def _flat_store(self):
         store = self._store_of("kv")

@@ -184,3 +184,24 @@ class PoolPages:
         if self.flat:
             return [flat]
         return np.split(flat, np.cumsum(self.region_sizes)[:-1])
+
+
+class FlatPages(PoolPages):
+    """The pages of a host pool SGLang never registers with the backend and
+    hands it only as flat page tensors: the draft model's under speculative
+    decoding, which SGLang's controller (upstream main, 2026-08-20) stores
+    and loads through the copying batch_set / batch_get under keys
+    "<page hash>.draft". One block per page, one region: the flat page."""
+
+    def __init__(self, name, page_size, nbytes, dtype):
+        self.name, self.pool, self.split = pool_key(name), None, 1
+        self.what = "%s pages" % self.name
+        self.page_size = int(page_size)
+        self.host_layout = "flat"
+        self.region_sizes, self.per_block, self.page_bytes = [int(nbytes)], 1, int(nbytes)
+        self.flat = True
+        self.layout = self._layout([self.page_bytes], _dtype_name(dtype))
+
+    def pages_of(self, n_keys, host_indices):
+        raise kvtier.InvalidArgument("sglang: %s: no host pool registered, flat pages only"
+                                     % self.what)
