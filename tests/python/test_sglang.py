@@ -84,6 +84,16 @@ def test_methods_match_sglangs_signatures(sglang):
         [f for f, _ in fakes.CONFIG_FIELDS]
 
 
+@pytest.mark.parametrize("interface_v1", [0, 1])
+def test_zero_copy_page_io_is_what_interface_v1_chose(sglang, tmp_path, interface_v1):
+    """Newer HiCacheStorage bases have supports_zero_copy_page_io (default
+    False, which keeps a caller on the copying calls)."""
+    backend = open_backend(sglang, tmp_path, fakes.MHAPool(),
+                           extra={"interface_v1": interface_v1})
+    assert backend.supports_zero_copy_page_io is bool(interface_v1)
+    backend.close()
+
+
 def test_base_class_whatever_the_import_order(monkeypatch, tmp_path):
     # kvtier's module first, SGLang's storage module after it.
     sys.modules.pop(BACKEND, None)

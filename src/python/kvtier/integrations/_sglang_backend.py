@@ -251,6 +251,15 @@ class SglangBackend:
             raise kvtier.FailedPrecondition("sglang: no %s host pool registered" % pool_key(name))
         return store
 
+    @property
+    def supports_zero_copy_page_io(self):
+        """Whether the zero-copy calls (batch_get_v1 / batch_set_v1 and the
+        v2 ones) are this backend's page I/O: what ``interface_v1`` chose.
+        Newer SGLang bases have the property (default False: the copying
+        calls); no controller found yet chooses by it instead of
+        ``interface_v1``, and this one answers the same either way."""
+        return self.interface_v1
+
     # --- Existence --------------------------------------------------------------
 
     def exists(self, key):
