@@ -96,6 +96,12 @@ Result<Op> FrameReader::Header() {
     ok_ = false;
     return Status::Corruption("unknown op " + std::to_string(op));
   }
+  // Reserved: a peer that sets it speaks something this version does not.
+  if (body_[2] != 0 || body_[3] != 0) {
+    ok_ = false;
+    return Status::Corruption("header field reserved as 0 is " +
+                              std::to_string(body_[2] | body_[3] << 8));
+  }
   return static_cast<Op>(op);
 }
 

@@ -61,6 +61,15 @@ TEST(Wire, RefusesOtherVersionsAndUnknownOps) {
   std::vector<uint8_t> body3 = {kWireVersion};
   FrameReader r3(body3);
   EXPECT_EQ(r3.Header().status().code(), StatusCode::kCorruption);
+  // The u16 after the op is reserved as 0.
+  for (std::vector<uint8_t> body : {std::vector<uint8_t>{kWireVersion, 2, 1, 0},
+                                    std::vector<uint8_t>{kWireVersion, 2, 0, 0x80}}) {
+    FrameReader r4(body);
+    const Status s = r4.Header().status();
+    EXPECT_EQ(s.code(), StatusCode::kCorruption);
+    EXPECT_NE(s.message().find("reserved as 0"), std::string::npos) << s.message();
+    EXPECT_FALSE(r4.ok());
+  }
 }
 
 TEST(Wire, CountPastTheFrameOrTheBatchLimitIsRefused) {
