@@ -847,3 +847,35 @@ def test_with_server_the_daemons_options_and_another_layout_are_refused(sglang, 
     finally:
         daemon.kill()
         daemon.wait(120)
+
+
+def test_with_a_daemon_of_the_kv_layout_draft_pages_are_misses_asked_once(sglang, cli, tmp_path,
+                                                                         caplog, monkeypatch):
+    """A daemon serves one layout, the target's: the draft pages' cache is
+    refused when first opened, and their later calls are misses without
+    asking the daemon again (each asking opens a connection)."""
+    target = fakes.MHAPool(pages=8, seed=3)
+    draft = fakes.MHAPool(pages=8, layers=1, heads=1, seed=4)
+    daemon, server = serve_for_the_kv_pool(cli, tmp_path, target)
+    try:
+        backend = open_backend(sglang, tmp_path, target, extra={"server": server})
+        opened = []
+        real = backend._open_cache
+        monkeypatch.setattr(backend, "_open_cache",
+                            lambda layout: opened.append(layout) or real(layout))
+        keys = ["%s.draft" % k for k in page_keys(2)]
+        with caplog.at_level(logging.ERROR, logger="kvtier"):
+            assert backend.batch_set(keys, [draft.get_data_page(i * 4) for i in range(2)]) is False
+            backend._last_log.clear()
+            assert backend.batch_get(keys, [draft.get_dummy_flat_data_page()] * 2) == [None] * 2
+        assert len(opened) == 1
+        messages = [r.getMessage() for r in caplog.records if r.name == "kvtier"]
+        assert len(messages) == 2, messages
+        assert all("FailedPrecondition" in m and "sglang_draft_flat_float16_flat" in m
+                   for m in messages), messages
+        # The target's pages still go to the daemon.
+        assert backend.batch_set_v1(page_keys(2), indices(2, 4)) == [True, True]
+        backend.close()
+    finally:
+        daemon.terminate()
+        daemon.communicate(timeout=120)

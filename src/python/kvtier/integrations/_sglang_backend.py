@@ -126,7 +126,7 @@ class SglangBackend:
         self._metrics = _Metrics(bool(getattr(storage_config, "enable_storage_metrics", False)))
         self._last_log = {}
         self._pid = os.getpid()  # the process the caches were opened in
-        self._draft_error = None  # why the draft pages' cache could not be opened
+        self._draft_error = None  # (type, message): why the draft cache could not open
         _LIVE.add(self)
 
     # --- Registration (scheduler thread; a refusal stops the server's start) ---
@@ -442,8 +442,8 @@ class SglangBackend:
         store = self._stores.get(_DRAFT_POOL)
         if store is not None:
             return store
-        if self._draft_error is not None:
-            raise self._draft_error
+        if self._draft_error is not None:  # a new exception each time: no traceback grows
+            raise self._draft_error[0](self._draft_error[1])
         kv = self._store_of("kv")
         pages = FlatPages(_DRAFT_POOL, kv.pages.page_size, byte_view(page).nbytes,
                           getattr(page, "dtype", "unknown"))
@@ -454,7 +454,7 @@ class SglangBackend:
                 try:
                     store = _Store(pages, self._open_cache(pages.layout), chains)
                 except kvtier.Error as e:
-                    self._draft_error = e
+                    self._draft_error = (type(e), str(e))
                     raise
                 self._stores[_DRAFT_POOL] = store
         return store
