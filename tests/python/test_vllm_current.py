@@ -398,7 +398,7 @@ def make_tier(kv, tmp_path, slots=8, seed=0, **extra):
 def tier_job(tier, job_id, keys, slots, req="req-0"):
     t = vc.module("vllm.v1.kv_offload.tiering.base")
     b = vc.module("vllm.v1.kv_offload.base")
-    # TransferJob in vLLM's tiering/base.py since 017e9f44 (JobMetadata before).
+    # TransferJob in vLLM's tiering/base.py since a123159f (2026-08-10; JobMetadata before).
     job = getattr(t, "TransferJob", None) or t.JobMetadata
     return job(job_id=job_id, keys=keys, block_ids=np.array(slots), is_promotion=False,
                req_context=b.ReqContext(req_id=req))
@@ -704,11 +704,11 @@ def test_a_tier_job_that_names_its_slots_chunk_ids_moves_them(kv, tmp_path):
     b = vc.module("vllm.v1.kv_offload.base")
     keys = keys_of(3)
     job = vc.ChunkTransferJob(job_id=1, keys=keys, chunk_ids=np.array([0, 1, 2], np.int32),
-                         is_promotion=False, req_context=b.ReqContext(req_id="req-0"))
+                              is_promotion=False, req_context=b.ReqContext(req_id="req-0"))
     tier.submit_store(job)
     assert finished(tier)[1].success
     load = vc.ChunkTransferJob(job_id=2, keys=keys, chunk_ids=np.array([5, 6, 7], np.int32),
-                          is_promotion=True, req_context=b.ReqContext(req_id="req-0"))
+                               is_promotion=True, req_context=b.ReqContext(req_id="req-0"))
     tier.submit_load(load)
     assert finished(tier)[2].success
     assert primary[5:8].tobytes() == primary[0:3].tobytes()
@@ -726,7 +726,8 @@ def test_a_factory_that_passes_a_backpressure_detector_builds_the_tier(kv, tmp_p
     config = {"type": "KvtierSecondaryTier", "module_path": "kvtier.integrations.vllm",
               "disk_dir": str(tmp_path / "tier"), "host_bytes": 1 << 20}
     b = vc.module("vllm.v1.kv_offload.base")
-    # A base without the parameter (017e9f44): a None detector is dropped.
+    # The base as it is (the stand-ins' and 017e9f44's have no detector
+    # parameter: a None one is dropped; 0b736e0f's takes it).
     tier = vc.create_secondary_tier_with_backpressure(
         dict(config, locality="REMOTE"), memoryview(primary), make_spec(kv, tmp_path))
     assert tier.locality is b.Locality.REMOTE

@@ -77,7 +77,7 @@ _BASE_KEYWORDS = ("backpressure_detector", "backpressure")
 
 def _base_keywords(options):
     """Takes _BASE_KEYWORDS out of `options`; returns those the base's
-    __init__ accepts (a set one it does not is logged and dropped)."""
+    __init__ accepts. One it does not accept is dropped (logged when set)."""
     try:
         accepted = inspect.signature(SecondaryTierManagerBase.__init__).parameters
     except (TypeError, ValueError):
